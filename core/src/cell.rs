@@ -1,0 +1,184 @@
+//! One reputation cell: how a resource has fared in one context (or, for the
+//! global layer, everywhere). Holds the reputation-pool 0.5.0 state machine.
+
+use alloc::collections::VecDeque;
+
+use serde::{Deserialize, Serialize};
+
+use crate::outcome::{FailureKind, Outcome};
+use crate::policy::Policy;
+
+pub const MIN_SCORE: i32 = -100;
+pub const MAX_SCORE: i32 = 100;
+
+/// The state a caller sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CellState {
+    Healthy,
+    Cooling,
+    Recovering,
+    Blocklisted,
+}
+
+impl CellState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CellState::Healthy => "healthy",
+            CellState::Cooling => "cooling",
+            CellState::Recovering => "recovering",
+            CellState::Blocklisted => "blocklisted",
+        }
+    }
+}
+
+/// Where the cell is in its cooling cycle. `Cooling` persists after `until`
+/// passes: the cell then waits for a half-open trial or a probe to succeed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    Healthy,
+    Cooling { until: u64, cause: FailureKind },
+    Recovering,
+}
+
+/// What applying one outcome changed, for events and re-indexing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Transition {
+    pub cooled: Option<(u64, FailureKind)>,
+    pub recovered: bool,
+    pub left_cooling: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Cell {
+    pub score: i32,
+    pub window: VecDeque<Outcome>,
+    pub consecutive_failures: u32,
+    pub consecutive_successes: u32,
+    pub phase: Phase,
+    /// Decayed success and failure counts, for Thompson sampling.
+    pub successes: f64,
+    pub failures: f64,
+    /// Exponentially weighted latency in milliseconds; 0 before any observation.
+    pub latency_ms: f64,
+    pub observations: u64,
+}
+
+impl Cell {
+    pub fn new() -> Self {
+        Cell {
+            score: 0,
+            window: VecDeque::new(),
+            consecutive_failures: 0,
+            consecutive_successes: 0,
+            phase: Phase::Healthy,
+            successes: 0.0,
+            failures: 0.0,
+            latency_ms: 0.0,
+            observations: 0,
+        }
+    }
+
+    /// The cooldown is still running at `now`.
+    pub fn cooling_at(&self, now: u64) -> bool {
+        matches!(self.phase, Phase::Cooling { until, .. } if now < until)
+    }
+
+    /// Cooldown over but not yet recovered; `Some(cause)` of the cooldown.
+    pub fn cooled_out(&self, now: u64) -> Option<FailureKind> {
+        match self.phase {
+            Phase::Cooling { until, cause } if now >= until => Some(cause),
+            _ => None,
+        }
+    }
+
+    pub fn state(&self) -> CellState {
+        match self.phase {
+            Phase::Healthy => CellState::Healthy,
+            Phase::Cooling { .. } => CellState::Cooling,
+            Phase::Recovering => CellState::Recovering,
+        }
+    }
+
+    /// Folds one outcome in. `gated` is false for the global layer, which keeps
+    /// score and counters but never cools: it informs, it does not gate.
+    pub fn apply(&mut self, outcome: &Outcome, now: u64, policy: &Policy, gated: bool) -> Transition {
+        let kind = match outcome {
+            Outcome::Success { .. } => None,
+            Outcome::Failure { kind, .. } => Some(*kind),
+        };
+        self.score = (self.score + Policy::score_delta(kind)).clamp(MIN_SCORE, MAX_SCORE);
+        self.window.push_back(*outcome);
+        while self.window.len() > policy.window as usize {
+            self.window.pop_front();
+        }
+        self.successes *= policy.decay;
+        self.failures *= policy.decay;
+        match kind {
+            None => self.successes += 1.0,
+            Some(_) => self.failures += 1.0,
+        }
+        let latency = outcome.latency_ms();
+        self.latency_ms =
+            if self.observations == 0 { latency } else { 0.8 * self.latency_ms + 0.2 * latency };
+        self.observations += 1;
+
+        if !gated {
+            match kind {
+                None => {
+                    self.consecutive_failures = 0;
+                    self.consecutive_successes = self.consecutive_successes.saturating_add(1);
+                }
+                Some(_) => {
+                    self.consecutive_failures = self.consecutive_failures.saturating_add(1);
+                    self.consecutive_successes = 0;
+                }
+            }
+            return Transition::default();
+        }
+        // A running cooldown absorbs outcomes: score and window move, nothing else.
+        if self.cooling_at(now) {
+            return Transition::default();
+        }
+        let mut t = Transition::default();
+        match kind {
+            Some(kind) => {
+                self.consecutive_failures = self.consecutive_failures.saturating_add(1);
+                self.consecutive_successes = 0;
+                if self.consecutive_failures >= policy.cool_after {
+                    let until = now.saturating_add(policy.cooldown(kind, self.consecutive_failures));
+                    self.phase = Phase::Cooling { until, cause: kind };
+                    t.cooled = Some((until, kind));
+                }
+            }
+            None => {
+                self.consecutive_failures = 0;
+                self.consecutive_successes = self.consecutive_successes.saturating_add(1);
+                match self.phase {
+                    Phase::Cooling { .. } => {
+                        self.consecutive_successes = 1;
+                        self.phase = Phase::Recovering;
+                        t.left_cooling = true;
+                    }
+                    Phase::Recovering | Phase::Healthy => {}
+                }
+                if self.phase == Phase::Recovering
+                    && self.consecutive_successes >= policy.recover_after
+                {
+                    self.phase = Phase::Healthy;
+                    t.recovered = true;
+                }
+            }
+        }
+        t
+    }
+
+    /// Share of successes in the window, or `None` before any observation.
+    pub fn success_rate(&self) -> Option<f64> {
+        if self.window.is_empty() {
+            return None;
+        }
+        let ok = self.window.iter().filter(|o| o.is_success()).count();
+        Some(ok as f64 / self.window.len() as f64)
+    }
+}

@@ -1,0 +1,96 @@
+//! One error type for every operation, so the host, the bindings and the HTTP
+//! layer each map it once instead of parsing messages.
+
+use core::fmt;
+
+use crate::snapshot::SnapshotError;
+
+/// Why an operation was refused. Every refusal leaves the pool unchanged.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Error {
+    /// An argument broke a validation rule; `field` names it, `rule` says which rule.
+    InvalidInput { field: &'static str, rule: &'static str },
+    /// The resource is not registered.
+    UnknownResource,
+    /// No lease with that id is live (released, expired, revoked or never granted).
+    UnknownLease,
+    /// The lease exists but the token presented is not its current fencing token.
+    StaleLease { current: u64 },
+    /// The lease ran out before the call; its permit has been freed.
+    LeaseExpired,
+    /// The resource (or the resource in this context) is on the blocklist.
+    Blocked,
+    /// Nothing selectable right now; `retry_after` (nanoseconds) is when the
+    /// earliest timer that could free a candidate fires, if any is pending.
+    NoResourceAvailable { retry_after: Option<u64> },
+    /// Unregister without `force` while leases are live.
+    Leased { live: u32 },
+    /// A configured budget would be exceeded.
+    BudgetExhausted { budget: &'static str, limit: u64 },
+    /// The acquire rate limit has no token; one is minted after `retry_after` nanoseconds.
+    RateLimited { retry_after: u64 },
+    /// A snapshot could not be decoded; the pool is left as it was.
+    Snapshot(SnapshotError),
+}
+
+impl Error {
+    pub(crate) const fn invalid(field: &'static str, rule: &'static str) -> Self {
+        Error::InvalidInput { field, rule }
+    }
+
+    /// A stable machine-readable code, shared by every front end.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::InvalidInput { .. } => "invalid_input",
+            Error::UnknownResource => "unknown_resource",
+            Error::UnknownLease => "unknown_lease",
+            Error::StaleLease { .. } => "stale_lease",
+            Error::LeaseExpired => "lease_expired",
+            Error::Blocked => "blocked",
+            Error::NoResourceAvailable { .. } => "no_resource_available",
+            Error::Leased { .. } => "leased",
+            Error::BudgetExhausted { .. } => "budget_exhausted",
+            Error::RateLimited { .. } => "rate_limited",
+            Error::Snapshot(_) => "invalid_snapshot",
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::InvalidInput { field, rule } => write!(f, "invalid {field}: {rule}"),
+            Error::UnknownResource => f.write_str("resource is not registered"),
+            Error::UnknownLease => f.write_str("no live lease with that id"),
+            Error::StaleLease { current } => {
+                write!(f, "stale fencing token (current token is {current})")
+            }
+            Error::LeaseExpired => f.write_str("lease expired"),
+            Error::Blocked => f.write_str("resource is blocklisted"),
+            Error::NoResourceAvailable { retry_after: Some(ns) } => {
+                write!(f, "no resource available (retry after {ns} ns)")
+            }
+            Error::NoResourceAvailable { retry_after: None } => {
+                f.write_str("no resource available")
+            }
+            Error::Leased { live } => write!(f, "resource has {live} live lease(s)"),
+            Error::BudgetExhausted { budget, limit } => {
+                write!(f, "budget {budget} exhausted (limit {limit})")
+            }
+            Error::RateLimited { retry_after } => {
+                write!(f, "rate limited (retry after {retry_after} ns)")
+            }
+            Error::Snapshot(e) => write!(f, "snapshot refused: {e}"),
+        }
+    }
+}
+
+impl core::error::Error for Error {}
+
+impl From<SnapshotError> for Error {
+    fn from(e: SnapshotError) -> Self {
+        Error::Snapshot(e)
+    }
+}
+
+pub type Result<T, E = Error> = core::result::Result<T, E>;

@@ -1,0 +1,95 @@
+//! Resource identities and contexts, validated once at the edge so the rest of
+//! the core can trust them.
+
+use alloc::string::String;
+use core::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// Longest kind, value or context accepted, in bytes.
+pub const MAX_ID_BYTES: usize = 256;
+
+/// The context name reserved for the resource-wide reputation layer.
+pub const GLOBAL_CONTEXT: &str = "*";
+
+fn check(field: &'static str, s: &str) -> Result<()> {
+    if s.is_empty() {
+        return Err(Error::invalid(field, "must not be empty"));
+    }
+    if s.len() > MAX_ID_BYTES {
+        return Err(Error::invalid(field, "must be at most 256 bytes"));
+    }
+    if s.chars().any(char::is_control) {
+        return Err(Error::invalid(field, "must not contain control characters"));
+    }
+    Ok(())
+}
+
+/// A resource is named by an open namespace (`kind`: "proxy", "api-key", ...)
+/// and an opaque value inside it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ResourceId {
+    kind: String,
+    value: String,
+}
+
+impl ResourceId {
+    pub fn new(kind: impl Into<String>, value: impl Into<String>) -> Result<Self> {
+        let (kind, value) = (kind.into(), value.into());
+        check("resource.kind", &kind)?;
+        check("resource.value", &value)?;
+        Ok(ResourceId { kind, value })
+    }
+
+    pub fn kind(&self) -> &str {
+        &self.kind
+    }
+
+    pub fn value(&self) -> &str {
+        &self.value
+    }
+
+    /// Re-checks a value that arrived through deserialization, which bypasses `new`.
+    pub(crate) fn revalidate(&self) -> Result<()> {
+        check("resource.kind", &self.kind)?;
+        check("resource.value", &self.value)
+    }
+}
+
+impl fmt::Display for ResourceId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.kind, self.value)
+    }
+}
+
+/// Where a resource is used ("example.com", "checkout-api", ...). Reputation is
+/// kept per context; `"*"` is the global layer and cannot be named by callers.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Context(String);
+
+impl Context {
+    pub fn new(name: impl Into<String>) -> Result<Self> {
+        let name = name.into();
+        check("context", &name)?;
+        if name == GLOBAL_CONTEXT {
+            return Err(Error::invalid("context", "\"*\" is reserved for the global layer"));
+        }
+        Ok(Context(name))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub(crate) fn revalidate(&self) -> Result<()> {
+        Context::new(self.0.as_str()).map(|_| ())
+    }
+}
+
+impl fmt::Display for Context {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}

@@ -1,0 +1,224 @@
+//! The candidate index: which resources are selectable in a context and with
+//! what weight, kept so that one acquire costs O(log n) however large the pool.
+//!
+//! Every resource has a global entry (its weight from the `"*"` layer) in one
+//! Fenwick tree. A context keeps only corrections, for the resources that have
+//! a cell there: effective weight minus global weight, or minus everything when
+//! the cell is gated (cooling, trial in flight, blocked in this context). The
+//! weights of a context are then `global + delta`, descended in one pass.
+//!
+//! Classic weights need the minimum score among the candidates. Global scores
+//! are integers in [-100, 100], so a 201-bucket histogram answers "lowest global
+//! score among resources without a cell here" by subtracting the context's own
+//! histogram; resources with a cell keep their blended scores in an ordered map.
+//! The minimum is taken over eligible candidates (not blocked, not gated),
+//! including ones whose permits are all leased right now, so a grant elsewhere
+//! does not reshuffle everyone's odds.
+
+use alloc::collections::BTreeMap;
+use alloc::vec;
+use alloc::vec::Vec;
+use hashbrown::HashMap;
+
+use crate::fenwick::{descend, Delta, Fenwick};
+
+/// Fixed-point scale of weights and blended scores.
+pub(crate) const SCALE: i64 = 1 << 16;
+const BUCKETS: usize = 201;
+
+/// What the index needs to know about one resource, resource-wide.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct GlobalEntry {
+    /// Global score + 100, in 0..=200.
+    pub bucket: u8,
+    pub weight: i64,
+    /// At least one permit is free.
+    pub free: bool,
+}
+
+/// What the index needs to know about one resource in one context where it has a cell.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct ContextEntry {
+    /// The cell lets a client lease it now (not cooling, no trial in flight, not blocked here).
+    pub open: bool,
+    pub weight: i64,
+    /// Blended score, fixed point.
+    pub score: i64,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Stored {
+    delta: (i64, i64),
+    /// Global bucket counted in the context histogram.
+    bucket: Option<u8>,
+    /// Blended score counted in the context's ordered map.
+    score: Option<i64>,
+}
+
+#[derive(Debug, Clone)]
+struct ContextIndex {
+    delta: Delta,
+    stored: HashMap<u32, Stored>,
+    hist: Vec<u32>,
+    scores: BTreeMap<i64, u32>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Index {
+    global: Fenwick,
+    stored: Vec<Option<GlobalEntry>>,
+    hist: Vec<u32>,
+    contexts: Vec<ContextIndex>,
+}
+
+fn tree_value(g: Option<GlobalEntry>) -> (i64, i64) {
+    match g {
+        Some(e) if e.free => (e.weight, 1),
+        _ => (0, 0),
+    }
+}
+
+fn count_in(map: &mut BTreeMap<i64, u32>, key: i64, add: bool) {
+    if add {
+        *map.entry(key).or_insert(0) += 1;
+    } else if let Some(n) = map.get_mut(&key) {
+        *n -= 1;
+        if *n == 0 {
+            map.remove(&key);
+        }
+    }
+}
+
+impl Index {
+    pub fn new() -> Self {
+        Index { global: Fenwick::new(), stored: Vec::new(), hist: vec![0; BUCKETS], contexts: Vec::new() }
+    }
+
+    fn context_mut(&mut self, ctx: u32) -> &mut ContextIndex {
+        while self.contexts.len() <= ctx as usize {
+            self.contexts.push(ContextIndex {
+                delta: Delta::new(),
+                stored: HashMap::new(),
+                hist: vec![0; BUCKETS],
+                scores: BTreeMap::new(),
+            });
+        }
+        &mut self.contexts[ctx as usize]
+    }
+
+    /// Sets a resource's global entry; `None` when it is unregistered or blocked resource-wide.
+    pub fn set_global(&mut self, slot: u32, entry: Option<GlobalEntry>) {
+        let i = slot as usize;
+        let old_cap = self.global.capacity();
+        if self.global.ensure(i) {
+            let new_cap = self.global.capacity();
+            for c in &mut self.contexts {
+                c.delta.grow(old_cap, new_cap);
+            }
+        }
+        if self.stored.len() <= i {
+            self.stored.resize(i + 1, None);
+        }
+        let old = self.stored[i];
+        if old == entry {
+            return;
+        }
+        let (ow, oc) = tree_value(old);
+        let (nw, nc) = tree_value(entry);
+        self.global.add(i, nw - ow, nc - oc);
+        if let Some(o) = old {
+            self.hist[o.bucket as usize] -= 1;
+        }
+        if let Some(n) = entry {
+            self.hist[n.bucket as usize] += 1;
+        }
+        self.stored[i] = entry;
+    }
+
+    /// Sets a resource's entry in a context where it has a cell (`None` once the
+    /// cell is gone). Call after `set_global` for the same resource.
+    pub fn set_context(&mut self, slot: u32, ctx: u32, entry: Option<ContextEntry>) {
+        let global = self.stored.get(slot as usize).copied().flatten();
+        let cap = self.global.capacity();
+        let c = self.context_mut(ctx);
+        let old = c.stored.get(&slot).copied().unwrap_or_default();
+        let new = match entry {
+            None => Stored::default(),
+            Some(e) => {
+                let (gw, gc) = tree_value(global);
+                let own = match global {
+                    Some(g) if g.free && e.open => (e.weight, 1),
+                    _ => (0, 0),
+                };
+                Stored {
+                    delta: (own.0 - gw, own.1 - gc),
+                    bucket: global.map(|g| g.bucket),
+                    score: match global {
+                        Some(_) if e.open => Some(e.score),
+                        _ => None,
+                    },
+                }
+            }
+        };
+        let (dw, dc) = (new.delta.0 - old.delta.0, new.delta.1 - old.delta.1);
+        if (dw, dc) != (0, 0) {
+            c.delta.add(cap, slot as usize, dw, dc);
+        }
+        if old.bucket != new.bucket {
+            if let Some(b) = old.bucket {
+                c.hist[b as usize] -= 1;
+            }
+            if let Some(b) = new.bucket {
+                c.hist[b as usize] += 1;
+            }
+        }
+        if old.score != new.score {
+            if let Some(s) = old.score {
+                count_in(&mut c.scores, s, false);
+            }
+            if let Some(s) = new.score {
+                count_in(&mut c.scores, s, true);
+            }
+        }
+        if entry.is_some() {
+            c.stored.insert(slot, new);
+        } else {
+            c.stored.remove(&slot);
+        }
+    }
+
+    /// Lowest eligible score in a context, fixed point; `None` when nothing is eligible.
+    pub fn min_score(&self, ctx: Option<u32>) -> Option<i64> {
+        let c = ctx.and_then(|c| self.contexts.get(c as usize));
+        let untouched = (0..BUCKETS)
+            .find(|&b| self.hist[b] > c.map_or(0, |c| c.hist[b]))
+            .map(|b| (b as i64 - 100) * SCALE);
+        let touched = c.and_then(|c| c.scores.keys().next().copied());
+        match (untouched, touched) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Resources with a free permit and no resource-wide block.
+    pub fn available(&self) -> u32 {
+        self.global.total().1 as u32
+    }
+
+    /// Total of `weight + k` over the candidates leasable now in a context.
+    pub fn total(&self, ctx: Option<u32>, k: i64) -> i64 {
+        let (mut w, mut c) = self.global.total();
+        if let Some(d) = ctx.and_then(|c| self.contexts.get(c as usize)) {
+            let (dw, dc) = d.delta.node(self.global.capacity());
+            w += dw;
+            c += dc;
+        }
+        w + k * c
+    }
+
+    /// The slot holding the `target`-th unit of `weight + k`, `target < total`.
+    pub fn pick(&self, ctx: Option<u32>, k: i64, target: i64) -> u32 {
+        let delta = ctx.and_then(|c| self.contexts.get(c as usize)).map(|c| &c.delta);
+        descend(&self.global, delta, k, target) as u32
+    }
+}

@@ -1,0 +1,38 @@
+//! repute-core: a reputation-aware resource pool with fenced leases, as a
+//! pure state machine.
+//!
+//! Nothing here reads a clock, touches the OS or spawns anything: every
+//! operation takes the caller's monotonic `now` (nanoseconds) and randomness
+//! comes from a seeded generator stored in the pool. The same snapshot and the
+//! same calls therefore give the same results, byte for byte, natively and
+//! inside the WebAssembly component the host runs.
+#![no_std]
+#![forbid(unsafe_code)]
+#![warn(missing_debug_implementations)]
+
+extern crate alloc;
+
+mod cell;
+mod error;
+mod event;
+mod fenwick;
+mod id;
+mod index;
+mod lease;
+mod outcome;
+mod policy;
+mod pool;
+mod ratelimit;
+mod rng;
+mod score;
+pub mod snapshot;
+
+pub use cell::{CellState, MAX_SCORE, MIN_SCORE};
+pub use error::{Error, Result};
+pub use event::{Event, EventKind, RejectReason};
+pub use id::{Context, ResourceId, GLOBAL_CONTEXT, MAX_ID_BYTES};
+pub use lease::{Lease, LeaseKind};
+pub use outcome::{FailureKind, Outcome};
+pub use policy::{Policy, RateLimit, Strategy, SECOND};
+pub use pool::{Block, CellView, Pool, ResourceView, Stats, MAX_PERMITS, MAX_REASON_BYTES};
+pub use snapshot::SnapshotError;

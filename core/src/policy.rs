@@ -1,0 +1,159 @@
+//! Every tunable of the pool, with the reputation-pool 0.5.0 values as defaults.
+//! Durations are nanoseconds of the monotonic clock the caller passes in.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::outcome::FailureKind;
+
+pub const SECOND: u64 = 1_000_000_000;
+
+/// How a candidate is chosen among the selectable ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Strategy {
+    /// reputation-pool 0.5.0: weighted random, weight = score − min score + exploration floor.
+    Classic,
+    /// Thompson sampling on decayed success/failure counts (see `score::posterior`).
+    Thompson,
+    /// The selectable resource registered earliest; deterministic, for tests.
+    First,
+}
+
+impl Strategy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Strategy::Classic => "classic",
+            Strategy::Thompson => "thompson",
+            Strategy::First => "first",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<Self> {
+        match s {
+            "classic" => Ok(Strategy::Classic),
+            "thompson" => Ok(Strategy::Thompson),
+            "first" => Ok(Strategy::First),
+            _ => Err(Error::invalid("policy.strategy", "must be one of classic, thompson, first")),
+        }
+    }
+}
+
+/// Token bucket on acquire: `rate` tokens per second, at most `burst` stored.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RateLimit {
+    pub rate: f64,
+    pub burst: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Policy {
+    pub strategy: Strategy,
+    /// Outcomes remembered per cell.
+    pub window: u32,
+    /// Consecutive failures that cool a cell.
+    pub cool_after: u32,
+    /// Consecutive successes after a cooldown that make a cell healthy again.
+    pub recover_after: u32,
+    /// Cap on the doubling of cooldowns (allowed 0..=21).
+    pub max_exponent: u32,
+    /// Added to every classic weight so the worst candidate keeps a chance.
+    pub exploration_floor: f64,
+    pub lease_ttl: u64,
+    pub probe_ttl: u64,
+    /// Per-observation decay of the Thompson counts; lower forgets faster.
+    pub decay: f64,
+    pub max_resources: Option<u32>,
+    pub max_cells: Option<u32>,
+    pub rate_limit: Option<RateLimit>,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            strategy: Strategy::Classic,
+            window: 10,
+            cool_after: 3,
+            recover_after: 2,
+            max_exponent: 6,
+            exploration_floor: 1.0,
+            lease_ttl: 30 * SECOND,
+            probe_ttl: 15 * SECOND,
+            decay: 0.9,
+            max_resources: None,
+            max_cells: None,
+            rate_limit: None,
+        }
+    }
+}
+
+impl Policy {
+    pub fn validate(&self) -> Result<()> {
+        if !(1..=1024).contains(&self.window) {
+            return Err(Error::invalid("policy.window", "must be in 1..=1024"));
+        }
+        if self.cool_after == 0 {
+            return Err(Error::invalid("policy.cool_after", "must be >= 1"));
+        }
+        if self.recover_after == 0 {
+            return Err(Error::invalid("policy.recover_after", "must be >= 1"));
+        }
+        if self.max_exponent > 21 {
+            return Err(Error::invalid("policy.max_exponent", "must be in 0..=21"));
+        }
+        if !(self.exploration_floor.is_finite() && self.exploration_floor > 0.0) {
+            return Err(Error::invalid("policy.exploration_floor", "must be finite and > 0"));
+        }
+        if self.exploration_floor > 1_000_000.0 {
+            return Err(Error::invalid("policy.exploration_floor", "must be <= 1000000"));
+        }
+        if self.lease_ttl == 0 {
+            return Err(Error::invalid("policy.lease_ttl", "must be > 0"));
+        }
+        if self.probe_ttl == 0 {
+            return Err(Error::invalid("policy.probe_ttl", "must be > 0"));
+        }
+        if !(self.decay.is_finite() && self.decay > 0.0 && self.decay <= 1.0) {
+            return Err(Error::invalid("policy.decay", "must be in (0, 1]"));
+        }
+        if let Some(rl) = self.rate_limit {
+            if !(rl.rate.is_finite() && rl.rate > 0.0) {
+                return Err(Error::invalid("policy.rate_limit.rate", "must be finite and > 0"));
+            }
+            if rl.burst == 0 {
+                return Err(Error::invalid("policy.rate_limit.burst", "must be >= 1"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Score change of one outcome, as in reputation-pool 0.5.0.
+    pub fn score_delta(kind: Option<FailureKind>) -> i32 {
+        match kind {
+            None => 5,
+            Some(FailureKind::Blocked) => -30,
+            Some(FailureKind::TlsHandshake) => -15,
+            Some(FailureKind::ConnectionReset) => -10,
+            Some(FailureKind::Timeout) => -5,
+            Some(FailureKind::Slow) => -2,
+        }
+    }
+
+    /// Base cooldown of a failure kind, before doubling.
+    pub fn cooldown_base(kind: FailureKind) -> u64 {
+        SECOND
+            * match kind {
+                FailureKind::Blocked => 3600,
+                FailureKind::TlsHandshake => 300,
+                FailureKind::ConnectionReset => 120,
+                FailureKind::Timeout => 60,
+                FailureKind::Slow => 30,
+            }
+    }
+
+    /// base(kind) × 2^min(consecutive_failures − 1, max_exponent).
+    pub fn cooldown(&self, kind: FailureKind, consecutive_failures: u32) -> u64 {
+        let exp = consecutive_failures.saturating_sub(1).min(self.max_exponent);
+        Self::cooldown_base(kind) << exp
+    }
+}

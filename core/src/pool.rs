@@ -1,0 +1,839 @@
+//! The pool: registration, selection, leases, reports, blocklist and timers,
+//! driven entirely by the caller's calls and the `now` each call carries.
+
+use alloc::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::cmp::Reverse;
+use hashbrown::{HashMap, HashSet};
+use serde::{Deserialize, Serialize};
+
+use crate::cell::{Cell, CellState, Phase};
+use crate::error::{Error, Result};
+use crate::event::{Event, EventKind, RejectReason};
+use crate::id::{Context, ResourceId};
+use crate::index::{ContextEntry, GlobalEntry, Index, SCALE};
+use crate::lease::{Lease, LeaseEntry, LeaseKind};
+use crate::outcome::{FailureKind, Outcome};
+use crate::policy::{Policy, Strategy};
+use crate::ratelimit::Bucket;
+use crate::rng::Rng;
+use crate::score;
+
+/// Most permits one resource may have.
+pub const MAX_PERMITS: u32 = 1024;
+/// Longest block reason accepted, in bytes.
+pub const MAX_REASON_BYTES: usize = 1024;
+/// Candidates pre-drawn from the index before Thompson sampling among them.
+const THOMPSON_DRAWS: usize = 4;
+/// How many ended lease ids are remembered to answer `LeaseExpired` rather than `UnknownLease`.
+const EXPIRED_MEMORY: usize = 4096;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Block {
+    pub until: Option<u64>,
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Resource {
+    pub id: ResourceId,
+    pub holders: Vec<Option<u64>>,
+    /// Last token per permit; never shrinks, so re-grown permits continue their sequence.
+    pub fences: Vec<u64>,
+    pub block: Option<Block>,
+    pub global: Cell,
+    pub contexts: Vec<u32>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct ContextCell {
+    pub cell: Cell,
+    pub block: Option<Block>,
+    pub trial: Option<u64>,
+    pub probe: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Timer {
+    Lease(u64),
+    Cooldown(u32, u32),
+    Block(u32, Option<u32>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    Released,
+    Expired,
+    Revoked,
+}
+
+/// A reputation cell as callers see it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellView {
+    /// `None` for the global (`"*"`) layer.
+    pub context: Option<Context>,
+    pub state: CellState,
+    pub score: i32,
+    /// The blended score selection uses (see `score`); equals `score` for the global layer.
+    pub effective_score: f64,
+    pub consecutive_failures: u32,
+    pub consecutive_successes: u32,
+    pub cooling_until: Option<u64>,
+    pub cause: Option<FailureKind>,
+    pub half_open: bool,
+    pub due_for_probe: bool,
+    pub success_rate: Option<f64>,
+    pub latency_ms: f64,
+    pub observations: u64,
+    pub block: Option<Block>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResourceView {
+    pub resource: ResourceId,
+    pub permits: u32,
+    pub leased: u32,
+    pub score: i32,
+    pub contexts: u32,
+    pub block: Option<Block>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stats {
+    pub resources: u32,
+    pub cells: u32,
+    pub contexts: u32,
+    pub live_leases: u32,
+    /// Resources with a free permit and no resource-wide block.
+    pub available: u32,
+    pub due_for_probe: u32,
+    pub now: u64,
+}
+
+/// The whole pool. Every method that takes `now` first fires the timers due by
+/// then (lease expiry, cooldown ends, block expiry); a `now` earlier than one
+/// already seen is treated as that one, so time never runs backwards inside.
+#[derive(Debug, Clone)]
+pub struct Pool {
+    pub(crate) policy: Policy,
+    pub(crate) rng: Rng,
+    pub(crate) now: u64,
+    pub(crate) resources: Vec<Option<Resource>>,
+    pub(crate) free_slots: Vec<u32>,
+    pub(crate) by_id: HashMap<ResourceId, u32>,
+    pub(crate) contexts: Vec<Context>,
+    pub(crate) context_ids: HashMap<Context, u32>,
+    pub(crate) cells: HashMap<(u32, u32), ContextCell>,
+    pub(crate) retired_fences: BTreeMap<ResourceId, Vec<u64>>,
+    pub(crate) leases: HashMap<u64, LeaseEntry>,
+    pub(crate) next_lease_id: u64,
+    pub(crate) ended: VecDeque<u64>,
+    pub(crate) ended_set: HashSet<u64>,
+    pub(crate) timers: BinaryHeap<Reverse<(u64, Timer)>>,
+    pub(crate) probe_due: BTreeSet<(u32, u32)>,
+    pub(crate) bucket: Option<Bucket>,
+    pub(crate) index: Index,
+    pub(crate) events: Vec<Event>,
+}
+
+impl Pool {
+    pub fn new(policy: Policy, seed: u64) -> Result<Pool> {
+        policy.validate()?;
+        Ok(Pool::empty(policy, Rng::seeded(seed), 0))
+    }
+
+    pub(crate) fn empty(policy: Policy, rng: Rng, now: u64) -> Pool {
+        let bucket = policy.rate_limit.as_ref().map(|l| Bucket::full(l, now));
+        Pool {
+            policy,
+            rng,
+            now,
+            resources: Vec::new(),
+            free_slots: Vec::new(),
+            by_id: HashMap::new(),
+            contexts: Vec::new(),
+            context_ids: HashMap::new(),
+            cells: HashMap::new(),
+            retired_fences: BTreeMap::new(),
+            leases: HashMap::new(),
+            next_lease_id: 1,
+            ended: VecDeque::new(),
+            ended_set: HashSet::new(),
+            timers: BinaryHeap::new(),
+            probe_due: BTreeSet::new(),
+            bucket,
+            index: Index::new(),
+            events: Vec::new(),
+        }
+    }
+
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// Events since the last drain, oldest first.
+    pub fn drain_events(&mut self) -> Vec<Event> {
+        core::mem::take(&mut self.events)
+    }
+
+    pub fn pending_events(&self) -> &[Event] {
+        &self.events
+    }
+
+    fn emit(&mut self, at: u64, kind: EventKind) {
+        self.events.push(Event { at, kind });
+    }
+
+    fn slot_of(&self, id: &ResourceId) -> Result<u32> {
+        self.by_id.get(id).copied().ok_or(Error::UnknownResource)
+    }
+
+    pub(crate) fn res(&self, slot: u32) -> &Resource {
+        self.resources[slot as usize].as_ref().expect("slot in use")
+    }
+
+    fn res_mut(&mut self, slot: u32) -> &mut Resource {
+        self.resources[slot as usize].as_mut().expect("slot in use")
+    }
+
+    // ---- time ----
+
+    /// Fires every timer due by `now`. Called at the start of every operation.
+    pub fn advance(&mut self, now: u64) {
+        let now = now.max(self.now);
+        self.now = now;
+        while let Some(&Reverse((at, timer))) = self.timers.peek() {
+            if at > now {
+                break;
+            }
+            self.timers.pop();
+            self.fire(at, timer);
+        }
+    }
+
+    fn fire(&mut self, at: u64, timer: Timer) {
+        match timer {
+            Timer::Lease(id) => {
+                if self.leases.get(&id).is_some_and(|e| e.lease.expires_at == at) {
+                    self.end_lease(id, End::Expired, at);
+                }
+            }
+            Timer::Cooldown(slot, ctx) => {
+                let Some(cc) = self.cells.get(&(slot, ctx)) else { return };
+                let Phase::Cooling { until, cause } = cc.cell.phase else { return };
+                if until != at {
+                    return;
+                }
+                if cause != FailureKind::Blocked && cc.probe.is_none() {
+                    self.probe_due.insert((slot, ctx));
+                }
+                self.reindex(slot);
+            }
+            Timer::Block(slot, None) => {
+                let Some(Some(r)) = self.resources.get(slot as usize) else { return };
+                if r.block.as_ref().and_then(|b| b.until) != Some(at) {
+                    return;
+                }
+                self.res_mut(slot).block = None;
+                let resource = self.res(slot).id.clone();
+                self.reindex(slot);
+                self.emit(at, EventKind::Unblocked { resource, context: None });
+            }
+            Timer::Block(slot, Some(ctx)) => {
+                let Some(cc) = self.cells.get_mut(&(slot, ctx)) else { return };
+                if cc.block.as_ref().and_then(|b| b.until) != Some(at) {
+                    return;
+                }
+                cc.block = None;
+                let resource = self.res(slot).id.clone();
+                let context = self.contexts[ctx as usize].clone();
+                self.reindex(slot);
+                self.emit(at, EventKind::Unblocked { resource, context: Some(context) });
+            }
+        }
+    }
+
+    /// Nanoseconds until the next pending timer, a hint for `retry_after`.
+    fn next_timer_in(&self) -> Option<u64> {
+        self.timers.peek().map(|Reverse((at, _))| at.saturating_sub(self.now))
+    }
+
+    // ---- index ----
+
+    fn weight(&self, context: Option<&Cell>, global: &Cell) -> i64 {
+        match self.policy.strategy {
+            Strategy::Classic => score::blended(context, global, self.policy.window) + 100 * SCALE,
+            Strategy::First => SCALE,
+            Strategy::Thompson => {
+                let (a, b) = score::posterior(context, global);
+                score::thompson_weight(a, b, self.floor())
+            }
+        }
+    }
+
+    fn floor(&self) -> i64 {
+        ((self.policy.exploration_floor * SCALE as f64) as i64).max(1)
+    }
+
+    fn gate_open(cc: &ContextCell, now: u64) -> bool {
+        if cc.block.is_some() {
+            return false;
+        }
+        match cc.cell.phase {
+            Phase::Healthy | Phase::Recovering => true,
+            Phase::Cooling { until, cause } => {
+                now >= until && cause == FailureKind::Blocked && cc.trial.is_none()
+            }
+        }
+    }
+
+    /// Brings the index in line with one resource's current state.
+    pub(crate) fn reindex(&mut self, slot: u32) {
+        let r = self.res(slot);
+        let global = match r.block {
+            Some(_) => None,
+            None => Some(GlobalEntry {
+                bucket: (r.global.score + 100) as u8,
+                weight: self.weight(None, &r.global),
+                free: r.holders.iter().any(Option::is_none),
+            }),
+        };
+        self.index.set_global(slot, global);
+        for i in 0..self.res(slot).contexts.len() {
+            let r = self.res(slot);
+            let ctx = r.contexts[i];
+            let cc = &self.cells[&(slot, ctx)];
+            let entry = ContextEntry {
+                open: Self::gate_open(cc, self.now),
+                weight: self.weight(Some(&cc.cell), &r.global),
+                score: score::blended(Some(&cc.cell), &r.global, self.policy.window),
+            };
+            self.index.set_context(slot, ctx, Some(entry));
+        }
+    }
+
+    fn select(&mut self, ctx: Option<u32>) -> Option<u32> {
+        match self.policy.strategy {
+            Strategy::First => (self.index.total(ctx, 0) > 0).then(|| self.index.pick(ctx, 0, 0)),
+            Strategy::Classic => {
+                let min = self.index.min_score(ctx)?;
+                let k = self.floor() - (min + 100 * SCALE);
+                let total = self.index.total(ctx, k);
+                if total <= 0 {
+                    return None;
+                }
+                let target = self.rng.below(total as u64) as i64;
+                Some(self.index.pick(ctx, k, target))
+            }
+            Strategy::Thompson => {
+                let total = self.index.total(ctx, 0);
+                if total <= 0 {
+                    return None;
+                }
+                let mut best: Option<(f64, u32)> = None;
+                let mut seen = [u32::MAX; THOMPSON_DRAWS];
+                for i in 0..THOMPSON_DRAWS {
+                    let slot = self.index.pick(ctx, 0, self.rng.below(total as u64) as i64);
+                    if seen[..i].contains(&slot) {
+                        continue;
+                    }
+                    seen[i] = slot;
+                    let r = self.res(slot);
+                    let cell = ctx.and_then(|c| self.cells.get(&(slot, c))).map(|cc| &cc.cell);
+                    let (a, b) = score::posterior(cell, &r.global);
+                    let latency = cell.unwrap_or(&r.global).latency_ms;
+                    let u = score::utility(self.rng.beta(a, b), latency);
+                    if best.is_none_or(|(bu, _)| u > bu) {
+                        best = Some((u, slot));
+                    }
+                }
+                best.map(|(_, slot)| slot)
+            }
+        }
+    }
+
+    // ---- registration ----
+
+    /// Registers a resource with `permits` concurrent leases. Registering an
+    /// existing resource again changes its permits (returns whether anything changed);
+    /// lowering them is refused while a removed permit is leased.
+    pub fn register(&mut self, id: ResourceId, permits: u32, now: u64) -> Result<bool> {
+        if !(1..=MAX_PERMITS).contains(&permits) {
+            return Err(Error::invalid("permits", "must be in 1..=1024"));
+        }
+        self.advance(now);
+        if let Some(&slot) = self.by_id.get(&id) {
+            let r = self.res(slot);
+            let current = r.holders.len() as u32;
+            if permits == current {
+                return Ok(false);
+            }
+            let live = r.holders[permits.min(current) as usize..].iter().flatten().count() as u32;
+            if live > 0 {
+                return Err(Error::Leased { live });
+            }
+            let r = self.res_mut(slot);
+            r.holders.resize(permits as usize, None);
+            if r.fences.len() < permits as usize {
+                r.fences.resize(permits as usize, 0);
+            }
+            self.reindex(slot);
+            self.emit(self.now, EventKind::Registered { resource: id, permits });
+            return Ok(true);
+        }
+        if let Some(max) = self.policy.max_resources {
+            if self.by_id.len() as u32 >= max {
+                return Err(Error::BudgetExhausted { budget: "max_resources", limit: max as u64 });
+            }
+        }
+        let mut fences = self.retired_fences.remove(&id).unwrap_or_default();
+        if fences.len() < permits as usize {
+            fences.resize(permits as usize, 0);
+        }
+        let resource = Resource {
+            id: id.clone(),
+            holders: alloc::vec![None; permits as usize],
+            fences,
+            block: None,
+            global: Cell::new(),
+            contexts: Vec::new(),
+        };
+        let slot = match self.free_slots.pop() {
+            Some(s) => {
+                self.resources[s as usize] = Some(resource);
+                s
+            }
+            None => {
+                self.resources.push(Some(resource));
+                (self.resources.len() - 1) as u32
+            }
+        };
+        self.by_id.insert(id.clone(), slot);
+        self.reindex(slot);
+        self.emit(self.now, EventKind::Registered { resource: id, permits });
+        Ok(true)
+    }
+
+    /// Removes a resource and its cells. Refused while leased unless `force`,
+    /// which revokes the leases; fence counters are kept, so a re-registered
+    /// resource continues its token sequence and old holders stay fenced out.
+    pub fn unregister(&mut self, id: &ResourceId, force: bool, now: u64) -> Result<()> {
+        self.advance(now);
+        let slot = self.slot_of(id)?;
+        let live: Vec<u64> = self.res(slot).holders.iter().flatten().copied().collect();
+        if !live.is_empty() && !force {
+            return Err(Error::Leased { live: live.len() as u32 });
+        }
+        for lease in live {
+            self.end_lease(lease, End::Revoked, self.now);
+        }
+        let r = self.resources[slot as usize].take().expect("slot in use");
+        for ctx in &r.contexts {
+            self.index.set_context(slot, *ctx, None);
+            self.cells.remove(&(slot, *ctx));
+            self.probe_due.remove(&(slot, *ctx));
+        }
+        self.index.set_global(slot, None);
+        self.by_id.remove(&r.id);
+        self.retired_fences.insert(r.id.clone(), r.fences);
+        self.free_slots.push(slot);
+        self.emit(self.now, EventKind::Unregistered { resource: r.id });
+        Ok(())
+    }
+
+    // ---- leases ----
+
+    /// Grants the best lease for `context` under the pool's strategy.
+    pub fn acquire(&mut self, context: &Context, now: u64) -> Result<Lease> {
+        self.advance(now);
+        if let (Some(limit), Some(bucket)) = (self.policy.rate_limit, self.bucket.as_mut()) {
+            if let Err(retry_after) = bucket.check(&limit, self.now) {
+                let context = context.clone();
+                self.emit(self.now, EventKind::Rejected { context, reason: RejectReason::RateLimited });
+                return Err(Error::RateLimited { retry_after });
+            }
+        }
+        let ctx = self.context_ids.get(context).copied();
+        let Some(slot) = self.select(ctx) else {
+            let context = context.clone();
+            self.emit(self.now, EventKind::Rejected { context, reason: RejectReason::NoCandidates });
+            return Err(Error::NoResourceAvailable { retry_after: self.next_timer_in() });
+        };
+        if let Some(b) = self.bucket.as_mut() {
+            b.take();
+        }
+        let half_open = ctx
+            .and_then(|c| self.cells.get(&(slot, c)))
+            .is_some_and(|cc| cc.cell.cooled_out(self.now).is_some());
+        let kind = if half_open { LeaseKind::Trial } else { LeaseKind::Client };
+        Ok(self.grant(slot, context.clone(), ctx, kind, self.policy.lease_ttl))
+    }
+
+    /// Takes a real lease on a cell that is due for probe, so that a probe and
+    /// a client never hold the same permit.
+    pub fn acquire_for_probe(&mut self, id: &ResourceId, context: &Context, now: u64) -> Result<Lease> {
+        self.advance(now);
+        let slot = self.slot_of(id)?;
+        let ctx = self.context_ids.get(context).copied();
+        let due = ctx.filter(|&c| self.probe_due.contains(&(slot, c)) && !self.blocked(slot, Some(c)));
+        let Some(ctx) = due else {
+            return Err(Error::invalid("resource", "is not due for probe in this context"));
+        };
+        if self.res(slot).holders.iter().all(Option::is_some) {
+            return Err(Error::NoResourceAvailable { retry_after: self.next_timer_in() });
+        }
+        Ok(self.grant(slot, context.clone(), Some(ctx), LeaseKind::Probe, self.policy.probe_ttl))
+    }
+
+    fn grant(&mut self, slot: u32, context: Context, ctx: Option<u32>, kind: LeaseKind, ttl: u64) -> Lease {
+        let now = self.now;
+        let id = self.next_lease_id;
+        self.next_lease_id += 1;
+        let r = self.res_mut(slot);
+        let permit = r.holders.iter().position(Option::is_none).expect("selected with a free permit");
+        r.holders[permit] = Some(id);
+        r.fences[permit] += 1;
+        let lease = Lease {
+            id,
+            resource: r.id.clone(),
+            context,
+            permit: permit as u32,
+            token: r.fences[permit],
+            kind,
+            granted_at: now,
+            expires_at: now.saturating_add(ttl),
+            ttl,
+        };
+        if let Some(cc) = ctx.and_then(|c| self.cells.get_mut(&(slot, c))) {
+            match kind {
+                LeaseKind::Trial => cc.trial = Some(id),
+                LeaseKind::Probe => cc.probe = Some(id),
+                LeaseKind::Client => {}
+            }
+        }
+        if let (LeaseKind::Probe, Some(c)) = (kind, ctx) {
+            self.probe_due.remove(&(slot, c));
+        }
+        self.timers.push(Reverse((lease.expires_at, Timer::Lease(id))));
+        self.leases.insert(id, LeaseEntry { lease: lease.clone(), slot });
+        self.reindex(slot);
+        self.emit(now, EventKind::Leased { lease: lease.clone() });
+        lease
+    }
+
+    fn live_lease(&self, id: u64, token: u64) -> Result<&LeaseEntry> {
+        match self.leases.get(&id) {
+            Some(e) if e.lease.token == token => Ok(e),
+            Some(e) => Err(Error::StaleLease { current: e.lease.token }),
+            None if self.ended_set.contains(&id) => Err(Error::LeaseExpired),
+            None => Err(Error::UnknownLease),
+        }
+    }
+
+    /// Extends a live lease by its TTL from `now`. Refused for a blocked resource.
+    pub fn renew(&mut self, id: u64, token: u64, now: u64) -> Result<Lease> {
+        self.advance(now);
+        let e = self.live_lease(id, token)?;
+        let ctx = self.context_ids.get(&e.lease.context).copied();
+        if self.blocked(e.slot, ctx) {
+            return Err(Error::Blocked);
+        }
+        let e = self.leases.get_mut(&id).expect("checked live");
+        e.lease.expires_at = self.now.saturating_add(e.lease.ttl);
+        let lease = e.lease.clone();
+        self.timers.push(Reverse((lease.expires_at, Timer::Lease(id))));
+        self.emit(self.now, EventKind::Renewed { lease: lease.clone() });
+        Ok(lease)
+    }
+
+    /// Ends a live lease and frees its permit.
+    pub fn release(&mut self, id: u64, token: u64, now: u64) -> Result<()> {
+        self.advance(now);
+        self.live_lease(id, token)?;
+        self.end_lease(id, End::Released, self.now);
+        Ok(())
+    }
+
+    /// The live lease with this id, if any.
+    pub fn lease(&mut self, id: u64, now: u64) -> Option<Lease> {
+        self.advance(now);
+        self.leases.get(&id).map(|e| e.lease.clone())
+    }
+
+    fn end_lease(&mut self, id: u64, how: End, at: u64) {
+        let Some(LeaseEntry { lease, slot }) = self.leases.remove(&id) else { return };
+        self.res_mut(slot).holders[lease.permit as usize] = None;
+        if let Some(ctx) = self.context_ids.get(&lease.context).copied() {
+            let now = self.now;
+            if let Some(cc) = self.cells.get_mut(&(slot, ctx)) {
+                if cc.trial == Some(id) {
+                    cc.trial = None;
+                }
+                if cc.probe == Some(id) {
+                    cc.probe = None;
+                    if matches!(cc.cell.cooled_out(now), Some(c) if c != FailureKind::Blocked) {
+                        self.probe_due.insert((slot, ctx));
+                    }
+                }
+            }
+        }
+        if how == End::Expired {
+            self.ended.push_back(id);
+            self.ended_set.insert(id);
+            if self.ended.len() > EXPIRED_MEMORY {
+                if let Some(old) = self.ended.pop_front() {
+                    self.ended_set.remove(&old);
+                }
+            }
+        }
+        self.reindex(slot);
+        let kind = match how {
+            End::Released => EventKind::Released { lease },
+            End::Expired => EventKind::LeaseExpired { lease },
+            End::Revoked => EventKind::Revoked { lease },
+        };
+        self.emit(at, kind);
+    }
+
+    // ---- reports ----
+
+    fn intern(&mut self, context: &Context) -> u32 {
+        if let Some(&c) = self.context_ids.get(context) {
+            return c;
+        }
+        let c = self.contexts.len() as u32;
+        self.contexts.push(context.clone());
+        self.context_ids.insert(context.clone(), c);
+        c
+    }
+
+    /// The cell of a resource in a context, created (within the cell budget) if new.
+    fn cell_for(&mut self, slot: u32, context: &Context) -> Result<u32> {
+        if let Some(&c) = self.context_ids.get(context) {
+            if self.cells.contains_key(&(slot, c)) {
+                return Ok(c);
+            }
+        }
+        if let Some(max) = self.policy.max_cells {
+            if self.cells.len() as u32 >= max {
+                return Err(Error::BudgetExhausted { budget: "max_cells", limit: max as u64 });
+            }
+        }
+        let c = self.intern(context);
+        self.cells.insert((slot, c), ContextCell { cell: Cell::new(), block: None, trial: None, probe: None });
+        self.res_mut(slot).contexts.push(c);
+        Ok(c)
+    }
+
+    /// Folds one outcome into the resource's cell for `context` and its global cell.
+    pub fn report(&mut self, id: &ResourceId, context: &Context, outcome: Outcome, now: u64) -> Result<()> {
+        outcome.revalidate()?;
+        self.advance(now);
+        let slot = self.slot_of(id)?;
+        let ctx = self.cell_for(slot, context)?;
+        let now = self.now;
+        let policy = &self.policy;
+        let r = self.resources[slot as usize].as_mut().expect("slot in use");
+        r.global.apply(&outcome, now, policy, false);
+        let t = self.cells.get_mut(&(slot, ctx)).expect("cell exists").cell.apply(&outcome, now, policy, true);
+        if let Some((until, cause)) = t.cooled {
+            self.probe_due.remove(&(slot, ctx));
+            self.timers.push(Reverse((until, Timer::Cooldown(slot, ctx))));
+            self.emit(now, EventKind::Cooled { resource: id.clone(), context: context.clone(), until, cause });
+        }
+        if t.left_cooling {
+            self.probe_due.remove(&(slot, ctx));
+        }
+        if t.recovered {
+            self.emit(now, EventKind::Recovered { resource: id.clone(), context: context.clone() });
+        }
+        self.reindex(slot);
+        Ok(())
+    }
+
+    // ---- blocklist ----
+
+    fn blocked(&self, slot: u32, ctx: Option<u32>) -> bool {
+        self.res(slot).block.is_some()
+            || ctx.and_then(|c| self.cells.get(&(slot, c))).is_some_and(|cc| cc.block.is_some())
+    }
+
+    /// Blocks a resource everywhere (`context: None`) or in one context, for
+    /// `duration` nanoseconds or until unblocked. Live leases run on but are not renewed.
+    pub fn block(
+        &mut self,
+        id: &ResourceId,
+        context: Option<&Context>,
+        duration: Option<u64>,
+        reason: Option<String>,
+        now: u64,
+    ) -> Result<()> {
+        if duration == Some(0) {
+            return Err(Error::invalid("duration", "must be > 0 (omit it for a permanent block)"));
+        }
+        if let Some(r) = &reason {
+            if r.len() > MAX_REASON_BYTES {
+                return Err(Error::invalid("reason", "must be at most 1024 bytes"));
+            }
+            if r.chars().any(char::is_control) {
+                return Err(Error::invalid("reason", "must not contain control characters"));
+            }
+        }
+        self.advance(now);
+        let slot = self.slot_of(id)?;
+        let until = duration.map(|d| self.now.saturating_add(d));
+        let block = Some(Block { until, reason: reason.clone() });
+        let ctx = match context {
+            None => {
+                self.res_mut(slot).block = block;
+                None
+            }
+            Some(context) => {
+                let c = self.cell_for(slot, context)?;
+                self.cells.get_mut(&(slot, c)).expect("cell exists").block = block;
+                Some(c)
+            }
+        };
+        if let Some(until) = until {
+            self.timers.push(Reverse((until, Timer::Block(slot, ctx))));
+        }
+        self.reindex(slot);
+        let context = context.cloned();
+        self.emit(self.now, EventKind::Blocklisted { resource: id.clone(), context, until, reason });
+        Ok(())
+    }
+
+    /// Lifts a block; returns whether one was in place.
+    pub fn unblock(&mut self, id: &ResourceId, context: Option<&Context>, now: u64) -> Result<bool> {
+        self.advance(now);
+        let slot = self.slot_of(id)?;
+        let lifted = match context {
+            None => self.res_mut(slot).block.take().is_some(),
+            Some(context) => match self.context_ids.get(context) {
+                Some(&c) => self.cells.get_mut(&(slot, c)).is_some_and(|cc| cc.block.take().is_some()),
+                None => false,
+            },
+        };
+        if lifted {
+            self.reindex(slot);
+            let context = context.cloned();
+            self.emit(self.now, EventKind::Unblocked { resource: id.clone(), context });
+        }
+        Ok(lifted)
+    }
+
+    // ---- inspection ----
+
+    /// Cells whose cooldown has ended for a cause other than `blocked`, waiting
+    /// for a probe; sorted by resource, then context.
+    pub fn due_for_probe(&mut self, now: u64) -> Vec<(ResourceId, Context)> {
+        self.advance(now);
+        let mut due: Vec<_> = self
+            .probe_due
+            .iter()
+            .filter(|&&(slot, c)| !self.blocked(slot, Some(c)))
+            .map(|&(slot, c)| (self.res(slot).id.clone(), self.contexts[c as usize].clone()))
+            .collect();
+        due.sort();
+        due
+    }
+
+    /// The global cell first, then one per context, sorted by context.
+    pub fn cells(&mut self, id: &ResourceId, now: u64) -> Result<Vec<CellView>> {
+        self.advance(now);
+        let slot = self.slot_of(id)?;
+        let r = self.res(slot);
+        let now = self.now;
+        let mut out = Vec::with_capacity(r.contexts.len() + 1);
+        out.push(self.view(&r.global, None, r.block.clone(), None, now));
+        let mut ctxs: Vec<u32> = r.contexts.clone();
+        ctxs.sort_by(|a, b| self.contexts[*a as usize].cmp(&self.contexts[*b as usize]));
+        for c in ctxs {
+            let cc = &self.cells[&(slot, c)];
+            let block = cc.block.clone().or_else(|| r.block.clone());
+            out.push(self.view(&cc.cell, Some((slot, c, cc)), block, Some(&r.global), now));
+        }
+        Ok(out)
+    }
+
+    fn view(
+        &self,
+        cell: &Cell,
+        ctx: Option<(u32, u32, &ContextCell)>,
+        block: Option<Block>,
+        global: Option<&Cell>,
+        now: u64,
+    ) -> CellView {
+        let (cooling_until, cause) = match cell.phase {
+            Phase::Cooling { until, cause } => (Some(until), Some(cause)),
+            _ => (None, None),
+        };
+        let state = if block.is_some() { CellState::Blocklisted } else { cell.state() };
+        let effective = match global {
+            Some(g) => score::blended(Some(cell), g, self.policy.window),
+            None => score::blended(None, cell, self.policy.window),
+        };
+        let (half_open, due) = match ctx {
+            Some((slot, c, cc)) => (
+                block.is_none() && cc.trial.is_none() && cell.cooled_out(now) == Some(FailureKind::Blocked),
+                block.is_none() && self.probe_due.contains(&(slot, c)),
+            ),
+            None => (false, false),
+        };
+        CellView {
+            context: ctx.map(|(_, c, _)| self.contexts[c as usize].clone()),
+            state,
+            score: cell.score,
+            effective_score: effective as f64 / SCALE as f64,
+            consecutive_failures: cell.consecutive_failures,
+            consecutive_successes: cell.consecutive_successes,
+            cooling_until,
+            cause,
+            half_open,
+            due_for_probe: due,
+            success_rate: cell.success_rate(),
+            latency_ms: cell.latency_ms,
+            observations: cell.observations,
+            block,
+        }
+    }
+
+    /// Every registered resource, sorted by id.
+    pub fn resources(&self) -> Vec<ResourceView> {
+        let mut out: Vec<ResourceView> = self
+            .resources
+            .iter()
+            .flatten()
+            .map(|r| ResourceView {
+                resource: r.id.clone(),
+                permits: r.holders.len() as u32,
+                leased: r.holders.iter().flatten().count() as u32,
+                score: r.global.score,
+                contexts: r.contexts.len() as u32,
+                block: r.block.clone(),
+            })
+            .collect();
+        out.sort_by(|a, b| a.resource.cmp(&b.resource));
+        out
+    }
+
+    /// The live leases, sorted by id.
+    pub fn leases(&self) -> Vec<Lease> {
+        let mut out: Vec<Lease> = self.leases.values().map(|e| e.lease.clone()).collect();
+        out.sort_by_key(|l| l.id);
+        out
+    }
+
+    pub fn stats(&self) -> Stats {
+        Stats {
+            resources: self.by_id.len() as u32,
+            cells: self.cells.len() as u32,
+            contexts: self.contexts.len() as u32,
+            live_leases: self.leases.len() as u32,
+            available: self.index.available(),
+            due_for_probe: self.probe_due.len() as u32,
+            now: self.now,
+        }
+    }
+}
