@@ -119,8 +119,7 @@ impl Cell {
             Some(_) => self.failures += 1.0,
         }
         let latency = outcome.latency_ms();
-        self.latency_ms =
-            if self.observations == 0 { latency } else { 0.8 * self.latency_ms + 0.2 * latency };
+        self.latency_ms = if self.observations == 0 { latency } else { 0.8 * self.latency_ms + 0.2 * latency };
         self.observations += 1;
 
         if !gated {
@@ -162,9 +161,7 @@ impl Cell {
                     }
                     Phase::Recovering | Phase::Healthy => {}
                 }
-                if self.phase == Phase::Recovering
-                    && self.consecutive_successes >= policy.recover_after
-                {
+                if self.phase == Phase::Recovering && self.consecutive_successes >= policy.recover_after {
                     self.phase = Phase::Healthy;
                     t.recovered = true;
                 }

@@ -70,9 +70,7 @@ impl fmt::Display for Error {
             Error::NoResourceAvailable { retry_after: Some(ns) } => {
                 write!(f, "no resource available (retry after {ns} ns)")
             }
-            Error::NoResourceAvailable { retry_after: None } => {
-                f.write_str("no resource available")
-            }
+            Error::NoResourceAvailable { retry_after: None } => f.write_str("no resource available"),
             Error::Leased { live } => write!(f, "resource has {live} live lease(s)"),
             Error::BudgetExhausted { budget, limit } => {
                 write!(f, "budget {budget} exhausted (limit {limit})")

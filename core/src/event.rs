@@ -27,20 +27,54 @@ pub enum RejectReason {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "type")]
 pub enum EventKind {
-    Registered { resource: ResourceId, permits: u32 },
-    Unregistered { resource: ResourceId },
-    Cooled { resource: ResourceId, context: Context, until: u64, cause: FailureKind },
-    Recovered { resource: ResourceId, context: Context },
+    Registered {
+        resource: ResourceId,
+        permits: u32,
+    },
+    Unregistered {
+        resource: ResourceId,
+    },
+    Cooled {
+        resource: ResourceId,
+        context: Context,
+        until: u64,
+        cause: FailureKind,
+    },
+    Recovered {
+        resource: ResourceId,
+        context: Context,
+    },
     /// `context` is `None` for a resource-wide block; `until` is `None` when permanent.
-    Blocklisted { resource: ResourceId, context: Option<Context>, until: Option<u64>, reason: Option<String> },
-    Unblocked { resource: ResourceId, context: Option<Context> },
-    Leased { lease: Lease },
-    Renewed { lease: Lease },
-    Released { lease: Lease },
-    LeaseExpired { lease: Lease },
+    Blocklisted {
+        resource: ResourceId,
+        context: Option<Context>,
+        until: Option<u64>,
+        reason: Option<String>,
+    },
+    Unblocked {
+        resource: ResourceId,
+        context: Option<Context>,
+    },
+    Leased {
+        lease: Lease,
+    },
+    Renewed {
+        lease: Lease,
+    },
+    Released {
+        lease: Lease,
+    },
+    LeaseExpired {
+        lease: Lease,
+    },
     /// A live lease ended by a forced unregister; its holder is fenced out.
-    Revoked { lease: Lease },
-    Rejected { context: Context, reason: RejectReason },
+    Revoked {
+        lease: Lease,
+    },
+    Rejected {
+        context: Context,
+        reason: RejectReason,
+    },
 }
 
 impl EventKind {

@@ -2,6 +2,7 @@
 //! the core can trust them.
 
 use alloc::string::String;
+use alloc::sync::Arc;
 use core::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -28,9 +29,13 @@ fn check(field: &'static str, s: &str) -> Result<()> {
 }
 
 /// A resource is named by an open namespace (`kind`: "proxy", "api-key", ...)
-/// and an opaque value inside it.
+/// and an opaque value inside it. Shared, because every lease and event
+/// carries it and cloning must not allocate on the acquire path.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct ResourceId {
+pub struct ResourceId(Arc<Parts>);
+
+#[derive(Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+struct Parts {
     kind: String,
     value: String,
 }
@@ -40,34 +45,34 @@ impl ResourceId {
         let (kind, value) = (kind.into(), value.into());
         check("resource.kind", &kind)?;
         check("resource.value", &value)?;
-        Ok(ResourceId { kind, value })
+        Ok(ResourceId(Arc::new(Parts { kind, value })))
     }
 
     pub fn kind(&self) -> &str {
-        &self.kind
+        &self.0.kind
     }
 
     pub fn value(&self) -> &str {
-        &self.value
+        &self.0.value
     }
 
     /// Re-checks a value that arrived through deserialization, which bypasses `new`.
     pub(crate) fn revalidate(&self) -> Result<()> {
-        check("resource.kind", &self.kind)?;
-        check("resource.value", &self.value)
+        check("resource.kind", &self.0.kind)?;
+        check("resource.value", &self.0.value)
     }
 }
 
 impl fmt::Display for ResourceId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.kind, self.value)
+        write!(f, "{}:{}", self.0.kind, self.0.value)
     }
 }
 
 /// Where a resource is used ("example.com", "checkout-api", ...). Reputation is
 /// kept per context; `"*"` is the global layer and cannot be named by callers.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct Context(String);
+pub struct Context(Arc<str>);
 
 impl Context {
     pub fn new(name: impl Into<String>) -> Result<Self> {
@@ -76,7 +81,7 @@ impl Context {
         if name == GLOBAL_CONTEXT {
             return Err(Error::invalid("context", "\"*\" is reserved for the global layer"));
         }
-        Ok(Context(name))
+        Ok(Context(name.into()))
     }
 
     pub fn as_str(&self) -> &str {
@@ -84,7 +89,7 @@ impl Context {
     }
 
     pub(crate) fn revalidate(&self) -> Result<()> {
-        Context::new(self.0.as_str()).map(|_| ())
+        Context::new(&*self.0).map(|_| ())
     }
 }
 

@@ -2,7 +2,7 @@
 //! what weight, kept so that one acquire costs O(log n) however large the pool.
 //!
 //! Every resource has a global entry (its weight from the `"*"` layer) in one
-//! Fenwick tree. A context keeps only corrections, for the resources that have
+//! sum tree. A context keeps only corrections, for the resources that have
 //! a cell there: effective weight minus global weight, or minus everything when
 //! the cell is gated (cooling, trial in flight, blocked in this context). The
 //! weights of a context are then `global + delta`, descended in one pass.
@@ -20,7 +20,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 use hashbrown::HashMap;
 
-use crate::fenwick::{descend, Delta, Fenwick};
+use crate::tree::{descend, Delta, SumTree};
 
 /// Fixed-point scale of weights and blended scores.
 pub(crate) const SCALE: i64 = 1 << 16;
@@ -65,7 +65,8 @@ struct ContextIndex {
 
 #[derive(Debug, Clone)]
 pub(crate) struct Index {
-    global: Fenwick,
+    global: SumTree,
+    shape: Vec<usize>,
     stored: Vec<Option<GlobalEntry>>,
     hist: Vec<u32>,
     contexts: Vec<ContextIndex>,
@@ -91,13 +92,14 @@ fn count_in(map: &mut BTreeMap<i64, u32>, key: i64, add: bool) {
 
 impl Index {
     pub fn new() -> Self {
-        Index { global: Fenwick::new(), stored: Vec::new(), hist: vec![0; BUCKETS], contexts: Vec::new() }
+        let global = SumTree::new();
+        Index { shape: global.shape(), global, stored: Vec::new(), hist: vec![0; BUCKETS], contexts: Vec::new() }
     }
 
     fn context_mut(&mut self, ctx: u32) -> &mut ContextIndex {
         while self.contexts.len() <= ctx as usize {
             self.contexts.push(ContextIndex {
-                delta: Delta::new(),
+                delta: Delta::new(&self.shape),
                 stored: HashMap::new(),
                 hist: vec![0; BUCKETS],
                 scores: BTreeMap::new(),
@@ -109,11 +111,10 @@ impl Index {
     /// Sets a resource's global entry; `None` when it is unregistered or blocked resource-wide.
     pub fn set_global(&mut self, slot: u32, entry: Option<GlobalEntry>) {
         let i = slot as usize;
-        let old_cap = self.global.capacity();
         if self.global.ensure(i) {
-            let new_cap = self.global.capacity();
+            self.shape = self.global.shape();
             for c in &mut self.contexts {
-                c.delta.grow(old_cap, new_cap);
+                c.delta.grow(&self.shape);
             }
         }
         if self.stored.len() <= i {
@@ -139,8 +140,9 @@ impl Index {
     /// cell is gone). Call after `set_global` for the same resource.
     pub fn set_context(&mut self, slot: u32, ctx: u32, entry: Option<ContextEntry>) {
         let global = self.stored.get(slot as usize).copied().flatten();
-        let cap = self.global.capacity();
-        let c = self.context_mut(ctx);
+        self.context_mut(ctx);
+        let shape = &self.shape;
+        let c = &mut self.contexts[ctx as usize];
         let old = c.stored.get(&slot).copied().unwrap_or_default();
         let new = match entry {
             None => Stored::default(),
@@ -162,7 +164,7 @@ impl Index {
         };
         let (dw, dc) = (new.delta.0 - old.delta.0, new.delta.1 - old.delta.1);
         if (dw, dc) != (0, 0) {
-            c.delta.add(cap, slot as usize, dw, dc);
+            c.delta.add(shape, slot as usize, dw, dc);
         }
         if old.bucket != new.bucket {
             if let Some(b) = old.bucket {
@@ -190,9 +192,8 @@ impl Index {
     /// Lowest eligible score in a context, fixed point; `None` when nothing is eligible.
     pub fn min_score(&self, ctx: Option<u32>) -> Option<i64> {
         let c = ctx.and_then(|c| self.contexts.get(c as usize));
-        let untouched = (0..BUCKETS)
-            .find(|&b| self.hist[b] > c.map_or(0, |c| c.hist[b]))
-            .map(|b| (b as i64 - 100) * SCALE);
+        let untouched =
+            (0..BUCKETS).find(|&b| self.hist[b] > c.map_or(0, |c| c.hist[b])).map(|b| (b as i64 - 100) * SCALE);
         let touched = c.and_then(|c| c.scores.keys().next().copied());
         match (untouched, touched) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -209,7 +210,7 @@ impl Index {
     pub fn total(&self, ctx: Option<u32>, k: i64) -> i64 {
         let (mut w, mut c) = self.global.total();
         if let Some(d) = ctx.and_then(|c| self.contexts.get(c as usize)) {
-            let (dw, dc) = d.delta.node(self.global.capacity());
+            let (dw, dc) = d.delta.total();
             w += dw;
             c += dc;
         }

@@ -7,15 +7,20 @@
 //! same calls therefore give the same results, byte for byte, natively and
 //! inside the WebAssembly component the host runs.
 #![no_std]
-#![forbid(unsafe_code)]
+// The component glue is the one place with unsafe code: wit-bindgen's
+// generated ABI shims. Everything else forbids it.
+#![cfg_attr(not(all(feature = "component", target_arch = "wasm32")), forbid(unsafe_code))]
+#![cfg_attr(all(feature = "component", target_arch = "wasm32"), deny(unsafe_code))]
 #![warn(missing_debug_implementations)]
 
 extern crate alloc;
 
+mod authority;
 mod cell;
+#[cfg(all(feature = "component", target_arch = "wasm32"))]
+mod component;
 mod error;
 mod event;
-mod fenwick;
 mod id;
 mod index;
 mod lease;
@@ -25,8 +30,10 @@ mod pool;
 mod ratelimit;
 mod rng;
 mod score;
+mod tree;
 pub mod snapshot;
 
+pub use authority::{Authority, Local};
 pub use cell::{CellState, MAX_SCORE, MIN_SCORE};
 pub use error::{Error, Result};
 pub use event::{Event, EventKind, RejectReason};

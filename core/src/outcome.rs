@@ -36,13 +36,10 @@ impl FailureKind {
 
     /// Parses the snake_case name used by every front end.
     pub fn parse(s: &str) -> Result<Self> {
-        FailureKind::ALL
-            .into_iter()
-            .find(|k| k.as_str() == s)
-            .ok_or(Error::invalid(
-                "failure.kind",
-                "must be one of connection_reset, tls_handshake, timeout, blocked, slow",
-            ))
+        FailureKind::ALL.into_iter().find(|k| k.as_str() == s).ok_or(Error::invalid(
+            "failure.kind",
+            "must be one of connection_reset, tls_handshake, timeout, blocked, slow",
+        ))
     }
 }
 

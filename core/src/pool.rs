@@ -1,13 +1,14 @@
 //! The pool: registration, selection, leases, reports, blocklist and timers,
 //! driven entirely by the caller's calls and the `now` each call carries.
 
-use alloc::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
+use alloc::boxed::Box;
+use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use alloc::string::String;
 use alloc::vec::Vec;
-use core::cmp::Reverse;
 use hashbrown::{HashMap, HashSet};
 use serde::{Deserialize, Serialize};
 
+use crate::authority::{Authority, Local};
 use crate::cell::{Cell, CellState, Phase};
 use crate::error::{Error, Result};
 use crate::event::{Event, EventKind, RejectReason};
@@ -26,6 +27,10 @@ pub const MAX_PERMITS: u32 = 1024;
 pub const MAX_REASON_BYTES: usize = 1024;
 /// Candidates pre-drawn from the index before Thompson sampling among them.
 const THOMPSON_DRAWS: usize = 4;
+/// Candidates tried per acquire when the authority refuses the chosen permit.
+const GRANT_ATTEMPTS: usize = 4;
+/// Holder mark, for the length of one acquire, of a permit the authority said is held elsewhere.
+const HELD_ELSEWHERE: u64 = u64::MAX;
 /// How many ended lease ids are remembered to answer `LeaseExpired` rather than `UnknownLease`.
 const EXPIRED_MEMORY: usize = 4096;
 
@@ -114,8 +119,9 @@ pub struct Stats {
 /// The whole pool. Every method that takes `now` first fires the timers due by
 /// then (lease expiry, cooldown ends, block expiry); a `now` earlier than one
 /// already seen is treated as that one, so time never runs backwards inside.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Pool {
+    pub(crate) authority: Box<dyn Authority>,
     pub(crate) policy: Policy,
     pub(crate) rng: Rng,
     pub(crate) now: u64,
@@ -130,7 +136,7 @@ pub struct Pool {
     pub(crate) next_lease_id: u64,
     pub(crate) ended: VecDeque<u64>,
     pub(crate) ended_set: HashSet<u64>,
-    pub(crate) timers: BinaryHeap<Reverse<(u64, Timer)>>,
+    pub(crate) timers: BTreeSet<(u64, Timer)>,
     pub(crate) probe_due: BTreeSet<(u32, u32)>,
     pub(crate) bucket: Option<Bucket>,
     pub(crate) index: Index,
@@ -146,6 +152,7 @@ impl Pool {
     pub(crate) fn empty(policy: Policy, rng: Rng, now: u64) -> Pool {
         let bucket = policy.rate_limit.as_ref().map(|l| Bucket::full(l, now));
         Pool {
+            authority: Box::new(Local),
             policy,
             rng,
             now,
@@ -160,12 +167,18 @@ impl Pool {
             next_lease_id: 1,
             ended: VecDeque::new(),
             ended_set: HashSet::new(),
-            timers: BinaryHeap::new(),
+            timers: BTreeSet::new(),
             probe_due: BTreeSet::new(),
             bucket,
             index: Index::new(),
             events: Vec::new(),
         }
+    }
+
+    /// Puts a lease authority other than the pool's own counters in charge of
+    /// granting permits and minting tokens.
+    pub fn set_authority(&mut self, authority: Box<dyn Authority>) {
+        self.authority = authority;
     }
 
     pub fn policy(&self) -> &Policy {
@@ -203,49 +216,55 @@ impl Pool {
     pub fn advance(&mut self, now: u64) {
         let now = now.max(self.now);
         self.now = now;
-        while let Some(&Reverse((at, timer))) = self.timers.peek() {
+        while let Some(&(at, timer)) = self.timers.first() {
             if at > now {
                 break;
             }
-            self.timers.pop();
+            self.timers.pop_first();
             self.fire(at, timer);
         }
     }
 
-    fn fire(&mut self, at: u64, timer: Timer) {
+    /// Lease timers are removed when their lease ends or moves; others may go
+    /// stale (replaced block, removed cell) and are recognised here when they fire.
+    fn timer_live(&self, at: u64, timer: Timer) -> bool {
         match timer {
-            Timer::Lease(id) => {
-                if self.leases.get(&id).is_some_and(|e| e.lease.expires_at == at) {
-                    self.end_lease(id, End::Expired, at);
-                }
+            Timer::Lease(id) => self.leases.get(&id).is_some_and(|e| e.lease.expires_at == at),
+            Timer::Cooldown(slot, ctx) => self
+                .cells
+                .get(&(slot, ctx))
+                .is_some_and(|cc| matches!(cc.cell.phase, Phase::Cooling { until, .. } if until == at)),
+            Timer::Block(slot, None) => matches!(
+                self.resources.get(slot as usize),
+                Some(Some(r)) if r.block.as_ref().and_then(|b| b.until) == Some(at)
+            ),
+            Timer::Block(slot, Some(ctx)) => {
+                self.cells.get(&(slot, ctx)).is_some_and(|cc| cc.block.as_ref().and_then(|b| b.until) == Some(at))
             }
+        }
+    }
+
+    fn fire(&mut self, at: u64, timer: Timer) {
+        if !self.timer_live(at, timer) {
+            return;
+        }
+        match timer {
+            Timer::Lease(id) => self.end_lease(id, End::Expired, at),
             Timer::Cooldown(slot, ctx) => {
-                let Some(cc) = self.cells.get(&(slot, ctx)) else { return };
-                let Phase::Cooling { until, cause } = cc.cell.phase else { return };
-                if until != at {
-                    return;
-                }
-                if cause != FailureKind::Blocked && cc.probe.is_none() {
+                let cc = &self.cells[&(slot, ctx)];
+                if cc.cell.cooled_out(at) != Some(FailureKind::Blocked) && cc.probe.is_none() {
                     self.probe_due.insert((slot, ctx));
                 }
                 self.reindex(slot);
             }
             Timer::Block(slot, None) => {
-                let Some(Some(r)) = self.resources.get(slot as usize) else { return };
-                if r.block.as_ref().and_then(|b| b.until) != Some(at) {
-                    return;
-                }
                 self.res_mut(slot).block = None;
                 let resource = self.res(slot).id.clone();
                 self.reindex(slot);
                 self.emit(at, EventKind::Unblocked { resource, context: None });
             }
             Timer::Block(slot, Some(ctx)) => {
-                let Some(cc) = self.cells.get_mut(&(slot, ctx)) else { return };
-                if cc.block.as_ref().and_then(|b| b.until) != Some(at) {
-                    return;
-                }
-                cc.block = None;
+                self.cells.get_mut(&(slot, ctx)).expect("live timer").block = None;
                 let resource = self.res(slot).id.clone();
                 let context = self.contexts[ctx as usize].clone();
                 self.reindex(slot);
@@ -254,9 +273,16 @@ impl Pool {
         }
     }
 
-    /// Nanoseconds until the next pending timer, a hint for `retry_after`.
-    fn next_timer_in(&self) -> Option<u64> {
-        self.timers.peek().map(|Reverse((at, _))| at.saturating_sub(self.now))
+    /// Nanoseconds until the next live timer, a hint for `retry_after`;
+    /// drops stale timers from the front on the way.
+    fn next_timer_in(&mut self) -> Option<u64> {
+        while let Some(&(at, timer)) = self.timers.first() {
+            if self.timer_live(at, timer) {
+                return Some(at.saturating_sub(self.now));
+            }
+            self.timers.pop_first();
+        }
+        None
     }
 
     // ---- index ----
@@ -282,9 +308,7 @@ impl Pool {
         }
         match cc.cell.phase {
             Phase::Healthy | Phase::Recovering => true,
-            Phase::Cooling { until, cause } => {
-                now >= until && cause == FailureKind::Blocked && cc.trial.is_none()
-            }
+            Phase::Cooling { until, cause } => now >= until && cause == FailureKind::Blocked && cc.trial.is_none(),
         }
     }
 
@@ -426,6 +450,8 @@ impl Pool {
             return Err(Error::Leased { live: live.len() as u32 });
         }
         for lease in live {
+            let l = &self.leases[&lease].lease;
+            self.authority.revoke(&l.resource, l.permit, l.token);
             self.end_lease(lease, End::Revoked, self.now);
         }
         let r = self.resources[slot as usize].take().expect("slot in use");
@@ -455,7 +481,30 @@ impl Pool {
             }
         }
         let ctx = self.context_ids.get(context).copied();
-        let Some(slot) = self.select(ctx) else {
+        let mut refused: Vec<(u32, usize)> = Vec::new();
+        let mut granted = None;
+        for _ in 0..GRANT_ATTEMPTS {
+            let Some(slot) = self.select(ctx) else { break };
+            let half_open =
+                ctx.and_then(|c| self.cells.get(&(slot, c))).is_some_and(|cc| cc.cell.cooled_out(self.now).is_some());
+            let kind = if half_open { LeaseKind::Trial } else { LeaseKind::Client };
+            match self.grant(slot, context, ctx, kind, self.policy.lease_ttl) {
+                Ok(lease) => {
+                    granted = Some(lease);
+                    break;
+                }
+                Err(permit) => {
+                    self.res_mut(slot).holders[permit] = Some(HELD_ELSEWHERE);
+                    self.reindex(slot);
+                    refused.push((slot, permit));
+                }
+            }
+        }
+        for (slot, permit) in refused {
+            self.res_mut(slot).holders[permit] = None;
+            self.reindex(slot);
+        }
+        let Some(lease) = granted else {
             let context = context.clone();
             self.emit(self.now, EventKind::Rejected { context, reason: RejectReason::NoCandidates });
             return Err(Error::NoResourceAvailable { retry_after: self.next_timer_in() });
@@ -463,11 +512,7 @@ impl Pool {
         if let Some(b) = self.bucket.as_mut() {
             b.take();
         }
-        let half_open = ctx
-            .and_then(|c| self.cells.get(&(slot, c)))
-            .is_some_and(|cc| cc.cell.cooled_out(self.now).is_some());
-        let kind = if half_open { LeaseKind::Trial } else { LeaseKind::Client };
-        Ok(self.grant(slot, context.clone(), ctx, kind, self.policy.lease_ttl))
+        Ok(lease)
     }
 
     /// Takes a real lease on a cell that is due for probe, so that a probe and
@@ -483,23 +528,37 @@ impl Pool {
         if self.res(slot).holders.iter().all(Option::is_some) {
             return Err(Error::NoResourceAvailable { retry_after: self.next_timer_in() });
         }
-        Ok(self.grant(slot, context.clone(), Some(ctx), LeaseKind::Probe, self.policy.probe_ttl))
+        self.grant(slot, context, Some(ctx), LeaseKind::Probe, self.policy.probe_ttl)
+            .map_err(|_| Error::NoResourceAvailable { retry_after: self.next_timer_in() })
     }
 
-    fn grant(&mut self, slot: u32, context: Context, ctx: Option<u32>, kind: LeaseKind, ttl: u64) -> Lease {
+    /// Asks the authority for the first free permit of `slot`; `Err(permit)` if it refuses.
+    fn grant(
+        &mut self,
+        slot: u32,
+        context: &Context,
+        ctx: Option<u32>,
+        kind: LeaseKind,
+        ttl: u64,
+    ) -> core::result::Result<Lease, usize> {
         let now = self.now;
+        let r = self.resources[slot as usize].as_mut().expect("slot in use");
+        let permit = r.holders.iter().position(Option::is_none).expect("selected with a free permit");
+        let last = r.fences[permit];
+        let token = match self.authority.grant(&r.id, permit as u32, ttl, last) {
+            Some(t) if t > last => t,
+            _ => return Err(permit),
+        };
         let id = self.next_lease_id;
         self.next_lease_id += 1;
-        let r = self.res_mut(slot);
-        let permit = r.holders.iter().position(Option::is_none).expect("selected with a free permit");
         r.holders[permit] = Some(id);
-        r.fences[permit] += 1;
+        r.fences[permit] = token;
         let lease = Lease {
             id,
             resource: r.id.clone(),
-            context,
+            context: context.clone(),
             permit: permit as u32,
-            token: r.fences[permit],
+            token,
             kind,
             granted_at: now,
             expires_at: now.saturating_add(ttl),
@@ -515,18 +574,23 @@ impl Pool {
         if let (LeaseKind::Probe, Some(c)) = (kind, ctx) {
             self.probe_due.remove(&(slot, c));
         }
-        self.timers.push(Reverse((lease.expires_at, Timer::Lease(id))));
+        self.timers.insert((lease.expires_at, Timer::Lease(id)));
         self.leases.insert(id, LeaseEntry { lease: lease.clone(), slot });
         self.reindex(slot);
         self.emit(now, EventKind::Leased { lease: lease.clone() });
-        lease
+        Ok(lease)
     }
 
-    fn live_lease(&self, id: u64, token: u64) -> Result<&LeaseEntry> {
-        match self.leases.get(&id) {
+    fn live_lease<'a>(
+        leases: &'a HashMap<u64, LeaseEntry>,
+        ended: &HashSet<u64>,
+        id: u64,
+        token: u64,
+    ) -> Result<&'a LeaseEntry> {
+        match leases.get(&id) {
             Some(e) if e.lease.token == token => Ok(e),
             Some(e) => Err(Error::StaleLease { current: e.lease.token }),
-            None if self.ended_set.contains(&id) => Err(Error::LeaseExpired),
+            None if ended.contains(&id) => Err(Error::LeaseExpired),
             None => Err(Error::UnknownLease),
         }
     }
@@ -534,15 +598,21 @@ impl Pool {
     /// Extends a live lease by its TTL from `now`. Refused for a blocked resource.
     pub fn renew(&mut self, id: u64, token: u64, now: u64) -> Result<Lease> {
         self.advance(now);
-        let e = self.live_lease(id, token)?;
+        let e = Self::live_lease(&self.leases, &self.ended_set, id, token)?;
         let ctx = self.context_ids.get(&e.lease.context).copied();
         if self.blocked(e.slot, ctx) {
             return Err(Error::Blocked);
         }
+        let l = &e.lease;
+        if !self.authority.extend(&l.resource, l.permit, l.token, l.ttl) {
+            self.end_lease(id, End::Expired, self.now);
+            return Err(Error::LeaseExpired);
+        }
         let e = self.leases.get_mut(&id).expect("checked live");
+        self.timers.remove(&(e.lease.expires_at, Timer::Lease(id)));
         e.lease.expires_at = self.now.saturating_add(e.lease.ttl);
         let lease = e.lease.clone();
-        self.timers.push(Reverse((lease.expires_at, Timer::Lease(id))));
+        self.timers.insert((lease.expires_at, Timer::Lease(id)));
         self.emit(self.now, EventKind::Renewed { lease: lease.clone() });
         Ok(lease)
     }
@@ -550,7 +620,8 @@ impl Pool {
     /// Ends a live lease and frees its permit.
     pub fn release(&mut self, id: u64, token: u64, now: u64) -> Result<()> {
         self.advance(now);
-        self.live_lease(id, token)?;
+        let l = &Self::live_lease(&self.leases, &self.ended_set, id, token)?.lease;
+        self.authority.revoke(&l.resource, l.permit, l.token);
         self.end_lease(id, End::Released, self.now);
         Ok(())
     }
@@ -563,6 +634,7 @@ impl Pool {
 
     fn end_lease(&mut self, id: u64, how: End, at: u64) {
         let Some(LeaseEntry { lease, slot }) = self.leases.remove(&id) else { return };
+        self.timers.remove(&(lease.expires_at, Timer::Lease(id)));
         self.res_mut(slot).holders[lease.permit as usize] = None;
         if let Some(ctx) = self.context_ids.get(&lease.context).copied() {
             let now = self.now;
@@ -639,7 +711,7 @@ impl Pool {
         let t = self.cells.get_mut(&(slot, ctx)).expect("cell exists").cell.apply(&outcome, now, policy, true);
         if let Some((until, cause)) = t.cooled {
             self.probe_due.remove(&(slot, ctx));
-            self.timers.push(Reverse((until, Timer::Cooldown(slot, ctx))));
+            self.timers.insert((until, Timer::Cooldown(slot, ctx)));
             self.emit(now, EventKind::Cooled { resource: id.clone(), context: context.clone(), until, cause });
         }
         if t.left_cooling {
@@ -696,7 +768,7 @@ impl Pool {
             }
         };
         if let Some(until) = until {
-            self.timers.push(Reverse((until, Timer::Block(slot, ctx))));
+            self.timers.insert((until, Timer::Block(slot, ctx)));
         }
         self.reindex(slot);
         let context = context.cloned();
@@ -834,6 +906,76 @@ impl Pool {
             available: self.index.available(),
             due_for_probe: self.probe_due.len() as u32,
             now: self.now,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::outcome::Outcome;
+
+    /// The incrementally kept index must equal one rebuilt from scratch.
+    fn assert_index_consistent(pool: &mut Pool) {
+        let mut fresh = Index::new();
+        core::mem::swap(&mut fresh, &mut pool.index);
+        for slot in 0..pool.resources.len() as u32 {
+            if pool.resources[slot as usize].is_some() {
+                pool.reindex(slot);
+            }
+        }
+        let rebuilt = core::mem::replace(&mut pool.index, fresh);
+        let ctxs = (0..pool.contexts.len() as u32).map(Some).chain([None]);
+        for c in ctxs {
+            assert_eq!(rebuilt.min_score(c), pool.index.min_score(c), "min score in {c:?}");
+            for k in [0, 7 * SCALE, -3 * SCALE] {
+                assert_eq!(rebuilt.total(c, k), pool.index.total(c, k), "total in {c:?} with k {k}");
+            }
+        }
+        assert_eq!(rebuilt.available(), pool.index.available());
+    }
+
+    #[test]
+    fn incremental_index_matches_a_rebuild() {
+        for strategy in [Strategy::Classic, Strategy::Thompson, Strategy::First] {
+            let mut pool = Pool::new(Policy { strategy, ..Policy::default() }, 5).unwrap();
+            let mut rng = Rng::seeded(11);
+            let mut now = 0u64;
+            let mut held: Vec<Lease> = Vec::new();
+            let ids: Vec<ResourceId> =
+                (0..40).map(|i| ResourceId::new("proxy", alloc::format!("p{i}")).unwrap()).collect();
+            let ctxs: Vec<Context> = (0..4).map(|i| Context::new(alloc::format!("c{i}")).unwrap()).collect();
+            for step in 0..20_000u32 {
+                let id = &ids[rng.below(ids.len() as u64) as usize];
+                let c = &ctxs[rng.below(ctxs.len() as u64) as usize];
+                match rng.below(10) {
+                    0 => drop(pool.register(id.clone(), 1 + rng.below(3) as u32, now)),
+                    1 if rng.below(8) == 0 => drop(pool.unregister(id, true, now)),
+                    2 | 3 => {
+                        if let Ok(l) = pool.acquire(c, now) {
+                            held.push(l);
+                        }
+                    }
+                    4 if !held.is_empty() => {
+                        let l = held.swap_remove(rng.below(held.len() as u64) as usize);
+                        drop(pool.release(l.id, l.token, now));
+                    }
+                    5..=7 => {
+                        let kind = FailureKind::ALL[rng.below(5) as usize];
+                        let o = if rng.below(2) == 0 { Outcome::success(1.0) } else { Outcome::failure(kind, 1.0) };
+                        drop(pool.report(id, c, o.unwrap(), now));
+                    }
+                    8 if rng.below(4) == 0 => {
+                        let scope = (rng.below(2) == 0).then_some(c);
+                        drop(pool.block(id, scope, Some(1 + rng.below(600 * 1_000_000_000)), None, now));
+                    }
+                    _ => now += rng.below(120 * 1_000_000_000),
+                }
+                if step % 97 == 0 {
+                    assert_index_consistent(&mut pool);
+                }
+            }
+            assert_index_consistent(&mut pool);
         }
     }
 }

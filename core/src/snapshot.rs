@@ -18,7 +18,6 @@
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::string::String;
 use alloc::vec::Vec;
-use core::cmp::Reverse;
 use core::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -390,7 +389,7 @@ impl SnapshotData {
                     LeaseKind::Client => {}
                 }
             }
-            pool.timers.push(Reverse((lease.expires_at, Timer::Lease(lease.id))));
+            pool.timers.insert((lease.expires_at, Timer::Lease(lease.id)));
             pool.leases.insert(lease.id, LeaseEntry { lease, slot });
         }
         pool.arm_timers();
@@ -405,16 +404,16 @@ impl Pool {
         for (slot, r) in self.resources.iter().enumerate() {
             let Some(r) = r else { continue };
             if let Some(until) = r.block.as_ref().and_then(|b| b.until) {
-                self.timers.push(Reverse((until, Timer::Block(slot as u32, None))));
+                self.timers.insert((until, Timer::Block(slot as u32, None)));
             }
         }
         for (&(slot, ctx), cc) in &self.cells {
             if let Some(until) = cc.block.as_ref().and_then(|b| b.until) {
-                self.timers.push(Reverse((until, Timer::Block(slot, Some(ctx)))));
+                self.timers.insert((until, Timer::Block(slot, Some(ctx))));
             }
             if let Phase::Cooling { until, cause } = cc.cell.phase {
                 if until > now {
-                    self.timers.push(Reverse((until, Timer::Cooldown(slot, ctx))));
+                    self.timers.insert((until, Timer::Cooldown(slot, ctx)));
                 } else if cause != FailureKind::Blocked && cc.probe.is_none() {
                     self.probe_due.insert((slot, ctx));
                 }
@@ -476,6 +475,7 @@ impl Pool {
                 *t = (*t).max(*f);
             }
         }
+        core::mem::swap(&mut next.authority, &mut self.authority);
         next.events = core::mem::take(&mut self.events);
         next.ended = core::mem::take(&mut self.ended);
         next.ended_set = core::mem::take(&mut self.ended_set);

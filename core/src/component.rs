@@ -1,0 +1,512 @@
+//! The WebAssembly component face of the core: the wit-bindgen glue between
+//! `wit/pool.wit` and [`Pool`]. It converts types and nothing else; every
+//! decision stays in the pool. Built only for `wasm32` with the `component`
+//! feature, without std, so the component imports no WASI interface at all.
+#![allow(unsafe_code)]
+
+use alloc::boxed::Box;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use core::cell::{Cell, RefCell};
+
+use crate::snapshot::SnapshotError;
+use crate::{
+    Authority, Block, CellState, CellView, Context, Error, Event, EventKind, FailureKind, Lease, LeaseKind, Outcome,
+    Policy, Pool, RateLimit, RejectReason, ResourceId, ResourceView, Stats, Strategy,
+};
+
+wit_bindgen::generate!({
+    path: "../wit",
+    world: "repute",
+});
+
+use exports::repute::pool::api::{Guest, GuestPool, Pool as PoolHandle};
+use repute::pool::types as wit;
+use repute::pool::{clock, events, fencing, storage};
+
+// Without std nothing links wasi-libc, yet compiled code still calls
+// `memcmp` & co. Only those string routines are taken from it; they import nothing.
+#[link(name = "c", kind = "static")]
+unsafe extern "C" {}
+
+#[global_allocator]
+static ALLOCATOR: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
+
+/// The canonical ABI's allocator export, through the global allocator.
+/// wit-bindgen leaves it to wasi-libc's malloc on wasip2; this build has no
+/// libc allocator, so it is defined here.
+///
+/// # Safety
+/// Called only by the component runtime, with a pointer and size this
+/// function returned earlier (or null and 0) and a valid power-of-two alignment.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cabi_realloc(old: *mut u8, old_len: usize, align: usize, new_len: usize) -> *mut u8 {
+    use alloc::alloc::{alloc, realloc, Layout};
+    if new_len == 0 {
+        return align as *mut u8;
+    }
+    // SAFETY: the runtime passes a power-of-two `align` and, when `old_len`
+    // is non-zero, a block allocated here with that size and alignment.
+    let ptr = unsafe {
+        if old_len == 0 {
+            alloc(Layout::from_size_align_unchecked(new_len, align))
+        } else {
+            realloc(old, Layout::from_size_align_unchecked(old_len, align), new_len)
+        }
+    };
+    if ptr.is_null() {
+        core::arch::wasm32::unreachable();
+    }
+    ptr
+}
+
+/// A panic in the core is a bug: trap, so the host rebuilds the shard from its
+/// last good state instead of trusting a half-updated pool.
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
+    core::arch::wasm32::unreachable()
+}
+
+struct Component;
+
+export!(Component);
+
+impl Guest for Component {
+    type Pool = GuestState;
+}
+
+/// The pool plus what `checkpoint` and the report log need to know about storage.
+struct GuestState {
+    pool: RefCell<Pool>,
+    /// Checkpoint version last loaded or saved; the next save expects it.
+    version: Cell<u64>,
+    /// Highest report log entry folded into the pool.
+    report_seq: Cell<u64>,
+    log_reports: bool,
+}
+
+/// The `fencing` import as the core's lease authority.
+#[derive(Debug)]
+struct ImportedAuthority;
+
+impl Authority for ImportedAuthority {
+    fn grant(&mut self, resource: &ResourceId, permit: u32, ttl: u64, last: u64) -> Option<u64> {
+        fencing::grant(&id_out(resource), permit, ttl, last)
+    }
+
+    fn extend(&mut self, resource: &ResourceId, permit: u32, token: u64, ttl: u64) -> bool {
+        fencing::extend(&id_out(resource), permit, token, ttl)
+    }
+
+    fn revoke(&mut self, resource: &ResourceId, permit: u32, token: u64) {
+        fencing::revoke(&id_out(resource), permit, token)
+    }
+}
+
+impl GuestState {
+    fn new(pool: Pool, log_reports: bool) -> Self {
+        let mut pool = pool;
+        pool.set_authority(Box::new(ImportedAuthority));
+        GuestState { pool: RefCell::new(pool), version: Cell::new(0), report_seq: Cell::new(0), log_reports }
+    }
+
+    /// Runs one operation at the clock's now and emits the events it caused.
+    fn op<T>(&self, f: impl FnOnce(&mut Pool, u64) -> T) -> T {
+        let now = clock::now();
+        let mut pool = self.pool.borrow_mut();
+        let out = f(&mut pool, now);
+        if !pool.pending_events().is_empty() {
+            let batch: Vec<wit::Event> = pool.drain_events().into_iter().map(event_out).collect();
+            events::emit(&batch);
+        }
+        out
+    }
+
+    /// Folds every logged report after `report_seq` into the pool.
+    fn replay(&self) -> Result<(), wit::Error> {
+        const PAGE: u32 = 1024;
+        loop {
+            let page = storage::read_reports(self.report_seq.get(), PAGE).map_err(wit::Error::Storage)?;
+            for entry in &page {
+                let id = id_in(&entry.resource)?;
+                let context = ctx_in(&entry.context)?;
+                let outcome = outcome_in(entry.outcome)?;
+                // A refusal here repeats the refusal the caller saw when the
+                // report was made (see `report`), so it is skipped, not fatal.
+                let _ = self.op(|p, now| p.report(&id, &context, outcome, now));
+                self.report_seq.set(entry.seq);
+            }
+            if page.len() < PAGE as usize {
+                return Ok(());
+            }
+        }
+    }
+}
+
+impl GuestPool for GuestState {
+    fn create(policy: wit::Policy, seed: u64) -> Result<PoolHandle, wit::Error> {
+        let pool = Pool::new(policy_in(policy), seed).map_err(err_out)?;
+        Ok(PoolHandle::new(GuestState::new(pool, false)))
+    }
+
+    fn open(policy: wit::Policy, seed: u64, log_reports: bool) -> Result<PoolHandle, wit::Error> {
+        let policy = policy_in(policy);
+        policy.validate().map_err(err_out)?;
+        let checkpoint = storage::load().map_err(wit::Error::Storage)?;
+        let pool = match &checkpoint {
+            Some(c) => Pool::from_snapshot(&c.bytes, clock::now()).map_err(err_out)?,
+            None => Pool::new(policy, seed).map_err(err_out)?,
+        };
+        let state = GuestState::new(pool, log_reports);
+        if let Some(c) = checkpoint {
+            state.version.set(c.version);
+            state.report_seq.set(c.report_seq);
+        }
+        state.replay()?;
+        Ok(PoolHandle::new(state))
+    }
+
+    fn register(&self, resource: wit::ResourceId, permits: u32) -> Result<bool, wit::Error> {
+        let id = id_in(&resource)?;
+        #[cfg(feature = "trap-test")]
+        if id.kind() == TRAP_KIND {
+            core::arch::wasm32::unreachable();
+        }
+        self.op(|p, now| p.register(id, permits, now)).map_err(err_out)
+    }
+
+    fn unregister(&self, resource: wit::ResourceId, force: bool) -> Result<(), wit::Error> {
+        let id = id_in(&resource)?;
+        self.op(|p, now| p.unregister(&id, force, now)).map_err(err_out)
+    }
+
+    fn acquire(&self, context: String) -> Result<wit::Lease, wit::Error> {
+        let context = ctx_in(&context)?;
+        self.op(|p, now| p.acquire(&context, now)).map(lease_out).map_err(err_out)
+    }
+
+    fn acquire_for_probe(&self, resource: wit::ResourceId, context: String) -> Result<wit::Lease, wit::Error> {
+        let id = id_in(&resource)?;
+        let context = ctx_in(&context)?;
+        self.op(|p, now| p.acquire_for_probe(&id, &context, now)).map(lease_out).map_err(err_out)
+    }
+
+    fn renew(&self, id: u64, token: u64) -> Result<wit::Lease, wit::Error> {
+        self.op(|p, now| p.renew(id, token, now)).map(lease_out).map_err(err_out)
+    }
+
+    fn release(&self, id: u64, token: u64) -> Result<(), wit::Error> {
+        self.op(|p, now| p.release(id, token, now)).map_err(err_out)
+    }
+
+    fn get_lease(&self, id: u64) -> Option<wit::Lease> {
+        self.op(|p, now| p.lease(id, now)).map(lease_out)
+    }
+
+    fn report(&self, resource: wit::ResourceId, context: String, outcome: wit::Outcome) -> Result<(), wit::Error> {
+        let id = id_in(&resource)?;
+        let ctx = ctx_in(&context)?;
+        let parsed = outcome_in(outcome)?;
+        if self.log_reports {
+            // Logged before it is applied, so an acknowledged report is
+            // durable. A report the pool then refuses is refused again,
+            // identically, when the log is replayed.
+            let seq = storage::append_report(&resource, &context, outcome).map_err(wit::Error::Storage)?;
+            self.report_seq.set(seq);
+        }
+        self.op(|p, now| p.report(&id, &ctx, parsed, now)).map_err(err_out)
+    }
+
+    fn block(
+        &self,
+        resource: wit::ResourceId,
+        context: Option<String>,
+        duration: Option<u64>,
+        reason: Option<String>,
+    ) -> Result<(), wit::Error> {
+        let id = id_in(&resource)?;
+        let context = context.as_deref().map(ctx_in).transpose()?;
+        self.op(|p, now| p.block(&id, context.as_ref(), duration, reason, now)).map_err(err_out)
+    }
+
+    fn unblock(&self, resource: wit::ResourceId, context: Option<String>) -> Result<bool, wit::Error> {
+        let id = id_in(&resource)?;
+        let context = context.as_deref().map(ctx_in).transpose()?;
+        self.op(|p, now| p.unblock(&id, context.as_ref(), now)).map_err(err_out)
+    }
+
+    fn due_for_probe(&self) -> Vec<wit::ProbeTarget> {
+        self.op(|p, now| p.due_for_probe(now))
+            .into_iter()
+            .map(|(r, c)| wit::ProbeTarget { resource: id_out(&r), context: c.as_str().into() })
+            .collect()
+    }
+
+    fn cells(&self, resource: wit::ResourceId) -> Result<Vec<wit::CellView>, wit::Error> {
+        let id = id_in(&resource)?;
+        let cells = self.op(|p, now| p.cells(&id, now)).map_err(err_out)?;
+        Ok(cells.into_iter().map(cell_out).collect())
+    }
+
+    fn resources(&self) -> Vec<wit::ResourceView> {
+        self.op(|p, now| {
+            p.advance(now);
+            p.resources()
+        })
+        .into_iter()
+        .map(resource_view_out)
+        .collect()
+    }
+
+    fn leases(&self) -> Vec<wit::Lease> {
+        self.op(|p, now| {
+            p.advance(now);
+            p.leases()
+        })
+        .into_iter()
+        .map(lease_out)
+        .collect()
+    }
+
+    fn stats(&self) -> wit::Stats {
+        stats_out(self.op(|p, now| {
+            p.advance(now);
+            p.stats()
+        }))
+    }
+
+    fn snapshot(&self, with_leases: bool) -> Vec<u8> {
+        self.op(|p, now| p.snapshot(now, with_leases))
+    }
+
+    fn snapshot_json(&self, with_leases: bool) -> String {
+        self.op(|p, now| p.snapshot_json(now, with_leases))
+    }
+
+    fn restore(&self, bytes: Vec<u8>) -> Result<(), wit::Error> {
+        self.op(|p, now| p.restore(&bytes, now)).map_err(err_out)
+    }
+
+    fn restore_json(&self, json: String) -> Result<(), wit::Error> {
+        self.op(|p, now| p.restore_json(&json, now)).map_err(err_out)
+    }
+
+    fn checkpoint(&self, with_leases: bool) -> Result<u64, wit::Error> {
+        let bytes = self.op(|p, now| p.snapshot(now, with_leases));
+        let version = storage::save(&bytes, self.version.get(), self.report_seq.get()).map_err(wit::Error::Storage)?;
+        self.version.set(version);
+        Ok(version)
+    }
+}
+
+/// With the `trap-test` feature, registering a resource of this kind traps,
+/// so the host's tests can check that a trap is contained.
+#[cfg(feature = "trap-test")]
+const TRAP_KIND: &str = "__trap__";
+
+// ---- conversions in ----
+
+fn id_in(r: &wit::ResourceId) -> Result<ResourceId, wit::Error> {
+    ResourceId::new(r.kind.as_str(), r.value.as_str()).map_err(err_out)
+}
+
+fn ctx_in(c: &str) -> Result<Context, wit::Error> {
+    Context::new(c).map_err(err_out)
+}
+
+fn kind_in(k: wit::FailureKind) -> FailureKind {
+    match k {
+        wit::FailureKind::ConnectionReset => FailureKind::ConnectionReset,
+        wit::FailureKind::TlsHandshake => FailureKind::TlsHandshake,
+        wit::FailureKind::Timeout => FailureKind::Timeout,
+        wit::FailureKind::Blocked => FailureKind::Blocked,
+        wit::FailureKind::Slow => FailureKind::Slow,
+    }
+}
+
+fn outcome_in(o: wit::Outcome) -> Result<Outcome, wit::Error> {
+    match o {
+        wit::Outcome::Success(latency) => Outcome::success(latency),
+        wit::Outcome::Failure(f) => Outcome::failure(kind_in(f.kind), f.latency_ms),
+    }
+    .map_err(err_out)
+}
+
+fn policy_in(p: wit::Policy) -> Policy {
+    Policy {
+        strategy: match p.strategy {
+            wit::Strategy::Classic => Strategy::Classic,
+            wit::Strategy::Thompson => Strategy::Thompson,
+            wit::Strategy::First => Strategy::First,
+        },
+        window: p.window,
+        cool_after: p.cool_after,
+        recover_after: p.recover_after,
+        max_exponent: p.max_exponent,
+        exploration_floor: p.exploration_floor,
+        lease_ttl: p.lease_ttl,
+        probe_ttl: p.probe_ttl,
+        decay: p.decay,
+        max_resources: p.max_resources,
+        max_cells: p.max_cells,
+        rate_limit: p.rate_limit.map(|r| RateLimit { rate: r.rate, burst: r.burst }),
+    }
+}
+
+// ---- conversions out ----
+
+fn id_out(r: &ResourceId) -> wit::ResourceId {
+    wit::ResourceId { kind: r.kind().into(), value: r.value().into() }
+}
+
+fn kind_out(k: FailureKind) -> wit::FailureKind {
+    match k {
+        FailureKind::ConnectionReset => wit::FailureKind::ConnectionReset,
+        FailureKind::TlsHandshake => wit::FailureKind::TlsHandshake,
+        FailureKind::Timeout => wit::FailureKind::Timeout,
+        FailureKind::Blocked => wit::FailureKind::Blocked,
+        FailureKind::Slow => wit::FailureKind::Slow,
+    }
+}
+
+fn invalid_out(field: &str, rule: &str) -> wit::InvalidInput {
+    wit::InvalidInput { field: field.to_string(), rule: rule.to_string() }
+}
+
+fn err_out(e: Error) -> wit::Error {
+    match e {
+        Error::InvalidInput { field, rule } => wit::Error::InvalidInput(invalid_out(field, rule)),
+        Error::UnknownResource => wit::Error::UnknownResource,
+        Error::UnknownLease => wit::Error::UnknownLease,
+        Error::StaleLease { current } => wit::Error::StaleLease(current),
+        Error::LeaseExpired => wit::Error::LeaseExpired,
+        Error::Blocked => wit::Error::Blocked,
+        Error::NoResourceAvailable { retry_after } => wit::Error::NoResourceAvailable(retry_after),
+        Error::Leased { live } => wit::Error::Leased(live),
+        Error::BudgetExhausted { budget, limit } => {
+            wit::Error::BudgetExhausted(wit::Budget { name: budget.to_string(), limit })
+        }
+        Error::RateLimited { retry_after } => wit::Error::RateLimited(retry_after),
+        Error::Snapshot(s) => wit::Error::Snapshot(match s {
+            SnapshotError::Truncated => wit::SnapshotError::Truncated,
+            SnapshotError::Foreign => wit::SnapshotError::Foreign,
+            SnapshotError::UnsupportedVersion { found, supported } => {
+                wit::SnapshotError::UnsupportedVersion(wit::VersionMismatch { found, supported })
+            }
+            SnapshotError::Checksum => wit::SnapshotError::Checksum,
+            SnapshotError::Malformed => wit::SnapshotError::Malformed,
+            SnapshotError::Invalid { field, rule } => wit::SnapshotError::Invalid(invalid_out(field, rule)),
+        }),
+    }
+}
+
+fn lease_out(l: Lease) -> wit::Lease {
+    wit::Lease {
+        id: l.id,
+        resource: id_out(&l.resource),
+        context: l.context.as_str().into(),
+        permit: l.permit,
+        token: l.token,
+        kind: match l.kind {
+            LeaseKind::Client => wit::LeaseKind::Client,
+            LeaseKind::Trial => wit::LeaseKind::Trial,
+            LeaseKind::Probe => wit::LeaseKind::Probe,
+        },
+        granted_at: l.granted_at,
+        expires_at: l.expires_at,
+        ttl: l.ttl,
+    }
+}
+
+fn block_out(b: Option<Block>) -> Option<wit::Block> {
+    b.map(|b| wit::Block { until: b.until, reason: b.reason })
+}
+
+fn cell_out(c: CellView) -> wit::CellView {
+    wit::CellView {
+        context: c.context.map(|c| c.as_str().into()),
+        state: match c.state {
+            CellState::Healthy => wit::CellState::Healthy,
+            CellState::Cooling => wit::CellState::Cooling,
+            CellState::Recovering => wit::CellState::Recovering,
+            CellState::Blocklisted => wit::CellState::Blocklisted,
+        },
+        score: c.score,
+        effective_score: c.effective_score,
+        consecutive_failures: c.consecutive_failures,
+        consecutive_successes: c.consecutive_successes,
+        cooling_until: c.cooling_until,
+        cause: c.cause.map(kind_out),
+        half_open: c.half_open,
+        due_for_probe: c.due_for_probe,
+        success_rate: c.success_rate,
+        latency_ms: c.latency_ms,
+        observations: c.observations,
+        block: block_out(c.block),
+    }
+}
+
+fn resource_view_out(r: ResourceView) -> wit::ResourceView {
+    wit::ResourceView {
+        resource: id_out(&r.resource),
+        permits: r.permits,
+        leased: r.leased,
+        score: r.score,
+        contexts: r.contexts,
+        block: block_out(r.block),
+    }
+}
+
+fn stats_out(s: Stats) -> wit::Stats {
+    wit::Stats {
+        resources: s.resources,
+        cells: s.cells,
+        contexts: s.contexts,
+        live_leases: s.live_leases,
+        available: s.available,
+        due_for_probe: s.due_for_probe,
+        now: s.now,
+    }
+}
+
+fn event_out(e: Event) -> wit::Event {
+    let kind = match e.kind {
+        EventKind::Registered { resource, permits } => {
+            wit::EventKind::Registered(wit::Registered { resource: id_out(&resource), permits })
+        }
+        EventKind::Unregistered { resource } => wit::EventKind::Unregistered(id_out(&resource)),
+        EventKind::Cooled { resource, context, until, cause } => wit::EventKind::Cooled(wit::Cooled {
+            resource: id_out(&resource),
+            context: context.as_str().into(),
+            until,
+            cause: kind_out(cause),
+        }),
+        EventKind::Recovered { resource, context } => wit::EventKind::Recovered(wit::ResourceContext {
+            resource: id_out(&resource),
+            context: context.as_str().into(),
+        }),
+        EventKind::Blocklisted { resource, context, until, reason } => wit::EventKind::Blocklisted(wit::Blocklisted {
+            resource: id_out(&resource),
+            context: context.map(|c| c.as_str().into()),
+            until,
+            reason,
+        }),
+        EventKind::Unblocked { resource, context } => wit::EventKind::Unblocked(wit::Unblocked {
+            resource: id_out(&resource),
+            context: context.map(|c| c.as_str().into()),
+        }),
+        EventKind::Leased { lease } => wit::EventKind::Leased(lease_out(lease)),
+        EventKind::Renewed { lease } => wit::EventKind::Renewed(lease_out(lease)),
+        EventKind::Released { lease } => wit::EventKind::Released(lease_out(lease)),
+        EventKind::LeaseExpired { lease } => wit::EventKind::LeaseExpired(lease_out(lease)),
+        EventKind::Revoked { lease } => wit::EventKind::Revoked(lease_out(lease)),
+        EventKind::Rejected { context, reason } => wit::EventKind::Rejected(wit::Rejected {
+            context: context.as_str().into(),
+            reason: match reason {
+                RejectReason::NoCandidates => wit::RejectReason::NoCandidates,
+                RejectReason::RateLimited => wit::RejectReason::RateLimited,
+            },
+        }),
+    };
+    wit::Event { at: e.at, kind }
+}
