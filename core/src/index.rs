@@ -7,22 +7,24 @@
 //! the cell is gated (cooling, trial in flight, blocked in this context). The
 //! weights of a context are then `global + delta`, descended in one pass.
 //!
-//! Classic weights need the minimum score among the candidates. Global scores
-//! are integers in [-100, 100], so a 201-bucket histogram answers "lowest global
-//! score among resources without a cell here" by subtracting the context's own
-//! histogram; resources with a cell keep their blended scores in an ordered map.
+//! Classic weights need the minimum score among the candidates. Scores
+//! (global and blended) are integers in [-100, 100], so 201-bucket histograms
+//! answer it: the lowest global score among resources without a cell here is
+//! the first bucket where the global histogram exceeds the context's count of
+//! its own members, and the context's blended scores have their own histogram.
 //! The minimum is taken over eligible candidates (not blocked, not gated),
 //! including ones whose permits are all leased right now, so a grant elsewhere
 //! does not reshuffle everyone's odds.
+//!
+//! What the index last recorded for a (resource, context) lives with the cell
+//! (`ContextSlot`), so updating it costs no lookup of its own.
 
-use alloc::collections::BTreeMap;
 use alloc::vec;
 use alloc::vec::Vec;
-use hashbrown::HashMap;
 
 use crate::tree::{descend, Delta, SumTree};
 
-/// Fixed-point scale of weights and blended scores.
+/// Fixed-point scale of weights.
 pub(crate) const SCALE: i64 = 1 << 16;
 const BUCKETS: usize = 201;
 
@@ -42,25 +44,25 @@ pub(crate) struct ContextEntry {
     /// The cell lets a client lease it now (not cooling, no trial in flight, not blocked here).
     pub open: bool,
     pub weight: i64,
-    /// Blended score, fixed point.
-    pub score: i64,
+    /// Effective (blended) score + 100, in 0..=200.
+    pub bucket: u8,
 }
 
-#[derive(Debug, Clone, Copy, Default)]
-struct Stored {
+/// The index's record of one (resource, context): kept by the cell.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct ContextSlot {
     delta: (i64, i64),
-    /// Global bucket counted in the context histogram.
-    bucket: Option<u8>,
-    /// Blended score counted in the context's ordered map.
-    score: Option<i64>,
+    /// Global bucket counted in the context's member histogram.
+    member: Option<u8>,
+    /// Effective bucket counted in the context's score histogram.
+    effective: Option<u8>,
 }
 
 #[derive(Debug, Clone)]
 struct ContextIndex {
     delta: Delta,
-    stored: HashMap<u32, Stored>,
-    hist: Vec<u32>,
-    scores: BTreeMap<i64, u32>,
+    members: Vec<u32>,
+    effective: Vec<u32>,
 }
 
 #[derive(Debug, Clone)]
@@ -79,13 +81,13 @@ fn tree_value(g: Option<GlobalEntry>) -> (i64, i64) {
     }
 }
 
-fn count_in(map: &mut BTreeMap<i64, u32>, key: i64, add: bool) {
-    if add {
-        *map.entry(key).or_insert(0) += 1;
-    } else if let Some(n) = map.get_mut(&key) {
-        *n -= 1;
-        if *n == 0 {
-            map.remove(&key);
+fn recount(hist: &mut [u32], old: Option<u8>, new: Option<u8>) {
+    if old != new {
+        if let Some(b) = old {
+            hist[b as usize] -= 1;
+        }
+        if let Some(b) = new {
+            hist[b as usize] += 1;
         }
     }
 }
@@ -100,9 +102,8 @@ impl Index {
         while self.contexts.len() <= ctx as usize {
             self.contexts.push(ContextIndex {
                 delta: Delta::new(&self.shape),
-                stored: HashMap::new(),
-                hist: vec![0; BUCKETS],
-                scores: BTreeMap::new(),
+                members: vec![0; BUCKETS],
+                effective: vec![0; BUCKETS],
             });
         }
         &mut self.contexts[ctx as usize]
@@ -127,78 +128,50 @@ impl Index {
         let (ow, oc) = tree_value(old);
         let (nw, nc) = tree_value(entry);
         self.global.add(i, nw - ow, nc - oc);
-        if let Some(o) = old {
-            self.hist[o.bucket as usize] -= 1;
-        }
-        if let Some(n) = entry {
-            self.hist[n.bucket as usize] += 1;
-        }
+        recount(&mut self.hist, old.map(|o| o.bucket), entry.map(|n| n.bucket));
         self.stored[i] = entry;
     }
 
     /// Sets a resource's entry in a context where it has a cell (`None` once the
-    /// cell is gone). Call after `set_global` for the same resource.
-    pub fn set_context(&mut self, slot: u32, ctx: u32, entry: Option<ContextEntry>) {
+    /// cell is removed). Call after `set_global` for the same resource.
+    pub fn set_context(&mut self, slot: u32, ctx: u32, entry: Option<ContextEntry>, record: &mut ContextSlot) {
         let global = self.stored.get(slot as usize).copied().flatten();
         self.context_mut(ctx);
-        let shape = &self.shape;
         let c = &mut self.contexts[ctx as usize];
-        let old = c.stored.get(&slot).copied().unwrap_or_default();
         let new = match entry {
-            None => Stored::default(),
+            None => ContextSlot::default(),
             Some(e) => {
                 let (gw, gc) = tree_value(global);
                 let own = match global {
                     Some(g) if g.free && e.open => (e.weight, 1),
                     _ => (0, 0),
                 };
-                Stored {
+                ContextSlot {
                     delta: (own.0 - gw, own.1 - gc),
-                    bucket: global.map(|g| g.bucket),
-                    score: match global {
-                        Some(_) if e.open => Some(e.score),
-                        _ => None,
-                    },
+                    member: global.map(|g| g.bucket),
+                    effective: global.filter(|_| e.open).map(|_| e.bucket),
                 }
             }
         };
-        let (dw, dc) = (new.delta.0 - old.delta.0, new.delta.1 - old.delta.1);
+        let (dw, dc) = (new.delta.0 - record.delta.0, new.delta.1 - record.delta.1);
         if (dw, dc) != (0, 0) {
-            c.delta.add(shape, slot as usize, dw, dc);
+            c.delta.add(&self.shape, slot as usize, dw, dc);
         }
-        if old.bucket != new.bucket {
-            if let Some(b) = old.bucket {
-                c.hist[b as usize] -= 1;
-            }
-            if let Some(b) = new.bucket {
-                c.hist[b as usize] += 1;
-            }
-        }
-        if old.score != new.score {
-            if let Some(s) = old.score {
-                count_in(&mut c.scores, s, false);
-            }
-            if let Some(s) = new.score {
-                count_in(&mut c.scores, s, true);
-            }
-        }
-        if entry.is_some() {
-            c.stored.insert(slot, new);
-        } else {
-            c.stored.remove(&slot);
-        }
+        recount(&mut c.members, record.member, new.member);
+        recount(&mut c.effective, record.effective, new.effective);
+        *record = new;
     }
 
     /// Lowest eligible score in a context, fixed point; `None` when nothing is eligible.
     pub fn min_score(&self, ctx: Option<u32>) -> Option<i64> {
         let c = ctx.and_then(|c| self.contexts.get(c as usize));
-        let untouched =
-            (0..BUCKETS).find(|&b| self.hist[b] > c.map_or(0, |c| c.hist[b])).map(|b| (b as i64 - 100) * SCALE);
-        let touched = c.and_then(|c| c.scores.keys().next().copied());
-        match (untouched, touched) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let untouched = (0..BUCKETS).find(|&b| self.hist[b] > c.map_or(0, |c| c.members[b]));
+        let touched = c.and_then(|c| c.effective.iter().position(|&n| n > 0));
+        let bucket = match (untouched, touched) {
+            (Some(a), Some(b)) => a.min(b),
+            (a, b) => a.or(b)?,
+        };
+        Some((bucket as i64 - 100) * SCALE)
     }
 
     /// Resources with a free permit and no resource-wide block.

@@ -13,7 +13,7 @@ use crate::cell::{Cell, CellState, Phase};
 use crate::error::{Error, Result};
 use crate::event::{Event, EventKind, RejectReason};
 use crate::id::{Context, ResourceId};
-use crate::index::{ContextEntry, GlobalEntry, Index, SCALE};
+use crate::index::{ContextEntry, ContextSlot, GlobalEntry, Index, SCALE};
 use crate::lease::{Lease, LeaseEntry, LeaseKind};
 use crate::outcome::{FailureKind, Outcome};
 use crate::policy::{Policy, Strategy};
@@ -57,6 +57,13 @@ pub(crate) struct ContextCell {
     pub block: Option<Block>,
     pub trial: Option<u64>,
     pub probe: Option<u64>,
+    pub indexed: ContextSlot,
+}
+
+impl ContextCell {
+    pub fn new(cell: Cell, block: Option<Block>) -> Self {
+        ContextCell { cell, block, trial: None, probe: None, indexed: ContextSlot::default() }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -289,7 +296,7 @@ impl Pool {
 
     fn weight(&self, context: Option<&Cell>, global: &Cell) -> i64 {
         match self.policy.strategy {
-            Strategy::Classic => score::blended(context, global, self.policy.window) + 100 * SCALE,
+            Strategy::Classic => (score::blended(context, global, self.policy.window) as i64 + 100) * SCALE,
             Strategy::First => SCALE,
             Strategy::Thompson => {
                 let (a, b) = score::posterior(context, global);
@@ -331,9 +338,10 @@ impl Pool {
             let entry = ContextEntry {
                 open: Self::gate_open(cc, self.now),
                 weight: self.weight(Some(&cc.cell), &r.global),
-                score: score::blended(Some(&cc.cell), &r.global, self.policy.window),
+                bucket: (score::blended(Some(&cc.cell), &r.global, self.policy.window) + 100) as u8,
             };
-            self.index.set_context(slot, ctx, Some(entry));
+            let cc = self.cells.get_mut(&(slot, ctx)).expect("cell of a listed context");
+            self.index.set_context(slot, ctx, Some(entry), &mut cc.indexed);
         }
     }
 
@@ -456,8 +464,9 @@ impl Pool {
         }
         let r = self.resources[slot as usize].take().expect("slot in use");
         for ctx in &r.contexts {
-            self.index.set_context(slot, *ctx, None);
-            self.cells.remove(&(slot, *ctx));
+            if let Some(mut cc) = self.cells.remove(&(slot, *ctx)) {
+                self.index.set_context(slot, *ctx, None, &mut cc.indexed);
+            }
             self.probe_due.remove(&(slot, *ctx));
         }
         self.index.set_global(slot, None);
@@ -693,7 +702,7 @@ impl Pool {
             }
         }
         let c = self.intern(context);
-        self.cells.insert((slot, c), ContextCell { cell: Cell::new(), block: None, trial: None, probe: None });
+        self.cells.insert((slot, c), ContextCell::new(Cell::new(), None));
         self.res_mut(slot).contexts.push(c);
         Ok(c)
     }
@@ -857,7 +866,7 @@ impl Pool {
             context: ctx.map(|(_, c, _)| self.contexts[c as usize].clone()),
             state,
             score: cell.score,
-            effective_score: effective as f64 / SCALE as f64,
+            effective_score: effective as f64,
             consecutive_failures: cell.consecutive_failures,
             consecutive_successes: cell.consecutive_successes,
             cooling_until,
@@ -917,6 +926,10 @@ mod tests {
 
     /// The incrementally kept index must equal one rebuilt from scratch.
     fn assert_index_consistent(pool: &mut Pool) {
+        let records: Vec<((u32, u32), ContextSlot)> = pool.cells.iter().map(|(k, cc)| (*k, cc.indexed)).collect();
+        for cc in pool.cells.values_mut() {
+            cc.indexed = ContextSlot::default();
+        }
         let mut fresh = Index::new();
         core::mem::swap(&mut fresh, &mut pool.index);
         for slot in 0..pool.resources.len() as u32 {
@@ -925,6 +938,10 @@ mod tests {
             }
         }
         let rebuilt = core::mem::replace(&mut pool.index, fresh);
+        for (k, record) in records {
+            assert_eq!(pool.cells[&k].indexed, record, "record of {k:?}");
+            pool.cells.get_mut(&k).unwrap().indexed = record;
+        }
         let ctxs = (0..pool.contexts.len() as u32).map(Some).chain([None]);
         for c in ctxs {
             assert_eq!(rebuilt.min_score(c), pool.index.min_score(c), "min score in {c:?}");

@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! w         = min(n_context, window) / window
-//! effective = w · score_context + (1 − w) · score_global
+//! effective = round(w · score_context + (1 − w) · score_global)
 //! ```
 //!
 //! A resource new to a context (n = 0) starts from its global reputation; once
@@ -25,15 +25,17 @@ use crate::index::SCALE;
 
 pub(crate) const PRIOR_STRENGTH: f64 = 2.0;
 
-/// Effective score in fixed point, exact for the global layer alone.
-pub(crate) fn blended(context: Option<&Cell>, global: &Cell, window: u32) -> i64 {
-    let g = global.score as i64 * SCALE;
+/// Effective score: the blend above, rounded half away from zero to an
+/// integer like every other score, so the index can bucket it.
+pub(crate) fn blended(context: Option<&Cell>, global: &Cell, window: u32) -> i32 {
     match context {
-        None => g,
+        None => global.score,
         Some(c) => {
-            let n = (c.window.len() as i64).min(window as i64);
             let w = window as i64;
-            (n * c.score as i64 * SCALE + (w - n) * g) / w
+            let n = (c.window.len() as i64).min(w);
+            let num = n * c.score as i64 + (w - n) * global.score as i64;
+            let rounded = (2 * num.abs() + w) / (2 * w);
+            (num.signum() * rounded) as i32
         }
     }
 }

@@ -335,12 +335,7 @@ impl SnapshotData {
                     x
                 }
             };
-            let cell = ContextCell {
-                cell: cell_in(c.cell, now, &self.policy)?,
-                block: block_in(c.block, now)?,
-                trial: None,
-                probe: None,
-            };
+            let cell = ContextCell::new(cell_in(c.cell, now, &self.policy)?, block_in(c.block, now)?);
             if pool.cells.insert((slot, ctx), cell).is_some() {
                 return Err(invalid("cell", "listed twice"));
             }
