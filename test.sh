@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
-# The one test command: formatting, lints, then every test suite in the repo.
+# The one test command: formatting, lints, then every test suite in the repo —
+# the Rust workspace (core, component host, CLI/server), the Python binding
+# (pytest + mypy) and the Node binding (node:test + tsc). Everything builds in
+# release so wasmtime is compiled once and shared by cargo, maturin and napi.
 set -euo pipefail
 cd "$(dirname "$0")"
 
 cargo fmt --all --check
-cargo clippy --workspace --all-targets --locked -- -D warnings
-cargo test --workspace --locked
+cargo clippy --workspace --all-targets --release --locked -- -D warnings
+# The binding crates are extension modules: their symbols come from the
+# Python / Node process, so they are tested through their own suites below.
+cargo test --workspace --release --locked --exclude repute-python --exclude repute-node
+./bindings-python/test.sh
+./bindings-node/test.sh

@@ -169,9 +169,7 @@ impl GuestPool for GuestState {
     fn register(&self, resource: wit::ResourceId, permits: u32) -> Result<bool, wit::Error> {
         let id = id_in(&resource)?;
         #[cfg(feature = "trap-test")]
-        if id.kind() == TRAP_KIND {
-            core::arch::wasm32::unreachable();
-        }
+        trap_test(id.kind());
         self.op(|p, now| p.register(id, permits, now)).map_err(err_out)
     }
 
@@ -299,10 +297,27 @@ impl GuestPool for GuestState {
     }
 }
 
-/// With the `trap-test` feature, registering a resource of this kind traps,
-/// so the host's tests can check that a trap is contained.
+/// With the `trap-test` feature, registering a resource of one of these
+/// kinds misbehaves on purpose, so the host's tests can check that each kind
+/// of failure is contained: `__trap__` traps, `__spin__` never returns (the
+/// host's call timeout must interrupt it), `__bloat__` allocates until the
+/// host's memory limit refuses to grow the heap.
 #[cfg(feature = "trap-test")]
-const TRAP_KIND: &str = "__trap__";
+fn trap_test(kind: &str) {
+    match kind {
+        "__trap__" => core::arch::wasm32::unreachable(),
+        "__spin__" => loop {
+            core::hint::spin_loop();
+        },
+        "__bloat__" => {
+            let mut hoard: Vec<Vec<u8>> = Vec::new();
+            loop {
+                hoard.push(alloc::vec![1; 1 << 20]);
+            }
+        }
+        _ => {}
+    }
+}
 
 // ---- conversions in ----
 

@@ -30,8 +30,8 @@ mod pool;
 mod ratelimit;
 mod rng;
 mod score;
-mod tree;
 pub mod snapshot;
+mod tree;
 
 pub use authority::{Authority, Local};
 pub use cell::{CellState, MAX_SCORE, MIN_SCORE};

@@ -1,4 +1,5 @@
-//! Every tunable of the pool, with the reputation-pool 0.5.0 values as defaults.
+//! Every tunable of the pool, with the reputation-pool 0.5.0 values as defaults
+//! (except the strategy and the Thompson decay, which that library lacks).
 //! Durations are nanoseconds of the monotonic clock the caller passes in.
 
 use serde::{Deserialize, Serialize};
@@ -62,6 +63,8 @@ pub struct Policy {
     pub lease_ttl: u64,
     pub probe_ttl: u64,
     /// Per-observation decay of the Thompson counts; lower forgets faster.
+    /// 0.98 remembers about 50 observations: sharp enough to stop exploring
+    /// mediocre resources, and a busy cell still turns over within minutes.
     pub decay: f64,
     pub max_resources: Option<u32>,
     pub max_cells: Option<u32>,
@@ -71,7 +74,8 @@ pub struct Policy {
 impl Default for Policy {
     fn default() -> Self {
         Policy {
-            strategy: Strategy::Classic,
+            // Thompson won every scenario of `repute simulate` (host/cli/SIMULATE.md).
+            strategy: Strategy::Thompson,
             window: 10,
             cool_after: 3,
             recover_after: 2,
@@ -79,7 +83,7 @@ impl Default for Policy {
             exploration_floor: 1.0,
             lease_ttl: 30 * SECOND,
             probe_ttl: 15 * SECOND,
-            decay: 0.9,
+            decay: 0.98,
             max_resources: None,
             max_cells: None,
             rate_limit: None,

@@ -305,7 +305,7 @@ fn other_causes_are_due_for_probe_and_probes_take_real_leases() {
 
 #[test]
 fn classic_weights_are_score_minus_min_plus_floor() {
-    let mut pool = Pool::new(Policy::default(), 42).unwrap();
+    let mut pool = Pool::new(Policy { strategy: Strategy::Classic, ..Policy::default() }, 42).unwrap();
     for (name, successes) in [("a", 2), ("b", 0), ("c", 0)] {
         pool.register(rid(name), 1, 0).unwrap();
         for _ in 0..successes {

@@ -1,0 +1,298 @@
+// Types of the `repute` package (kept by hand beside index.js, which is the
+// API users see; the native addon behind it is an implementation detail).
+//
+// Units: durations and instants are milliseconds (numbers). Instants are on
+// the pool's clock, whose reading is `pool.now()`. Lease ids and fencing
+// tokens are `bigint`: they are unsigned 64-bit counters and compared exactly.
+
+/// <reference lib="esnext.disposable" />
+
+export type Store = 'memory' | `sqlite:${string}`;
+export type Strategy = 'classic' | 'thompson' | 'first';
+export type FailureKind = 'connection_reset' | 'tls_handshake' | 'timeout' | 'blocked' | 'slow';
+export type LeaseKind = 'client' | 'trial' | 'probe';
+export type CellState = 'healthy' | 'cooling' | 'recovering' | 'blocklisted';
+
+export interface PoolOptions {
+  /** `'memory'` (default), or `'sqlite:PATH'`: durable checkpoints, report log and fence counters. */
+  store?: Store;
+  /** The tenant served; with SQLite one process owns a tenant of a file at a time. Default `'default'`. */
+  tenant?: string;
+  /** Lease time to live; default 30000. */
+  leaseTtlMs?: number;
+  /** Probe lease time to live; default 15000. */
+  probeTtlMs?: number;
+  /** Candidate selection; default `'classic'`. */
+  strategy?: Strategy;
+  /** Seeds selection randomness of a fresh pool; default 0. */
+  seed?: number | bigint;
+  /** Time source; the process's monotonic clock by default. */
+  clock?: ManualClock;
+  /** Budget: most resources registered at once. */
+  maxResources?: number;
+  /** Budget: most reputation cells kept at once. */
+  maxCells?: number;
+  /** Token bucket on acquire: `rate` per second, at most `burst` stored. */
+  rateLimit?: { rate: number; burst: number };
+  /** Subtracted from the TTL for a lease's local deadline (`Lease.valid`); default a tenth of the TTL. */
+  renewMarginMs?: number;
+}
+
+export interface AcquireOptions {
+  /** How long to wait for a resource; default the pool's lease TTL. 0 tries once. */
+  timeoutMs?: number;
+  /** Aborts the wait (rejects with the signal's reason). */
+  signal?: AbortSignal;
+}
+
+export interface ReportOptions {
+  /** Observed latency; default 0. */
+  latencyMs?: number;
+}
+
+export interface BlockOptions {
+  /** Block only in this context; resource-wide when absent. */
+  context?: string;
+  /** Lift the block after this long; until `unblock` when absent. */
+  durationMs?: number;
+  reason?: string;
+}
+
+export interface BlockInfo {
+  untilMs?: number;
+  reason?: string;
+}
+
+export interface LeaseData {
+  id: bigint;
+  token: bigint;
+  kind: string;
+  value: string;
+  context: string;
+  permit: number;
+  leaseKind: LeaseKind;
+  grantedAtMs: number;
+  expiresAtMs: number;
+  ttlMs: number;
+  /** Set for leases granted to this holder: see `Lease.valid`. */
+  deadlineMs?: number;
+}
+
+export interface CellInfo {
+  /** Absent for the global layer. */
+  context?: string;
+  state: CellState;
+  score: number;
+  effectiveScore: number;
+  consecutiveFailures: number;
+  consecutiveSuccesses: number;
+  coolingUntilMs?: number;
+  cause?: FailureKind;
+  halfOpen: boolean;
+  dueForProbe: boolean;
+  successRate?: number;
+  latencyMs: number;
+  observations: number;
+  block?: BlockInfo;
+}
+
+export interface ResourceInfo {
+  kind: string;
+  value: string;
+  permits: number;
+  leased: number;
+  score: number;
+  contexts: number;
+  block?: BlockInfo;
+}
+
+export interface Stats {
+  resources: number;
+  cells: number;
+  contexts: number;
+  liveLeases: number;
+  available: number;
+  dueForProbe: number;
+  nowMs: number;
+}
+
+export interface ProbeTarget {
+  kind: string;
+  value: string;
+  context: string;
+}
+
+export type EventType =
+  | 'registered'
+  | 'unregistered'
+  | 'cooled'
+  | 'recovered'
+  | 'blocklisted'
+  | 'unblocked'
+  | 'leased'
+  | 'renewed'
+  | 'released'
+  | 'lease_expired'
+  | 'revoked'
+  | 'rejected';
+
+/** One pool event; only the fields the event carries are set. */
+export interface PoolEvent {
+  type: EventType;
+  atMs: number;
+  /** The resource concerned. */
+  kind?: string;
+  value?: string;
+  context?: string;
+  /** `registered`. */
+  permits?: number;
+  /** `cooled`, `blocklisted` (absent: until lifted). */
+  untilMs?: number;
+  /** `cooled`. */
+  cause?: FailureKind;
+  /** `blocklisted`: the block's reason; `rejected`: `no_candidates` or `rate_limited`. */
+  reason?: string;
+  /** Lease events. */
+  lease?: LeaseData;
+}
+
+/** A clock that moves only when told to, for tests: `new Pool({ clock })`. */
+export class ManualClock {
+  constructor(startMs?: number);
+  advance(ms: number): void;
+  /** Ignored if below the current reading (monotonic). */
+  set(ms: number): void;
+  now(): number;
+}
+
+/** An exclusive, fenced hold on one permit of one resource. */
+export class Lease implements Disposable, AsyncDisposable {
+  private constructor();
+  readonly id: bigint;
+  /** Fencing token: strictly increasing per resource permit, across restarts of a durable store. */
+  readonly token: bigint;
+  readonly kind: string;
+  readonly value: string;
+  readonly context: string;
+  readonly permit: number;
+  readonly leaseKind: LeaseKind;
+  readonly ttlMs: number;
+  readonly expiresInMs: number;
+  /** False once released, once a renewal failed, or once send time + TTL - margin has passed. */
+  readonly valid: boolean;
+  renew(): Promise<this>;
+  /** Idempotent. */
+  release(): void;
+  reportSuccess(options?: ReportOptions): Promise<void>;
+  reportFailure(failure: FailureKind, options?: ReportOptions): Promise<void>;
+  [Symbol.dispose](): void;
+  [Symbol.asyncDispose](): Promise<void>;
+  toJSON(): Record<string, unknown>;
+}
+
+export class Pool implements Disposable {
+  constructor(options?: PoolOptions);
+  /** Like the constructor, with the store opened off the JS thread. */
+  static open(options?: PoolOptions): Promise<Pool>;
+  now(): number;
+  /** True if anything changed. */
+  register(kind: string, value: string, options?: { permits?: number }): boolean;
+  unregister(kind: string, value: string, options?: { force?: boolean }): void;
+  tryAcquire(context: string): Lease | null;
+  acquire(context: string, options?: AcquireOptions): Promise<Lease>;
+  withLease<T>(context: string, fn: (lease: Lease) => T | Promise<T>, options?: AcquireOptions): Promise<T>;
+  acquireForProbe(kind: string, value: string, context: string): Lease;
+  reportSuccess(kind: string, value: string, context: string, options?: ReportOptions): Promise<void>;
+  reportFailure(kind: string, value: string, context: string, failure: FailureKind, options?: ReportOptions): Promise<void>;
+  block(kind: string, value: string, options?: BlockOptions): void;
+  unblock(kind: string, value: string, options?: { context?: string }): boolean;
+  dueForProbe(): ProbeTarget[];
+  cells(kind: string, value: string): CellInfo[];
+  resources(): ResourceInfo[];
+  leases(): LeaseData[];
+  stats(): Stats;
+  snapshot(options?: { withLeases?: boolean }): Buffer;
+  restore(bytes: Uint8Array): void;
+  snapshotJson(options?: { withLeases?: boolean }): unknown;
+  restoreJson(state: unknown): void;
+  checkpoint(options?: { withLeases?: boolean }): Promise<number>;
+  drainEvents(): PoolEvent[];
+  events(): AsyncIterableIterator<PoolEvent>;
+  close(): void;
+  [Symbol.dispose](): void;
+}
+
+export type ErrorCode =
+  | 'invalid_input'
+  | 'unknown_resource'
+  | 'unknown_lease'
+  | 'stale_lease'
+  | 'lease_expired'
+  | 'blocked'
+  | 'no_resource_available'
+  | 'leased'
+  | 'budget_exhausted'
+  | 'rate_limited'
+  | 'invalid_snapshot'
+  | 'storage_conflict'
+  | 'stale_epoch'
+  | 'storage_unavailable'
+  | 'not_owner'
+  | 'trap'
+  | 'runtime';
+
+export class ReputeError extends Error {
+  constructor(message: string, details?: { code?: string });
+  readonly code: ErrorCode | string;
+}
+export class InvalidInputError extends ReputeError {
+  constructor(message: string, details?: { field?: string; rule?: string });
+  readonly code: 'invalid_input';
+  readonly field: string;
+  readonly rule: string;
+}
+export class NoResourceAvailableError extends ReputeError {
+  readonly code: 'no_resource_available';
+  /** When the pool's earliest timer fires, if any. */
+  readonly retryAfterMs: number | null;
+}
+export class StaleLeaseError extends ReputeError {
+  readonly code: 'stale_lease';
+  readonly currentToken: bigint;
+}
+export class LeaseExpiredError extends ReputeError {
+  readonly code: 'lease_expired';
+}
+export class BudgetExhaustedError extends ReputeError {
+  readonly code: 'budget_exhausted';
+  readonly budget: string;
+  readonly limit: number;
+}
+export class RateLimitedError extends ReputeError {
+  readonly code: 'rate_limited';
+  readonly retryAfterMs: number;
+}
+export class StoreError extends ReputeError {
+  readonly code: 'storage_conflict' | 'stale_epoch' | 'storage_unavailable';
+}
+export class NotOwnerError extends ReputeError {
+  readonly code: 'not_owner';
+  readonly owner: string;
+}
+export class UnknownResourceError extends ReputeError {
+  readonly code: 'unknown_resource';
+}
+export class UnknownLeaseError extends ReputeError {
+  readonly code: 'unknown_lease';
+}
+export class BlockedError extends ReputeError {
+  readonly code: 'blocked';
+}
+export class LeasedError extends ReputeError {
+  readonly code: 'leased';
+  readonly live: number;
+}
+export class InvalidSnapshotError extends ReputeError {
+  readonly code: 'invalid_snapshot';
+  readonly reason: 'truncated' | 'foreign' | 'unsupported_version' | 'checksum' | 'malformed' | 'invalid';
+}

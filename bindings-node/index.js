@@ -1,0 +1,702 @@
+'use strict';
+// The public JavaScript API of repute. The pool itself is the Rust core
+// behind `repute.node`; this file only converts: options to the native
+// config, native error payloads to typed errors (once, in `fromNative`),
+// lease data to `Lease` objects, and pool events to an async iterator.
+
+const native = require('./repute.node');
+
+// ---------------------------------------------------------------- errors
+
+class ReputeError extends Error {
+  /** @param {string} message @param {{code?: string}} [details] */
+  constructor(message, details = {}) {
+    super(message);
+    this.name = new.target.name;
+    this.code = details.code ?? 'repute';
+  }
+}
+
+class InvalidInputError extends ReputeError {
+  constructor(message, details = {}) {
+    super(message, { code: 'invalid_input', ...details });
+    this.field = details.field;
+    this.rule = details.rule;
+  }
+}
+
+class NoResourceAvailableError extends ReputeError {
+  constructor(message, details = {}) {
+    super(message, { code: 'no_resource_available', ...details });
+    this.retryAfterMs = details.retryAfterMs ?? null;
+  }
+}
+
+class StaleLeaseError extends ReputeError {
+  constructor(message, details = {}) {
+    super(message, { code: 'stale_lease', ...details });
+    this.currentToken = details.currentToken === undefined ? undefined : BigInt(details.currentToken);
+  }
+}
+
+class LeaseExpiredError extends ReputeError {
+  constructor(message, details = {}) {
+    super(message, { code: 'lease_expired', ...details });
+  }
+}
+
+class BudgetExhaustedError extends ReputeError {
+  constructor(message, details = {}) {
+    super(message, { code: 'budget_exhausted', ...details });
+    this.budget = details.budget;
+    this.limit = details.limit;
+  }
+}
+
+class RateLimitedError extends ReputeError {
+  constructor(message, details = {}) {
+    super(message, { code: 'rate_limited', ...details });
+    this.retryAfterMs = details.retryAfterMs;
+  }
+}
+
+class StoreError extends ReputeError {
+  constructor(message, details = {}) {
+    super(message, { code: 'storage_unavailable', ...details });
+  }
+}
+
+class NotOwnerError extends ReputeError {
+  constructor(message, details = {}) {
+    super(message, { code: 'not_owner', ...details });
+    this.owner = details.owner;
+  }
+}
+
+class UnknownResourceError extends ReputeError {
+  constructor(message, details = {}) {
+    super(message, { code: 'unknown_resource', ...details });
+  }
+}
+
+class UnknownLeaseError extends ReputeError {
+  constructor(message, details = {}) {
+    super(message, { code: 'unknown_lease', ...details });
+  }
+}
+
+class BlockedError extends ReputeError {
+  constructor(message, details = {}) {
+    super(message, { code: 'blocked', ...details });
+  }
+}
+
+class LeasedError extends ReputeError {
+  constructor(message, details = {}) {
+    super(message, { code: 'leased', ...details });
+    this.live = details.live;
+  }
+}
+
+class InvalidSnapshotError extends ReputeError {
+  constructor(message, details = {}) {
+    super(message, { code: 'invalid_snapshot', ...details });
+    this.reason = details.reason;
+  }
+}
+
+const BY_CODE = {
+  invalid_input: InvalidInputError,
+  no_resource_available: NoResourceAvailableError,
+  stale_lease: StaleLeaseError,
+  lease_expired: LeaseExpiredError,
+  budget_exhausted: BudgetExhaustedError,
+  rate_limited: RateLimitedError,
+  storage_conflict: StoreError,
+  stale_epoch: StoreError,
+  storage_unavailable: StoreError,
+  not_owner: NotOwnerError,
+  unknown_resource: UnknownResourceError,
+  unknown_lease: UnknownLeaseError,
+  blocked: BlockedError,
+  leased: LeasedError,
+  invalid_snapshot: InvalidSnapshotError,
+};
+
+const PAYLOAD = '{"repute":';
+
+/** The one mapping from a native error payload (see src/errors.rs) to a class. */
+function fromNative(e) {
+  if (!(e instanceof Error) || !e.message.startsWith(PAYLOAD)) return e;
+  const details = JSON.parse(e.message).repute;
+  const Class = BY_CODE[details.code] ?? ReputeError;
+  return new Class(details.message, details);
+}
+
+function call(f) {
+  try {
+    return f();
+  } catch (e) {
+    throw fromNative(e);
+  }
+}
+
+async function callAsync(promise) {
+  try {
+    return await promise;
+  } catch (e) {
+    throw fromNative(e);
+  }
+}
+
+// ------------------------------------------------------ argument checks
+// JavaScript types are checked here, where they are dynamic; value rules
+// (lengths, ranges) are the core's, and come back as InvalidInputError too.
+
+function invalidArg(field, rule) {
+  return new InvalidInputError(`invalid ${field}: ${rule}`, { field, rule });
+}
+
+function str(field, v) {
+  if (typeof v !== 'string') throw invalidArg(field, 'must be a string');
+  return v;
+}
+
+function optStr(field, v) {
+  return v === undefined || v === null ? undefined : str(field, v);
+}
+
+function num(field, v) {
+  if (typeof v !== 'number') throw invalidArg(field, 'must be a number');
+  return v;
+}
+
+function optNum(field, v) {
+  return v === undefined || v === null ? undefined : num(field, v);
+}
+
+function uint(field, v) {
+  if (!Number.isInteger(v) || v < 0 || v > 0xffffffff) throw invalidArg(field, 'must be an integer in 0..2^32');
+  return v;
+}
+
+function optUint(field, v) {
+  return v === undefined || v === null ? undefined : uint(field, v);
+}
+
+function obj(field, v) {
+  if (v === undefined || v === null) return {};
+  if (typeof v !== 'object') throw invalidArg(field, 'must be an object');
+  return v;
+}
+
+function bigint(field, v) {
+  if (typeof v === 'bigint') return v;
+  if (Number.isSafeInteger(v) && v >= 0) return BigInt(v);
+  throw invalidArg(field, 'must be a non-negative safe integer or a bigint');
+}
+
+// ------------------------------------------------------------------ clock
+
+const kNative = Symbol('repute.native');
+
+/** A clock that moves only when told to; pass it as `new Pool({ clock })`. */
+class ManualClock {
+  constructor(startMs = 0) {
+    this[kNative] = call(() => new native.NativeClock(num('startMs', startMs)));
+  }
+
+  /** Moves the clock forward by `ms`. */
+  advance(ms) {
+    call(() => this[kNative].advance(num('ms', ms)));
+  }
+
+  /** Sets the reading; a value below the current one is ignored (monotonic). */
+  set(ms) {
+    call(() => this[kNative].set(num('ms', ms)));
+  }
+
+  /** The reading, in ms. */
+  now() {
+    return this[kNative].nowMs();
+  }
+}
+
+// ------------------------------------------------------------------ lease
+
+const LIVE = 0;
+const LOST = 1;
+const RELEASED = 2;
+const kAdopt = Symbol('repute.adopt');
+const kRenew = Symbol('repute.renew');
+const kRelease = Symbol('repute.release');
+
+/** An exclusive, fenced hold on one permit of one resource. */
+class Lease {
+  #pool;
+  #d;
+  #state = LIVE;
+
+  constructor(adopt, pool, data) {
+    if (adopt !== kAdopt) throw new TypeError('leases come from Pool.acquire / tryAcquire / withLease');
+    this.#pool = pool;
+    this.#d = data;
+  }
+
+  /** The lease id (bigint), unique in the pool. */
+  get id() {
+    return this.#d.id;
+  }
+  /** The fencing token (bigint): strictly increasing per resource permit. */
+  get token() {
+    return this.#d.token;
+  }
+  get kind() {
+    return this.#d.kind;
+  }
+  get value() {
+    return this.#d.value;
+  }
+  get context() {
+    return this.#d.context;
+  }
+  get permit() {
+    return this.#d.permit;
+  }
+  /** `client`, `trial` (a half-open trial of a cooled cell) or `probe`. */
+  get leaseKind() {
+    return this.#d.leaseKind;
+  }
+  get ttlMs() {
+    return this.#d.ttlMs;
+  }
+  /** Time left until the authority lets the lease lapse, on the pool's clock. */
+  get expiresInMs() {
+    return Math.max(0, this.#d.expiresAtMs - this.#pool.now());
+  }
+  /**
+   * False once released, once a renewal failed, or once the local deadline
+   * passed (the clock reading before the grant/renewal was sent + TTL -
+   * margin): the holder must stop before the authority can hand the permit
+   * to someone else.
+   */
+  get valid() {
+    return this.#state === LIVE && this.#pool.now() < this.#d.deadlineMs;
+  }
+
+  /** Extends the lease by its TTL; on failure the lease is lost (`valid` is false). */
+  async renew() {
+    if (this.#state === RELEASED) throw invalidArg('lease', 'is released');
+    try {
+      this.#d = await this.#pool[kRenew](this.#d.id, this.#d.token);
+    } catch (e) {
+      this.#state = LOST;
+      throw e;
+    }
+    return this;
+  }
+
+  /**
+   * Frees the permit. Idempotent. Throws (LeaseExpiredError, ...) only if the
+   * lease was believed live and the pool no longer held it.
+   */
+  release() {
+    const state = this.#state;
+    if (state === RELEASED) return;
+    this.#state = RELEASED;
+    try {
+      this.#pool[kRelease](this.#d.id, this.#d.token);
+    } catch (e) {
+      // A lost lease's failure was reported when it was lost.
+      if (state === LIVE) throw e;
+    }
+  }
+
+  reportSuccess(options) {
+    return this.#pool.reportSuccess(this.#d.kind, this.#d.value, this.#d.context, options);
+  }
+
+  reportFailure(failure, options) {
+    return this.#pool.reportFailure(this.#d.kind, this.#d.value, this.#d.context, failure, options);
+  }
+
+  [Symbol.dispose]() {
+    this.release();
+  }
+
+  async [Symbol.asyncDispose]() {
+    this.release();
+  }
+
+  toJSON() {
+    const { id, token, ...rest } = this.#d;
+    return { id: String(id), token: String(token), ...rest, valid: this.valid };
+  }
+}
+
+// ------------------------------------------------------------------- pool
+
+const MAX_BACKOFF_MS = 100;
+
+function nativeConfig(options) {
+  const o = obj('options', options);
+  const rateLimit = o.rateLimit === undefined || o.rateLimit === null ? undefined : obj('rateLimit', o.rateLimit);
+  if (o.clock !== undefined && !(o.clock instanceof ManualClock)) throw invalidArg('clock', 'must be a ManualClock');
+  const config = {
+    store: o.store === undefined ? 'memory' : str('store', o.store),
+    tenant: o.tenant === undefined ? 'default' : str('tenant', o.tenant),
+    leaseTtlMs: optNum('leaseTtlMs', o.leaseTtlMs),
+    probeTtlMs: optNum('probeTtlMs', o.probeTtlMs),
+    strategy: optStr('strategy', o.strategy),
+    seed: o.seed === undefined || o.seed === null ? undefined : bigint('seed', o.seed),
+    maxResources: optUint('maxResources', o.maxResources),
+    maxCells: optUint('maxCells', o.maxCells),
+    rateLimit: rateLimit && {
+      rate: num('rateLimit.rate', rateLimit.rate),
+      burst: uint('rateLimit.burst', rateLimit.burst),
+    },
+    renewMarginMs: optNum('renewMarginMs', o.renewMarginMs),
+  };
+  return [config, o.clock?.[kNative]];
+}
+
+/** One tenant's reputation-aware resource pool. */
+class Pool {
+  #native;
+  #durable;
+  #defaultTimeoutMs;
+  /** Sleeping `acquire` calls, woken early by anything that may free a permit. */
+  #waiters = new Set();
+  /** Open `events()` iterators. */
+  #subscribers = new Set();
+
+  constructor(options = {}, adopt = undefined, opened = undefined) {
+    const [config, clock] = nativeConfig(options);
+    this.#native = adopt === kAdopt ? opened : call(() => new native.NativePool(config, clock));
+    this.#durable = this.#native.durable;
+    this.#defaultTimeoutMs = config.leaseTtlMs ?? 30_000;
+  }
+
+  /** `new Pool(options)`, with the store opened off the JS thread. */
+  static async open(options = {}) {
+    const [config, clock] = nativeConfig(options);
+    const opened = await callAsync(native.NativePool.open(config, clock));
+    return new Pool(options, kAdopt, opened);
+  }
+
+  /** The pool clock's reading, in ms. */
+  now() {
+    return this.#native.nowMs();
+  }
+
+  /** Runs a call that may write to durable storage off the JS thread. */
+  async #maybeAsync(frees, name, ...args) {
+    try {
+      return this.#durable ? await this.#native[`${name}Async`](...args) : this.#native[name](...args);
+    } catch (e) {
+      throw fromNative(e);
+    } finally {
+      this.#changed(frees);
+    }
+  }
+
+  /**
+   * Runs a native call: typed errors, then `#changed`. `frees` marks calls
+   * that can make a resource selectable (release, register, unblock,
+   * report, restore): they wake sleeping `acquire` calls. Failed acquires
+   * must not, or waiters would wake each other in a loop.
+   */
+  #call(f, frees = false) {
+    try {
+      return f();
+    } catch (e) {
+      throw fromNative(e);
+    } finally {
+      this.#changed(frees);
+    }
+  }
+
+  /** After any call: deliver events to iterators; maybe wake sleeping acquires. */
+  #changed(frees) {
+    if (this.#subscribers.size !== 0) this.#pumpEvents();
+    if (frees && this.#waiters.size !== 0) {
+      for (const wake of this.#waiters) wake();
+      this.#waiters.clear();
+    }
+  }
+
+  #pumpEvents() {
+    const events = call(() => this.#native.drainEvents());
+    if (events.length === 0) return;
+    for (const sub of this.#subscribers) {
+      sub.queue.push(...events);
+      sub.wake?.();
+    }
+  }
+
+  register(kind, value, options = {}) {
+    const permits = obj('options', options).permits ?? 1;
+    return this.#call(() => this.#native.register(str('kind', kind), str('value', value), uint('permits', permits)), true);
+  }
+
+  unregister(kind, value, options = {}) {
+    const force = Boolean(obj('options', options).force);
+    this.#call(() => this.#native.unregister(str('kind', kind), str('value', value), force));
+  }
+
+  /**
+   * The best lease for `context` now, or null when nothing is selectable.
+   * Synchronous; on a SQLite store it writes the new fencing token (one
+   * small local transaction) before returning.
+   */
+  tryAcquire(context) {
+    str('context', context);
+    let data;
+    try {
+      data = this.#native.acquire(context);
+    } catch (e) {
+      const err = fromNative(e);
+      if (err instanceof NoResourceAvailableError) return null;
+      throw err;
+    } finally {
+      this.#changed(false);
+    }
+    return new Lease(kAdopt, this, data);
+  }
+
+  /**
+   * A lease for `context`, waiting up to `timeoutMs` (default: the lease
+   * TTL, by when every lease held now has ended) for one to free up. Waits
+   * back off from 1 ms to 100 ms, never past the pool's `retryAfterMs`, and
+   * end early when this pool releases or changes anything. Rejects with the
+   * last NoResourceAvailableError / RateLimitedError on timeout.
+   */
+  async acquire(context, options = {}) {
+    str('context', context);
+    const o = obj('options', options);
+    const timeoutMs = o.timeoutMs === undefined ? this.#defaultTimeoutMs : num('timeoutMs', o.timeoutMs);
+    const signal = o.signal;
+    const end = performance.now() + timeoutMs;
+    let backoff = 1;
+    for (;;) {
+      signal?.throwIfAborted();
+      let err;
+      try {
+        return new Lease(kAdopt, this, await this.#maybeAsync(false, 'acquire', context));
+      } catch (e) {
+        if (!(e instanceof NoResourceAvailableError || e instanceof RateLimitedError)) throw e;
+        err = e;
+      }
+      const left = end - performance.now();
+      if (!(left > 0)) throw err;
+      await this.#sleep(Math.max(0, Math.min(left, backoff, err.retryAfterMs ?? Infinity)), signal);
+      backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
+    }
+  }
+
+  #sleep(ms, signal) {
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.#waiters.delete(done);
+        signal?.removeEventListener('abort', done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.#waiters.add(done);
+      signal?.addEventListener('abort', done, { once: true });
+    });
+  }
+
+  /**
+   * Acquires a lease, runs `fn(lease)`, and releases the lease however `fn`
+   * ends. If `fn` throws, that error is rethrown (a failed release is then
+   * ignored); if it returns, a failed release (e.g. the lease expired while
+   * `fn` ran) rejects.
+   */
+  async withLease(context, fn, options) {
+    if (typeof fn !== 'function') throw invalidArg('fn', 'must be a function');
+    const lease = await this.acquire(context, options);
+    let result;
+    try {
+      result = await fn(lease);
+    } catch (e) {
+      try {
+        lease.release();
+      } catch {
+        // The callback's error is the one the caller needs.
+      }
+      throw e;
+    }
+    lease.release();
+    return result;
+  }
+
+  /** A probe lease on a cell that `dueForProbe()` lists. */
+  acquireForProbe(kind, value, context) {
+    const data = this.#call(() =>
+      this.#native.acquireForProbe(str('kind', kind), str('value', value), str('context', context)),
+    );
+    return new Lease(kAdopt, this, data);
+  }
+
+  [kRenew](id, token) {
+    return this.#maybeAsync(false, 'renew', id, token);
+  }
+
+  [kRelease](id, token) {
+    this.#call(() => this.#native.release(id, token), true);
+  }
+
+  reportSuccess(kind, value, context, options = {}) {
+    return this.#report(kind, value, context, undefined, options);
+  }
+
+  reportFailure(kind, value, context, failure, options = {}) {
+    return this.#report(kind, value, context, str('failure', failure), options);
+  }
+
+  async #report(kind, value, context, failure, options) {
+    const latencyMs = num('latencyMs', obj('options', options).latencyMs ?? 0);
+    await this.#maybeAsync(true, 'report', str('kind', kind), str('value', value), str('context', context), failure, latencyMs);
+  }
+
+  /** Blocks a resource everywhere, or in one `context`; for `durationMs` or until unblocked. */
+  block(kind, value, options = {}) {
+    const o = obj('options', options);
+    this.#call(() =>
+        this.#native.block(
+          str('kind', kind),
+          str('value', value),
+          optStr('context', o.context),
+          optNum('durationMs', o.durationMs),
+          optStr('reason', o.reason),
+        ),
+      );
+  }
+
+  /** Lifts a block; true if one was in place. */
+  unblock(kind, value, options = {}) {
+    const o = obj('options', options);
+    return this.#call(() => this.#native.unblock(str('kind', kind), str('value', value), optStr('context', o.context)), true);
+  }
+
+  dueForProbe() {
+    return this.#call(() => this.#native.dueForProbe());
+  }
+
+  cells(kind, value) {
+    return this.#call(() => this.#native.cells(str('kind', kind), str('value', value)));
+  }
+
+  resources() {
+    return this.#call(() => this.#native.resources());
+  }
+
+  /** The live leases, as plain data. */
+  leases() {
+    return this.#call(() => this.#native.leases());
+  }
+
+  stats() {
+    return this.#call(() => this.#native.stats());
+  }
+
+  /** The versioned binary snapshot (with live leases unless `withLeases: false`). */
+  snapshot(options = {}) {
+    return this.#call(() => this.#native.snapshot(obj('options', options).withLeases !== false));
+  }
+
+  /** Replaces the state with a snapshot; a refused one changes nothing. */
+  restore(bytes) {
+    if (!(bytes instanceof Uint8Array)) throw invalidArg('bytes', 'must be a Buffer or Uint8Array');
+    this.#call(() => this.#native.restore(bytes), true);
+  }
+
+  snapshotJson(options = {}) {
+    return JSON.parse(call(() => this.#native.snapshotJson(obj('options', options).withLeases !== false)));
+  }
+
+  restoreJson(state) {
+    this.#call(() => this.#native.restoreJson(typeof state === 'string' ? state : JSON.stringify(state)), true);
+  }
+
+  /** Saves a checkpoint to the store (off the JS thread); resolves to its version. */
+  async checkpoint(options = {}) {
+    const withLeases = obj('options', options).withLeases !== false;
+    return callAsync(this.#native.checkpointAsync(withLeases));
+  }
+
+  /** Events since the last drain, oldest first. */
+  drainEvents() {
+    return this.#call(() => this.#native.drainEvents());
+  }
+
+  /**
+   * Pool events as an async iterator. Events are produced by pool calls
+   * (the core fires due timers, such as lease expiry, on each call); the
+   * iterator ends when the pool is closed or the loop is left.
+   */
+  events() {
+    const sub = { queue: [], wake: undefined, done: false };
+    this.#subscribers.add(sub);
+    this.#pumpEvents();
+    const subscribers = this.#subscribers;
+    return {
+      [Symbol.asyncIterator]() {
+        return this;
+      },
+      async next() {
+        while (sub.queue.length === 0 && !sub.done) {
+          await new Promise((resolve) => {
+            sub.wake = resolve;
+          });
+          sub.wake = undefined;
+        }
+        if (sub.queue.length !== 0) return { value: sub.queue.shift(), done: false };
+        return { value: undefined, done: true };
+      },
+      async return() {
+        sub.done = true;
+        subscribers.delete(sub);
+        return { value: undefined, done: true };
+      },
+    };
+  }
+
+  /** Closes the pool and releases its store; later calls throw. Idempotent. */
+  close() {
+    if (this.#subscribers.size !== 0) this.#pumpEvents();
+    this.#native.close();
+    for (const sub of this.#subscribers) {
+      sub.done = true;
+      sub.wake?.();
+    }
+    this.#subscribers.clear();
+    this.#changed(true);
+  }
+
+  [Symbol.dispose]() {
+    this.close();
+  }
+}
+
+module.exports = {
+  Pool,
+  Lease,
+  ManualClock,
+  ReputeError,
+  InvalidInputError,
+  NoResourceAvailableError,
+  StaleLeaseError,
+  LeaseExpiredError,
+  BudgetExhaustedError,
+  RateLimitedError,
+  StoreError,
+  NotOwnerError,
+  UnknownResourceError,
+  UnknownLeaseError,
+  BlockedError,
+  LeasedError,
+  InvalidSnapshotError,
+};

@@ -1,0 +1,165 @@
+//! Plain JavaScript objects for what the pool reports: leases, cells,
+//! resources, stats. Instants are ms on the pool's clock (`pool.now()`).
+
+use napi_derive::napi;
+use repute_host::{Block, CellView, Context, Lease, LeaseKind, ResourceId, ResourceView, Stats};
+
+use crate::units::ns_to_ms;
+
+/// A lease as the JavaScript `Lease` class is built from. `id` and `token`
+/// are `u64` and so arrive as BigInt, exactly.
+#[napi(object, object_from_js = false)]
+pub struct LeaseData {
+    pub id: u64,
+    pub token: u64,
+    pub kind: String,
+    pub value: String,
+    pub context: String,
+    pub permit: u32,
+    /// `client`, `trial` (a half-open trial) or `probe`.
+    pub lease_kind: &'static str,
+    pub granted_at_ms: f64,
+    pub expires_at_ms: f64,
+    pub ttl_ms: f64,
+    /// When the holder must stop trusting the lease (I7): the clock reading
+    /// taken before the grant or renewal was sent, plus the TTL, minus the
+    /// margin. Absent for leases that were listed, not granted, here.
+    pub deadline_ms: Option<f64>,
+}
+
+impl LeaseData {
+    pub(crate) fn new(lease: &Lease, deadline: Option<u64>) -> Self {
+        LeaseData {
+            id: lease.id,
+            token: lease.token,
+            kind: lease.resource.kind().to_owned(),
+            value: lease.resource.value().to_owned(),
+            context: lease.context.as_str().to_owned(),
+            permit: lease.permit,
+            lease_kind: match lease.kind {
+                LeaseKind::Client => "client",
+                LeaseKind::Trial => "trial",
+                LeaseKind::Probe => "probe",
+            },
+            granted_at_ms: ns_to_ms(lease.granted_at),
+            expires_at_ms: ns_to_ms(lease.expires_at),
+            ttl_ms: ns_to_ms(lease.ttl),
+            deadline_ms: deadline.map(ns_to_ms),
+        }
+    }
+}
+
+#[napi(object, object_from_js = false)]
+pub struct BlockInfo {
+    /// Absent for a block that lasts until it is lifted.
+    pub until_ms: Option<f64>,
+    pub reason: Option<String>,
+}
+
+fn block(b: Option<&Block>) -> Option<BlockInfo> {
+    b.map(|b| BlockInfo { until_ms: b.until.map(ns_to_ms), reason: b.reason.clone() })
+}
+
+#[napi(object, object_from_js = false)]
+pub struct CellInfo {
+    /// Absent for the global layer.
+    pub context: Option<String>,
+    pub state: &'static str,
+    pub score: i32,
+    pub effective_score: f64,
+    pub consecutive_failures: u32,
+    pub consecutive_successes: u32,
+    pub cooling_until_ms: Option<f64>,
+    pub cause: Option<&'static str>,
+    pub half_open: bool,
+    pub due_for_probe: bool,
+    pub success_rate: Option<f64>,
+    pub latency_ms: f64,
+    pub observations: f64,
+    pub block: Option<BlockInfo>,
+}
+
+impl From<CellView> for CellInfo {
+    fn from(c: CellView) -> Self {
+        CellInfo {
+            context: c.context.map(|x| x.as_str().to_owned()),
+            state: c.state.as_str(),
+            score: c.score,
+            effective_score: c.effective_score,
+            consecutive_failures: c.consecutive_failures,
+            consecutive_successes: c.consecutive_successes,
+            cooling_until_ms: c.cooling_until.map(ns_to_ms),
+            cause: c.cause.map(|k| k.as_str()),
+            half_open: c.half_open,
+            due_for_probe: c.due_for_probe,
+            success_rate: c.success_rate,
+            latency_ms: c.latency_ms,
+            observations: c.observations as f64,
+            block: block(c.block.as_ref()),
+        }
+    }
+}
+
+#[napi(object, object_from_js = false)]
+pub struct ResourceInfo {
+    pub kind: String,
+    pub value: String,
+    pub permits: u32,
+    pub leased: u32,
+    pub score: i32,
+    pub contexts: u32,
+    pub block: Option<BlockInfo>,
+}
+
+impl From<ResourceView> for ResourceInfo {
+    fn from(r: ResourceView) -> Self {
+        ResourceInfo {
+            kind: r.resource.kind().to_owned(),
+            value: r.resource.value().to_owned(),
+            permits: r.permits,
+            leased: r.leased,
+            score: r.score,
+            contexts: r.contexts,
+            block: block(r.block.as_ref()),
+        }
+    }
+}
+
+#[napi(object, object_from_js = false)]
+pub struct StatsInfo {
+    pub resources: u32,
+    pub cells: u32,
+    pub contexts: u32,
+    pub live_leases: u32,
+    pub available: u32,
+    pub due_for_probe: u32,
+    pub now_ms: f64,
+}
+
+impl From<Stats> for StatsInfo {
+    fn from(s: Stats) -> Self {
+        StatsInfo {
+            resources: s.resources,
+            cells: s.cells,
+            contexts: s.contexts,
+            live_leases: s.live_leases,
+            available: s.available,
+            due_for_probe: s.due_for_probe,
+            now_ms: ns_to_ms(s.now),
+        }
+    }
+}
+
+/// A cell waiting for a probe.
+#[napi(object, object_from_js = false)]
+pub struct ProbeTarget {
+    pub kind: String,
+    pub value: String,
+    pub context: String,
+}
+
+impl From<(ResourceId, Context)> for ProbeTarget {
+    fn from((r, c): (ResourceId, Context)) -> Self {
+        ProbeTarget { kind: r.kind().to_owned(), value: r.value().to_owned(), context: c.as_str().to_owned() }
+    }
+}

@@ -1,0 +1,188 @@
+// Every error class, each from a real trigger in the pool or its store.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import {
+  Pool,
+  ManualClock,
+  ReputeError,
+  InvalidInputError,
+  NoResourceAvailableError,
+  StaleLeaseError,
+  LeaseExpiredError,
+  BudgetExhaustedError,
+  RateLimitedError,
+  StoreError,
+  NotOwnerError,
+  UnknownResourceError,
+  UnknownLeaseError,
+  BlockedError,
+  LeasedError,
+  InvalidSnapshotError,
+} from 'repute';
+
+function memoryPool(options = {}) {
+  const clock = new ManualClock();
+  return { clock, pool: new Pool({ clock, strategy: 'first', leaseTtlMs: 1_000, ...options }) };
+}
+
+function throwsTyped(f, Class, fields) {
+  assert.throws(f, (e) => {
+    assert.ok(e instanceof Class, `${e} is a ${Class.name}`);
+    assert.ok(e instanceof ReputeError);
+    assert.equal(e.name, Class.name);
+    for (const [k, v] of Object.entries(fields)) assert.deepEqual(e[k], v, k);
+    return true;
+  });
+}
+
+test('InvalidInputError names the field and the rule, from the core and from the binding', async () => {
+  const { pool } = memoryPool();
+  throwsTyped(() => pool.register('', 'a'), InvalidInputError, {
+    code: 'invalid_input',
+    field: 'resource.kind',
+    rule: 'must not be empty',
+  });
+  throwsTyped(() => pool.tryAcquire('*'), InvalidInputError, { field: 'context' });
+  throwsTyped(() => pool.register('proxy', 'a', { permits: 0 }), InvalidInputError, { field: 'permits' });
+  throwsTyped(() => new Pool({ leaseTtlMs: -1 }), InvalidInputError, {
+    field: 'leaseTtlMs',
+    rule: 'must be a finite number of milliseconds >= 0',
+  });
+  throwsTyped(() => new Pool({ leaseTtlMs: 0 }), InvalidInputError, { field: 'leaseTtlMs', rule: 'must be > 0' });
+  throwsTyped(() => new Pool({ strategy: 'best' }), InvalidInputError, { field: 'strategy' });
+  throwsTyped(() => new Pool({ store: 'postgres://x' }), InvalidInputError, { field: 'store' });
+  throwsTyped(() => new Pool({ seed: -1 }), InvalidInputError, { field: 'seed' });
+  throwsTyped(() => new Pool({ seed: 1n << 64n }), InvalidInputError, { field: 'seed' });
+  throwsTyped(() => pool.tryAcquire(42), InvalidInputError, { field: 'context', rule: 'must be a string' });
+  await assert.rejects(pool.reportFailure('proxy', 'a', 'c', 'gremlins'), { name: 'InvalidInputError', field: 'failure.kind' });
+});
+
+test('NoResourceAvailableError carries retryAfterMs', async () => {
+  const { pool } = memoryPool();
+  pool.register('proxy', 'a');
+  pool.tryAcquire('c');
+  await assert.rejects(pool.acquire('c', { timeoutMs: 0 }), (e) => {
+    assert.ok(e instanceof NoResourceAvailableError);
+    assert.equal(e.retryAfterMs, 1_000);
+    return true;
+  });
+});
+
+test('StaleLeaseError: a holder whose lease was superseded by a restored state', () => {
+  // Pool B's snapshot has lease 2 on token 2; pool A's holder of lease 2
+  // has token 1. After A restores B's state, A's holder is stale.
+  const b = memoryPool().pool;
+  b.register('proxy', 'a');
+  b.tryAcquire('c').release();
+  b.tryAcquire('c');
+  const snapshot = b.snapshot();
+
+  const a = memoryPool().pool;
+  a.register('proxy', 'a');
+  a.register('proxy', 'b');
+  a.tryAcquire('c');
+  const holder = a.tryAcquire('c');
+  assert.deepEqual([holder.id, holder.token, holder.value], [2n, 1n, 'b']);
+  a.restore(snapshot);
+  throwsTyped(() => holder.release(), StaleLeaseError, { code: 'stale_lease', currentToken: 2n });
+});
+
+test('LeaseExpiredError after the TTL ran out', () => {
+  const { clock, pool } = memoryPool();
+  pool.register('proxy', 'a');
+  const lease = pool.tryAcquire('c');
+  clock.advance(1_000);
+  throwsTyped(() => lease.release(), LeaseExpiredError, { code: 'lease_expired' });
+});
+
+test('BudgetExhaustedError when a budget would be exceeded', () => {
+  const { pool } = memoryPool({ maxResources: 1 });
+  pool.register('proxy', 'a');
+  throwsTyped(() => pool.register('proxy', 'b'), BudgetExhaustedError, {
+    code: 'budget_exhausted',
+    budget: 'max_resources',
+    limit: 1,
+  });
+  assert.equal(pool.resources().length, 1, 'nothing half-applied');
+});
+
+test('RateLimitedError from the acquire token bucket', async () => {
+  const { pool } = memoryPool({ rateLimit: { rate: 2, burst: 1 } });
+  pool.register('proxy', 'a', { permits: 4 });
+  pool.tryAcquire('c');
+  throwsTyped(() => pool.tryAcquire('c'), RateLimitedError, { code: 'rate_limited', retryAfterMs: 500 });
+  await assert.rejects(pool.acquire('c', { timeoutMs: 0 }), RateLimitedError);
+});
+
+test('StoreError when the SQLite store cannot be opened', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'repute-node-'));
+  try {
+    throwsTyped(() => new Pool({ store: `sqlite:${join(dir, 'missing', 'pool.db')}` }), StoreError, {
+      code: 'storage_unavailable',
+    });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('NotOwnerError while another pool owns the tenant of a SQLite file', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'repute-node-'));
+  const store = `sqlite:${join(dir, 'pool.db')}`;
+  try {
+    const owner = new Pool({ store, tenant: 't' });
+    assert.throws(
+      () => new Pool({ store, tenant: 't' }),
+      (e) => e instanceof NotOwnerError && e.code === 'not_owner' && e.owner === `process ${process.pid} (tenant "t")`,
+    );
+    new Pool({ store, tenant: 'other' }).close(); // another tenant of the same file is free
+    owner.close();
+    new Pool({ store, tenant: 't' }).close(); // closing hands the tenant back
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('UnknownResourceError, UnknownLeaseError, BlockedError, LeasedError', async () => {
+  const { pool } = memoryPool();
+  throwsTyped(() => pool.cells('proxy', 'nope'), UnknownResourceError, { code: 'unknown_resource' });
+
+  pool.register('proxy', 'a', { permits: 2 });
+  const empty = pool.snapshot();
+  const lease = pool.tryAcquire('c');
+  throwsTyped(() => pool.unregister('proxy', 'a'), LeasedError, { code: 'leased', live: 1 });
+
+  pool.block('proxy', 'a', { reason: 'abuse' });
+  await assert.rejects(lease.renew(), (e) => e instanceof BlockedError && e.code === 'blocked');
+  assert.equal(pool.unblock('proxy', 'a'), true);
+
+  const other = pool.tryAcquire('c') ?? assert.fail('the second permit is free');
+  pool.restore(empty);
+  throwsTyped(() => other.release(), UnknownLeaseError, { code: 'unknown_lease' });
+});
+
+test('InvalidSnapshotError leaves the pool as it was', () => {
+  const { pool } = memoryPool();
+  pool.register('proxy', 'a');
+  throwsTyped(() => pool.restore(Buffer.from('not a snapshot at all')), InvalidSnapshotError, {
+    code: 'invalid_snapshot',
+    reason: 'foreign',
+  });
+  const bytes = pool.snapshot();
+  bytes[bytes.length - 1] ^= 0xff;
+  throwsTyped(() => pool.restore(bytes), InvalidSnapshotError, { reason: 'checksum' });
+  assert.deepEqual(
+    pool.resources().map((r) => r.value),
+    ['a'],
+  );
+});
+
+test('a closed pool refuses calls', () => {
+  const { pool } = memoryPool();
+  pool.close();
+  pool.close();
+  throwsTyped(() => pool.stats(), InvalidInputError, { field: 'pool', rule: 'is closed' });
+});

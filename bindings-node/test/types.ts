@@ -1,0 +1,75 @@
+// Type-checked (never run) by `tsc --noEmit -p test/tsconfig.json`: the
+// shipped index.d.ts describes the API as the tests use it.
+import {
+  Pool,
+  ManualClock,
+  Lease,
+  NoResourceAvailableError,
+  InvalidInputError,
+  ReputeError,
+  StaleLeaseError,
+  type CellInfo,
+  type PoolEvent,
+  type Stats,
+} from 'repute';
+
+export async function tour(): Promise<number> {
+  const clock = new ManualClock();
+  const pool = new Pool({ clock, store: 'memory', tenant: 't', leaseTtlMs: 1_000, strategy: 'first', seed: 1n });
+  const changed: boolean = pool.register('proxy', 'a', { permits: 2 });
+  const maybe: Lease | null = pool.tryAcquire('example.com');
+  if (maybe !== null) {
+    const token: bigint = maybe.token;
+    const valid: boolean = maybe.valid;
+    await maybe.reportFailure('timeout', { latencyMs: 3 });
+    maybe.release();
+    void token, valid;
+  }
+  {
+    await using lease = await pool.acquire('example.com', { timeoutMs: 10 });
+    await lease.renew();
+    await lease.reportSuccess({ latencyMs: 5 });
+  }
+  {
+    using lease = pool.tryAcquire('example.com') ?? undefined;
+    void lease?.expiresInMs;
+  }
+  const permit: number = await pool.withLease('example.com', async (lease) => lease.permit);
+  try {
+    await pool.acquire('nowhere', { timeoutMs: 0, signal: AbortSignal.timeout(5) });
+  } catch (e) {
+    if (e instanceof NoResourceAvailableError) {
+      const after: number | null = e.retryAfterMs;
+      void after;
+    } else if (e instanceof InvalidInputError) {
+      const where: string = `${e.field}: ${e.rule}`;
+      void where;
+    } else if (e instanceof StaleLeaseError) {
+      const current: bigint = e.currentToken;
+      void current;
+    } else if (e instanceof ReputeError) {
+      const code: string = e.code;
+      void code;
+    }
+  }
+  for await (const event of pool.events()) {
+    const type: PoolEvent['type'] = event.type;
+    void type;
+    break;
+  }
+  const cells: CellInfo[] = pool.cells('proxy', 'a');
+  const stats: Stats = pool.stats();
+  const bytes: Buffer = pool.snapshot();
+  pool.restore(bytes);
+  await pool.reportFailure('proxy', 'a', 'example.com', 'slow', { latencyMs: 900 });
+  // @ts-expect-error: not a failure kind
+  await pool.reportFailure('proxy', 'a', 'example.com', 'gremlins');
+  // @ts-expect-error: stores are 'memory' or 'sqlite:PATH'
+  new Pool({ store: 'postgres://db' });
+  // @ts-expect-error: leases only come from a pool
+  new Lease();
+  const version: number = await (await Pool.open({ store: 'sqlite:pool.db' })).checkpoint();
+  pool.close();
+  void changed, cells, stats;
+  return permit + version;
+}

@@ -1,0 +1,58 @@
+//! `repute._native`: the Python binding of repute, a thin pyo3 shell over
+//! `repute-host`. It holds no pool logic: it converts arguments (seconds to
+//! nanoseconds, strings to names), releases the GIL around every host call,
+//! and maps the host's typed errors to Python exceptions in one place
+//! (`errors`). The `repute` package re-exports it and adds the asyncio layer.
+
+use pyo3::prelude::*;
+
+mod clock;
+mod errors;
+mod fork;
+mod lease;
+mod pool;
+mod time;
+mod views;
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    fork::install();
+    let py = m.py();
+    m.add_class::<pool::Pool>()?;
+    m.add_class::<lease::Lease>()?;
+    m.add_class::<clock::ManualClock>()?;
+    m.add_class::<views::Cell>()?;
+    m.add_class::<views::Resource>()?;
+    m.add_class::<views::Stats>()?;
+    m.add_class::<views::Event>()?;
+    m.add_class::<views::RegisteredEvent>()?;
+    m.add_class::<views::UnregisteredEvent>()?;
+    m.add_class::<views::CooledEvent>()?;
+    m.add_class::<views::RecoveredEvent>()?;
+    m.add_class::<views::BlocklistedEvent>()?;
+    m.add_class::<views::UnblockedEvent>()?;
+    m.add_class::<views::RejectedEvent>()?;
+    m.add_class::<views::LeaseEvent>()?;
+    m.add_class::<views::LeasedEvent>()?;
+    m.add_class::<views::RenewedEvent>()?;
+    m.add_class::<views::ReleasedEvent>()?;
+    m.add_class::<views::LeaseExpiredEvent>()?;
+    m.add_class::<views::RevokedEvent>()?;
+    m.add("ReputeError", py.get_type::<errors::ReputeError>())?;
+    m.add("InvalidInput", py.get_type::<errors::InvalidInput>())?;
+    m.add("UnknownResource", py.get_type::<errors::UnknownResource>())?;
+    m.add("UnknownLease", py.get_type::<errors::UnknownLease>())?;
+    m.add("StaleLease", py.get_type::<errors::StaleLease>())?;
+    m.add("LeaseExpired", py.get_type::<errors::LeaseExpired>())?;
+    m.add("Blocked", py.get_type::<errors::Blocked>())?;
+    m.add("NoResourceAvailable", py.get_type::<errors::NoResourceAvailable>())?;
+    m.add("ResourceLeased", py.get_type::<errors::ResourceLeased>())?;
+    m.add("BudgetExhausted", py.get_type::<errors::BudgetExhausted>())?;
+    m.add("RateLimited", py.get_type::<errors::RateLimited>())?;
+    m.add("InvalidSnapshot", py.get_type::<errors::InvalidSnapshot>())?;
+    m.add("StoreError", py.get_type::<errors::StoreError>())?;
+    m.add("NotOwner", py.get_type::<errors::NotOwner>())?;
+    m.add("PoolClosed", py.get_type::<errors::PoolClosed>())?;
+    m.add("InternalError", py.get_type::<errors::InternalError>())?;
+    Ok(())
+}

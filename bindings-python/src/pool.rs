@@ -1,0 +1,485 @@
+//! `repute.Pool`: one tenant's pool, a thin shell over `repute_host::Pool`.
+//!
+//! Every call detaches from the interpreter (releases the GIL) before it
+//! touches the host, so other Python threads run while a call waits for the
+//! pool's lock, the component or the store. The host pool sits behind one
+//! mutex; one `Pool` is safe to share across threads.
+
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyIterator, PyList, PyType};
+use repute_host::{
+    parse_outcome, Clock, Error, Policy, Pool as HostPool, PoolOps, Providers, RateLimit, Strategy, SystemClock,
+    TenantConfig,
+};
+
+use crate::clock::ManualClock;
+use crate::errors::{invalid, to_py, Failure};
+use crate::lease::Lease;
+use crate::time::{ns_to_secs, secs_to_duration, secs_to_ns};
+use crate::views::{event, Cell, Resource, Stats};
+
+/// Waiting for a permit polls with exponential backoff between these bounds:
+/// a release in this process wakes waiters at once (see `Shared::freed`), but
+/// expiry, cooldown ends and releases by other processes have no signal.
+const MIN_BACKOFF: Duration = Duration::from_millis(1);
+const MAX_BACKOFF: Duration = Duration::from_millis(50);
+
+/// What a `Pool` and its leases share.
+pub(crate) struct Shared {
+    /// `None` once closed.
+    pool: Mutex<Option<HostPool>>,
+    /// Signalled whenever a permit may have come free here.
+    freed: Condvar,
+    pub(crate) clock: Arc<dyn Clock>,
+    /// Fixed margin before a lease's TTL runs out; `None` is a tenth of the TTL.
+    margin: Option<u64>,
+    /// Durable stores checkpoint on close.
+    durable: bool,
+    /// Mirrors `pool` being `None`, readable without waiting for the lock.
+    closed: AtomicBool,
+    generation: u64,
+    pid: u32,
+}
+
+impl Shared {
+    /// Refuses calls in a process forked after the pool was opened.
+    pub(crate) fn check(&self) -> Result<(), Failure> {
+        if crate::fork::generation() == self.generation {
+            Ok(())
+        } else {
+            Err(Failure::Forked { opened_in: self.pid })
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Option<HostPool>> {
+        // The host pool is consistent after a panic (it contains traps and
+        // refuses half-applied changes), so a poisoned lock is still usable.
+        self.pool.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs one host operation under the pool lock. Call only while detached.
+    pub(crate) fn with<T>(&self, f: impl FnOnce(&mut HostPool) -> repute_host::Result<T>) -> Result<T, Failure> {
+        self.check()?;
+        let mut guard = self.lock();
+        let pool = guard.as_mut().ok_or(Failure::Closed)?;
+        Ok(f(pool)?)
+    }
+
+    pub(crate) fn notify_freed(&self) {
+        self.freed.notify_all();
+    }
+
+    /// The holder's local deadline for a lease sent at `sent` (I7).
+    pub(crate) fn deadline(&self, sent: u64, ttl: u64) -> u64 {
+        let margin = self.margin.unwrap_or(ttl / 10);
+        sent.saturating_add(ttl.saturating_sub(margin))
+    }
+
+    /// One acquire attempt; on "nothing now", waits (lock released) until a
+    /// permit may be free, the hint, the backoff or `until`, whichever is
+    /// first. `Ok(None)` means try again.
+    fn acquire_step(
+        &self,
+        context: &str,
+        until: Option<Instant>,
+        backoff: &mut Duration,
+    ) -> Result<Option<(repute_host::Lease, u64)>, Failure> {
+        self.check()?;
+        let mut guard = self.lock();
+        let pool = guard.as_mut().ok_or(Failure::Closed)?;
+        let sent = self.clock.now();
+        let refusal = match pool.acquire(context) {
+            Ok(lease) => return Ok(Some((lease, sent))),
+            Err(e @ (Error::NoResourceAvailable { .. } | Error::RateLimited { .. })) => e,
+            Err(e) => return Err(e.into()),
+        };
+        let hint = match refusal {
+            Error::NoResourceAvailable { retry_after } => retry_after,
+            Error::RateLimited { retry_after } => Some(retry_after),
+            _ => None,
+        };
+        let remaining = until.map(|u| u.saturating_duration_since(Instant::now()));
+        if remaining == Some(Duration::ZERO) {
+            // Out of time: the refusal just seen is the answer.
+            return Err(refusal.into());
+        }
+        let mut wait = (*backoff).min(hint.map_or(MAX_BACKOFF, Duration::from_nanos)).max(Duration::from_micros(50));
+        if let Some(remaining) = remaining {
+            wait = wait.min(remaining);
+        }
+        *backoff = (*backoff * 2).min(MAX_BACKOFF);
+        drop(self.freed.wait_timeout(guard, wait).unwrap_or_else(|p| p.into_inner()));
+        Ok(None)
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        if self.check().is_err() {
+            // In a forked child the host pool's locks, instance and store
+            // connection belong to the parent: never run their destructors here.
+            let pool = self.pool.get_mut().unwrap_or_else(|p| p.into_inner()).take();
+            std::mem::forget(pool);
+        }
+    }
+}
+
+enum Store<'a> {
+    Memory,
+    Sqlite(&'a str),
+}
+
+fn parse_store(store: &str) -> Result<Store<'_>, Failure> {
+    match store {
+        "memory" => Ok(Store::Memory),
+        _ => match store.strip_prefix("sqlite:") {
+            Some(path) if !path.is_empty() => Ok(Store::Sqlite(path)),
+            _ => Err(invalid("store", "must be \"memory\" or \"sqlite:PATH\"")),
+        },
+    }
+}
+
+#[pyclass(frozen, module = "repute")]
+pub(crate) struct Pool {
+    shared: Arc<Shared>,
+}
+
+impl Pool {
+    /// Runs one host operation detached from the interpreter.
+    fn call<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut HostPool) -> repute_host::Result<T> + Send,
+    ) -> PyResult<T> {
+        py.detach(|| self.shared.with(f)).map_err(|e| to_py(py, e))
+    }
+
+    fn lease(&self, lease: repute_host::Lease, sent: u64) -> Lease {
+        Lease::new(self.shared.clone(), lease, sent)
+    }
+
+    fn report(
+        &self,
+        py: Python<'_>,
+        (kind, value, context): (&str, &str, &str),
+        failure: Option<&str>,
+        latency: f64,
+    ) -> PyResult<()> {
+        let latency_ms = secs_to_ns("latency", latency).map_err(|f| to_py(py, f))? as f64 / 1e6;
+        py.detach(|| {
+            let outcome = parse_outcome(failure, latency_ms)?;
+            self.shared.with(|p| p.report(kind, value, context, &outcome))
+        })
+        .map_err(|f: Failure| to_py(py, f))
+    }
+}
+
+#[pymethods]
+impl Pool {
+    #[new]
+    #[pyo3(signature = (
+        store = "memory", tenant = "default", lease_ttl = 30.0, strategy = None, seed = None, clock = None,
+        *, probe_ttl = 15.0, renew_margin = None, max_resources = None, max_cells = None, rate = None, burst = 1,
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        store: &str,
+        tenant: &str,
+        lease_ttl: f64,
+        strategy: Option<&str>,
+        seed: Option<u64>,
+        clock: Option<PyRef<'_, ManualClock>>,
+        probe_ttl: f64,
+        renew_margin: Option<f64>,
+        max_resources: Option<u32>,
+        max_cells: Option<u32>,
+        rate: Option<f64>,
+        burst: u32,
+    ) -> PyResult<Self> {
+        let clock: Arc<dyn Clock> = match clock {
+            Some(c) => c.shared(),
+            None => Arc::new(SystemClock::new()),
+        };
+        let shared = py
+            .detach(|| -> Result<Shared, Failure> {
+                let mut policy = Policy {
+                    lease_ttl: secs_to_ns("lease_ttl", lease_ttl)?,
+                    probe_ttl: secs_to_ns("probe_ttl", probe_ttl)?,
+                    max_resources,
+                    max_cells,
+                    rate_limit: rate.map(|rate| RateLimit { rate, burst }),
+                    ..Policy::default()
+                };
+                if let Some(name) = strategy {
+                    policy.strategy = Strategy::parse(name).map_err(Error::from)?;
+                }
+                let margin = renew_margin.map(|m| secs_to_ns("renew_margin", m)).transpose()?;
+                if margin.is_some_and(|m| m >= policy.lease_ttl.min(policy.probe_ttl)) {
+                    return Err(invalid("renew_margin", "must be below lease_ttl and probe_ttl"));
+                }
+                if tenant.is_empty() {
+                    return Err(invalid("tenant", "must not be empty"));
+                }
+                // Without a seed, selection randomness differs per pool, as
+                // users expect from an unseeded generator.
+                let seed = seed.unwrap_or_else(|| std::hash::RandomState::new().hash_one(std::process::id()));
+                let store = parse_store(store)?;
+                let durable = matches!(store, Store::Sqlite(_));
+                let providers = match store {
+                    Store::Memory => Providers::memory_with_clock(clock.clone()),
+                    Store::Sqlite(path) => Providers::sqlite(path, tenant, clock.clone())?,
+                };
+                let pool = HostPool::open(TenantConfig { policy, seed, durable }, providers)?;
+                Ok(Shared {
+                    pool: Mutex::new(Some(pool)),
+                    freed: Condvar::new(),
+                    clock,
+                    margin,
+                    durable,
+                    closed: AtomicBool::new(false),
+                    generation: crate::fork::generation(),
+                    pid: std::process::id(),
+                })
+            })
+            .map_err(|f| to_py(py, f))?;
+        Ok(Pool { shared: Arc::new(shared) })
+    }
+
+    /// The pool clock's reading, in seconds: the time base of every `at`,
+    /// `until` and `expires_at` this pool reports.
+    #[getter]
+    fn now(&self) -> f64 {
+        ns_to_secs(self.shared.clock.now())
+    }
+
+    /// Registers a resource with `permits` concurrent leases, or changes its
+    /// permits. True if anything changed.
+    #[pyo3(signature = (kind, value, permits = 1))]
+    fn register(&self, py: Python<'_>, kind: &str, value: &str, permits: u32) -> PyResult<bool> {
+        let changed = self.call(py, |p| p.register(kind, value, permits))?;
+        self.shared.notify_freed();
+        Ok(changed)
+    }
+
+    /// Removes a resource; refused while leased unless `force` (which revokes the leases).
+    #[pyo3(signature = (kind, value, force = false))]
+    fn unregister(&self, py: Python<'_>, kind: &str, value: &str, force: bool) -> PyResult<()> {
+        self.call(py, |p| p.unregister(kind, value, force))
+    }
+
+    /// The best lease for `context` now, or None if nothing is available.
+    fn try_acquire(&self, py: Python<'_>, context: &str) -> PyResult<Option<Lease>> {
+        let r = py.detach(|| {
+            let sent = self.shared.clock.now();
+            self.shared.with(|p| p.acquire(context)).map(|l| (l, sent))
+        });
+        match r {
+            Ok((lease, sent)) => Ok(Some(self.lease(lease, sent))),
+            Err(Failure::Host(Error::NoResourceAvailable { .. })) => Ok(None),
+            Err(e) => Err(to_py(py, e)),
+        }
+    }
+
+    /// The best lease for `context`, waiting up to `timeout` seconds (None:
+    /// without limit) for one to come free. Raises `NoResourceAvailable` or
+    /// `RateLimited` when the time is up.
+    #[pyo3(signature = (context, timeout = None))]
+    fn acquire(&self, py: Python<'_>, context: &str, timeout: Option<f64>) -> PyResult<Lease> {
+        let timeout = timeout.map(|t| secs_to_duration("timeout", t)).transpose().map_err(|f| to_py(py, f))?;
+        let until = timeout.map(|t| Instant::now() + t);
+        let mut backoff = MIN_BACKOFF;
+        loop {
+            match py.detach(|| self.shared.acquire_step(context, until, &mut backoff)) {
+                Ok(Some((lease, sent))) => return Ok(self.lease(lease, sent)),
+                // Between waits, so that Ctrl-C interrupts a long wait.
+                Ok(None) => py.check_signals()?,
+                Err(e) => return Err(to_py(py, e)),
+            }
+        }
+    }
+
+    /// A probe lease on a cell that `due_for_probe` lists.
+    fn acquire_for_probe(&self, py: Python<'_>, kind: &str, value: &str, context: &str) -> PyResult<Lease> {
+        let (lease, sent) = py
+            .detach(|| {
+                let sent = self.shared.clock.now();
+                self.shared.with(|p| p.acquire_for_probe(kind, value, context)).map(|l| (l, sent))
+            })
+            .map_err(|f| to_py(py, f))?;
+        Ok(self.lease(lease, sent))
+    }
+
+    /// A handle on a live lease from its id and fencing token (handed over
+    /// from another thread or task): renews it under that token, so a wrong
+    /// token raises `StaleLease` and an ended lease `LeaseExpired`.
+    fn resume(&self, py: Python<'_>, lease_id: u64, token: u64) -> PyResult<Lease> {
+        let (lease, sent) = py
+            .detach(|| {
+                let sent = self.shared.clock.now();
+                self.shared.with(|p| p.renew(lease_id, token)).map(|l| (l, sent))
+            })
+            .map_err(|f| to_py(py, f))?;
+        Ok(self.lease(lease, sent))
+    }
+
+    /// Reports a successful use of a resource in `context`; `latency` in seconds.
+    fn report_success(&self, py: Python<'_>, kind: &str, value: &str, context: &str, latency: f64) -> PyResult<()> {
+        self.report(py, (kind, value, context), None, latency)
+    }
+
+    /// Reports a failed use; `failure` is a `FailureKind` or its name.
+    fn report_failure(
+        &self,
+        py: Python<'_>,
+        kind: &str,
+        value: &str,
+        context: &str,
+        failure: &str,
+        latency: f64,
+    ) -> PyResult<()> {
+        self.report(py, (kind, value, context), Some(failure), latency)
+    }
+
+    /// Blocks a resource everywhere (`context` None) or in one context, for
+    /// `seconds` or until unblocked.
+    #[pyo3(signature = (kind, value, seconds = None, context = None, reason = None))]
+    fn block(
+        &self,
+        py: Python<'_>,
+        kind: &str,
+        value: &str,
+        seconds: Option<f64>,
+        context: Option<&str>,
+        reason: Option<&str>,
+    ) -> PyResult<()> {
+        let duration = seconds.map(|s| secs_to_ns("seconds", s)).transpose().map_err(|f| to_py(py, f))?;
+        self.call(py, |p| p.block(kind, value, context, duration, reason))
+    }
+
+    /// Lifts a block; True if one was in place.
+    #[pyo3(signature = (kind, value, context = None))]
+    fn unblock(&self, py: Python<'_>, kind: &str, value: &str, context: Option<&str>) -> PyResult<bool> {
+        let lifted = self.call(py, |p| p.unblock(kind, value, context))?;
+        self.shared.notify_freed();
+        Ok(lifted)
+    }
+
+    /// Cells waiting for a probe, as (kind, value, context), sorted.
+    fn due_for_probe(&self, py: Python<'_>) -> PyResult<Vec<(String, String, String)>> {
+        let due = self.call(py, |p| p.due_for_probe())?;
+        Ok(due.into_iter().map(|(r, c)| (r.kind().to_owned(), r.value().to_owned(), c.as_str().to_owned())).collect())
+    }
+
+    /// The resource's global cell first, then one per context, sorted by context.
+    fn cells(&self, py: Python<'_>, kind: &str, value: &str) -> PyResult<Vec<Cell>> {
+        Ok(self.call(py, |p| p.cells(kind, value))?.into_iter().map(Cell::from).collect())
+    }
+
+    /// Every registered resource, sorted.
+    fn resources(&self, py: Python<'_>) -> PyResult<Vec<Resource>> {
+        Ok(self.call(py, |p| p.resources())?.into_iter().map(Resource::from).collect())
+    }
+
+    fn stats(&self, py: Python<'_>) -> PyResult<Stats> {
+        Ok(self.call(py, |p| p.stats())?.into())
+    }
+
+    /// The versioned binary snapshot; `with_leases` includes live leases.
+    #[pyo3(signature = (with_leases = true))]
+    fn snapshot<'py>(&self, py: Python<'py>, with_leases: bool) -> PyResult<Bound<'py, PyBytes>> {
+        let bytes = self.call(py, |p| p.snapshot(with_leases))?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+
+    /// The same state as JSON.
+    #[pyo3(signature = (with_leases = true))]
+    fn snapshot_json(&self, py: Python<'_>, with_leases: bool) -> PyResult<String> {
+        self.call(py, |p| p.snapshot_json(with_leases))
+    }
+
+    /// Replaces the state with a snapshot; a refused one (`InvalidSnapshot`) changes nothing.
+    fn restore(&self, py: Python<'_>, data: &[u8]) -> PyResult<()> {
+        self.call(py, |p| p.restore(data))?;
+        self.shared.notify_freed();
+        Ok(())
+    }
+
+    /// `restore` from JSON.
+    fn restore_json(&self, py: Python<'_>, data: &str) -> PyResult<()> {
+        self.call(py, |p| p.restore_json(data))?;
+        self.shared.notify_freed();
+        Ok(())
+    }
+
+    /// Saves a checkpoint to the store, conditional on the version last
+    /// loaded or saved; returns the new version.
+    #[pyo3(signature = (with_leases = true))]
+    fn checkpoint(&self, py: Python<'_>, with_leases: bool) -> PyResult<u64> {
+        self.call(py, |p| p.checkpoint(with_leases))
+    }
+
+    /// The events since the last call, oldest first.
+    fn events<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyIterator>> {
+        let events = self.call(py, |p| p.drain_events())?;
+        let list = PyList::empty(py);
+        for e in events {
+            list.append(event(py, e)?)?;
+        }
+        list.try_iter()
+    }
+
+    /// Events dropped because they were not drained in time.
+    fn dropped_events(&self, py: Python<'_>) -> PyResult<u64> {
+        self.call(py, |p| p.dropped_events())
+    }
+
+    /// True once `close()` has run.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.shared.closed.load(Ordering::SeqCst)
+    }
+
+    /// Closes the pool: a durable store first saves a checkpoint (unless
+    /// `checkpoint` is False), then the tenant's ownership is released.
+    /// Later calls raise `PoolClosed`; closing again does nothing.
+    #[pyo3(signature = (checkpoint = true))]
+    fn close(&self, py: Python<'_>, checkpoint: bool) -> PyResult<()> {
+        py.detach(|| -> Result<(), Failure> {
+            self.shared.check()?;
+            let pool = self.shared.lock().take();
+            self.shared.closed.store(true, Ordering::SeqCst);
+            self.shared.notify_freed();
+            match pool {
+                Some(mut pool) if checkpoint && self.shared.durable => pool.checkpoint(true).map(drop),
+                _ => Ok(()),
+            }
+            .map_err(Failure::Host)
+        })
+        .map_err(|f| to_py(py, f))
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        _exc_type: Option<Bound<'_, PyType>>,
+        _exc: Option<Bound<'_, PyAny>>,
+        _tb: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
+        self.close(py, true)?;
+        Ok(false)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Pool(closed={})", self.closed())
+    }
+}

@@ -1,0 +1,448 @@
+//! Read-only views of pool state and the typed event stream, as frozen
+//! Python objects. Times are float seconds on the pool's clock (the same
+//! clock as `Pool.now`), latencies float seconds.
+
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyType;
+use repute_host::{Block, CellView, Event as HostEvent, EventKind, FailureKind, LeaseKind, RejectReason};
+use repute_host::{Lease as HostLease, ResourceView, Stats as HostStats};
+
+use crate::time::ns_to_secs;
+
+/// `repute.FailureKind` is a Python `str` enum (idiomatic, and accepted
+/// wherever a kind name is); views hand out its members.
+fn failure_kind(py: Python<'_>, kind: FailureKind) -> PyResult<Bound<'_, PyAny>> {
+    static CLASS: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+    CLASS.import(py, "repute._types", "FailureKind")?.call1((kind.as_str(),))
+}
+
+pub(crate) fn lease_kind(kind: LeaseKind) -> &'static str {
+    match kind {
+        LeaseKind::Client => "client",
+        LeaseKind::Trial => "trial",
+        LeaseKind::Probe => "probe",
+    }
+}
+
+/// One reputation cell: the global layer (`context` None) or one context.
+#[pyclass(frozen, module = "repute")]
+pub(crate) struct Cell {
+    #[pyo3(get)]
+    context: Option<String>,
+    /// "healthy", "cooling", "recovering" or "blocklisted".
+    #[pyo3(get)]
+    state: &'static str,
+    #[pyo3(get)]
+    score: i32,
+    #[pyo3(get)]
+    effective_score: f64,
+    #[pyo3(get)]
+    consecutive_failures: u32,
+    #[pyo3(get)]
+    consecutive_successes: u32,
+    #[pyo3(get)]
+    cooling_until: Option<f64>,
+    cause: Option<FailureKind>,
+    #[pyo3(get)]
+    half_open: bool,
+    #[pyo3(get)]
+    due_for_probe: bool,
+    #[pyo3(get)]
+    success_rate: Option<f64>,
+    #[pyo3(get)]
+    latency: f64,
+    #[pyo3(get)]
+    observations: u64,
+    #[pyo3(get)]
+    blocked: bool,
+    #[pyo3(get)]
+    blocked_until: Option<f64>,
+    #[pyo3(get)]
+    block_reason: Option<String>,
+}
+
+#[pymethods]
+impl Cell {
+    /// Why the cell last cooled, while that is relevant.
+    #[getter]
+    fn cause<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.cause.map(|k| failure_kind(py, k)).transpose()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Cell(context={:?}, state={:?}, score={}, effective_score={})",
+            self.context, self.state, self.score, self.effective_score
+        )
+    }
+}
+
+fn block_parts(block: Option<Block>) -> (bool, Option<f64>, Option<String>) {
+    match block {
+        Some(b) => (true, b.until.map(ns_to_secs), b.reason),
+        None => (false, None, None),
+    }
+}
+
+impl From<CellView> for Cell {
+    fn from(v: CellView) -> Self {
+        let (blocked, blocked_until, block_reason) = block_parts(v.block);
+        Cell {
+            context: v.context.map(|c| c.as_str().to_owned()),
+            state: v.state.as_str(),
+            score: v.score,
+            effective_score: v.effective_score,
+            consecutive_failures: v.consecutive_failures,
+            consecutive_successes: v.consecutive_successes,
+            cooling_until: v.cooling_until.map(ns_to_secs),
+            cause: v.cause,
+            half_open: v.half_open,
+            due_for_probe: v.due_for_probe,
+            success_rate: v.success_rate,
+            latency: v.latency_ms / 1e3,
+            observations: v.observations,
+            blocked,
+            blocked_until,
+            block_reason,
+        }
+    }
+}
+
+/// One registered resource.
+#[pyclass(frozen, module = "repute")]
+pub(crate) struct Resource {
+    #[pyo3(get)]
+    kind: String,
+    #[pyo3(get)]
+    value: String,
+    #[pyo3(get)]
+    permits: u32,
+    #[pyo3(get)]
+    leased: u32,
+    #[pyo3(get)]
+    score: i32,
+    #[pyo3(get)]
+    contexts: u32,
+    #[pyo3(get)]
+    blocked: bool,
+    #[pyo3(get)]
+    blocked_until: Option<f64>,
+    #[pyo3(get)]
+    block_reason: Option<String>,
+}
+
+#[pymethods]
+impl Resource {
+    fn __repr__(&self) -> String {
+        format!(
+            "Resource(kind={:?}, value={:?}, permits={}, leased={}, score={})",
+            self.kind, self.value, self.permits, self.leased, self.score
+        )
+    }
+}
+
+impl From<ResourceView> for Resource {
+    fn from(v: ResourceView) -> Self {
+        let (blocked, blocked_until, block_reason) = block_parts(v.block);
+        Resource {
+            kind: v.resource.kind().to_owned(),
+            value: v.resource.value().to_owned(),
+            permits: v.permits,
+            leased: v.leased,
+            score: v.score,
+            contexts: v.contexts,
+            blocked,
+            blocked_until,
+            block_reason,
+        }
+    }
+}
+
+/// Pool-wide counters.
+#[pyclass(frozen, module = "repute")]
+pub(crate) struct Stats {
+    #[pyo3(get)]
+    resources: u32,
+    #[pyo3(get)]
+    cells: u32,
+    #[pyo3(get)]
+    contexts: u32,
+    #[pyo3(get)]
+    live_leases: u32,
+    #[pyo3(get)]
+    available: u32,
+    #[pyo3(get)]
+    due_for_probe: u32,
+    #[pyo3(get)]
+    now: f64,
+}
+
+#[pymethods]
+impl Stats {
+    fn __repr__(&self) -> String {
+        format!(
+            "Stats(resources={}, cells={}, contexts={}, live_leases={}, available={}, due_for_probe={}, now={})",
+            self.resources, self.cells, self.contexts, self.live_leases, self.available, self.due_for_probe, self.now
+        )
+    }
+}
+
+impl From<HostStats> for Stats {
+    fn from(s: HostStats) -> Self {
+        Stats {
+            resources: s.resources,
+            cells: s.cells,
+            contexts: s.contexts,
+            live_leases: s.live_leases,
+            available: s.available,
+            due_for_probe: s.due_for_probe,
+            now: ns_to_secs(s.now),
+        }
+    }
+}
+
+/// Base of every event: when it happened and its `type` name (the host's
+/// event name, e.g. "leased", "lease_expired").
+#[pyclass(frozen, subclass, module = "repute")]
+pub(crate) struct Event {
+    #[pyo3(get)]
+    at: f64,
+    #[pyo3(get, name = "type")]
+    kind: &'static str,
+}
+
+#[pymethods]
+impl Event {
+    fn __repr__(&self) -> String {
+        format!("<event {} at {}>", self.kind, self.at)
+    }
+}
+
+/// A resource was registered (or its permits changed).
+#[pyclass(frozen, extends = Event, module = "repute")]
+pub(crate) struct RegisteredEvent {
+    #[pyo3(get)]
+    kind: String,
+    #[pyo3(get)]
+    value: String,
+    #[pyo3(get)]
+    permits: u32,
+}
+
+#[pyclass(frozen, extends = Event, module = "repute")]
+pub(crate) struct UnregisteredEvent {
+    #[pyo3(get)]
+    kind: String,
+    #[pyo3(get)]
+    value: String,
+}
+
+/// A cell started cooling until `until` because of `cause`.
+#[pyclass(frozen, extends = Event, module = "repute")]
+pub(crate) struct CooledEvent {
+    #[pyo3(get)]
+    kind: String,
+    #[pyo3(get)]
+    value: String,
+    #[pyo3(get)]
+    context: String,
+    #[pyo3(get)]
+    until: f64,
+    cause: FailureKind,
+}
+
+#[pymethods]
+impl CooledEvent {
+    #[getter]
+    fn cause<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        failure_kind(py, self.cause)
+    }
+}
+
+#[pyclass(frozen, extends = Event, module = "repute")]
+pub(crate) struct RecoveredEvent {
+    #[pyo3(get)]
+    kind: String,
+    #[pyo3(get)]
+    value: String,
+    #[pyo3(get)]
+    context: String,
+}
+
+/// A block was put in place; `context` None is resource-wide, `until` None permanent.
+#[pyclass(frozen, extends = Event, module = "repute")]
+pub(crate) struct BlocklistedEvent {
+    #[pyo3(get)]
+    kind: String,
+    #[pyo3(get)]
+    value: String,
+    #[pyo3(get)]
+    context: Option<String>,
+    #[pyo3(get)]
+    until: Option<f64>,
+    #[pyo3(get)]
+    reason: Option<String>,
+}
+
+#[pyclass(frozen, extends = Event, module = "repute")]
+pub(crate) struct UnblockedEvent {
+    #[pyo3(get)]
+    kind: String,
+    #[pyo3(get)]
+    value: String,
+    #[pyo3(get)]
+    context: Option<String>,
+}
+
+/// Nothing could be granted for `context`; `reason` is "no_candidates" or "rate_limited".
+#[pyclass(frozen, extends = Event, module = "repute")]
+pub(crate) struct RejectedEvent {
+    #[pyo3(get)]
+    context: String,
+    #[pyo3(get)]
+    reason: &'static str,
+}
+
+/// Base of the lease events: the lease as it was at the event.
+#[pyclass(frozen, subclass, extends = Event, module = "repute")]
+pub(crate) struct LeaseEvent {
+    #[pyo3(get)]
+    lease_id: u64,
+    #[pyo3(get)]
+    kind: String,
+    #[pyo3(get)]
+    value: String,
+    #[pyo3(get)]
+    context: String,
+    #[pyo3(get)]
+    permit: u32,
+    #[pyo3(get)]
+    token: u64,
+    #[pyo3(get)]
+    lease_kind: &'static str,
+    #[pyo3(get)]
+    expires_at: f64,
+}
+
+/// Declares the lease event classes, which add nothing to `LeaseEvent` but
+/// their type, so `isinstance` and `match` can tell them apart.
+macro_rules! lease_events {
+    ($($name:ident: $doc:literal),* $(,)?) => {$(
+        #[doc = $doc]
+        #[pyclass(frozen, extends = LeaseEvent, module = "repute")]
+        pub(crate) struct $name {}
+    )*};
+}
+
+lease_events!(
+    LeasedEvent: "A lease was granted.",
+    RenewedEvent: "A lease was extended.",
+    ReleasedEvent: "A lease was released by its holder.",
+    LeaseExpiredEvent: "A lease ran out; its permit is free.",
+    RevokedEvent: "A lease was ended by a forced unregister; its holder is fenced out.",
+);
+
+fn lease_event(l: &HostLease) -> LeaseEvent {
+    LeaseEvent {
+        lease_id: l.id,
+        kind: l.resource.kind().to_owned(),
+        value: l.resource.value().to_owned(),
+        context: l.context.as_str().to_owned(),
+        permit: l.permit,
+        token: l.token,
+        lease_kind: lease_kind(l.kind),
+        expires_at: ns_to_secs(l.expires_at),
+    }
+}
+
+/// The typed Python object of one host event.
+pub(crate) fn event(py: Python<'_>, e: HostEvent) -> PyResult<Bound<'_, PyAny>> {
+    let base = PyClassInitializer::from(Event { at: ns_to_secs(e.at), kind: e.kind.name() });
+    let object = match e.kind {
+        EventKind::Registered { resource, permits } => Bound::new(
+            py,
+            base.add_subclass(RegisteredEvent {
+                kind: resource.kind().to_owned(),
+                value: resource.value().to_owned(),
+                permits,
+            }),
+        )?
+        .into_any(),
+        EventKind::Unregistered { resource } => Bound::new(
+            py,
+            base.add_subclass(UnregisteredEvent {
+                kind: resource.kind().to_owned(),
+                value: resource.value().to_owned(),
+            }),
+        )?
+        .into_any(),
+        EventKind::Cooled { resource, context, until, cause } => Bound::new(
+            py,
+            base.add_subclass(CooledEvent {
+                kind: resource.kind().to_owned(),
+                value: resource.value().to_owned(),
+                context: context.as_str().to_owned(),
+                until: ns_to_secs(until),
+                cause,
+            }),
+        )?
+        .into_any(),
+        EventKind::Recovered { resource, context } => Bound::new(
+            py,
+            base.add_subclass(RecoveredEvent {
+                kind: resource.kind().to_owned(),
+                value: resource.value().to_owned(),
+                context: context.as_str().to_owned(),
+            }),
+        )?
+        .into_any(),
+        EventKind::Blocklisted { resource, context, until, reason } => Bound::new(
+            py,
+            base.add_subclass(BlocklistedEvent {
+                kind: resource.kind().to_owned(),
+                value: resource.value().to_owned(),
+                context: context.map(|c| c.as_str().to_owned()),
+                until: until.map(ns_to_secs),
+                reason,
+            }),
+        )?
+        .into_any(),
+        EventKind::Unblocked { resource, context } => Bound::new(
+            py,
+            base.add_subclass(UnblockedEvent {
+                kind: resource.kind().to_owned(),
+                value: resource.value().to_owned(),
+                context: context.map(|c| c.as_str().to_owned()),
+            }),
+        )?
+        .into_any(),
+        EventKind::Rejected { context, reason } => Bound::new(
+            py,
+            base.add_subclass(RejectedEvent {
+                context: context.as_str().to_owned(),
+                reason: match reason {
+                    RejectReason::NoCandidates => "no_candidates",
+                    RejectReason::RateLimited => "rate_limited",
+                },
+            }),
+        )?
+        .into_any(),
+        EventKind::Leased { lease } => {
+            Bound::new(py, base.add_subclass(lease_event(&lease)).add_subclass(LeasedEvent {}))?.into_any()
+        }
+        EventKind::Renewed { lease } => {
+            Bound::new(py, base.add_subclass(lease_event(&lease)).add_subclass(RenewedEvent {}))?.into_any()
+        }
+        EventKind::Released { lease } => {
+            Bound::new(py, base.add_subclass(lease_event(&lease)).add_subclass(ReleasedEvent {}))?.into_any()
+        }
+        EventKind::LeaseExpired { lease } => {
+            Bound::new(py, base.add_subclass(lease_event(&lease)).add_subclass(LeaseExpiredEvent {}))?.into_any()
+        }
+        EventKind::Revoked { lease } => {
+            Bound::new(py, base.add_subclass(lease_event(&lease)).add_subclass(RevokedEvent {}))?.into_any()
+        }
+    };
+    Ok(object)
+}

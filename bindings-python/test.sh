@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The Python binding's test command: builds and installs the `repute` package
+# into <repo>/.venv (made if missing), then runs its pytest suite, which also
+# runs mypy on the stubs. Needs Rust and python3 (3.10+) with venv.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+repo="$(dirname "$here")"
+venv="$repo/.venv"
+
+if [ ! -x "$venv/bin/python" ]; then
+    python3 -m venv "$venv"
+fi
+py="$venv/bin/python"
+# The maturin build backend runs the `maturin` executable from PATH.
+export PATH="$venv/bin:$PATH"
+"$py" -m pip install --quiet --disable-pip-version-check --upgrade "maturin>=1.5,<2" pytest mypy
+# maturin is already in the venv, so no isolated build environment is needed;
+# it builds in release, sharing the workspace target directory with cargo.
+"$py" -m pip install --quiet --disable-pip-version-check --no-build-isolation --force-reinstall --no-deps "$here"
+
+cd "$here"
+set +e
+"$py" -m pytest -p no:cacheprovider tests "$@"
+status=$?
+set -e
+if [ "$status" -eq 5 ]; then
+    echo "bindings-python: pytest collected no tests" >&2
+    exit 1
+fi
+exit "$status"

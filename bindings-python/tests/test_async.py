@@ -1,0 +1,100 @@
+"""The asyncio layer: await and async with, without blocking the loop."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import repute
+
+
+def test_async_with_and_await(clock: repute.ManualClock) -> None:
+    async def main() -> None:
+        pool = await repute.AsyncPool.open(clock=clock, strategy="first")
+        assert await pool.register("proxy", "a")
+        async with pool.acquire("shop") as lease:
+            assert isinstance(lease, repute.AsyncLease)
+            assert (lease.value, lease.token, lease.valid) == ("a", 1, True)
+            await lease.renew()
+            await lease.report_success(latency=0.1)
+            assert (await pool.stats()).live_leases == 1
+        assert lease.released
+        held = await pool.acquire("shop")
+        assert held.token == 2
+        assert await pool.try_acquire("shop") is None
+        await held.release()
+        assert (await pool.stats()).live_leases == 0
+        assert [type(e).__name__ for e in await pool.events()][:2] == ["RegisteredEvent", "LeasedEvent"]
+        await pool.close()
+        assert pool.sync.closed
+
+    asyncio.run(main())
+
+
+def test_waiting_does_not_block_the_event_loop() -> None:
+    async def main() -> None:
+        pool = repute.AsyncPool(repute.Pool())
+        await pool.register("proxy", "a")
+        held = await pool.acquire("shop")
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0.001)
+
+        async def release_later() -> None:
+            await asyncio.sleep(0.1)
+            await held.release()
+
+        tick = asyncio.create_task(ticker())
+        releaser = asyncio.create_task(release_later())
+        lease = await pool.acquire("shop", timeout=5.0)
+        tick.cancel()
+        await releaser
+        assert lease.token == 2
+        assert ticks >= 20  # the loop kept running while we waited
+        await lease.release()
+
+    asyncio.run(main())
+
+
+def test_timeout_and_cancellation_leave_nothing_held() -> None:
+    async def main() -> None:
+        pool = repute.AsyncPool(repute.Pool())
+        await pool.register("proxy", "a")
+        held = await pool.acquire("shop")
+        with pytest.raises(repute.NoResourceAvailable) as caught:
+            await pool.acquire("shop", timeout=0.05)
+        assert caught.value.retry_after is not None and 29.0 < caught.value.retry_after <= 30.0
+
+        waiter = asyncio.create_task(pool.acquire("shop").__aenter__())
+        await asyncio.sleep(0.05)
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+        await held.release()
+        await asyncio.sleep(0.05)  # let any orphaned grant be released
+        assert (await pool.stats()).live_leases == 0
+
+    asyncio.run(main())
+
+
+def test_async_errors_are_the_same_exceptions() -> None:
+    async def main() -> None:
+        pool = await repute.AsyncPool.open()
+        with pytest.raises(repute.InvalidInput) as caught:
+            await pool.register("", "x")
+        assert caught.value.field == "resource.kind"
+        with pytest.raises(repute.InvalidInput) as caught:
+            await pool.acquire("shop", timeout=-1.0)
+        assert caught.value.field == "timeout"
+        with pytest.raises(ZeroDivisionError):
+            await pool.register("proxy", "a")
+            async with pool.acquire("shop"):
+                1 / 0
+        assert (await pool.stats()).live_leases == 0
+
+    asyncio.run(main())

@@ -1,0 +1,204 @@
+"""Every exception type, each from a real trigger, with its attributes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+import repute
+
+
+def test_exceptions_share_one_base() -> None:
+    for name in [
+        "InvalidInput",
+        "UnknownResource",
+        "UnknownLease",
+        "StaleLease",
+        "LeaseExpired",
+        "Blocked",
+        "NoResourceAvailable",
+        "ResourceLeased",
+        "BudgetExhausted",
+        "RateLimited",
+        "InvalidSnapshot",
+        "StoreError",
+        "NotOwner",
+        "PoolClosed",
+        "InternalError",
+    ]:
+        cls = getattr(repute, name)
+        assert issubclass(cls, repute.ReputeError)
+        assert cls.__module__ == "repute"
+    assert issubclass(repute.ReputeError, Exception)
+
+
+def test_invalid_input_names_field_and_rule(pool: repute.Pool) -> None:
+    with pytest.raises(repute.InvalidInput) as caught:
+        pool.register("", "x")
+    assert caught.value.code == "invalid_input"
+    assert caught.value.field == "resource.kind"
+    assert caught.value.rule
+    with pytest.raises(repute.InvalidInput) as caught:
+        pool.acquire("*")
+    assert caught.value.field == "context"
+    with pytest.raises(repute.InvalidInput) as caught:
+        pool.register("proxy", "a", permits=0)
+    assert caught.value.field == "permits"
+    pool.register("proxy", "a")
+    with pytest.raises(repute.InvalidInput) as caught:
+        pool.report_failure("proxy", "a", "c", "meteor", latency=1.0)
+    assert caught.value.field == "failure.kind"
+    with pytest.raises(repute.InvalidInput) as caught:
+        pool.report_success("proxy", "a", "c", latency=-1.0)
+    assert caught.value.field == "latency"
+    with pytest.raises(repute.InvalidInput) as caught:
+        pool.acquire("c", timeout=float("nan"))
+    assert caught.value.field == "timeout"
+    assert pool.cells("proxy", "a")[0].observations == 0  # nothing half-applied
+
+
+def test_invalid_pool_arguments() -> None:
+    with pytest.raises(repute.InvalidInput) as caught:
+        repute.Pool(store="postgres://nowhere")
+    assert caught.value.field == "store"
+    with pytest.raises(repute.InvalidInput) as caught:
+        repute.Pool(strategy="psychic")  # type: ignore[arg-type]
+    assert caught.value.field == "policy.strategy"
+    with pytest.raises(repute.InvalidInput) as caught:
+        repute.Pool(lease_ttl=0.0)
+    assert caught.value.field == "policy.lease_ttl"
+    with pytest.raises(repute.InvalidInput) as caught:
+        repute.Pool(lease_ttl=10.0, renew_margin=10.0)
+    assert caught.value.field == "renew_margin"
+    with pytest.raises(repute.InvalidInput) as caught:
+        repute.ManualClock().advance(-1.0)
+    assert caught.value.field == "seconds"
+
+
+def test_unknown_resource(pool: repute.Pool) -> None:
+    with pytest.raises(repute.UnknownResource) as caught:
+        pool.cells("proxy", "nope")
+    assert caught.value.code == "unknown_resource"
+
+
+def test_unknown_lease(pool: repute.Pool) -> None:
+    with pytest.raises(repute.UnknownLease) as caught:
+        pool.resume(999, 1)
+    assert caught.value.code == "unknown_lease"
+
+
+def test_stale_lease_carries_the_current_token(pool: repute.Pool) -> None:
+    pool.register("proxy", "a")
+    lease = pool.acquire("c")
+    with pytest.raises(repute.StaleLease) as caught:
+        pool.resume(lease.id, lease.token + 1)
+    assert caught.value.code == "stale_lease"
+    assert caught.value.current == lease.token
+    assert lease.valid  # the real holder is unaffected
+
+
+def test_lease_expired(pool: repute.Pool, clock: repute.ManualClock) -> None:
+    pool.register("proxy", "a")
+    with pytest.raises(repute.LeaseExpired) as caught:
+        with pool.acquire("c"):
+            clock.advance(31)  # the body outlived the lease
+    assert caught.value.code == "lease_expired"
+    lease = pool.acquire("c")
+    clock.advance(31)
+    with pytest.raises(repute.LeaseExpired):
+        pool.resume(lease.id, lease.token)
+
+
+def test_blocked(pool: repute.Pool) -> None:
+    pool.register("proxy", "a")
+    lease = pool.acquire("c")
+    pool.block("proxy", "a", reason="abuse")
+    with pytest.raises(repute.Blocked) as caught:
+        lease.renew()
+    assert caught.value.code == "blocked"
+
+
+def test_no_resource_available(pool: repute.Pool) -> None:
+    with pytest.raises(repute.NoResourceAvailable) as caught:
+        pool.acquire("c", timeout=0)
+    assert caught.value.code == "no_resource_available"
+    assert caught.value.retry_after is None  # no timer will change anything
+
+
+def test_resource_leased(pool: repute.Pool) -> None:
+    pool.register("proxy", "a")
+    pool.acquire("c")
+    with pytest.raises(repute.ResourceLeased) as caught:
+        pool.unregister("proxy", "a")
+    assert caught.value.code == "leased"
+    assert caught.value.live == 1
+
+
+def test_budget_exhausted(clock: repute.ManualClock) -> None:
+    pool = repute.Pool(clock=clock, max_resources=1)
+    pool.register("proxy", "a")
+    with pytest.raises(repute.BudgetExhausted) as caught:
+        pool.register("proxy", "b")
+    assert caught.value.code == "budget_exhausted"
+    assert caught.value.budget == "max_resources"
+    assert caught.value.limit == 1
+    assert len(pool.resources()) == 1
+
+
+def test_rate_limited(clock: repute.ManualClock) -> None:
+    pool = repute.Pool(clock=clock, rate=2.0, burst=1)
+    pool.register("proxy", "a", permits=5)
+    pool.acquire("c")
+    with pytest.raises(repute.RateLimited) as caught:
+        pool.try_acquire("c")
+    assert caught.value.code == "rate_limited"
+    assert caught.value.retry_after == 0.5
+    with pytest.raises(repute.RateLimited):
+        pool.acquire("c", timeout=0.05)
+    clock.advance(0.5)
+    assert pool.try_acquire("c") is not None
+
+
+def test_invalid_snapshot_leaves_the_pool_as_it_was(pool: repute.Pool) -> None:
+    pool.register("proxy", "a")
+    good = pool.snapshot()
+    for bad in [b"", b"not a snapshot", good[:-3], good[:20] + bytes([good[20] ^ 1]) + good[21:]]:
+        with pytest.raises(repute.InvalidSnapshot) as caught:
+            pool.restore(bad)
+        assert caught.value.code == "invalid_snapshot"
+    with pytest.raises(repute.InvalidSnapshot):
+        pool.restore_json("{}")
+    assert [r.value for r in pool.resources()] == ["a"]
+
+
+def test_store_error(tmp_path: Path) -> None:
+    with pytest.raises(repute.StoreError) as caught:
+        repute.Pool(store=f"sqlite:{tmp_path / 'missing-dir' / 'repute.db'}")
+    assert caught.value.code == "storage_unavailable"
+
+
+def test_not_owner(tmp_path: Path) -> None:
+    store = f"sqlite:{tmp_path / 'repute.db'}"
+    first = repute.Pool(store=store, tenant="shop")
+    with pytest.raises(repute.NotOwner) as caught:
+        repute.Pool(store=store, tenant="shop")
+    assert caught.value.code == "not_owner"
+    assert f"process {os.getpid()}" in caught.value.owner
+    repute.Pool(store=store, tenant="other").close()  # tenants are owned separately
+    first.close()
+    repute.Pool(store=store, tenant="shop").close()  # closing released ownership
+
+
+def test_pool_closed(pool: repute.Pool) -> None:
+    pool.register("proxy", "a")
+    lease = pool.acquire("c")
+    pool.close()
+    assert pool.closed
+    pool.close()  # closing twice is a no-op
+    with pytest.raises(repute.PoolClosed) as caught:
+        pool.stats()
+    assert caught.value.code == "closed"
+    with pytest.raises(repute.PoolClosed):
+        lease.release()

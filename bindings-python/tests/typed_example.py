@@ -1,0 +1,71 @@
+"""A typed user of the package; `test_typing.py` runs mypy --strict on it.
+
+It is also run as a plain script by that test, so the stubs and the runtime
+are checked to agree on what they describe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import repute
+
+
+def use_pool(pool: repute.Pool) -> list[int]:
+    changed: bool = pool.register("proxy", "10.0.0.1:8080", permits=2)
+    assert changed
+    tokens: list[int] = []
+    with pool.acquire("example.com", timeout=1.0) as lease:
+        tokens.append(lease.token)
+        remaining: float = lease.expires_in
+        assert remaining > 0 and lease.valid
+        lease.renew()
+        lease.report_failure(repute.FailureKind.SLOW, latency=2.5)
+        lease.report_failure("timeout", latency=2.5)
+    maybe: repute.Lease | None = pool.try_acquire("example.com")
+    if maybe is not None:
+        tokens.append(maybe.token)
+        maybe.release()
+    pool.report_success("proxy", "10.0.0.1:8080", "example.com", latency=0.1)
+    for cell in pool.cells("proxy", "10.0.0.1:8080"):
+        cause: repute.FailureKind | None = cell.cause
+        context: str | None = cell.context
+        del cause, context
+    stats: repute.Stats = pool.stats()
+    assert stats.resources == 1
+    for event in pool.events():
+        if isinstance(event, repute.LeaseEvent):
+            tokens.append(event.token)
+        elif isinstance(event, repute.CooledEvent):
+            kind: repute.FailureKind = event.cause
+            del kind
+    data: bytes = pool.snapshot()
+    pool.restore(data)
+    due: list[tuple[str, str, str]] = pool.due_for_probe()
+    assert due == []
+    try:
+        repute.Pool().acquire("anywhere", timeout=0)
+    except repute.NoResourceAvailable as e:
+        hint: float | None = e.retry_after
+        code: str = e.code
+        del hint, code
+    return tokens
+
+
+async def use_async(clock: repute.ManualClock) -> int:
+    pool = await repute.AsyncPool.open(clock=clock, lease_ttl=10.0)
+    await pool.register("key", "k")
+    async with pool.acquire("api", timeout=1.0) as lease:
+        token: int = lease.token
+        await lease.report_success(latency=0.01)
+    held: repute.AsyncLease = await pool.acquire("api")
+    await held.release()
+    await pool.close()
+    return token
+
+
+if __name__ == "__main__":
+    clock = repute.ManualClock()
+    clock.advance(1.5)
+    print(use_pool(repute.Pool(clock=clock, seed=1)))
+    print(asyncio.run(use_async(clock)))

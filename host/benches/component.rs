@@ -1,0 +1,103 @@
+//! The cost of the component boundary: the same operations through the
+//! component and through the natively linked core, at 1k and 100k resources
+//! with 10 contexts, plus a cold start (engine → first acquire).
+//!
+//! Run: `cargo bench -p repute-host --bench component`
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use repute_host::native::NativePool;
+use repute_host::{measure_cold_start, FailureKind, Outcome, Pool, PoolOps, Providers, SystemClock, TenantConfig};
+
+const CONTEXTS: [&str; 10] = ["ctx-0", "ctx-1", "ctx-2", "ctx-3", "ctx-4", "ctx-5", "ctx-6", "ctx-7", "ctx-8", "ctx-9"];
+/// Events are drained this often, as a host serving them would.
+const DRAIN_EVERY: u64 = 1024;
+
+fn providers() -> Providers {
+    Providers::memory_with_clock(Arc::new(SystemClock::new()))
+}
+
+/// `n` resources, and some history in every context so that context cells exist.
+fn fill(p: &mut dyn PoolOps, n: usize) {
+    let values: Vec<String> = (0..n).map(|i| format!("r{i}")).collect();
+    for v in &values {
+        p.register("proxy", v, 1).unwrap();
+    }
+    for (i, v) in values.iter().enumerate().take(2000) {
+        let outcome = Outcome::Success { latency_ms: 20.0 + i as f64 % 50.0 };
+        p.report("proxy", v, CONTEXTS[i % CONTEXTS.len()], &outcome).unwrap();
+    }
+    p.drain_events().unwrap();
+}
+
+fn pools(n: usize) -> Vec<(&'static str, Box<dyn PoolOps>)> {
+    let mut component: Box<dyn PoolOps> = Box::new(Pool::open(TenantConfig::default(), providers()).unwrap());
+    let mut native: Box<dyn PoolOps> = Box::new(NativePool::open(TenantConfig::default(), providers()).unwrap());
+    fill(component.as_mut(), n);
+    fill(native.as_mut(), n);
+    vec![("component", component), ("native", native)]
+}
+
+fn operations(c: &mut Criterion) {
+    for n in [1_000usize, 100_000] {
+        let label = if n >= 1000 && n % 1000 == 0 { format!("{}k", n / 1000) } else { n.to_string() };
+        let values: Vec<String> = (0..n).map(|i| format!("r{i}")).collect();
+        for (name, mut pool) in pools(n) {
+            let mut group = c.benchmark_group(format!("acquire+release/{name}"));
+            let mut i = 0u64;
+            group.bench_function(BenchmarkId::from_parameter(&label), |b| {
+                b.iter(|| {
+                    i += 1;
+                    let lease = pool.acquire(CONTEXTS[(i % 10) as usize]).unwrap();
+                    pool.release(lease.id, lease.token).unwrap();
+                    if i % DRAIN_EVERY == 0 {
+                        black_box(pool.drain_events().unwrap());
+                    }
+                })
+            });
+            group.finish();
+
+            let mut group = c.benchmark_group(format!("report/{name}"));
+            let mut i = 0u64;
+            group.bench_function(BenchmarkId::from_parameter(&label), |b| {
+                b.iter(|| {
+                    i += 1;
+                    let outcome = if i % 7 == 0 {
+                        Outcome::Failure { kind: FailureKind::Slow, latency_ms: 900.0 }
+                    } else {
+                        Outcome::Success { latency_ms: 30.0 }
+                    };
+                    let value = &values[(i.wrapping_mul(2_654_435_761) % n as u64) as usize];
+                    pool.report("proxy", value, CONTEXTS[(i % 10) as usize], &outcome).unwrap();
+                    if i % DRAIN_EVERY == 0 {
+                        black_box(pool.drain_events().unwrap());
+                    }
+                })
+            });
+            group.finish();
+        }
+    }
+}
+
+fn cold_start(c: &mut Criterion) {
+    let mut group = c.benchmark_group("cold-start");
+    group.sample_size(20).measurement_time(Duration::from_secs(10));
+    group.bench_function("engine+deserialize+instantiate+first-acquire", |b| {
+        b.iter_custom(|iters| {
+            (0..iters)
+                .map(|_| {
+                    let (elapsed, precompiled) = measure_cold_start().unwrap();
+                    assert!(precompiled, "the build-time precompiled component must be used");
+                    elapsed
+                })
+                .sum()
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, operations, cold_start);
+criterion_main!(benches);

@@ -1,0 +1,89 @@
+//! Builds the repute core as a WebAssembly component and precompiles it for
+//! this host, so that `cargo build` / `cargo test` need no manual step and a
+//! process only deserializes (about a millisecond) instead of compiling.
+//!
+//! The core is built by a nested cargo in its own target directory: sharing
+//! the outer one deadlocks on cargo's build-directory lock.
+
+use std::env;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+include!("src/engine_config.rs");
+
+fn main() {
+    let host = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));
+    let workspace = host.parent().expect("host/ sits in the workspace").to_path_buf();
+    let out = PathBuf::from(env::var_os("OUT_DIR").expect("set by cargo"));
+    for path in ["core/src", "core/Cargo.toml", "wit", "Cargo.lock"] {
+        println!("cargo:rerun-if-changed={}", workspace.join(path).display());
+    }
+    println!("cargo:rerun-if-changed=src/engine_config.rs");
+
+    let wasm = build_component(&workspace, &["component"]);
+    let trap = build_component(&workspace, &["component", "trap-test"]);
+    emit(&out, "repute", &wasm);
+    emit(&out, "repute-trap-test", &trap);
+}
+
+/// Runs `cargo rustc` for the wasm target and returns the component's bytes.
+fn build_component(workspace: &Path, features: &[&str]) -> Vec<u8> {
+    let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let target_dir = workspace.join("target").join("component");
+    let mut cmd = Command::new(cargo);
+    // The outer build's settings are for the host target: drop them all
+    // (flags, target dir, profile overrides) but keep the jobserver, so the
+    // nested build shares the outer build's CPU budget.
+    for (key, _) in env::vars_os() {
+        let key = key.to_string_lossy().into_owned();
+        let outer = key.starts_with("CARGO_") && key != "CARGO_HOME" && key != "CARGO_MAKEFLAGS";
+        if outer || key == "RUSTFLAGS" || key == "RUSTC_WRAPPER" || key == "RUSTC_WORKSPACE_WRAPPER" {
+            cmd.env_remove(&key);
+        }
+    }
+    cmd.current_dir(workspace)
+        .env("CARGO_TARGET_DIR", &target_dir)
+        .env("CARGO_PROFILE_RELEASE_DEBUG", "0")
+        .env("CARGO_PROFILE_RELEASE_STRIP", "debuginfo")
+        .env("CARGO_PROFILE_RELEASE_LTO", "true")
+        .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "1")
+        .env("CARGO_PROFILE_RELEASE_PANIC", "abort")
+        .args(["rustc", "-p", "repute-core", "--release", "--target", "wasm32-wasip2", "--crate-type", "cdylib"])
+        .arg("--features")
+        .arg(features.join(","));
+    let status = cmd.status().expect("run cargo for the wasm32-wasip2 component");
+    assert!(
+        status.success(),
+        "building the core component failed (is the target installed? `rustup target add wasm32-wasip2`)"
+    );
+    let artifact = target_dir.join("wasm32-wasip2").join("release").join("repute_core.wasm");
+    let bytes = std::fs::read(&artifact).expect("the component artifact");
+    assert!(
+        wasmtime::Engine::detect_precompiled(&bytes).is_none() && bytes.starts_with(b"\0asm\x0d\0\x01\0"),
+        "cargo produced a core module, not a component"
+    );
+    bytes
+}
+
+/// Writes the component and, when this build's wasmtime can target the
+/// host, its precompiled form. Without the latter the library compiles the
+/// component at first use instead.
+fn emit(out: &Path, name: &str, wasm: &[u8]) {
+    std::fs::write(out.join(format!("{name}.wasm")), wasm).expect("write component");
+    let target = env::var("TARGET").expect("set by cargo");
+    let bytes = precompile(&target, wasm).unwrap_or_else(|e| {
+        println!("cargo:warning=not precompiling the component for {target}: {e}");
+        Vec::new()
+    });
+    std::fs::write(out.join(format!("{name}.cwasm")), bytes).expect("write precompiled component");
+}
+
+fn precompile(target: &str, wasm: &[u8]) -> wasmtime::Result<Vec<u8>> {
+    let mut config = engine_config();
+    // Native builds keep wasmtime's host CPU detection, as the runtime engine
+    // does; only a cross build names its target.
+    if env::var("HOST").ok().as_deref() != Some(target) {
+        config.target(target)?;
+    }
+    wasmtime::Engine::new(&config)?.precompile_component(wasm)
+}

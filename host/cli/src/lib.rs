@@ -1,0 +1,8 @@
+//! The `repute` command line as a library, so integration tests drive the same
+//! code the binary runs. One module per subcommand.
+
+pub mod bench;
+pub mod serve;
+pub mod simulate;
+pub mod snapshot;
+pub mod store;

@@ -1,0 +1,467 @@
+//! The HTTP API. Bodies are JSON; every error is problem+json (see `problem`).
+//! Paths and status codes follow the REST contract published with
+//! reputation-pool 0.5.0 where it has one.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::Bytes;
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{FromRequest, FromRequestParts, MatchedPath, Path, Query, Request, State};
+use axum::http::request::Parts;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use axum::{Json, Router};
+use futures_util::stream::{Stream, StreamExt as _};
+use repute_host::{CellView, Lease, LeaseKind, PoolOps, ResourceId, ResourceView, Stats, SECOND};
+use serde::{Deserialize, Serialize};
+use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
+use tokio_stream::wrappers::BroadcastStream;
+
+use super::problem::Problem;
+use super::state::AppState;
+use super::tenant;
+
+/// The OpenAPI document of this API, kept in the repository beside the code.
+pub const OPENAPI: &str = include_str!("../../openapi.json");
+
+/// Header naming the tenant when auth is off (with a key, the key names it).
+pub const TENANT_HEADER: &str = "repute-tenant";
+
+type AppResult<T> = Result<T, Problem>;
+type Shared = Arc<AppState>;
+
+pub fn router(state: Shared) -> Router {
+    let v1 = Router::new()
+        .route("/resources", post(register).get(resources))
+        .route("/resources/{kind}/{value}", axum::routing::delete(unregister))
+        .route("/resources/{kind}/{value}/cells", get(cells))
+        .route("/resources/{kind}/{value}/block", put(block).delete(unblock))
+        .route("/leases", post(acquire).get(leases))
+        .route("/leases/{id}", get(lease).delete(release))
+        .route("/leases/{id}/renewals", post(renew))
+        .route("/outcomes", post(report))
+        .route("/probes", get(due_for_probe).post(probe))
+        .route("/stats", get(stats))
+        .route("/snapshot", get(export).put(import))
+        .route("/events", get(events));
+    Router::new()
+        .nest("/v1", v1)
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .route("/openapi.json", get(|| async { ([(header::CONTENT_TYPE, "application/json")], OPENAPI) }))
+        .fallback(|| async { Problem::not_found("route") })
+        .layer(middleware::from_fn_with_state(state.clone(), observe))
+        .with_state(state)
+}
+
+/// Times every request into the latency histogram, by route template.
+async fn observe(State(state): State<Shared>, req: Request, next: Next) -> Response {
+    let route = req.extensions().get::<MatchedPath>().map_or("unmatched", |m| m.as_str()).to_owned();
+    let method = req.method().to_string();
+    let start = Instant::now();
+    let res = next.run(req).await;
+    state.metrics.observe_request(&method, &route, res.status().as_u16(), start.elapsed());
+    tracing::debug!(%method, %route, status = res.status().as_u16(), "request");
+    res
+}
+
+// ---- extractors ----
+
+/// The tenant a request acts on: the one its API key is bound to, or (with
+/// auth off) the `Repute-Tenant` header, defaulting to `default`.
+pub struct Tenant(pub String);
+
+impl FromRequestParts<Shared> for Tenant {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, state: &Shared) -> AppResult<Tenant> {
+        let named = match parts.headers.get(TENANT_HEADER) {
+            None => None,
+            Some(v) => {
+                let v = v.to_str().map_err(|_| Problem::invalid("Repute-Tenant", "must be ASCII"))?;
+                tenant::check(v).map_err(|rule| Problem::invalid("Repute-Tenant", rule))?;
+                Some(v.to_owned())
+            }
+        };
+        let Some(keys) = &state.keys else {
+            return Ok(Tenant(named.unwrap_or_else(|| "default".into())));
+        };
+        let presented = bearer(&parts.headers).ok_or_else(|| {
+            Problem::new(StatusCode::UNAUTHORIZED, "unauthorized", "An API key is required")
+                .detail("send it as `Authorization: Bearer KEY` or `X-Api-Key: KEY`")
+        })?;
+        let owner = keys
+            .tenant_of(presented)
+            .ok_or_else(|| Problem::new(StatusCode::UNAUTHORIZED, "unauthorized", "Unknown API key"))?;
+        match named {
+            Some(t) if t != owner => {
+                Err(Problem::new(StatusCode::FORBIDDEN, "forbidden", "The key is for another tenant")
+                    .detail(format!("this key may act on tenant {owner:?} only")))
+            }
+            _ => Ok(Tenant(owner.to_owned())),
+        }
+    }
+}
+
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    if let Some(v) = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
+        return v.strip_prefix("Bearer ").map(str::trim);
+    }
+    headers.get("x-api-key").and_then(|v| v.to_str().ok())
+}
+
+/// `Json` whose refusals are problem+json naming the body and the rule.
+pub struct Body<T>(pub T);
+
+impl<T: serde::de::DeserializeOwned, S: Send + Sync> FromRequest<S> for Body<T> {
+    type Rejection = Problem;
+
+    async fn from_request(req: Request, state: &S) -> AppResult<Self> {
+        match Json::<T>::from_request(req, state).await {
+            Ok(Json(v)) => Ok(Body(v)),
+            Err(e) => Err(json_problem(e)),
+        }
+    }
+}
+
+fn json_problem(e: JsonRejection) -> Problem {
+    let (status, rule) = match &e {
+        JsonRejection::MissingJsonContentType(_) => {
+            (StatusCode::UNSUPPORTED_MEDIA_TYPE, "must be sent as Content-Type: application/json".to_owned())
+        }
+        _ => (StatusCode::BAD_REQUEST, e.body_text()),
+    };
+    Problem::invalid("body", rule).with_status(status)
+}
+
+fn rid(kind: &str, value: &str) -> AppResult<ResourceId> {
+    ResourceId::new(kind, value).map_err(|e| Problem::from(repute_host::Error::from(e)))
+}
+
+// ---- views ----
+
+#[derive(Serialize)]
+struct LeaseOut {
+    id: u64,
+    kind: String,
+    value: String,
+    context: String,
+    permit: u32,
+    token: u64,
+    lease_kind: LeaseKind,
+    ttl_ms: f64,
+    expires_in_ms: f64,
+}
+
+fn lease_out(l: &Lease, now: u64) -> LeaseOut {
+    LeaseOut {
+        id: l.id,
+        kind: l.resource.kind().to_owned(),
+        value: l.resource.value().to_owned(),
+        context: l.context.as_str().to_owned(),
+        permit: l.permit,
+        token: l.token,
+        lease_kind: l.kind,
+        ttl_ms: l.ttl as f64 / 1e6,
+        expires_in_ms: l.expires_at.saturating_sub(now) as f64 / 1e6,
+    }
+}
+
+fn nanos(seconds: f64, field: &str) -> AppResult<u64> {
+    if !(seconds.is_finite() && seconds > 0.0 && seconds <= 1e9) {
+        return Err(Problem::invalid(field, "must be a number of seconds in (0, 1e9]"));
+    }
+    Ok((seconds * SECOND as f64) as u64)
+}
+
+// ---- handlers ----
+
+async fn readyz(State(state): State<Shared>) -> Response {
+    if state.is_ready() {
+        "ready".into_response()
+    } else {
+        Problem::new(StatusCode::SERVICE_UNAVAILABLE, "not_ready", "Starting").into_response()
+    }
+}
+
+async fn metrics(State(state): State<Shared>) -> Response {
+    let s = state.clone();
+    let _ = tokio::task::spawn_blocking(move || s.tick()).await;
+    ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], state.metrics.render())
+        .into_response()
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RegisterIn {
+    kind: String,
+    value: String,
+    #[serde(default = "one")]
+    permits: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+async fn register(State(state): State<Shared>, Tenant(t): Tenant, Body(b): Body<RegisterIn>) -> AppResult<StatusCode> {
+    state.call(&t, move |p| p.register(&b.kind, &b.value, b.permits)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn resources(State(state): State<Shared>, Tenant(t): Tenant) -> AppResult<Json<Vec<ResourceView>>> {
+    Ok(Json(state.call(&t, |p| p.resources()).await?))
+}
+
+#[derive(Deserialize)]
+struct ForceQuery {
+    #[serde(default)]
+    force: bool,
+}
+
+async fn unregister(
+    State(state): State<Shared>,
+    Tenant(t): Tenant,
+    Path((kind, value)): Path<(String, String)>,
+    Query(q): Query<ForceQuery>,
+) -> AppResult<StatusCode> {
+    rid(&kind, &value)?;
+    state.call(&t, move |p| p.unregister(&kind, &value, q.force)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn cells(
+    State(state): State<Shared>,
+    Tenant(t): Tenant,
+    Path((kind, value)): Path<(String, String)>,
+) -> AppResult<Json<Vec<CellView>>> {
+    Ok(Json(state.call(&t, move |p| p.cells(&kind, &value)).await?))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BlockIn {
+    context: Option<String>,
+    seconds: Option<f64>,
+    reason: Option<String>,
+}
+
+async fn block(
+    State(state): State<Shared>,
+    Tenant(t): Tenant,
+    Path((kind, value)): Path<(String, String)>,
+    Body(b): Body<BlockIn>,
+) -> AppResult<StatusCode> {
+    let duration = b.seconds.map(|s| nanos(s, "seconds")).transpose()?;
+    state.call(&t, move |p| p.block(&kind, &value, b.context.as_deref(), duration, b.reason.as_deref())).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Deserialize)]
+struct ContextQuery {
+    context: Option<String>,
+}
+
+async fn unblock(
+    State(state): State<Shared>,
+    Tenant(t): Tenant,
+    Path((kind, value)): Path<(String, String)>,
+    Query(q): Query<ContextQuery>,
+) -> AppResult<StatusCode> {
+    let lifted = state.call(&t, move |p| p.unblock(&kind, &value, q.context.as_deref())).await?;
+    if lifted {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(Problem::not_found("block"))
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AcquireIn {
+    context: String,
+}
+
+async fn acquire(State(state): State<Shared>, Tenant(t): Tenant, Body(b): Body<AcquireIn>) -> AppResult<Response> {
+    let clock = state.clock.clone();
+    let (lease, now) = state.call(&t, move |p| p.acquire(&b.context).map(|l| (l, clock.now()))).await?;
+    created(&lease, now)
+}
+
+fn created(lease: &Lease, now: u64) -> AppResult<Response> {
+    let location = HeaderValue::from_str(&format!("/v1/leases/{}", lease.id)).expect("digits are a valid header");
+    let mut res = (StatusCode::CREATED, Json(lease_out(lease, now))).into_response();
+    res.headers_mut().insert(header::LOCATION, location);
+    Ok(res)
+}
+
+async fn leases(State(state): State<Shared>, Tenant(t): Tenant) -> AppResult<Json<Vec<LeaseOut>>> {
+    let clock = state.clock.clone();
+    let (all, now) = state.call(&t, move |p| p.leases().map(|l| (l, clock.now()))).await?;
+    Ok(Json(all.iter().map(|l| lease_out(l, now)).collect()))
+}
+
+async fn lease(State(state): State<Shared>, Tenant(t): Tenant, Path(id): Path<u64>) -> AppResult<Json<LeaseOut>> {
+    let clock = state.clock.clone();
+    let (found, now) = state.call(&t, move |p| p.lease(id).map(|l| (l, clock.now()))).await?;
+    found.map(|l| Json(lease_out(&l, now))).ok_or_else(|| Problem::not_found("lease"))
+}
+
+#[derive(Deserialize)]
+struct TokenQuery {
+    token: Option<u64>,
+}
+
+async fn release(
+    State(state): State<Shared>,
+    Tenant(t): Tenant,
+    Path(id): Path<u64>,
+    Query(q): Query<TokenQuery>,
+) -> AppResult<StatusCode> {
+    let token = q.token.ok_or_else(|| Problem::invalid("token", "is required (the lease's fencing token)"))?;
+    state.call(&t, move |p| p.release(id, token)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RenewIn {
+    token: u64,
+}
+
+async fn renew(
+    State(state): State<Shared>,
+    Tenant(t): Tenant,
+    Path(id): Path<u64>,
+    Body(b): Body<RenewIn>,
+) -> AppResult<Json<LeaseOut>> {
+    let clock = state.clock.clone();
+    let (lease, now) = state.call(&t, move |p| p.renew(id, b.token).map(|l| (l, clock.now()))).await?;
+    Ok(Json(lease_out(&lease, now)))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OutcomeIn {
+    kind: String,
+    value: String,
+    context: String,
+    /// `success`, or the failure kind.
+    outcome: String,
+    #[serde(default)]
+    latency_ms: f64,
+}
+
+async fn report(State(state): State<Shared>, Tenant(t): Tenant, Body(b): Body<OutcomeIn>) -> AppResult<StatusCode> {
+    let failure = (b.outcome != "success").then_some(b.outcome.as_str());
+    let outcome = repute_host::parse_outcome(failure, b.latency_ms).map_err(|e| match e {
+        repute_host::Error::InvalidInput { rule, .. } if failure.is_some() => {
+            Problem::invalid("outcome", format!("must be success or {}", rule.trim_start_matches("must be one of ")))
+        }
+        e => Problem::from(e),
+    })?;
+    state.call(&t, move |p| p.report(&b.kind, &b.value, &b.context, &outcome)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Serialize)]
+struct DueOut {
+    kind: String,
+    value: String,
+    context: String,
+}
+
+async fn due_for_probe(State(state): State<Shared>, Tenant(t): Tenant) -> AppResult<Json<Vec<DueOut>>> {
+    let due = state.call(&t, |p| p.due_for_probe()).await?;
+    Ok(Json(
+        due.into_iter()
+            .map(|(r, c)| DueOut { kind: r.kind().into(), value: r.value().into(), context: c.as_str().into() })
+            .collect(),
+    ))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProbeIn {
+    kind: String,
+    value: String,
+    context: String,
+}
+
+async fn probe(State(state): State<Shared>, Tenant(t): Tenant, Body(b): Body<ProbeIn>) -> AppResult<Response> {
+    let clock = state.clock.clone();
+    let (lease, now) =
+        state.call(&t, move |p| p.acquire_for_probe(&b.kind, &b.value, &b.context).map(|l| (l, clock.now()))).await?;
+    created(&lease, now)
+}
+
+async fn stats(State(state): State<Shared>, Tenant(t): Tenant) -> AppResult<Json<Stats>> {
+    let s = state.call(&t, |p| p.stats()).await?;
+    state.metrics.observe_stats(&t, &s);
+    Ok(Json(s))
+}
+
+#[derive(Deserialize)]
+struct ExportQuery {
+    format: Option<String>,
+    leases: Option<bool>,
+}
+
+async fn export(State(state): State<Shared>, Tenant(t): Tenant, Query(q): Query<ExportQuery>) -> AppResult<Response> {
+    let with_leases = q.leases.unwrap_or(true);
+    match q.format.as_deref() {
+        None | Some("binary") => {
+            let bytes = state.call(&t, move |p| p.snapshot(with_leases)).await?;
+            Ok(([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response())
+        }
+        Some("json") => {
+            let json = state.call(&t, move |p| p.snapshot_json(with_leases)).await?;
+            Ok(([(header::CONTENT_TYPE, "application/json")], json).into_response())
+        }
+        Some(_) => Err(Problem::invalid("format", "must be binary or json")),
+    }
+}
+
+async fn import(
+    State(state): State<Shared>,
+    Tenant(t): Tenant,
+    headers: HeaderMap,
+    body: Bytes,
+) -> AppResult<StatusCode> {
+    let json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if json {
+        let text = String::from_utf8(body.to_vec()).map_err(|_| Problem::invalid("body", "must be UTF-8 JSON"))?;
+        state.call(&t, move |p| p.restore_json(&text)).await?;
+    } else {
+        state.call(&t, move |p| p.restore(&body)).await?;
+    }
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Server-Sent Events: the event name is the pool event's type, the data its JSON.
+async fn events(
+    State(state): State<Shared>,
+    Tenant(t): Tenant,
+) -> AppResult<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>> {
+    state.ensure_open(&t)?;
+    let stream = BroadcastStream::new(state.subscribe(&t)).map(|item| {
+        Ok(match item {
+            Ok(e) => SseEvent::default().event(e.kind.name()).data(serde_json::to_string(&*e).unwrap_or_default()),
+            Err(BroadcastStreamRecvError::Lagged(n)) => SseEvent::default().event("lagged").data(n.to_string()),
+        })
+    });
+    let mut stopping = state.stopping.clone();
+    let stopped = async move {
+        let _ = stopping.wait_for(|s| *s).await;
+    };
+    Ok(Sse::new(stream.take_until(stopped)).keep_alive(KeepAlive::default()))
+}

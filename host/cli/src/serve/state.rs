@@ -1,0 +1,147 @@
+//! What every request shares: the pool set, lazily opened tenants, the event
+//! fan-out and the metrics.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use repute_host::{Clock, Event, Policy, PoolOps, PoolSet, TenantConfig, TenantPool};
+use tokio::sync::{broadcast, watch};
+
+use super::auth::KeyRing;
+use super::metrics::Metrics;
+use super::problem::Problem;
+use crate::store::StoreSpec;
+
+/// Events buffered per SSE subscriber before a slow one starts missing some.
+const EVENT_BUFFER: usize = 4096;
+
+pub struct AppState {
+    pub set: PoolSet,
+    pub store: StoreSpec,
+    pub clock: Arc<dyn Clock>,
+    pub policy: Policy,
+    pub seed: u64,
+    /// `None` only with `--no-auth`.
+    pub keys: Option<KeyRing>,
+    pub metrics: Metrics,
+    pub ready: AtomicBool,
+    /// Turns true when the server starts shutting down, ending event streams so draining can finish.
+    pub stopping: watch::Receiver<bool>,
+    open: Mutex<()>,
+    events: Mutex<HashMap<String, broadcast::Sender<Arc<Event>>>>,
+}
+
+impl AppState {
+    pub fn new(
+        set: PoolSet,
+        store: StoreSpec,
+        clock: Arc<dyn Clock>,
+        policy: Policy,
+        seed: u64,
+        keys: Option<KeyRing>,
+        stopping: watch::Receiver<bool>,
+    ) -> Self {
+        AppState {
+            set,
+            store,
+            clock,
+            policy,
+            seed,
+            keys,
+            metrics: Metrics::new(),
+            ready: AtomicBool::new(false),
+            stopping,
+            open: Mutex::new(()),
+            events: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Opens `tenant` on first use: from its newest checkpoint on a durable store.
+    pub fn ensure_open(&self, tenant: &str) -> Result<(), Problem> {
+        if self.set.with(tenant, |_| ()).is_ok() {
+            return Ok(());
+        }
+        let _guard = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        if self.set.with(tenant, |_| ()).is_ok() {
+            return Ok(());
+        }
+        let providers = self.store.providers(tenant, self.clock.clone())?;
+        let config = TenantConfig { policy: self.policy.clone(), seed: self.seed, durable: self.store.durable() };
+        self.set.open_tenant(tenant, config, providers)?;
+        tracing::info!(tenant, "tenant opened");
+        Ok(())
+    }
+
+    /// Runs one pool operation for `tenant` on a blocking thread, then
+    /// publishes the events it caused.
+    pub async fn call<R, F>(self: &Arc<Self>, tenant: &str, f: F) -> Result<R, Problem>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut TenantPool<'_>) -> repute_host::Result<R> + Send + 'static,
+    {
+        let state = self.clone();
+        let tenant = tenant.to_owned();
+        tokio::task::spawn_blocking(move || state.call_blocking(&tenant, f))
+            .await
+            .map_err(|e| Problem::from(repute_host::Error::Runtime { message: e.to_string() }))?
+    }
+
+    pub fn call_blocking<R>(
+        &self,
+        tenant: &str,
+        f: impl FnOnce(&mut TenantPool<'_>) -> repute_host::Result<R>,
+    ) -> Result<R, Problem> {
+        self.ensure_open(tenant)?;
+        let (result, events) = self.set.with(tenant, |p| {
+            let result = f(p);
+            (result, p.drain_events())
+        })?;
+        if let Ok(events) = events {
+            self.publish(tenant, events);
+        }
+        Ok(result?)
+    }
+
+    fn publish(&self, tenant: &str, events: Vec<Event>) {
+        if events.is_empty() {
+            return;
+        }
+        self.metrics.observe_events(tenant, &events);
+        let channels = self.events.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(tx) = channels.get(tenant) {
+            for e in events {
+                let _ = tx.send(Arc::new(e));
+            }
+        }
+    }
+
+    pub fn subscribe(&self, tenant: &str) -> broadcast::Receiver<Arc<Event>> {
+        let mut channels = self.events.lock().unwrap_or_else(|p| p.into_inner());
+        channels.entry(tenant.to_owned()).or_insert_with(|| broadcast::channel(EVENT_BUFFER).0).subscribe()
+    }
+
+    /// Lets time-driven changes (lease expiry, cooldown ends, block expiry)
+    /// happen and be published even when no request arrives.
+    pub fn tick(&self) {
+        for tenant in self.set.tenants() {
+            if let Ok(stats) = self.call_blocking(&tenant, |p| p.stats()) {
+                self.metrics.observe_stats(&tenant, &stats);
+            }
+        }
+    }
+
+    /// Checkpoints every open tenant (with leases, so holders keep them across a restart).
+    pub fn checkpoint_all(&self) {
+        for tenant in self.set.tenants() {
+            match self.call_blocking(&tenant, |p| p.checkpoint(true)) {
+                Ok(version) => tracing::debug!(tenant, version, "checkpoint saved"),
+                Err(e) => tracing::error!(tenant, problem = ?e, "checkpoint failed"),
+            }
+        }
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+}

@@ -1,0 +1,379 @@
+//! `repute serve` started for real on a free loopback port and driven over HTTP.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+struct Server {
+    child: Child,
+    base: String,
+}
+
+impl Server {
+    fn start(args: &[&str], dir: &Path) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_repute"))
+            .arg("serve")
+            .args(["--listen", "127.0.0.1:0", "--log", "warn"])
+            .args(args)
+            .current_dir(dir)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("repute starts");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let addr =
+            line.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("unexpected first line {line:?}"));
+        Server { child, base: format!("http://{addr}") }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// SIGTERM, then the exit status.
+    fn terminate(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+        let status = self.child.wait().unwrap();
+        std::mem::forget(self);
+        status
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct Reply {
+    status: u16,
+    content_type: String,
+    location: Option<String>,
+    retry_after: Option<String>,
+    body: String,
+}
+
+impl Reply {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+    }
+
+    /// Asserts an RFC 9457 problem with this status and code; returns it.
+    fn problem(&self, status: u16, code: &str) -> Value {
+        assert_eq!(self.status, status, "body: {}", self.body);
+        assert_eq!(self.content_type, "application/problem+json");
+        let p = self.json();
+        assert_eq!(p["type"], format!("urn:repute:problem:{code}"));
+        assert_eq!(p["status"], status);
+        p
+    }
+}
+
+fn call(method: &str, url: &str, headers: &[(&str, &str)], body: Option<Value>) -> Reply {
+    let mut req = ureq::request(method, url);
+    for (k, v) in headers {
+        req = req.set(k, v);
+    }
+    let res = match body {
+        Some(b) => req.send_json(b),
+        None => req.call(),
+    };
+    let res = match res {
+        Ok(r) => r,
+        Err(ureq::Error::Status(_, r)) => r,
+        Err(e) => panic!("{method} {url}: {e}"),
+    };
+    Reply {
+        status: res.status(),
+        content_type: res.header("content-type").unwrap_or_default().to_owned(),
+        location: res.header("location").map(str::to_owned),
+        retry_after: res.header("retry-after").map(str::to_owned),
+        body: res.into_string().unwrap(),
+    }
+}
+
+fn tempdir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("repute-serve-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+const NONE: &[(&str, &str)] = &[];
+
+#[test]
+fn full_lease_cycle_and_conflicts() {
+    let dir = tempdir("cycle");
+    let s = Server::start(&["--no-auth", "--store", "memory", "--strategy", "first"], &dir);
+    assert_eq!(call("GET", &s.url("/healthz"), NONE, None).status, 200);
+    assert_eq!(call("GET", &s.url("/readyz"), NONE, None).status, 200);
+    let r = call("POST", &s.url("/v1/resources"), NONE, Some(json!({"kind": "proxy", "value": "10.0.0.1:8080"})));
+    assert_eq!(r.status, 204, "{}", r.body);
+
+    let r = call("POST", &s.url("/v1/leases"), NONE, Some(json!({"context": "example.com"})));
+    assert_eq!(r.status, 201, "{}", r.body);
+    let lease = r.json();
+    assert_eq!(r.location.as_deref(), Some(format!("/v1/leases/{}", lease["id"]).as_str()));
+    assert_eq!((lease["kind"].as_str(), lease["value"].as_str()), (Some("proxy"), Some("10.0.0.1:8080")));
+    assert_eq!((lease["token"].as_u64(), lease["permit"].as_u64()), (Some(1), Some(0)));
+    assert_eq!(lease["ttl_ms"], 30000.0);
+    let id = lease["id"].as_u64().unwrap();
+
+    // Nothing left: 409 problem with Retry-After.
+    let r = call("POST", &s.url("/v1/leases"), NONE, Some(json!({"context": "example.com"})));
+    let p = r.problem(409, "no_resource_available");
+    let retry: u64 = r.retry_after.as_deref().expect("Retry-After").parse().unwrap();
+    assert!((1..=30).contains(&retry), "retry after {retry}");
+    assert!(p["retry_after"].as_f64().unwrap() <= 30.0);
+
+    let r = call("POST", &s.url(&format!("/v1/leases/{id}/renewals")), NONE, Some(json!({"token": 1})));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["token"], 1);
+    call("POST", &s.url(&format!("/v1/leases/{id}/renewals")), NONE, Some(json!({"token": 7})))
+        .problem(409, "stale_lease");
+    call("DELETE", &s.url(&format!("/v1/leases/{id}?token=7")), NONE, None).problem(409, "stale_lease");
+    let r = call(
+        "POST",
+        &s.url("/v1/outcomes"),
+        NONE,
+        Some(json!({
+            "kind": "proxy", "value": "10.0.0.1:8080", "context": "example.com", "outcome": "success", "latency_ms": 42.0
+        })),
+    );
+    assert_eq!(r.status, 204, "{}", r.body);
+    assert_eq!(call("DELETE", &s.url(&format!("/v1/leases/{id}?token=1")), NONE, None).status, 204);
+    call("DELETE", &s.url(&format!("/v1/leases/{id}?token=1")), NONE, None).problem(404, "unknown_lease");
+    call("POST", &s.url(&format!("/v1/leases/{id}/renewals")), NONE, Some(json!({"token": 1})))
+        .problem(404, "unknown_lease");
+
+    let cells = call("GET", &s.url("/v1/resources/proxy/10.0.0.1:8080/cells"), NONE, None).json();
+    assert_eq!(cells[0]["score"], 5);
+    assert_eq!(cells[1]["context"], "example.com");
+    let next = call("POST", &s.url("/v1/leases"), NONE, Some(json!({"context": "example.com"}))).json();
+    assert_eq!(next["token"], 2);
+}
+
+#[test]
+fn bad_input_is_a_problem_naming_field_and_rule() {
+    let dir = tempdir("bad");
+    let s = Server::start(&["--no-auth", "--store", "memory"], &dir);
+    let p = call("POST", &s.url("/v1/resources"), NONE, Some(json!({"kind": "", "value": "x"})))
+        .problem(400, "invalid_input");
+    assert_eq!((p["field"].as_str(), p["rule"].as_str()), (Some("resource.kind"), Some("must not be empty")));
+    let long = "v".repeat(300);
+    let p = call("POST", &s.url("/v1/resources"), NONE, Some(json!({"kind": "proxy", "value": long})))
+        .problem(400, "invalid_input");
+    assert_eq!(p["rule"], "must be at most 256 bytes");
+    call("POST", &s.url("/v1/resources"), NONE, Some(json!({"kind": "proxy", "value": "a"})));
+    let p = call(
+        "POST",
+        &s.url("/v1/outcomes"),
+        NONE,
+        Some(json!({"kind": "proxy", "value": "a", "context": "x", "outcome": "dns"})),
+    )
+    .problem(400, "invalid_input");
+    assert_eq!(p["field"], "outcome");
+    let p = call(
+        "POST",
+        &s.url("/v1/outcomes"),
+        NONE,
+        Some(json!({"kind": "proxy", "value": "a", "context": "x", "outcome": "slow", "latency_ms": -1.0})),
+    )
+    .problem(400, "invalid_input");
+    assert_eq!((p["field"].as_str(), p["rule"].as_str()), (Some("latency"), Some("must be >= 0")));
+    let p = call("POST", &s.url("/v1/leases"), NONE, Some(json!({"context": "*"}))).problem(400, "invalid_input");
+    assert_eq!(p["field"], "context");
+    let p = call("POST", &s.url("/v1/leases"), NONE, Some(json!({"ctx": "a"}))).problem(400, "invalid_input");
+    assert_eq!(p["field"], "body");
+    let p = call("DELETE", &s.url("/v1/leases/1"), NONE, None).problem(400, "invalid_input");
+    assert_eq!(p["field"], "token");
+    let p = call(
+        "POST",
+        &s.url("/v1/resources"),
+        &[("Repute-Tenant", "no spaces")],
+        Some(json!({"kind": "p", "value": "a"})),
+    )
+    .problem(400, "invalid_input");
+    assert_eq!(p["field"], "Repute-Tenant");
+    call("PUT", &s.url("/v1/snapshot"), NONE, Some(json!({"format": 9}))).problem(422, "invalid_snapshot");
+    call("GET", &s.url("/v1/nothing"), NONE, None).problem(404, "not_found");
+}
+
+#[test]
+fn api_keys_are_bound_to_one_tenant() {
+    let dir = tempdir("auth");
+    let key = |tenant: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_repute"))
+            .args(["key", "new", "--tenant", tenant, "--keys", "keys"])
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    };
+    let acme = key("acme");
+    let globex = key("globex");
+    let stored = std::fs::read_to_string(dir.join("keys")).unwrap();
+    assert!(!stored.contains(&acme) && stored.lines().count() == 2);
+
+    let s = Server::start(&["--store", "memory", "--keys", "keys"], &dir);
+    let reg = || Some(json!({"kind": "proxy", "value": "a"}));
+    call("POST", &s.url("/v1/resources"), NONE, reg()).problem(401, "unauthorized");
+    call("POST", &s.url("/v1/resources"), &[("Authorization", "Bearer rpt_0123")], reg()).problem(401, "unauthorized");
+    let bearer = format!("Bearer {acme}");
+    call("POST", &s.url("/v1/resources"), &[("Authorization", &bearer), ("Repute-Tenant", "globex")], reg())
+        .problem(403, "forbidden");
+    assert_eq!(call("POST", &s.url("/v1/resources"), &[("Authorization", &bearer)], reg()).status, 204);
+    // Tenants are separate: globex sees nothing of acme's.
+    let theirs = call("GET", &s.url("/v1/resources"), &[("X-Api-Key", &globex)], None).json();
+    assert_eq!(theirs, json!([]));
+    let ours = call("GET", &s.url("/v1/resources"), &[("X-Api-Key", &acme)], None).json();
+    assert_eq!(ours.as_array().unwrap().len(), 1);
+    // Health and metrics need no key.
+    assert_eq!(call("GET", &s.url("/healthz"), NONE, None).status, 200);
+
+    // Without keys the server refuses to start unless told it is local.
+    let out = Command::new(env!("CARGO_BIN_EXE_repute"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--store", "memory", "--keys", "missing"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("no API keys in missing") && err.contains("--no-auth"), "{err}");
+}
+
+#[test]
+fn events_stream_in_order_and_metrics_move() {
+    let dir = tempdir("sse");
+    let s = Server::start(&["--no-auth", "--store", "memory"], &dir);
+    call("POST", &s.url("/v1/resources"), NONE, Some(json!({"kind": "proxy", "value": "a"})));
+    let (tx, rx) = mpsc::channel::<(String, Value)>();
+    let url = s.url("/v1/events");
+    std::thread::spawn(move || {
+        let res = ureq::get(&url).call().unwrap();
+        assert_eq!(res.header("content-type"), Some("text/event-stream"));
+        let mut reader = BufReader::new(res.into_reader());
+        let mut name = String::new();
+        let mut line = String::new();
+        while reader.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
+            let l = line.trim_end().to_owned();
+            line.clear();
+            if let Some(n) = l.strip_prefix("event: ") {
+                name = n.to_owned();
+            } else if let Some(d) = l.strip_prefix("data: ") {
+                if tx.send((name.clone(), serde_json::from_str(d).unwrap())).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    // Give the subscription a moment to be in place before the events happen.
+    std::thread::sleep(Duration::from_millis(300));
+    let lease = call("POST", &s.url("/v1/leases"), NONE, Some(json!({"context": "c"}))).json();
+    let release = format!("/v1/leases/{}?token={}", lease["id"], lease["token"]);
+    assert_eq!(call("DELETE", &s.url(&release), NONE, None).status, 204);
+    let (n1, d1) = rx.recv_timeout(Duration::from_secs(10)).expect("leased event");
+    let (n2, d2) = rx.recv_timeout(Duration::from_secs(10)).expect("released event");
+    assert_eq!((n1.as_str(), n2.as_str()), ("leased", "released"));
+    assert_eq!(d1["type"], "leased");
+    assert_eq!(d1["lease"]["token"], 1);
+    assert_eq!(d2["lease"]["id"], lease["id"]);
+    assert!(d2["at"].as_u64() >= d1["at"].as_u64());
+
+    call("POST", &s.url("/v1/leases"), NONE, Some(json!({"context": "c"})));
+    call("POST", &s.url("/v1/leases"), NONE, Some(json!({"context": "c"})));
+    let m = call("GET", &s.url("/metrics"), NONE, None);
+    assert_eq!(m.status, 200);
+    assert!(m.body.contains("repute_leases_granted_total{tenant=\"default\"} 2"), "{}", m.body);
+    assert!(
+        m.body.contains("repute_leases_rejected_total{tenant=\"default\",reason=\"no_candidates\"} 1"),
+        "{}",
+        m.body
+    );
+    assert!(m.body.contains("repute_leases_live{tenant=\"default\"} 1"), "{}", m.body);
+    assert!(
+        m.body.contains(
+            "repute_http_request_duration_seconds_count{method=\"POST\",route=\"/v1/leases\",status=\"201\"} 2"
+        ),
+        "{}",
+        m.body
+    );
+}
+
+#[test]
+fn checkpoint_survives_a_restart() {
+    let dir = tempdir("restart");
+    let args = ["--no-auth", "--store", "sqlite:pool.db", "--strategy", "first"];
+    let s = Server::start(&args, &dir);
+    for v in ["a", "b"] {
+        call("POST", &s.url("/v1/resources"), NONE, Some(json!({"kind": "proxy", "value": v})));
+    }
+    call(
+        "POST",
+        &s.url("/v1/outcomes"),
+        NONE,
+        Some(json!({"kind": "proxy", "value": "a", "context": "c", "outcome": "slow"})),
+    );
+    call("PUT", &s.url("/v1/resources/proxy/b/block"), NONE, Some(json!({"reason": "abuse"})));
+    let held = call("POST", &s.url("/v1/leases"), NONE, Some(json!({"context": "c"}))).json();
+    assert_eq!((held["value"].as_str(), held["token"].as_u64()), (Some("a"), Some(1)));
+    assert!(s.terminate().success(), "graceful stop exits 0");
+
+    let s = Server::start(&args, &dir);
+    let cells = call("GET", &s.url("/v1/resources/proxy/a/cells"), NONE, None).json();
+    assert_eq!(cells[1]["score"], -2);
+    let resources = call("GET", &s.url("/v1/resources"), NONE, None).json();
+    assert_eq!(resources[1]["block"]["reason"], "abuse");
+    // The lease came back with a full TTL; its holder can still renew it.
+    let r = call("POST", &s.url(&format!("/v1/leases/{}/renewals", held["id"])), NONE, Some(json!({"token": 1})));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.json()["expires_in_ms"].as_f64().unwrap() > 29_000.0);
+    let release = format!("/v1/leases/{}?token=1", held["id"]);
+    assert_eq!(call("DELETE", &s.url(&release), NONE, None).status, 204);
+    let next = call("POST", &s.url("/v1/leases"), NONE, Some(json!({"context": "c"}))).json();
+    assert_eq!((next["value"].as_str(), next["token"].as_u64()), (Some("a"), Some(2)));
+}
+
+#[test]
+fn openapi_document_lists_every_route() {
+    let dir = tempdir("openapi");
+    let s = Server::start(&["--no-auth", "--store", "memory"], &dir);
+    let doc = call("GET", &s.url("/openapi.json"), NONE, None).json();
+    assert_eq!(doc["openapi"], "3.1.0");
+    let mut paths: Vec<&str> = doc["paths"].as_object().unwrap().keys().map(String::as_str).collect();
+    paths.sort();
+    let mut expected = vec![
+        "/healthz",
+        "/metrics",
+        "/openapi.json",
+        "/readyz",
+        "/v1/events",
+        "/v1/leases",
+        "/v1/leases/{id}",
+        "/v1/leases/{id}/renewals",
+        "/v1/outcomes",
+        "/v1/probes",
+        "/v1/resources",
+        "/v1/resources/{kind}/{value}",
+        "/v1/resources/{kind}/{value}/block",
+        "/v1/resources/{kind}/{value}/cells",
+        "/v1/snapshot",
+        "/v1/stats",
+    ];
+    expected.sort();
+    assert_eq!(paths, expected);
+    let mut buf = String::new();
+    std::fs::File::open(concat!(env!("CARGO_MANIFEST_DIR"), "/openapi.json"))
+        .unwrap()
+        .read_to_string(&mut buf)
+        .unwrap();
+    assert_eq!(serde_json::from_str::<Value>(&buf).unwrap(), doc, "served document is the one in the repo");
+}

@@ -1,0 +1,77 @@
+//! The `repute simulate` binary as a user meets it: help, flag errors, output formats, the plot.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn repute(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_repute")).args(args).output().expect("the repute binary runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8(o.stdout.clone()).expect("utf-8 output")
+}
+
+#[test]
+fn help_is_there_for_the_binary_and_the_subcommand() {
+    let top = repute(&["--help"]);
+    assert!(top.status.success());
+    assert!(stdout(&top).contains("simulate"));
+    let sub = repute(&["simulate", "--help"]);
+    assert!(sub.status.success());
+    for flag in ["--scenario", "--requests", "--seed", "--format", "--plot"] {
+        assert!(stdout(&sub).contains(flag), "simulate --help lacks {flag}");
+    }
+}
+
+#[test]
+fn bad_flags_are_one_clear_error_and_exit_code_two() {
+    for args in
+        [&["simulate", "--scenario", "nope"][..], &["simulate", "--requests", "0"], &["simulate", "--seed", "x"]]
+    {
+        let o = repute(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(String::from_utf8_lossy(&o.stderr).starts_with("error:"), "{args:?}");
+        assert!(o.stdout.is_empty());
+    }
+}
+
+#[test]
+fn json_output_is_identical_for_the_same_seed_and_lists_every_contender() {
+    let args = ["simulate", "--scenario", "drift", "--requests", "500", "--seed", "3", "--format", "json"];
+    let (a, b) = (repute(&args), repute(&args));
+    assert!(a.status.success());
+    assert_eq!(stdout(&a), stdout(&b));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&a)).expect("valid JSON");
+    let names: Vec<&str> =
+        v[0]["strategies"].as_array().unwrap().iter().map(|s| s["strategy"].as_str().unwrap()).collect();
+    assert_eq!(names, ["oracle", "thompson", "classic", "envoy-ejection", "round-robin", "random"]);
+    assert_eq!(
+        (v[0]["scenario"].as_str(), v[0]["requests"].as_u64(), v[0]["seed"].as_u64()),
+        (Some("drift"), Some(500), Some(3))
+    );
+}
+
+#[test]
+fn the_table_marks_the_default_and_the_plot_is_an_svg() {
+    let plot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("simulate-test.svg");
+    let _ = std::fs::remove_file(&plot);
+    let o = repute(&["simulate", "--requests", "300", "--plot", plot.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let table = stdout(&o);
+    assert_eq!(table.matches("scenario ").count(), 4);
+    assert_eq!(table.matches("thompson (default)").count(), 4);
+    let svg = std::fs::read_to_string(&plot).expect("plot written");
+    assert!(svg.starts_with("<svg"));
+    for name in ["steady", "drift", "context", "bursts", "envoy-ejection"] {
+        assert!(svg.contains(name), "plot lacks {name}");
+    }
+}
+
+#[test]
+fn an_unwritable_plot_path_is_an_error_not_a_panic() {
+    let o = repute(&["simulate", "--requests", "50", "--scenario", "steady", "--plot", "/nonexistent-dir/x.svg"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.starts_with("error: cannot write plot"), "{err}");
+    assert!(!err.contains("panicked"));
+}

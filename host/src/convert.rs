@@ -1,0 +1,246 @@
+//! Conversions between the WIT types wasmtime generates and the core's own
+//! types, which are what the host API hands out. Values coming out of the
+//! component are re-validated on the way in: a component that returned an
+//! invalid id would be a broken component, reported as such.
+
+use repute_core::{
+    Block, CellState, CellView, Context, Event, EventKind, FailureKind, Lease, LeaseKind, Outcome, Policy,
+    RejectReason, ResourceId, ResourceView, Stats, Strategy,
+};
+
+use crate::bindings::repute::pool::types as wit;
+use crate::error::{Error, SnapshotError, StoreError};
+
+fn broken(what: &str, e: repute_core::Error) -> Error {
+    Error::Trap { message: format!("component returned an invalid {what}: {e}") }
+}
+
+pub(crate) fn id_in(r: &wit::ResourceId) -> Result<ResourceId, Error> {
+    ResourceId::new(r.kind.as_str(), r.value.as_str()).map_err(|e| broken("resource id", e))
+}
+
+fn ctx_in(c: &str) -> Result<Context, Error> {
+    Context::new(c).map_err(|e| broken("context", e))
+}
+
+pub(crate) fn id_out(kind: &str, value: &str) -> wit::ResourceId {
+    wit::ResourceId { kind: kind.to_owned(), value: value.to_owned() }
+}
+
+pub(crate) fn kind_in(k: wit::FailureKind) -> FailureKind {
+    match k {
+        wit::FailureKind::ConnectionReset => FailureKind::ConnectionReset,
+        wit::FailureKind::TlsHandshake => FailureKind::TlsHandshake,
+        wit::FailureKind::Timeout => FailureKind::Timeout,
+        wit::FailureKind::Blocked => FailureKind::Blocked,
+        wit::FailureKind::Slow => FailureKind::Slow,
+    }
+}
+
+fn kind_out(k: FailureKind) -> wit::FailureKind {
+    match k {
+        FailureKind::ConnectionReset => wit::FailureKind::ConnectionReset,
+        FailureKind::TlsHandshake => wit::FailureKind::TlsHandshake,
+        FailureKind::Timeout => wit::FailureKind::Timeout,
+        FailureKind::Blocked => wit::FailureKind::Blocked,
+        FailureKind::Slow => wit::FailureKind::Slow,
+    }
+}
+
+/// Outcomes cross unvalidated: the core checks the latency, so a NaN is
+/// refused by the same rule natively and in the component.
+pub(crate) fn outcome_out(o: &Outcome) -> wit::Outcome {
+    match *o {
+        Outcome::Success { latency_ms } => wit::Outcome::Success(latency_ms),
+        Outcome::Failure { kind, latency_ms } => {
+            wit::Outcome::Failure(wit::Failure { kind: kind_out(kind), latency_ms })
+        }
+    }
+}
+
+pub(crate) fn outcome_in(o: &wit::Outcome) -> Outcome {
+    match *o {
+        wit::Outcome::Success(latency_ms) => Outcome::Success { latency_ms },
+        wit::Outcome::Failure(f) => Outcome::Failure { kind: kind_in(f.kind), latency_ms: f.latency_ms },
+    }
+}
+
+pub(crate) fn policy_out(p: &Policy) -> wit::Policy {
+    wit::Policy {
+        strategy: match p.strategy {
+            Strategy::Classic => wit::Strategy::Classic,
+            Strategy::Thompson => wit::Strategy::Thompson,
+            Strategy::First => wit::Strategy::First,
+        },
+        window: p.window,
+        cool_after: p.cool_after,
+        recover_after: p.recover_after,
+        max_exponent: p.max_exponent,
+        exploration_floor: p.exploration_floor,
+        lease_ttl: p.lease_ttl,
+        probe_ttl: p.probe_ttl,
+        decay: p.decay,
+        max_resources: p.max_resources,
+        max_cells: p.max_cells,
+        rate_limit: p.rate_limit.map(|r| wit::RateLimit { rate: r.rate, burst: r.burst }),
+    }
+}
+
+pub(crate) fn lease_in(l: wit::Lease) -> Result<Lease, Error> {
+    Ok(Lease {
+        id: l.id,
+        resource: id_in(&l.resource)?,
+        context: ctx_in(&l.context)?,
+        permit: l.permit,
+        token: l.token,
+        kind: match l.kind {
+            wit::LeaseKind::Client => LeaseKind::Client,
+            wit::LeaseKind::Trial => LeaseKind::Trial,
+            wit::LeaseKind::Probe => LeaseKind::Probe,
+        },
+        granted_at: l.granted_at,
+        expires_at: l.expires_at,
+        ttl: l.ttl,
+    })
+}
+
+fn block_in(b: Option<wit::Block>) -> Option<Block> {
+    b.map(|b| Block { until: b.until, reason: b.reason })
+}
+
+fn opt_ctx_in(c: Option<String>) -> Result<Option<Context>, Error> {
+    c.as_deref().map(ctx_in).transpose()
+}
+
+pub(crate) fn cell_in(c: wit::CellView) -> Result<CellView, Error> {
+    Ok(CellView {
+        context: opt_ctx_in(c.context)?,
+        state: match c.state {
+            wit::CellState::Healthy => CellState::Healthy,
+            wit::CellState::Cooling => CellState::Cooling,
+            wit::CellState::Recovering => CellState::Recovering,
+            wit::CellState::Blocklisted => CellState::Blocklisted,
+        },
+        score: c.score,
+        effective_score: c.effective_score,
+        consecutive_failures: c.consecutive_failures,
+        consecutive_successes: c.consecutive_successes,
+        cooling_until: c.cooling_until,
+        cause: c.cause.map(kind_in),
+        half_open: c.half_open,
+        due_for_probe: c.due_for_probe,
+        success_rate: c.success_rate,
+        latency_ms: c.latency_ms,
+        observations: c.observations,
+        block: block_in(c.block),
+    })
+}
+
+pub(crate) fn resource_view_in(r: wit::ResourceView) -> Result<ResourceView, Error> {
+    Ok(ResourceView {
+        resource: id_in(&r.resource)?,
+        permits: r.permits,
+        leased: r.leased,
+        score: r.score,
+        contexts: r.contexts,
+        block: block_in(r.block),
+    })
+}
+
+pub(crate) fn stats_in(s: wit::Stats) -> Stats {
+    Stats {
+        resources: s.resources,
+        cells: s.cells,
+        contexts: s.contexts,
+        live_leases: s.live_leases,
+        available: s.available,
+        due_for_probe: s.due_for_probe,
+        now: s.now,
+    }
+}
+
+pub(crate) fn probe_in(p: wit::ProbeTarget) -> Result<(ResourceId, Context), Error> {
+    Ok((id_in(&p.resource)?, ctx_in(&p.context)?))
+}
+
+pub(crate) fn event_in(e: wit::Event) -> Result<Event, Error> {
+    let kind = match e.kind {
+        wit::EventKind::Registered(r) => EventKind::Registered { resource: id_in(&r.resource)?, permits: r.permits },
+        wit::EventKind::Unregistered(r) => EventKind::Unregistered { resource: id_in(&r)? },
+        wit::EventKind::Cooled(c) => EventKind::Cooled {
+            resource: id_in(&c.resource)?,
+            context: ctx_in(&c.context)?,
+            until: c.until,
+            cause: kind_in(c.cause),
+        },
+        wit::EventKind::Recovered(r) => {
+            EventKind::Recovered { resource: id_in(&r.resource)?, context: ctx_in(&r.context)? }
+        }
+        wit::EventKind::Blocklisted(b) => EventKind::Blocklisted {
+            resource: id_in(&b.resource)?,
+            context: opt_ctx_in(b.context)?,
+            until: b.until,
+            reason: b.reason,
+        },
+        wit::EventKind::Unblocked(u) => {
+            EventKind::Unblocked { resource: id_in(&u.resource)?, context: opt_ctx_in(u.context)? }
+        }
+        wit::EventKind::Leased(l) => EventKind::Leased { lease: lease_in(l)? },
+        wit::EventKind::Renewed(l) => EventKind::Renewed { lease: lease_in(l)? },
+        wit::EventKind::Released(l) => EventKind::Released { lease: lease_in(l)? },
+        wit::EventKind::LeaseExpired(l) => EventKind::LeaseExpired { lease: lease_in(l)? },
+        wit::EventKind::Revoked(l) => EventKind::Revoked { lease: lease_in(l)? },
+        wit::EventKind::Rejected(r) => EventKind::Rejected {
+            context: ctx_in(&r.context)?,
+            reason: match r.reason {
+                wit::RejectReason::NoCandidates => RejectReason::NoCandidates,
+                wit::RejectReason::RateLimited => RejectReason::RateLimited,
+            },
+        },
+    };
+    Ok(Event { at: e.at, kind })
+}
+
+pub(crate) fn store_err_out(e: StoreError) -> wit::StorageError {
+    match e {
+        StoreError::Conflict { expected, found } => {
+            wit::StorageError::Conflict(wit::VersionConflict { expected, found })
+        }
+        StoreError::StaleEpoch { mine, stored } => wit::StorageError::StaleEpoch(wit::EpochConflict { mine, stored }),
+        StoreError::Unavailable(m) => wit::StorageError::Unavailable(m),
+    }
+}
+
+fn store_err_in(e: wit::StorageError) -> StoreError {
+    match e {
+        wit::StorageError::Conflict(c) => StoreError::Conflict { expected: c.expected, found: c.found },
+        wit::StorageError::StaleEpoch(c) => StoreError::StaleEpoch { mine: c.mine, stored: c.stored },
+        wit::StorageError::Unavailable(m) => StoreError::Unavailable(m),
+    }
+}
+
+pub(crate) fn err_in(e: wit::Error) -> Error {
+    match e {
+        wit::Error::InvalidInput(i) => Error::InvalidInput { field: i.field, rule: i.rule },
+        wit::Error::UnknownResource => Error::UnknownResource,
+        wit::Error::UnknownLease => Error::UnknownLease,
+        wit::Error::StaleLease(current) => Error::StaleLease { current },
+        wit::Error::LeaseExpired => Error::LeaseExpired,
+        wit::Error::Blocked => Error::Blocked,
+        wit::Error::NoResourceAvailable(retry_after) => Error::NoResourceAvailable { retry_after },
+        wit::Error::Leased(live) => Error::Leased { live },
+        wit::Error::BudgetExhausted(b) => Error::BudgetExhausted { budget: b.name, limit: b.limit },
+        wit::Error::RateLimited(retry_after) => Error::RateLimited { retry_after },
+        wit::Error::Snapshot(s) => Error::Snapshot(match s {
+            wit::SnapshotError::Truncated => SnapshotError::Truncated,
+            wit::SnapshotError::Foreign => SnapshotError::Foreign,
+            wit::SnapshotError::UnsupportedVersion(v) => {
+                SnapshotError::UnsupportedVersion { found: v.found, supported: v.supported }
+            }
+            wit::SnapshotError::Checksum => SnapshotError::Checksum,
+            wit::SnapshotError::Malformed => SnapshotError::Malformed,
+            wit::SnapshotError::Invalid(i) => SnapshotError::Invalid { field: i.field, rule: i.rule },
+        }),
+        wit::Error::Storage(s) => Error::Store(store_err_in(s)),
+    }
+}

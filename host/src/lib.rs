@@ -1,0 +1,91 @@
+//! repute-host: the repute pool behind its WebAssembly component boundary.
+//!
+//! The core runs as a wasm component in wasmtime; the host supplies its
+//! capabilities (clock, fencing, storage, events) through [`Providers`] and
+//! exposes a synchronous Rust API:
+//!
+//! - [`Pool`]: one tenant on its own shard.
+//! - [`PoolSet`]: many tenants spread over shards; calls for tenants on
+//!   different shards run in parallel.
+//!
+//! Both implement [`PoolOps`], one method per core operation, each one
+//! component call. [`AsyncPool`] and [`AsyncPoolSet`] run the same calls on
+//! tokio's blocking pool, for providers that do IO. Errors are [`Error`], which mirrors the core's errors
+//! case for case; a trap in the component is contained (the shard is rebuilt
+//! from its last good state) and reported as [`Error::Trap`].
+
+mod bindings {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "repute",
+    });
+}
+
+mod asynchronous;
+mod convert;
+mod error;
+pub mod native;
+mod pool;
+pub mod providers;
+mod runtime;
+mod shard;
+
+use std::time::Duration;
+
+pub use asynchronous::{AsyncPool, AsyncPoolSet};
+pub use error::{Error, Result, SnapshotError, StoreError};
+pub use pool::{Pool, PoolOps, PoolSet, TenantPool};
+pub use providers::{Clock, ManualClock, Providers, SystemClock};
+pub use repute_core::{
+    Block, CellState, CellView, Context, Event, EventKind, FailureKind, Lease, LeaseKind, Outcome, Policy, RateLimit,
+    RejectReason, ResourceId, ResourceView, Stats, Strategy, SECOND,
+};
+#[doc(hidden)]
+pub use runtime::{measure_cold_start, Variant};
+
+/// How one tenant's pool is made. The default is a fresh, non-durable pool
+/// with the default policy and seed 0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TenantConfig {
+    /// Used for a fresh pool; a pool opened from a checkpoint keeps the
+    /// checkpoint's policy.
+    pub policy: Policy,
+    /// Seeds selection randomness of a fresh pool.
+    pub seed: u64,
+    /// Open from storage (newest checkpoint, then the report log) and log
+    /// every report durably before acknowledging it.
+    pub durable: bool,
+}
+
+/// Bounds on every shard, so that a core bug cannot hang or bloat the process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Linear memory one shard's instance may grow to.
+    pub memory_bytes: usize,
+    /// Longest one component call may run before it is interrupted (a trap).
+    pub call_timeout: Duration,
+    /// Events kept per tenant until drained; older ones are dropped and counted.
+    pub max_pending_events: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { memory_bytes: 1 << 30, call_timeout: Duration::from_secs(10), max_pending_events: 100_000 }
+    }
+}
+
+/// Builds an outcome from the names every front end uses: no failure kind
+/// for a success, else one of `connection_reset`, `tls_handshake`,
+/// `timeout`, `blocked`, `slow`. The latency is checked by the core.
+pub fn parse_outcome(failure: Option<&str>, latency_ms: f64) -> Result<Outcome> {
+    Ok(match failure {
+        None => Outcome::Success { latency_ms },
+        Some(name) => Outcome::Failure { kind: FailureKind::parse(name)?, latency_ms },
+    })
+}
+
+/// FNV-1a: a hash that is the same in every build, for names that must
+/// agree across processes (shard choice, lock files).
+pub(crate) fn fnv1a(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
+}

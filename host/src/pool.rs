@@ -1,0 +1,318 @@
+//! The public pool API: [`PoolOps`], and the two ways to hold pools
+//! ([`Pool`] for one tenant, [`PoolSet`] for many).
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard, RwLock};
+
+use repute_core::{CellView, Context, Event, Lease, Outcome, ResourceId, ResourceView, Stats};
+
+use crate::error::{Error, Result};
+use crate::providers::Providers;
+use crate::runtime::Variant;
+use crate::shard::Shard;
+use crate::{Limits, TenantConfig};
+
+/// Every pool operation. Each call reads the tenant's clock once, first fires
+/// the timers due by then, and is one call into the component. Resources are
+/// named by `kind` and `value` (each 1..=256 bytes, no control characters);
+/// contexts by a name of the same rules other than `"*"`.
+pub trait PoolOps {
+    /// Registers a resource with `permits` (1..=1024) concurrent leases; again
+    /// to change its permits. True if anything changed. Lowering permits is
+    /// refused with `Leased` while a removed permit is leased.
+    fn register(&mut self, kind: &str, value: &str, permits: u32) -> Result<bool>;
+    /// Removes a resource and its cells; refused with `Leased` while leased
+    /// unless `force`, which revokes the leases. Fence counters are kept.
+    fn unregister(&mut self, kind: &str, value: &str, force: bool) -> Result<()>;
+    /// The best lease for `context`, fenced by the tenant's authority.
+    fn acquire(&mut self, context: &str) -> Result<Lease>;
+    /// A probe lease on a cell that `due_for_probe` lists.
+    fn acquire_for_probe(&mut self, kind: &str, value: &str, context: &str) -> Result<Lease>;
+    /// Extends a live lease by its TTL from now.
+    fn renew(&mut self, id: u64, token: u64) -> Result<Lease>;
+    /// Ends a live lease and frees its permit.
+    fn release(&mut self, id: u64, token: u64) -> Result<()>;
+    /// The live lease with this id, if any.
+    fn lease(&mut self, id: u64) -> Result<Option<Lease>>;
+    /// Folds one outcome into the resource's reputation in `context`.
+    fn report(&mut self, kind: &str, value: &str, context: &str, outcome: &Outcome) -> Result<()>;
+    /// Blocks a resource everywhere (`context` none) or in one context, for
+    /// `duration` ns or until unblocked.
+    fn block(
+        &mut self,
+        kind: &str,
+        value: &str,
+        context: Option<&str>,
+        duration: Option<u64>,
+        reason: Option<&str>,
+    ) -> Result<()>;
+    /// Lifts a block; true if one was in place.
+    fn unblock(&mut self, kind: &str, value: &str, context: Option<&str>) -> Result<bool>;
+    /// Cells waiting for a probe, sorted by resource then context.
+    fn due_for_probe(&mut self) -> Result<Vec<(ResourceId, Context)>>;
+    /// The global cell first, then one per context sorted by context.
+    fn cells(&mut self, kind: &str, value: &str) -> Result<Vec<CellView>>;
+    /// Every registered resource, sorted by id.
+    fn resources(&mut self) -> Result<Vec<ResourceView>>;
+    /// The live leases, sorted by id.
+    fn leases(&mut self) -> Result<Vec<Lease>>;
+    /// Pool-wide counters.
+    fn stats(&mut self) -> Result<Stats>;
+    /// The versioned binary snapshot; `with_leases` includes live leases.
+    fn snapshot(&mut self, with_leases: bool) -> Result<Vec<u8>>;
+    /// The same state as JSON.
+    fn snapshot_json(&mut self, with_leases: bool) -> Result<String>;
+    /// Replaces the state with a snapshot; a refused one changes nothing.
+    fn restore(&mut self, bytes: &[u8]) -> Result<()>;
+    /// `restore` from JSON.
+    fn restore_json(&mut self, json: &str) -> Result<()>;
+    /// Saves a checkpoint to the tenant's storage, conditional on the version
+    /// last loaded or saved; returns the new version.
+    fn checkpoint(&mut self, with_leases: bool) -> Result<u64>;
+    /// Events since the last drain, oldest first.
+    fn drain_events(&mut self) -> Result<Vec<Event>>;
+}
+
+/// Implements `PoolOps` for a type that reaches a shard and a tenant slot.
+macro_rules! shard_ops {
+    ($ty:ty, $this:ident => $parts:expr) => {
+        impl PoolOps for $ty {
+            fn register(&mut self, kind: &str, value: &str, permits: u32) -> Result<bool> {
+                let $this = self;
+                let (s, t) = $parts;
+                s.register(t, kind, value, permits)
+            }
+            fn unregister(&mut self, kind: &str, value: &str, force: bool) -> Result<()> {
+                let $this = self;
+                let (s, t) = $parts;
+                s.unregister(t, kind, value, force)
+            }
+            fn acquire(&mut self, context: &str) -> Result<Lease> {
+                let $this = self;
+                let (s, t) = $parts;
+                s.acquire(t, context)
+            }
+            fn acquire_for_probe(&mut self, kind: &str, value: &str, context: &str) -> Result<Lease> {
+                let $this = self;
+                let (s, t) = $parts;
+                s.acquire_for_probe(t, kind, value, context)
+            }
+            fn renew(&mut self, id: u64, token: u64) -> Result<Lease> {
+                let $this = self;
+                let (s, t) = $parts;
+                s.renew(t, id, token)
+            }
+            fn release(&mut self, id: u64, token: u64) -> Result<()> {
+                let $this = self;
+                let (s, t) = $parts;
+                s.release(t, id, token)
+            }
+            fn lease(&mut self, id: u64) -> Result<Option<Lease>> {
+                let $this = self;
+                let (s, t) = $parts;
+                s.lease(t, id)
+            }
+            fn report(&mut self, kind: &str, value: &str, context: &str, outcome: &Outcome) -> Result<()> {
+                let $this = self;
+                let (s, t) = $parts;
+                s.report(t, kind, value, context, outcome)
+            }
+            fn block(
+                &mut self,
+                kind: &str,
+                value: &str,
+                context: Option<&str>,
+                duration: Option<u64>,
+                reason: Option<&str>,
+            ) -> Result<()> {
+                let $this = self;
+                let (s, t) = $parts;
+                s.block(t, kind, value, context, duration, reason)
+            }
+            fn unblock(&mut self, kind: &str, value: &str, context: Option<&str>) -> Result<bool> {
+                let $this = self;
+                let (s, t) = $parts;
+                s.unblock(t, kind, value, context)
+            }
+            fn due_for_probe(&mut self) -> Result<Vec<(ResourceId, Context)>> {
+                let $this = self;
+                let (s, t) = $parts;
+                s.due_for_probe(t)
+            }
+            fn cells(&mut self, kind: &str, value: &str) -> Result<Vec<CellView>> {
+                let $this = self;
+                let (s, t) = $parts;
+                s.cells(t, kind, value)
+            }
+            fn resources(&mut self) -> Result<Vec<ResourceView>> {
+                let $this = self;
+                let (s, t) = $parts;
+                s.resources(t)
+            }
+            fn leases(&mut self) -> Result<Vec<Lease>> {
+                let $this = self;
+                let (s, t) = $parts;
+                s.leases(t)
+            }
+            fn stats(&mut self) -> Result<Stats> {
+                let $this = self;
+                let (s, t) = $parts;
+                s.stats(t)
+            }
+            fn snapshot(&mut self, with_leases: bool) -> Result<Vec<u8>> {
+                let $this = self;
+                let (s, t) = $parts;
+                s.snapshot(t, with_leases)
+            }
+            fn snapshot_json(&mut self, with_leases: bool) -> Result<String> {
+                let $this = self;
+                let (s, t) = $parts;
+                s.snapshot_json(t, with_leases)
+            }
+            fn restore(&mut self, bytes: &[u8]) -> Result<()> {
+                let $this = self;
+                let (s, t) = $parts;
+                s.restore(t, bytes)
+            }
+            fn restore_json(&mut self, json: &str) -> Result<()> {
+                let $this = self;
+                let (s, t) = $parts;
+                s.restore_json(t, json)
+            }
+            fn checkpoint(&mut self, with_leases: bool) -> Result<u64> {
+                let $this = self;
+                let (s, t) = $parts;
+                s.checkpoint(t, with_leases)
+            }
+            fn drain_events(&mut self) -> Result<Vec<Event>> {
+                let $this = self;
+                let (s, t) = $parts;
+                s.drain_events(t)
+            }
+        }
+    };
+}
+
+/// One tenant's pool on a shard of its own.
+#[derive(Debug)]
+pub struct Pool {
+    shard: Shard,
+    tenant: usize,
+}
+
+impl Pool {
+    /// Opens a tenant with default limits.
+    pub fn open(config: TenantConfig, providers: Providers) -> Result<Pool> {
+        Pool::open_with(config, providers, Limits::default())
+    }
+
+    /// Opens a tenant with the given limits.
+    pub fn open_with(config: TenantConfig, providers: Providers, limits: Limits) -> Result<Pool> {
+        Pool::open_variant(config, providers, limits, Variant::Release)
+    }
+
+    /// Opens a tenant on a chosen build of the component (tests only).
+    #[doc(hidden)]
+    pub fn open_variant(config: TenantConfig, providers: Providers, limits: Limits, variant: Variant) -> Result<Pool> {
+        let mut shard = Shard::new(variant, limits)?;
+        let tenant = shard.add(config, providers)?;
+        Ok(Pool { shard, tenant })
+    }
+
+    /// Events dropped because they were not drained in time (see `Limits`).
+    pub fn dropped_events(&mut self) -> Result<u64> {
+        self.shard.dropped_events(self.tenant)
+    }
+
+    /// Closes the pool and hands back its providers, releasing any ownership
+    /// they hold once they are dropped.
+    pub fn close(mut self) -> Option<Providers> {
+        self.shard.remove(self.tenant)
+    }
+}
+
+shard_ops!(Pool, this => (&mut this.shard, this.tenant));
+
+/// One tenant of a [`PoolSet`], borrowed for the length of [`PoolSet::with`].
+#[derive(Debug)]
+pub struct TenantPool<'a> {
+    shard: MutexGuard<'a, Shard>,
+    tenant: usize,
+}
+
+shard_ops!(TenantPool<'_>, this => (&mut *this.shard, this.tenant));
+
+/// Many tenants over a fixed number of shards, each a store and an instance
+/// of the component behind a mutex. A tenant lives on the shard its name
+/// hashes to; calls for tenants on different shards run in parallel.
+#[derive(Debug)]
+pub struct PoolSet {
+    shards: Vec<Mutex<Shard>>,
+    tenants: RwLock<HashMap<String, (usize, usize)>>,
+}
+
+impl PoolSet {
+    /// `shards` instances (at least one), each bounded by `limits`.
+    pub fn new(shards: usize, limits: Limits) -> Result<PoolSet> {
+        Self::with_variant(shards, limits, Variant::Release)
+    }
+
+    #[doc(hidden)]
+    pub fn with_variant(shards: usize, limits: Limits, variant: Variant) -> Result<PoolSet> {
+        let shards =
+            (0..shards.max(1)).map(|_| Shard::new(variant, limits.clone()).map(Mutex::new)).collect::<Result<_>>()?;
+        Ok(PoolSet { shards, tenants: RwLock::new(HashMap::new()) })
+    }
+
+    fn shard(&self, i: usize) -> MutexGuard<'_, Shard> {
+        // A panic while a shard was locked happened outside the component
+        // (which cannot panic into us); the shard itself is consistent.
+        self.shards[i].lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Opens `tenant` on its shard. Refused if it is already open here.
+    pub fn open_tenant(&self, tenant: &str, config: TenantConfig, providers: Providers) -> Result<()> {
+        let mut tenants = self.tenants.write().unwrap_or_else(|p| p.into_inner());
+        if tenants.contains_key(tenant) {
+            return Err(Error::NotOwner { owner: format!("tenant {tenant:?} is already open in this pool set") });
+        }
+        let shard = (crate::fnv1a(tenant) % self.shards.len() as u64) as usize;
+        let slot = self.shard(shard).add(config, providers)?;
+        tenants.insert(tenant.to_owned(), (shard, slot));
+        Ok(())
+    }
+
+    /// Closes `tenant`, handing back its providers.
+    pub fn close_tenant(&self, tenant: &str) -> Result<Providers> {
+        let (shard, slot) = self
+            .tenants
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(tenant)
+            .ok_or_else(|| unknown_tenant(tenant))?;
+        self.shard(shard).remove(slot).ok_or_else(|| unknown_tenant(tenant))
+    }
+
+    /// The open tenants, sorted.
+    pub fn tenants(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.tenants.read().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect();
+        names.sort();
+        names
+    }
+
+    /// Runs `f` on `tenant`'s pool, holding its shard for the duration.
+    pub fn with<R>(&self, tenant: &str, f: impl FnOnce(&mut TenantPool<'_>) -> R) -> Result<R> {
+        let (shard, slot) = *self
+            .tenants
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(tenant)
+            .ok_or_else(|| unknown_tenant(tenant))?;
+        let mut pool = TenantPool { shard: self.shard(shard), tenant: slot };
+        Ok(f(&mut pool))
+    }
+}
+
+fn unknown_tenant(tenant: &str) -> Error {
+    Error::InvalidInput { field: format!("tenant {tenant:?}"), rule: "is not open in this pool set".into() }
+}

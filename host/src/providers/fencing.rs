@@ -1,0 +1,111 @@
+//! The lease authority behind the `fencing` import.
+
+use std::collections::HashMap;
+
+use crate::error::StoreError;
+
+/// One resource permit, as the core names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Permit<'a> {
+    pub kind: &'a str,
+    pub value: &'a str,
+    pub index: u32,
+}
+
+/// Decides whether a permit may be held, and mints fencing tokens.
+///
+/// `now` is the tenant's clock reading. An authority that lives in a shared
+/// store judges expiry by the store's own clock instead (I6). An error is
+/// treated as a refusal by the pool (refusing is always safe) and is then
+/// reported to the caller as `Error::Store`.
+pub trait Fencing: Send {
+    /// Grants `permit` for `ttl` ns, returning a token greater than `last` and
+    /// than every token ever issued for it; `None` if it is held elsewhere.
+    fn grant(&mut self, permit: Permit<'_>, ttl: u64, last: u64, now: u64) -> Result<Option<u64>, StoreError>;
+
+    /// Extends the lease holding `token` by `ttl` ns from `now`; false once
+    /// `token` is no longer the newest token of the permit.
+    fn extend(&mut self, permit: Permit<'_>, token: u64, ttl: u64, now: u64) -> Result<bool, StoreError>;
+
+    /// Ends the lease holding `token`, if it still holds the permit.
+    fn revoke(&mut self, permit: Permit<'_>, token: u64) -> Result<(), StoreError>;
+}
+
+/// The state of one permit at the authority.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct PermitState {
+    /// The newest token issued.
+    pub last: u64,
+    /// Expiry (on the tenant's clock) of the lease holding `last`, if held.
+    pub held_until: Option<u64>,
+}
+
+/// An in-process authority: permits and their newest tokens in a table.
+/// Nothing survives the process; use `SqliteFencing` for durable tokens.
+#[derive(Debug, Default)]
+pub struct MemoryFencing {
+    /// kind → value → permit index → state; nested so lookups borrow `&str`.
+    permits: HashMap<String, HashMap<String, Vec<PermitState>>>,
+}
+
+impl MemoryFencing {
+    pub(crate) fn state(&mut self, permit: Permit<'_>) -> &mut PermitState {
+        if !self.permits.contains_key(permit.kind) {
+            self.permits.insert(permit.kind.to_owned(), HashMap::new());
+        }
+        let values = self.permits.get_mut(permit.kind).expect("inserted above");
+        if !values.contains_key(permit.value) {
+            values.insert(permit.value.to_owned(), Vec::new());
+        }
+        let states = values.get_mut(permit.value).expect("inserted above");
+        let index = permit.index as usize;
+        if states.len() <= index {
+            states.resize(index + 1, PermitState::default());
+        }
+        &mut states[index]
+    }
+
+    /// The grant decision shared with the SQLite authority: refused while
+    /// an unexpired lease holds the permit, else the next token.
+    pub(crate) fn decide(state: &mut PermitState, ttl: u64, last: u64, now: u64) -> Option<u64> {
+        if state.held_until.is_some_and(|until| now < until) {
+            return None;
+        }
+        let token = state.last.max(last) + 1;
+        state.last = token;
+        state.held_until = Some(now.saturating_add(ttl));
+        Some(token)
+    }
+
+    /// A lease may be extended while its token is still the newest one of the
+    /// permit: nobody else can have been granted it since. This also accepts
+    /// a lease restored from a snapshot, which the authority never saw granted.
+    pub(crate) fn prolong(state: &mut PermitState, token: u64, ttl: u64, now: u64) -> bool {
+        if token != state.last || token == 0 {
+            return false;
+        }
+        state.held_until = Some(now.saturating_add(ttl));
+        true
+    }
+
+    pub(crate) fn end(state: &mut PermitState, token: u64) {
+        if state.last == token {
+            state.held_until = None;
+        }
+    }
+}
+
+impl Fencing for MemoryFencing {
+    fn grant(&mut self, permit: Permit<'_>, ttl: u64, last: u64, now: u64) -> Result<Option<u64>, StoreError> {
+        Ok(MemoryFencing::decide(self.state(permit), ttl, last, now))
+    }
+
+    fn extend(&mut self, permit: Permit<'_>, token: u64, ttl: u64, now: u64) -> Result<bool, StoreError> {
+        Ok(MemoryFencing::prolong(self.state(permit), token, ttl, now))
+    }
+
+    fn revoke(&mut self, permit: Permit<'_>, token: u64) -> Result<(), StoreError> {
+        MemoryFencing::end(self.state(permit), token);
+        Ok(())
+    }
+}

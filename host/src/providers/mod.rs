@@ -1,0 +1,51 @@
+//! The capabilities a host gives the core: a clock, a lease authority
+//! (fencing) and durable storage. Each is a trait so that shared backends
+//! (PostgreSQL, Redis, etcd) plug in beside the in-memory and SQLite ones
+//! without touching the WIT or the core.
+
+mod clock;
+mod fencing;
+mod sqlite;
+mod storage;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use fencing::{Fencing, MemoryFencing, Permit};
+pub use sqlite::{SqliteFencing, SqliteStorage};
+pub use storage::{Checkpoint, MemoryStorage, ReportEntry, Storage};
+
+use std::sync::Arc;
+
+/// Everything one tenant's pool talks to.
+pub struct Providers {
+    pub clock: Arc<dyn Clock>,
+    pub fencing: Box<dyn Fencing>,
+    pub storage: Box<dyn Storage>,
+}
+
+impl Providers {
+    /// The system monotonic clock with in-memory fencing and storage: a
+    /// single process with nothing durable.
+    pub fn memory() -> Self {
+        Providers::memory_with_clock(Arc::new(SystemClock::new()))
+    }
+
+    /// In-memory fencing and storage on the given clock (e.g. a `ManualClock`).
+    pub fn memory_with_clock(clock: Arc<dyn Clock>) -> Self {
+        Providers { clock, fencing: Box::new(MemoryFencing::default()), storage: Box::new(MemoryStorage::default()) }
+    }
+
+    /// SQLite at `path` for `tenant`: durable checkpoints, report log and
+    /// fence counters. Refused with `NotOwner` while another pool (in this
+    /// or another process) has the same tenant of the same file open.
+    pub fn sqlite(path: impl AsRef<std::path::Path>, tenant: &str, clock: Arc<dyn Clock>) -> crate::Result<Self> {
+        let storage = SqliteStorage::open(path, tenant)?;
+        let fencing = storage.fencing();
+        Ok(Providers { clock, fencing: Box::new(fencing), storage: Box::new(storage) })
+    }
+}
+
+impl std::fmt::Debug for Providers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Providers").finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,149 @@
+//! The process-wide wasmtime state: one `Engine`, the component loaded once
+//! from its precompiled form, and the epoch ticker that bounds call time.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::Engine;
+
+use crate::bindings::{Repute, ReputePre};
+use crate::error::Error;
+use crate::shard::ShardState;
+
+include!("engine_config.rs");
+
+/// How often the engine's epoch advances; the unit of `Limits::call_timeout`.
+pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// Which build of the component to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[doc(hidden)]
+pub enum Variant {
+    /// The product.
+    Release,
+    /// Built with the core's `trap-test` feature: registering a resource of
+    /// kind `"__trap__"` traps. Only for tests of trap containment.
+    TrapTest,
+}
+
+/// A loaded component and the linker that satisfies its imports.
+pub(crate) struct Runtime {
+    pub engine: Engine,
+    /// The component with its imports resolved: instantiating a shard is
+    /// then only allocating its memory and running its start.
+    pub pre: ReputePre<ShardState>,
+    /// Whether the build-time precompiled form was used (else it was compiled here).
+    pub precompiled: bool,
+}
+
+fn engine() -> Result<&'static Engine, Error> {
+    static ENGINE: OnceLock<Result<Engine, String>> = OnceLock::new();
+    ENGINE
+        .get_or_init(|| {
+            let engine = Engine::new(&engine_config()).map_err(|e| format!("{e:#}"))?;
+            let ticker = engine.clone();
+            std::thread::Builder::new()
+                .name("repute-epoch".into())
+                .spawn(move || loop {
+                    std::thread::sleep(EPOCH_TICK);
+                    ticker.increment_epoch();
+                })
+                .map_err(|e| format!("epoch ticker: {e}"))?;
+            Ok(engine)
+        })
+        .as_ref()
+        .map_err(|message| Error::Runtime { message: format!("wasmtime engine: {message}") })
+}
+
+fn load(engine: Engine, variant: Variant) -> Result<Arc<Runtime>, String> {
+    let (precompiled, wasm): (&[u8], &[u8]) = match variant {
+        Variant::Release => (
+            include_bytes!(concat!(env!("OUT_DIR"), "/repute.cwasm")),
+            include_bytes!(concat!(env!("OUT_DIR"), "/repute.wasm")),
+        ),
+        Variant::TrapTest => (
+            include_bytes!(concat!(env!("OUT_DIR"), "/repute-trap-test.cwasm")),
+            include_bytes!(concat!(env!("OUT_DIR"), "/repute-trap-test.wasm")),
+        ),
+    };
+    // SAFETY: the precompiled bytes were produced by `build.rs` with this
+    // wasmtime and this engine configuration, and are embedded read-only.
+    // wasmtime still checks version and settings and refuses a mismatch, in
+    // which case the component is compiled from its wasm instead.
+    let loaded =
+        (!precompiled.is_empty()).then(|| unsafe { Component::deserialize(&engine, precompiled) }).and_then(Result::ok);
+    let precompiled = loaded.is_some();
+    let component = match loaded {
+        Some(component) => component,
+        None => Component::new(&engine, wasm).map_err(|e| format!("compiling the component: {e:#}"))?,
+    };
+    let mut linker = Linker::new(&engine);
+    let pre = Repute::add_to_linker::<ShardState, HasSelf<ShardState>>(&mut linker, |state| state)
+        .and_then(|()| ReputePre::new(linker.instantiate_pre(&component)?))
+        .map_err(|e| format!("linking the component: {e:#}"))?;
+    Ok(Arc::new(Runtime { engine, pre, precompiled }))
+}
+
+/// The runtime for `variant`, loaded on first use and shared by every shard.
+pub(crate) fn runtime(variant: Variant) -> Result<Arc<Runtime>, Error> {
+    static RELEASE: OnceLock<Result<Arc<Runtime>, String>> = OnceLock::new();
+    static TRAP_TEST: OnceLock<Result<Arc<Runtime>, String>> = OnceLock::new();
+    let cell = match variant {
+        Variant::Release => &RELEASE,
+        Variant::TrapTest => &TRAP_TEST,
+    };
+    let engine = engine()?.clone();
+    cell.get_or_init(|| load(engine, variant)).clone().map_err(|message| Error::Runtime { message })
+}
+
+/// Measures a cold start as a new process would pay it, minus exec: a new
+/// engine, the precompiled component deserialized and linked, a shard
+/// instantiated, a tenant opened, one resource registered, the first lease
+/// acquired. For the benchmark: the time, and whether the precompiled form
+/// was used (false means the component had to be compiled at start).
+#[doc(hidden)]
+pub fn measure_cold_start() -> Result<(Duration, bool), Error> {
+    let started = std::time::Instant::now();
+    // No epoch ticker for this private engine: its epoch never advances, so
+    // the call deadline never fires; the measured path is otherwise the real one.
+    let engine = Engine::new(&engine_config()).map_err(|e| Error::Runtime { message: format!("{e:#}") })?;
+    let runtime = load(engine, Variant::Release).map_err(|message| Error::Runtime { message })?;
+    let precompiled = runtime.precompiled;
+    let mut shard = crate::shard::Shard::with_runtime(runtime, crate::Limits::default())?;
+    let tenant = shard.add(crate::TenantConfig::default(), crate::Providers::memory())?;
+    shard.register(tenant, "proxy", "a", 1)?;
+    shard.acquire(tenant, "example.com")?;
+    Ok((started.elapsed(), precompiled))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_component_imports_only_the_repute_capabilities() {
+        let rt = runtime(Variant::Release).unwrap();
+        let component = rt.pre.instance_pre().component();
+        let ty = component.component_type();
+        let mut imports: Vec<&str> = ty.imports(&rt.engine).map(|(name, _)| name).collect();
+        imports.sort();
+        assert_eq!(
+            imports,
+            [
+                "repute:pool/clock@0.1.0",
+                "repute:pool/events@0.1.0",
+                "repute:pool/fencing@0.1.0",
+                "repute:pool/storage@0.1.0",
+                "repute:pool/types@0.1.0",
+            ],
+            "no WASI: the host links nothing but the repute capabilities"
+        );
+    }
+
+    #[test]
+    fn the_build_time_precompiled_component_is_used() {
+        assert!(runtime(Variant::Release).unwrap().precompiled);
+        assert!(runtime(Variant::TrapTest).unwrap().precompiled);
+    }
+}
