@@ -55,7 +55,7 @@ def test_waiting_does_not_block_the_event_loop() -> None:
         tick.cancel()
         await releaser
         assert lease.token == 2
-        assert ticks >= 20  # the loop kept running while we waited
+        assert ticks >= 10  # the loop kept running while we waited
         await lease.release()
 
     asyncio.run(main())

@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use repute_host::native::NativePool;
-use repute_host::{measure_cold_start, FailureKind, Outcome, Pool, PoolOps, Providers, SystemClock, TenantConfig};
+use repute_host::{
+    measure_cold_start, FailureKind, Outcome, Policy, Pool, PoolOps, Providers, Strategy, SystemClock, TenantConfig,
+};
 
 const CONTEXTS: [&str; 10] = ["ctx-0", "ctx-1", "ctx-2", "ctx-3", "ctx-4", "ctx-5", "ctx-6", "ctx-7", "ctx-8", "ctx-9"];
 /// Events are drained this often, as a host serving them would.
@@ -33,19 +35,23 @@ fn fill(p: &mut dyn PoolOps, n: usize) {
     p.drain_events().unwrap();
 }
 
-fn pools(n: usize) -> Vec<(&'static str, Box<dyn PoolOps>)> {
-    let mut component: Box<dyn PoolOps> = Box::new(Pool::open(TenantConfig::default(), providers()).unwrap());
-    let mut native: Box<dyn PoolOps> = Box::new(NativePool::open(TenantConfig::default(), providers()).unwrap());
+fn pools(n: usize, strategy: Strategy) -> Vec<(&'static str, Box<dyn PoolOps>)> {
+    let config = TenantConfig { policy: Policy { strategy, ..Policy::default() }, ..TenantConfig::default() };
+    let mut component: Box<dyn PoolOps> = Box::new(Pool::open(config.clone(), providers()).unwrap());
+    let mut native: Box<dyn PoolOps> = Box::new(NativePool::open(config, providers()).unwrap());
     fill(component.as_mut(), n);
     fill(native.as_mut(), n);
     vec![("component", component), ("native", native)]
 }
 
 fn operations(c: &mut Criterion) {
-    for n in [1_000usize, 100_000] {
-        let label = if n >= 1000 && n % 1000 == 0 { format!("{}k", n / 1000) } else { n.to_string() };
+    // Thompson (the default) spends most of an acquire drawing from Beta
+    // posteriors; classic selection is cheap, so it shows the boundary's share.
+    for (n, strategy) in [(1_000usize, Strategy::Thompson), (100_000, Strategy::Thompson), (100_000, Strategy::Classic)]
+    {
+        let label = format!("{}k-{}", n / 1000, strategy.as_str());
         let values: Vec<String> = (0..n).map(|i| format!("r{i}")).collect();
-        for (name, mut pool) in pools(n) {
+        for (name, mut pool) in pools(n, strategy) {
             let mut group = c.benchmark_group(format!("acquire+release/{name}"));
             let mut i = 0u64;
             group.bench_function(BenchmarkId::from_parameter(&label), |b| {
@@ -53,7 +59,7 @@ fn operations(c: &mut Criterion) {
                     i += 1;
                     let lease = pool.acquire(CONTEXTS[(i % 10) as usize]).unwrap();
                     pool.release(lease.id, lease.token).unwrap();
-                    if i % DRAIN_EVERY == 0 {
+                    if i.is_multiple_of(DRAIN_EVERY) {
                         black_box(pool.drain_events().unwrap());
                     }
                 })
@@ -65,14 +71,14 @@ fn operations(c: &mut Criterion) {
             group.bench_function(BenchmarkId::from_parameter(&label), |b| {
                 b.iter(|| {
                     i += 1;
-                    let outcome = if i % 7 == 0 {
+                    let outcome = if i.is_multiple_of(7) {
                         Outcome::Failure { kind: FailureKind::Slow, latency_ms: 900.0 }
                     } else {
                         Outcome::Success { latency_ms: 30.0 }
                     };
                     let value = &values[(i.wrapping_mul(2_654_435_761) % n as u64) as usize];
                     pool.report("proxy", value, CONTEXTS[(i % 10) as usize], &outcome).unwrap();
-                    if i % DRAIN_EVERY == 0 {
+                    if i.is_multiple_of(DRAIN_EVERY) {
                         black_box(pool.drain_events().unwrap());
                     }
                 })

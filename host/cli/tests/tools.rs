@@ -32,10 +32,7 @@ fn snapshot_tools_convert_both_ways_and_refuse_garbage() {
 
     let (ok, out, _) = repute(&["snapshot", "inspect", "pool.snap", "--summary"], &dir);
     assert!(ok);
-    assert_eq!(
-        out.trim(),
-        "format 1 · strategy thompson · 3 resources · 1 cells · 1 leases · 0 retired fence sets"
-    );
+    assert_eq!(out.trim(), "format 1 · strategy thompson · 3 resources · 1 cells · 1 leases · 0 retired fence sets");
     let (ok, _, err) = repute(&["snapshot", "export", "pool.snap", "pool.json"], &dir);
     assert!(ok, "{err}");
     let (ok, _, err) = repute(&["snapshot", "import", "pool.json", "back.snap"], &dir);
@@ -51,8 +48,7 @@ fn snapshot_tools_convert_both_ways_and_refuse_garbage() {
 #[test]
 fn bench_runs_a_counted_load_embedded() {
     let dir = tempdir("bench");
-    let (ok, out, err) =
-        repute(&["bench", "--threads", "2", "--count", "2000", "--resources", "50", "--report"], &dir);
+    let (ok, out, err) = repute(&["bench", "--threads", "2", "--count", "2000", "--resources", "50", "--report"], &dir);
     assert!(ok, "{err}");
     assert!(out.starts_with("2000 pairs in "), "{out}");
     assert!(out.contains("errors 0"), "{out}");
