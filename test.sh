@@ -8,6 +8,8 @@ cd "$(dirname "$0")"
 
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --release --locked -- -D warnings
+# The component glue only compiles for wasm; lint it there too.
+cargo clippy -p repute-core --target wasm32-wasip2 --features trap-test --release --locked -- -D warnings
 # The binding crates are extension modules: their symbols come from the
 # Python / Node process, so they are tested through their own suites below.
 cargo test --workspace --release --locked --exclude repute-python --exclude repute-node

@@ -20,16 +20,19 @@ fn main() {
     }
     println!("cargo:rerun-if-changed=src/engine_config.rs");
 
-    let wasm = build_component(&workspace, &["component"]);
-    let trap = build_component(&workspace, &["component", "trap-test"]);
+    let wasm = build_component(&workspace, "release", &["component"]);
+    let trap = build_component(&workspace, "trap-test", &["component", "trap-test"]);
     emit(&out, "repute", &wasm);
     emit(&out, "repute-trap-test", &trap);
 }
 
 /// Runs `cargo rustc` for the wasm target and returns the component's bytes.
-fn build_component(workspace: &Path, features: &[&str]) -> Vec<u8> {
+/// Each variant has its own target directory: both write the same artifact
+/// path, and two builds running at once (a debug and a release one, say)
+/// must not read each other's variant.
+fn build_component(workspace: &Path, variant: &str, features: &[&str]) -> Vec<u8> {
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let target_dir = workspace.join("target").join("component");
+    let target_dir = workspace.join("target").join("component").join(variant);
     let mut cmd = Command::new(cargo);
     // The outer build's settings are for the host target: drop them all
     // (flags, target dir, profile overrides) but keep the jobserver, so the

@@ -136,3 +136,34 @@ fn the_async_face_runs_sqlite_calls_off_the_executor() {
         assert_eq!(missing.unwrap_err().code(), "invalid_input");
     });
 }
+
+/// Run by `a_second_process_is_refused` in a child process: tries to take the
+/// tenant named by the environment and prints the outcome.
+#[test]
+#[ignore = "run as a child process by a_second_process_is_refused"]
+fn child_opener() {
+    let Ok(path) = std::env::var("REPUTE_TEST_CHILD_DB") else { return };
+    match Providers::sqlite(&path, "shop", Arc::new(ManualClock::new(1))) {
+        Ok(_) => println!("child: opened"),
+        Err(e) => println!("child: {}: {e}", e.code()),
+    }
+}
+
+#[test]
+fn a_second_process_is_refused() {
+    let db = TempDb::new("process");
+    let clock = ManualClock::new(1);
+    let child = || {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--ignored", "--exact", "child_opener", "--nocapture"])
+            .env("REPUTE_TEST_CHILD_DB", &db.0)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let pool = open(&db, "shop", &clock).unwrap();
+    let refused = child();
+    assert!(refused.contains("child: not_owner: not owner: process"), "{refused}");
+    drop(pool);
+    assert!(child().contains("child: opened"), "once the owner is gone, a new process may take over");
+}

@@ -100,3 +100,11 @@ fn other_tenants_of_the_shard_survive_a_trap() {
     assert_eq!(set.with("a", |p| names(p)).unwrap(), ["proxy:a"]);
     set.with("b", |p| p.acquire("x.com").map(|l| l.token)).unwrap().unwrap();
 }
+
+#[test]
+fn the_product_build_has_no_trap_triggers() {
+    let mut p = Pool::open(TenantConfig::default(), providers()).unwrap();
+    for kind in ["__trap__", "__spin__", "__bloat__"] {
+        assert_eq!(p.register(kind, "x", 1), Ok(true));
+    }
+}
