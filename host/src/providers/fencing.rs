@@ -78,12 +78,17 @@ impl MemoryFencing {
     }
 
     /// A lease may be extended while its token is still the newest one of the
-    /// permit: nobody else can have been granted it since. This also accepts
-    /// a lease restored from a snapshot, which the authority never saw granted.
+    /// permit: nobody else can have been granted it since. A token newer than
+    /// any this authority issued belongs to a lease restored from a snapshot
+    /// (I5: restored leases keep their holder); it is adopted as the newest
+    /// token unless another unexpired lease holds the permit here.
     pub(crate) fn prolong(state: &mut PermitState, token: u64, ttl: u64, now: u64) -> bool {
-        if token != state.last || token == 0 {
+        let held_by_other = state.held_until.is_some_and(|until| now < until);
+        let adoptable = token > state.last && !held_by_other;
+        if token == 0 || !(token == state.last || adoptable) {
             return false;
         }
+        state.last = token;
         state.held_until = Some(now.saturating_add(ttl));
         true
     }

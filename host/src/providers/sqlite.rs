@@ -308,7 +308,24 @@ impl Fencing for SqliteFencing {
         let inner = self.inner.clone();
         let inner = lock(&inner);
         self.sync(&inner, permit)?;
-        self.holders.extend(permit, token, ttl, now)
+        let known = self.holders.state(permit).last;
+        if !self.holders.extend(permit, token, ttl, now)? {
+            return Ok(false);
+        }
+        if token == known {
+            return Ok(true);
+        }
+        // An adopted (restored) token must be durable too, or a restart could re-issue it.
+        inner
+            .conn
+            .prepare_cached(
+                "INSERT INTO fences (tenant, kind, value, permit, token) VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (tenant, kind, value, permit) DO UPDATE SET token = MAX(token, excluded.token)",
+            )
+            .and_then(|mut s| {
+                s.execute(params![inner.tenant, permit.kind, permit.value, permit.index, token as i64])
+            })?;
+        Ok(true)
     }
 
     fn revoke(&mut self, permit: Permit<'_>, token: u64) -> Result<(), StoreError> {
