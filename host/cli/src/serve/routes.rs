@@ -17,7 +17,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use futures_util::stream::{Stream, StreamExt as _};
-use repute_host::{CellView, Lease, LeaseKind, PoolOps, ResourceId, ResourceView, Stats, SECOND};
+use repute_host::{CellView, Lease, LeaseKind, PoolOps, ResourceView, Stats, SECOND};
 use serde::{Deserialize, Serialize};
 use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
 use tokio_stream::wrappers::BroadcastStream;
@@ -140,10 +140,6 @@ fn json_problem(e: JsonRejection) -> Problem {
     Problem::invalid("body", rule).with_status(status)
 }
 
-fn rid(kind: &str, value: &str) -> AppResult<ResourceId> {
-    ResourceId::new(kind, value).map_err(|e| Problem::from(repute_host::Error::from(e)))
-}
-
 // ---- views ----
 
 #[derive(Serialize)]
@@ -231,7 +227,6 @@ async fn unregister(
     Path((kind, value)): Path<(String, String)>,
     Query(q): Query<ForceQuery>,
 ) -> AppResult<StatusCode> {
-    rid(&kind, &value)?;
     state.call(&t, move |p| p.unregister(&kind, &value, q.force)).await?;
     Ok(StatusCode::NO_CONTENT)
 }

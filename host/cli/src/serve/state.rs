@@ -1,9 +1,9 @@
 //! What every request shares: the pool set, lazily opened tenants, the event
 //! fan-out and the metrics.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
 use repute_host::{Clock, Event, Policy, PoolOps, PoolSet, TenantConfig, TenantPool};
 use tokio::sync::{broadcast, watch};
@@ -28,7 +28,7 @@ pub struct AppState {
     pub ready: AtomicBool,
     /// Turns true when the server starts shutting down, ending event streams so draining can finish.
     pub stopping: watch::Receiver<bool>,
-    open: Mutex<()>,
+    opened: RwLock<HashSet<String>>,
     events: Mutex<HashMap<String, broadcast::Sender<Arc<Event>>>>,
 }
 
@@ -52,23 +52,26 @@ impl AppState {
             metrics: Metrics::new(),
             ready: AtomicBool::new(false),
             stopping,
-            open: Mutex::new(()),
+            opened: RwLock::new(HashSet::new()),
             events: Mutex::new(HashMap::new()),
         }
     }
 
     /// Opens `tenant` on first use: from its newest checkpoint on a durable store.
+    /// The check is a read lock on a name set, so a request does not lock its
+    /// tenant's shard twice.
     pub fn ensure_open(&self, tenant: &str) -> Result<(), Problem> {
-        if self.set.with(tenant, |_| ()).is_ok() {
+        if self.opened.read().unwrap_or_else(|p| p.into_inner()).contains(tenant) {
             return Ok(());
         }
-        let _guard = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        if self.set.with(tenant, |_| ()).is_ok() {
+        let mut opened = self.opened.write().unwrap_or_else(|p| p.into_inner());
+        if opened.contains(tenant) {
             return Ok(());
         }
         let providers = self.store.providers(tenant, self.clock.clone())?;
         let config = TenantConfig { policy: self.policy.clone(), seed: self.seed, durable: self.store.durable() };
         self.set.open_tenant(tenant, config, providers)?;
+        opened.insert(tenant.to_owned());
         tracing::info!(tenant, "tenant opened");
         Ok(())
     }
