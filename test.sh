@@ -6,6 +6,10 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
+# The PostgreSQL tests run against the server `scripts/services.sh start` put
+# on loopback (or any other, named by REPUTE_TEST_PG_URL).
+export REPUTE_TEST_PG_URL="${REPUTE_TEST_PG_URL:-$(scripts/services.sh env | cut -d= -f2-)}"
+
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --release --locked -- -D warnings
 # The component glue only compiles for wasm; lint it there too.

@@ -7,16 +7,29 @@
 
 /// <reference lib="esnext.disposable" />
 
-export type Store = 'memory' | `sqlite:${string}`;
+export type Store = 'memory' | `sqlite:${string}` | `postgres://${string}` | `postgresql://${string}`;
+/** How processes share a tenant on PostgreSQL; ignored by the other stores. */
+export type Mode = 'sharded' | 'shared';
 export type Strategy = 'classic' | 'thompson' | 'first';
 export type FailureKind = 'connection_reset' | 'tls_handshake' | 'timeout' | 'blocked' | 'slow';
 export type LeaseKind = 'client' | 'trial' | 'probe';
 export type CellState = 'healthy' | 'cooling' | 'recovering' | 'blocklisted';
 
 export interface PoolOptions {
-  /** `'memory'` (default), or `'sqlite:PATH'`: durable checkpoints, report log and fence counters. */
+  /**
+   * `'memory'` (default); `'sqlite:PATH'`: durable checkpoints, report log and fence counters in a
+   * file; or a `postgres://` URL: the same in a database that many processes share (see `mode`).
+   */
   store?: Store;
-  /** The tenant served; with SQLite one process owns a tenant of a file at a time. Default `'default'`. */
+  /**
+   * With PostgreSQL: `'sharded'` (default), one pool owns the tenant at a time and the others get
+   * `NotOwnerError`; or `'shared'`, every pool serves the tenant, the database grants the leases,
+   * and `sync()` folds in what the others logged.
+   */
+  mode?: Mode;
+  /** Sharded mode: the owner lease, renewed in the background; default 10000. */
+  ownerTtlMs?: number;
+  /** The tenant served; with SQLite, or PostgreSQL in sharded mode, one pool owns it at a time. Default `'default'`. */
   tenant?: string;
   /** Lease time to live; default 30000. */
   leaseTtlMs?: number;
@@ -216,6 +229,10 @@ export class Pool implements Disposable {
   snapshotJson(options?: { withLeases?: boolean }): unknown;
   restoreJson(state: unknown): void;
   checkpoint(options?: { withLeases?: boolean }): Promise<number>;
+  /** Folds in what other pools logged (shared mode on PostgreSQL); returns how many entries. */
+  sync(): number;
+  /** `sync()` off the JS thread. */
+  syncAsync(): Promise<number>;
   drainEvents(): PoolEvent[];
   events(): AsyncIterableIterator<PoolEvent>;
   close(): void;

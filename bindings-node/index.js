@@ -344,6 +344,8 @@ function nativeConfig(options) {
   if (o.clock !== undefined && !(o.clock instanceof ManualClock)) throw invalidArg('clock', 'must be a ManualClock');
   const config = {
     store: o.store === undefined ? 'memory' : str('store', o.store),
+    mode: optStr('mode', o.mode),
+    ownerTtlMs: optNum('ownerTtlMs', o.ownerTtlMs),
     tenant: o.tenant === undefined ? 'default' : str('tenant', o.tenant),
     leaseTtlMs: optNum('leaseTtlMs', o.leaseTtlMs),
     probeTtlMs: optNum('probeTtlMs', o.probeTtlMs),
@@ -627,6 +629,21 @@ class Pool {
     return callAsync(this.#native.checkpointAsync(withLeases));
   }
 
+  /**
+   * Folds in what other processes appended to the tenant's log since this
+   * pool last read it (shared mode on PostgreSQL, where every process serves
+   * the tenant); returns how many entries. It waits for the database on the
+   * JS thread; `syncAsync()` waits on the libuv thread pool.
+   */
+  sync() {
+    return this.#call(() => this.#native.sync(), true);
+  }
+
+  /** `sync()` off the JS thread. */
+  syncAsync() {
+    return this.#maybeAsync(true, 'sync');
+  }
+
   /** Events since the last drain, oldest first. */
   drainEvents() {
     return this.#call(() => this.#native.drainEvents());
@@ -664,7 +681,10 @@ class Pool {
     };
   }
 
-  /** Closes the pool and releases its store; later calls throw. Idempotent. */
+  /**
+   * Closes the pool and releases its store (a sharded tenant's owner lease is
+   * given up at once); later calls throw. Idempotent.
+   */
   close() {
     if (this.#subscribers.size !== 0) this.#pumpEvents();
     this.#native.close();

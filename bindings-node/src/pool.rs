@@ -1,15 +1,19 @@
 //! `NativePool`: one tenant's `repute_host::Pool` behind a mutex, so that the
 //! JS thread (fast in-memory calls) and the libuv pool (`*Async` calls that
-//! may touch SQLite) can share it. The JavaScript `Pool` class in `index.js`
-//! is the public face; this is its engine room.
+//! may touch SQLite or PostgreSQL) can share it. The JavaScript `Pool` class
+//! in `index.js` is the public face; this is its engine room.
+//!
+//! No call here enters a tokio runtime: the PostgreSQL client blocks, and it
+//! may only do so on plain threads (the JS thread, libuv's workers).
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use napi::bindgen_prelude::{AsyncTask, BigInt, Buffer, Uint8Array};
 use napi_derive::napi;
 use repute_host::{
-    parse_outcome, Clock, Error, Lease, Policy, Pool, PoolOps, Providers, RateLimit, Strategy, SystemClock,
-    TenantConfig,
+    parse_outcome, Clock, Error, Keeper, Lease, Mode, Ownership, Policy, Pool, PoolOps, RateLimit, Standing, Store,
+    StoreSpec, Strategy, SystemClock, TenantConfig,
 };
 
 use crate::clock::NativeClock;
@@ -22,9 +26,12 @@ use crate::views::{CellInfo, LeaseData, ProbeTarget, ResourceInfo, StatsInfo};
 /// The pool options after `index.js` filled in defaults; names as in the docs.
 #[napi(object, object_to_js = false)]
 pub struct PoolConfig {
-    /// `memory`, or `sqlite:PATH` for durable checkpoints, report log and
-    /// fence counters.
+    /// `memory`, `sqlite:PATH` or a `postgres://` URL.
     pub store: String,
+    /// With PostgreSQL: `sharded` (the default) or `shared`.
+    pub mode: Option<String>,
+    /// The owner lease of a sharded tenant; 10 s when absent.
+    pub owner_ttl_ms: Option<f64>,
     pub tenant: String,
     pub lease_ttl_ms: Option<f64>,
     pub probe_ttl_ms: Option<f64>,
@@ -38,6 +45,10 @@ pub struct PoolConfig {
     pub renew_margin_ms: Option<f64>,
 }
 
+/// Long enough to ride out a slow renewal or two, short enough that a dead
+/// owner's tenant is taken over within seconds.
+const DEFAULT_OWNER_TTL: Duration = Duration::from_secs(10);
+
 #[napi(object, object_to_js = false)]
 pub struct RateLimitConfig {
     /// Acquires per second.
@@ -45,9 +56,78 @@ pub struct RateLimitConfig {
     pub burst: u32,
 }
 
+/// Sharded mode on PostgreSQL: the owner lease this pool serves its tenant
+/// under. Each pool holds its own, so two pools of one process on one
+/// tenant exclude each other just as two processes do.
+struct Owner {
+    ownership: Arc<Ownership>,
+    tenant: String,
+    keeper: Keeper,
+}
+
+/// An open pool, with the owner lease it needs (if any) to serve.
+struct Open {
+    pool: Pool,
+    owner: Option<Owner>,
+}
+
+impl Open {
+    /// Opens `tenant`; in sharded mode on PostgreSQL it first claims the
+    /// tenant, and is refused with `NotOwner` while another pool holds it.
+    fn new(
+        store: &Store,
+        (mode, owner_ttl): (Mode, Duration),
+        tenant: &str,
+        config: TenantConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Open, Error> {
+        let (epoch, ownership) = match (store, mode) {
+            (Store::Postgres(db), Mode::Sharded) => {
+                let address = format!("embedded pid {}", std::process::id());
+                let ownership = Arc::new(Ownership::new(db, &address, owner_ttl));
+                let (Standing::Claimed { epoch } | Standing::Serving { epoch }) = ownership.check(tenant)?;
+                (epoch, Some(ownership))
+            }
+            // Without an owner, writes carry epoch 0: the database alone arbitrates.
+            _ => (0, None),
+        };
+        let pool = match store.providers(tenant, epoch, clock).and_then(|p| Pool::open(config, p)) {
+            Ok(pool) => pool,
+            Err(e) => {
+                if let Some(ownership) = ownership {
+                    // Nobody serves the tenant from here: let the next pool take it now.
+                    ownership.resign_all();
+                }
+                return Err(e);
+            }
+        };
+        let owner = ownership.map(|ownership| Owner { keeper: ownership.keep(), ownership, tenant: tenant.to_owned() });
+        Ok(Open { pool, owner })
+    }
+
+    /// The pool, while this process may still serve its tenant: once the
+    /// owner lease lapsed, another process may own the tenant.
+    fn serve(&mut self) -> Result<&mut Pool, Error> {
+        if let Some(owner) = &self.owner {
+            owner.ownership.serving(&owner.tenant)?;
+        }
+        Ok(&mut self.pool)
+    }
+
+    /// Gives the tenant up, so that the next owner takes it at once instead
+    /// of after the owner TTL.
+    fn close(self) {
+        if let Some(Owner { ownership, keeper, .. }) = self.owner {
+            ownership.resign_all();
+            drop(keeper);
+        }
+        drop(self.pool.close());
+    }
+}
+
 struct Shared {
     /// `None` once closed.
-    pool: Mutex<Option<Pool>>,
+    pool: Mutex<Option<Open>>,
     clock: Arc<dyn Clock>,
     durable: bool,
     margin: Option<u64>,
@@ -105,23 +185,30 @@ impl Shared {
             Some(c) => Arc::new(c.clock.clone()),
             None => Arc::new(SystemClock::new()),
         };
-        let (providers, durable) = match config.store.split_once(':') {
-            _ if config.store == "memory" => (Providers::memory_with_clock(clock.clone()), false),
-            Some(("sqlite", path)) if !path.is_empty() => {
-                (Providers::sqlite(path, &config.tenant, clock.clone())?, true)
-            }
-            _ => return Err(invalid("store", "must be \"memory\" or \"sqlite:PATH\"")),
+        let spec = StoreSpec::parse(&config.store)?;
+        let mode = config.mode.as_deref().map(Mode::parse).transpose()?.unwrap_or_default();
+        let owner_ttl = match config.owner_ttl_ms {
+            Some(ms) => Duration::from_nanos(positive_ms("ownerTtlMs", ms)?),
+            None => DEFAULT_OWNER_TTL,
         };
-        let pool = Pool::open(TenantConfig { policy, seed, durable }, providers)?;
-        Ok(Shared { pool: Mutex::new(Some(pool)), clock, durable, margin })
+        let durable = spec.durable();
+        let tenant = TenantConfig { policy, seed, durable };
+        let open = Open::new(&spec.open()?, (mode, owner_ttl), &config.tenant, tenant, clock.clone())?;
+        Ok(Shared { pool: Mutex::new(Some(open)), clock, durable, margin })
     }
 
-    fn with<T>(&self, f: impl FnOnce(&mut Pool) -> Result<T, Error>) -> napi::Result<T> {
+    fn lock(&self) -> MutexGuard<'_, Option<Open>> {
         // A panic while locked happened outside the pool (the component
         // cannot panic into us); the pool itself is consistent.
-        let mut guard = self.pool.lock().unwrap_or_else(|p| p.into_inner());
-        let pool = guard.as_mut().ok_or_else(|| to_js(invalid("pool", "is closed")))?;
-        f(pool).or_throw()
+        self.pool.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs one operation, if the pool is open and still ours to serve:
+    /// every operation passes here.
+    fn with<T>(&self, f: impl FnOnce(&mut Pool) -> Result<T, Error>) -> napi::Result<T> {
+        let mut guard = self.lock();
+        let open = guard.as_mut().ok_or_else(|| to_js(invalid("pool", "is closed")))?;
+        open.serve().and_then(f).or_throw()
     }
 
     /// A grant or renewal, stamped with its local deadline (I7): the clock
@@ -328,11 +415,25 @@ impl NativePool {
         self.shared.with(|p| p.dropped_events()).map(|n| n as f64)
     }
 
+    /// Folds in what other processes appended to the tenant's log (shared
+    /// mode on PostgreSQL); returns how many entries.
+    #[napi]
+    pub fn sync(&self) -> napi::Result<u32> {
+        self.shared.with(|p| p.sync())
+    }
+
+    #[napi]
+    pub fn sync_async(&self) -> AsyncTask<Job<u32>> {
+        let shared = self.shared.clone();
+        AsyncTask::new(Job::new(move || shared.with(|p| p.sync())))
+    }
+
     /// Closes the pool, releasing the tenant's ownership of its store. Later
     /// calls fail with `InvalidInputError` (field `pool`). Idempotent.
     #[napi]
     pub fn close(&self) {
-        let pool = self.shared.pool.lock().unwrap_or_else(|p| p.into_inner()).take();
-        drop(pool.and_then(Pool::close));
+        if let Some(open) = self.shared.lock().take() {
+            open.close();
+        }
     }
 }

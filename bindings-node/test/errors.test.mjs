@@ -54,7 +54,18 @@ test('InvalidInputError names the field and the rule, from the core and from the
   });
   throwsTyped(() => new Pool({ leaseTtlMs: 0 }), InvalidInputError, { field: 'leaseTtlMs', rule: 'must be > 0' });
   throwsTyped(() => new Pool({ strategy: 'best' }), InvalidInputError, { field: 'strategy' });
-  throwsTyped(() => new Pool({ store: 'postgres://x' }), InvalidInputError, { field: 'store' });
+  for (const store of ['mysql://db', 'sqlite:', 'Memory', '']) {
+    throwsTyped(() => new Pool({ store }), InvalidInputError, { code: 'invalid_input', field: 'store' });
+  }
+  throwsTyped(() => new Pool({ store: 42 }), InvalidInputError, { field: 'store', rule: 'must be a string' });
+  throwsTyped(() => new Pool({ mode: 'solo' }), InvalidInputError, {
+    field: 'mode',
+    rule: 'must be "sharded" or "shared"',
+  });
+  for (const ownerTtlMs of [0, -1, NaN, Infinity]) {
+    throwsTyped(() => new Pool({ ownerTtlMs }), InvalidInputError, { field: 'ownerTtlMs' });
+  }
+  await assert.rejects(Pool.open({ mode: 'solo' }), { name: 'InvalidInputError', field: 'mode' });
   throwsTyped(() => new Pool({ seed: -1 }), InvalidInputError, { field: 'seed' });
   throwsTyped(() => new Pool({ seed: 1n << 64n }), InvalidInputError, { field: 'seed' });
   throwsTyped(() => pool.tryAcquire(42), InvalidInputError, { field: 'context', rule: 'must be a string' });

@@ -64,12 +64,16 @@ export async function tour(): Promise<number> {
   await pool.reportFailure('proxy', 'a', 'example.com', 'slow', { latencyMs: 900 });
   // @ts-expect-error: not a failure kind
   await pool.reportFailure('proxy', 'a', 'example.com', 'gremlins');
-  // @ts-expect-error: stores are 'memory' or 'sqlite:PATH'
-  new Pool({ store: 'postgres://db' });
+  // @ts-expect-error: stores are 'memory', 'sqlite:PATH' or a postgres:// URL
+  new Pool({ store: 'mysql://db' });
+  // @ts-expect-error: modes are 'sharded' or 'shared'
+  new Pool({ store: 'postgres://db', mode: 'solo' });
+  const shared = await Pool.open({ store: 'postgresql://repute@db/repute', mode: 'shared', ownerTtlMs: 5_000 });
+  const folded: number = shared.sync() + (await shared.syncAsync());
   // @ts-expect-error: leases only come from a pool
   new Lease();
   const version: number = await (await Pool.open({ store: 'sqlite:pool.db' })).checkpoint();
   pool.close();
   void changed, cells, stats;
-  return permit + version;
+  return permit + version + folded;
 }

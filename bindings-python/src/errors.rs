@@ -123,7 +123,7 @@ pub(crate) fn to_py(py: Python<'_>, failure: Failure) -> PyErr {
 }
 
 /// An `InvalidInput` raised by the binding itself, for arguments that only
-/// exist in Python (seconds, the store URL), with the host's field/rule shape.
+/// exist in Python (seconds, the renew margin), with the host's field/rule shape.
 pub(crate) fn invalid(field: &str, rule: &str) -> Failure {
     Failure::Host(Error::InvalidInput { field: field.to_owned(), rule: rule.to_owned() })
 }

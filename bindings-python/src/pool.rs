@@ -2,8 +2,9 @@
 //!
 //! Every call detaches from the interpreter (releases the GIL) before it
 //! touches the host, so other Python threads run while a call waits for the
-//! pool's lock, the component or the store. The host pool sits behind one
-//! mutex; one `Pool` is safe to share across threads.
+//! pool's lock, the component or the store (a PostgreSQL round trip). The
+//! host pool sits behind one mutex; one `Pool` is safe to share across
+//! threads.
 
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,14 +14,14 @@ use std::time::{Duration, Instant};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyIterator, PyList, PyType};
 use repute_host::{
-    parse_outcome, Clock, Error, Policy, Pool as HostPool, PoolOps, Providers, RateLimit, Strategy, SystemClock,
-    TenantConfig,
+    parse_outcome, Clock, Error, Keeper, Mode, Ownership, Policy, Pool as HostPool, PoolOps, RateLimit, Standing,
+    Store, StoreSpec, Strategy, SystemClock, TenantConfig,
 };
 
 use crate::clock::ManualClock;
 use crate::errors::{invalid, to_py, Failure};
 use crate::lease::Lease;
-use crate::time::{ns_to_secs, secs_to_duration, secs_to_ns};
+use crate::time::{ns_to_secs, positive_duration, secs_to_duration, secs_to_ns};
 use crate::views::{event, Cell, Resource, Stats};
 
 /// Waiting for a permit polls with exponential backoff between these bounds:
@@ -29,17 +30,90 @@ use crate::views::{event, Cell, Resource, Stats};
 const MIN_BACKOFF: Duration = Duration::from_millis(1);
 const MAX_BACKOFF: Duration = Duration::from_millis(50);
 
+/// Sharded mode on PostgreSQL: the owner lease this pool serves its tenant
+/// under. Each pool holds its own, so two pools of one process on one
+/// tenant exclude each other just as two processes do.
+struct Owner {
+    ownership: Arc<Ownership>,
+    tenant: String,
+    keeper: Keeper,
+}
+
+/// An open pool, with the owner lease it needs (if any) to serve.
+struct Open {
+    pool: HostPool,
+    owner: Option<Owner>,
+    /// Durable stores save a checkpoint on close, except in shared mode:
+    /// there the log, which shared checkpoints never truncate, holds every
+    /// change, and the pools' conditional checkpoints would conflict.
+    last_checkpoint: bool,
+}
+
+impl Open {
+    /// Opens `tenant`; in sharded mode on PostgreSQL it first claims the
+    /// tenant, and is refused with `NotOwner` while another pool holds it.
+    fn new(
+        store: &Store,
+        (mode, owner_ttl): (Mode, Duration),
+        tenant: &str,
+        config: TenantConfig,
+        clock: Arc<dyn Clock>,
+    ) -> repute_host::Result<Open> {
+        let last_checkpoint = config.durable && !(matches!(store, Store::Postgres(_)) && mode == Mode::Shared);
+        let (epoch, ownership) = match (store, mode) {
+            (Store::Postgres(db), Mode::Sharded) => {
+                let address = format!("embedded pid {}", std::process::id());
+                let ownership = Arc::new(Ownership::new(db, &address, owner_ttl));
+                let (Standing::Claimed { epoch } | Standing::Serving { epoch }) = ownership.check(tenant)?;
+                (epoch, Some(ownership))
+            }
+            // Without an owner, writes carry epoch 0: the database alone arbitrates.
+            _ => (0, None),
+        };
+        let pool = match store.providers(tenant, epoch, clock).and_then(|p| HostPool::open(config, p)) {
+            Ok(pool) => pool,
+            Err(e) => {
+                if let Some(ownership) = ownership {
+                    // Nobody serves the tenant from here: let the next pool take it now.
+                    ownership.resign_all();
+                }
+                return Err(e);
+            }
+        };
+        let owner = ownership.map(|ownership| Owner { keeper: ownership.keep(), ownership, tenant: tenant.to_owned() });
+        Ok(Open { pool, owner, last_checkpoint })
+    }
+
+    /// The pool, while this process may still serve its tenant: once the
+    /// owner lease lapsed, another process may own the tenant.
+    fn serve(&mut self) -> repute_host::Result<&mut HostPool> {
+        if let Some(owner) = &self.owner {
+            owner.ownership.serving(&owner.tenant)?;
+        }
+        Ok(&mut self.pool)
+    }
+
+    /// Saves a last checkpoint if asked, then gives the tenant up, so that
+    /// the next owner starts from it at once instead of after the owner TTL.
+    fn close(mut self, checkpoint: bool) -> repute_host::Result<()> {
+        let saved = if checkpoint && self.last_checkpoint { self.pool.checkpoint(true).map(drop) } else { Ok(()) };
+        if let Some(Owner { ownership, keeper, .. }) = self.owner {
+            ownership.resign_all();
+            drop(keeper);
+        }
+        saved
+    }
+}
+
 /// What a `Pool` and its leases share.
 pub(crate) struct Shared {
     /// `None` once closed.
-    pool: Mutex<Option<HostPool>>,
+    pool: Mutex<Option<Open>>,
     /// Signalled whenever a permit may have come free here.
     freed: Condvar,
     pub(crate) clock: Arc<dyn Clock>,
     /// Fixed margin before a lease's TTL runs out; `None` is a tenth of the TTL.
     margin: Option<u64>,
-    /// Durable stores checkpoint on close.
-    durable: bool,
     /// Mirrors `pool` being `None`, readable without waiting for the lock.
     closed: AtomicBool,
     generation: u64,
@@ -56,18 +130,22 @@ impl Shared {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Option<HostPool>> {
+    fn lock(&self) -> MutexGuard<'_, Option<Open>> {
         // The host pool is consistent after a panic (it contains traps and
         // refuses half-applied changes), so a poisoned lock is still usable.
         self.pool.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The pool behind the lock, if open and still ours to serve: every
+    /// operation passes here.
+    fn serve<'a>(&self, guard: &'a mut Option<Open>) -> Result<&'a mut HostPool, Failure> {
+        self.check()?;
+        Ok(guard.as_mut().ok_or(Failure::Closed)?.serve()?)
+    }
+
     /// Runs one host operation under the pool lock. Call only while detached.
     pub(crate) fn with<T>(&self, f: impl FnOnce(&mut HostPool) -> repute_host::Result<T>) -> Result<T, Failure> {
-        self.check()?;
-        let mut guard = self.lock();
-        let pool = guard.as_mut().ok_or(Failure::Closed)?;
-        Ok(f(pool)?)
+        Ok(f(self.serve(&mut self.lock())?)?)
     }
 
     pub(crate) fn notify_freed(&self) {
@@ -89,9 +167,8 @@ impl Shared {
         until: Option<Instant>,
         backoff: &mut Duration,
     ) -> Result<Option<(repute_host::Lease, u64)>, Failure> {
-        self.check()?;
         let mut guard = self.lock();
-        let pool = guard.as_mut().ok_or(Failure::Closed)?;
+        let pool = self.serve(&mut guard)?;
         let sent = self.clock.now();
         let refusal = match pool.acquire(context) {
             Ok(lease) => return Ok(Some((lease, sent))),
@@ -122,25 +199,11 @@ impl Drop for Shared {
     fn drop(&mut self) {
         if self.check().is_err() {
             // In a forked child the host pool's locks, instance and store
-            // connection belong to the parent: never run their destructors here.
+            // connections, and the owner lease's renewal thread, belong to
+            // the parent: never run their destructors here.
             let pool = self.pool.get_mut().unwrap_or_else(|p| p.into_inner()).take();
             std::mem::forget(pool);
         }
-    }
-}
-
-enum Store<'a> {
-    Memory,
-    Sqlite(&'a str),
-}
-
-fn parse_store(store: &str) -> Result<Store<'_>, Failure> {
-    match store {
-        "memory" => Ok(Store::Memory),
-        _ => match store.strip_prefix("sqlite:") {
-            Some(path) if !path.is_empty() => Ok(Store::Sqlite(path)),
-            _ => Err(invalid("store", "must be \"memory\" or \"sqlite:PATH\"")),
-        },
     }
 }
 
@@ -185,6 +248,7 @@ impl Pool {
     #[pyo3(signature = (
         store = "memory", tenant = "default", lease_ttl = 30.0, strategy = None, seed = None, clock = None,
         *, probe_ttl = 15.0, renew_margin = None, max_resources = None, max_cells = None, rate = None, burst = 1,
+        mode = "sharded", owner_ttl = 10.0,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -201,6 +265,8 @@ impl Pool {
         max_cells: Option<u32>,
         rate: Option<f64>,
         burst: u32,
+        mode: &str,
+        owner_ttl: f64,
     ) -> PyResult<Self> {
         let clock: Arc<dyn Clock> = match clock {
             Some(c) => c.shared(),
@@ -229,19 +295,15 @@ impl Pool {
                 // Without a seed, selection randomness differs per pool, as
                 // users expect from an unseeded generator.
                 let seed = seed.unwrap_or_else(|| std::hash::RandomState::new().hash_one(std::process::id()));
-                let store = parse_store(store)?;
-                let durable = matches!(store, Store::Sqlite(_));
-                let providers = match store {
-                    Store::Memory => Providers::memory_with_clock(clock.clone()),
-                    Store::Sqlite(path) => Providers::sqlite(path, tenant, clock.clone())?,
-                };
-                let pool = HostPool::open(TenantConfig { policy, seed, durable }, providers)?;
+                let spec = StoreSpec::parse(store)?;
+                let sharing = (Mode::parse(mode)?, positive_duration("owner_ttl", owner_ttl)?);
+                let config = TenantConfig { policy, seed, durable: spec.durable() };
+                let open = Open::new(&spec.open()?, sharing, tenant, config, clock.clone())?;
                 Ok(Shared {
-                    pool: Mutex::new(Some(pool)),
+                    pool: Mutex::new(Some(open)),
                     freed: Condvar::new(),
                     clock,
                     margin,
-                    durable,
                     closed: AtomicBool::new(false),
                     generation: crate::fork::generation(),
                     pid: std::process::id(),
@@ -424,6 +486,16 @@ impl Pool {
         self.call(py, |p| p.checkpoint(with_leases))
     }
 
+    /// Folds in what other processes appended to the tenant's log since this
+    /// pool last read it (shared mode on PostgreSQL, where every process
+    /// serves the tenant); returns how many entries. Call it periodically,
+    /// or before reading state another process may have changed.
+    fn sync(&self, py: Python<'_>) -> PyResult<u32> {
+        let folded = self.call(py, |p| p.sync())?;
+        self.shared.notify_freed();
+        Ok(folded)
+    }
+
     /// The events since the last call, oldest first.
     fn events<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyIterator>> {
         let events = self.call(py, |p| p.drain_events())?;
@@ -446,7 +518,9 @@ impl Pool {
     }
 
     /// Closes the pool: a durable store first saves a checkpoint (unless
-    /// `checkpoint` is False), then the tenant's ownership is released.
+    /// `checkpoint` is False, or in shared mode), then the tenant's
+    /// ownership is released (in sharded mode, the owner lease is given up
+    /// at once).
     /// Later calls raise `PoolClosed`; closing again does nothing.
     #[pyo3(signature = (checkpoint = true))]
     fn close(&self, py: Python<'_>, checkpoint: bool) -> PyResult<()> {
@@ -455,11 +529,7 @@ impl Pool {
             let pool = self.shared.lock().take();
             self.shared.closed.store(true, Ordering::SeqCst);
             self.shared.notify_freed();
-            match pool {
-                Some(mut pool) if checkpoint && self.shared.durable => pool.checkpoint(true).map(drop),
-                _ => Ok(()),
-            }
-            .map_err(Failure::Host)
+            pool.map_or(Ok(()), |open| open.close(checkpoint)).map_err(Failure::Host)
         })
         .map_err(|f| to_py(py, f))
     }

@@ -27,7 +27,7 @@ def test_async_with_and_await(clock: repute.ManualClock) -> None:
         assert (await pool.stats()).live_leases == 0
         assert [type(e).__name__ for e in await pool.events()][:2] == ["RegisteredEvent", "LeasedEvent"]
         await pool.close()
-        assert pool.sync.closed
+        assert pool.pool.closed
 
     asyncio.run(main())
 

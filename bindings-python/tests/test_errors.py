@@ -60,9 +60,18 @@ def test_invalid_input_names_field_and_rule(pool: repute.Pool) -> None:
 
 
 def test_invalid_pool_arguments() -> None:
+    for store in ["mysql://db", "sqlite:", "Memory", ""]:
+        with pytest.raises(repute.InvalidInput) as caught:
+            repute.Pool(store=store)
+        assert (caught.value.field, caught.value.code) == ("store", "invalid_input")
+        assert "postgres://" in caught.value.rule
     with pytest.raises(repute.InvalidInput) as caught:
-        repute.Pool(store="postgres://nowhere")
-    assert caught.value.field == "store"
+        repute.Pool(mode="solo")  # type: ignore[arg-type]
+    assert caught.value.field == "mode"
+    for owner_ttl in [0.0, -1.0, float("nan"), float("inf")]:
+        with pytest.raises(repute.InvalidInput) as caught:
+            repute.Pool(owner_ttl=owner_ttl)
+        assert caught.value.field == "owner_ttl"
     with pytest.raises(repute.InvalidInput) as caught:
         repute.Pool(strategy="psychic")  # type: ignore[arg-type]
     assert caught.value.field == "policy.strategy"

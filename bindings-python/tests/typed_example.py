@@ -43,6 +43,8 @@ def use_pool(pool: repute.Pool) -> list[int]:
     pool.restore(data)
     due: list[tuple[str, str, str]] = pool.due_for_probe()
     assert due == []
+    folded: int = pool.sync()
+    assert folded == 0  # nothing else writes to this pool's store
     try:
         repute.Pool().acquire("anywhere", timeout=0)
     except repute.NoResourceAvailable as e:
@@ -53,8 +55,12 @@ def use_pool(pool: repute.Pool) -> list[int]:
 
 
 async def use_async(clock: repute.ManualClock) -> int:
-    pool = await repute.AsyncPool.open(clock=clock, lease_ttl=10.0)
+    pool = await repute.AsyncPool.open(clock=clock, lease_ttl=10.0, mode="shared", owner_ttl=5.0)
     await pool.register("key", "k")
+    folded: int = await pool.sync()
+    assert folded == 0
+    blocking: repute.Pool = pool.pool
+    assert not blocking.closed
     async with pool.acquire("api", timeout=1.0) as lease:
         token: int = lease.token
         await lease.report_success(latency=0.01)

@@ -6,6 +6,7 @@
 //! increasing across restarts and across processes.
 
 use crate::id::ResourceId;
+use crate::policy::RateLimit;
 
 pub trait Authority: Send + core::fmt::Debug {
     /// Grants `permit` of `resource` for `ttl` nanoseconds. `last` is the
@@ -19,6 +20,15 @@ pub trait Authority: Send + core::fmt::Debug {
 
     /// Ends the lease holding `token`, if it is still the holder.
     fn revoke(&mut self, resource: &ResourceId, permit: u32, token: u64);
+
+    /// Spends one acquire of a rate limit that processes serving the tenant
+    /// together share; `Some(ns)` refuses it until a token is minted that
+    /// much later. The pool's own bucket applies as well, so an authority
+    /// that serves one process only admits everything.
+    fn admit(&mut self, limit: &RateLimit) -> Option<u64> {
+        let _ = limit;
+        None
+    }
 }
 
 /// The pool's own counters: the next token is the last plus one, and nothing

@@ -11,8 +11,8 @@ use core::cell::{Cell, RefCell};
 
 use crate::snapshot::SnapshotError;
 use crate::{
-    Authority, Block, CellState, CellView, Context, Error, Event, EventKind, FailureKind, Lease, LeaseKind, Outcome,
-    Policy, Pool, RateLimit, RejectReason, ResourceId, ResourceView, Stats, Strategy,
+    Authority, Block, CellState, CellView, Command, Context, Error, Event, EventKind, FailureKind, Lease, LeaseKind,
+    Outcome, Policy, Pool, RateLimit, RejectReason, ResourceId, ResourceView, Stats, Strategy,
 };
 
 wit_bindgen::generate!({
@@ -20,7 +20,7 @@ wit_bindgen::generate!({
     world: "repute",
 });
 
-use exports::repute::pool::api::{Guest, GuestPool, Pool as PoolHandle};
+use exports::repute::pool::api::{Guest, GuestPool, Options, Pool as PoolHandle};
 use repute::pool::types as wit;
 use repute::pool::{clock, events, fencing, storage};
 
@@ -75,14 +75,14 @@ impl Guest for Component {
     type Pool = GuestState;
 }
 
-/// The pool plus what `checkpoint` and the report log need to know about storage.
+/// The pool plus what `checkpoint` and the log need to know about storage.
 struct GuestState {
     pool: RefCell<Pool>,
     /// Checkpoint version last loaded or saved; the next save expects it.
     version: Cell<u64>,
-    /// Highest report log entry folded into the pool.
-    report_seq: Cell<u64>,
-    log_reports: bool,
+    /// Highest log entry folded into the pool.
+    log_seq: Cell<u64>,
+    log: bool,
 }
 
 /// The `fencing` import as the core's lease authority.
@@ -101,13 +101,20 @@ impl Authority for ImportedAuthority {
     fn revoke(&mut self, resource: &ResourceId, permit: u32, token: u64) {
         fencing::revoke(&id_out(resource), permit, token)
     }
+
+    fn admit(&mut self, limit: &RateLimit) -> Option<u64> {
+        fencing::admit(wit::RateLimit { rate: limit.rate, burst: limit.burst })
+    }
 }
 
 impl GuestState {
-    fn new(pool: Pool, log_reports: bool) -> Self {
+    fn new(pool: Pool, log: bool, options: Options) -> Self {
         let mut pool = pool;
-        pool.set_authority(Box::new(ImportedAuthority));
-        GuestState { pool: RefCell::new(pool), version: Cell::new(0), report_seq: Cell::new(0), log_reports }
+        if !options.own_authority {
+            pool.set_authority(Box::new(ImportedAuthority));
+        }
+        pool.set_record_events(options.events);
+        GuestState { pool: RefCell::new(pool), version: Cell::new(0), log_seq: Cell::new(0), log }
     }
 
     /// Runs one operation at the clock's now and emits the events it caused.
@@ -122,34 +129,61 @@ impl GuestState {
         out
     }
 
-    /// Folds every logged report after `report_seq` into the pool.
-    fn replay(&self) -> Result<(), wit::Error> {
+    /// Folds the log entries after `log_seq` and before `until` (all of
+    /// them when `None`) into the pool; returns how many.
+    fn fold(&self, until: Option<u64>) -> Result<u32, wit::Error> {
         const PAGE: u32 = 1024;
+        let mut folded = 0;
         loop {
-            let page = storage::read_reports(self.report_seq.get(), PAGE).map_err(wit::Error::Storage)?;
-            for entry in &page {
-                let id = id_in(&entry.resource)?;
-                let context = ctx_in(&entry.context)?;
-                let outcome = outcome_in(entry.outcome)?;
-                // A refusal here repeats the refusal the caller saw when the
-                // report was made (see `report`), so it is skipped, not fatal.
-                let _ = self.op(|p, now| p.report(&id, &context, outcome, now));
-                self.report_seq.set(entry.seq);
+            if until.is_some_and(|u| self.log_seq.get() + 1 >= u) {
+                return Ok(folded);
+            }
+            let page = storage::read_log(self.log_seq.get(), PAGE).map_err(wit::Error::Storage)?;
+            for logged in &page {
+                if until.is_some_and(|u| logged.seq >= u) {
+                    return Ok(folded);
+                }
+                // A refusal here repeats the refusal the writer saw when the
+                // entry was made (see `logged`), so it is skipped, not fatal.
+                if let Ok(command) = command_in(&logged.entry) {
+                    let _ = self.op(|p, now| p.apply(&command, now));
+                }
+                self.log_seq.set(logged.seq);
+                folded += 1;
             }
             if page.len() < PAGE as usize {
-                return Ok(());
+                return Ok(folded);
             }
         }
+    }
+
+    /// Runs a change: with `log`, appended to the durable log first (after
+    /// folding what other writers appended before it), so an acknowledged
+    /// change is durable. A change the pool then refuses is refused again,
+    /// identically, whenever the log is folded.
+    fn logged<T>(
+        &self,
+        entry: impl FnOnce() -> wit::LogEntry,
+        f: impl FnOnce(&mut Pool, u64) -> Result<T, Error>,
+    ) -> Result<T, wit::Error> {
+        if !self.log {
+            return self.op(f).map_err(err_out);
+        }
+        let seq = storage::append(&entry()).map_err(wit::Error::Storage)?;
+        self.fold(Some(seq))?;
+        let out = self.op(f);
+        self.log_seq.set(seq);
+        out.map_err(err_out)
     }
 }
 
 impl GuestPool for GuestState {
-    fn create(policy: wit::Policy, seed: u64) -> Result<PoolHandle, wit::Error> {
+    fn create(policy: wit::Policy, seed: u64, options: Options) -> Result<PoolHandle, wit::Error> {
         let pool = Pool::new(policy_in(policy), seed).map_err(err_out)?;
-        Ok(PoolHandle::new(GuestState::new(pool, false)))
+        Ok(PoolHandle::new(GuestState::new(pool, false, options)))
     }
 
-    fn open(policy: wit::Policy, seed: u64, log_reports: bool) -> Result<PoolHandle, wit::Error> {
+    fn open(policy: wit::Policy, seed: u64, log: bool, options: Options) -> Result<PoolHandle, wit::Error> {
         let policy = policy_in(policy);
         policy.validate().map_err(err_out)?;
         let checkpoint = storage::load().map_err(wit::Error::Storage)?;
@@ -157,25 +191,31 @@ impl GuestPool for GuestState {
             Some(c) => Pool::from_snapshot(&c.bytes, clock::now()).map_err(err_out)?,
             None => Pool::new(policy, seed).map_err(err_out)?,
         };
-        let state = GuestState::new(pool, log_reports);
+        let state = GuestState::new(pool, log, options);
         if let Some(c) = checkpoint {
             state.version.set(c.version);
-            state.report_seq.set(c.report_seq);
+            state.log_seq.set(c.log_seq);
         }
-        state.replay()?;
+        state.fold(None)?;
         Ok(PoolHandle::new(state))
+    }
+
+    fn sync(&self) -> Result<u32, wit::Error> {
+        self.fold(None)
     }
 
     fn register(&self, resource: wit::ResourceId, permits: u32) -> Result<bool, wit::Error> {
         let id = id_in(&resource)?;
         #[cfg(feature = "trap-test")]
         trap_test(id.kind());
-        self.op(|p, now| p.register(id, permits, now)).map_err(err_out)
+        let entry = || wit::LogEntry::Register(wit::LoggedRegister { resource, permits });
+        self.logged(entry, |p, now| p.register(id, permits, now))
     }
 
     fn unregister(&self, resource: wit::ResourceId, force: bool) -> Result<(), wit::Error> {
         let id = id_in(&resource)?;
-        self.op(|p, now| p.unregister(&id, force, now)).map_err(err_out)
+        let entry = || wit::LogEntry::Unregister(wit::LoggedUnregister { resource, force });
+        self.logged(entry, |p, now| p.unregister(&id, force, now))
     }
 
     fn acquire(&self, context: String) -> Result<wit::Lease, wit::Error> {
@@ -205,14 +245,8 @@ impl GuestPool for GuestState {
         let id = id_in(&resource)?;
         let ctx = ctx_in(&context)?;
         let parsed = outcome_in(outcome)?;
-        if self.log_reports {
-            // Logged before it is applied, so an acknowledged report is
-            // durable. A report the pool then refuses is refused again,
-            // identically, when the log is replayed.
-            let seq = storage::append_report(&resource, &context, outcome).map_err(wit::Error::Storage)?;
-            self.report_seq.set(seq);
-        }
-        self.op(|p, now| p.report(&id, &ctx, parsed, now)).map_err(err_out)
+        let entry = || wit::LogEntry::Report(wit::LoggedReport { resource, context, outcome });
+        self.logged(entry, |p, now| p.report(&id, &ctx, parsed, now))
     }
 
     fn block(
@@ -223,14 +257,17 @@ impl GuestPool for GuestState {
         reason: Option<String>,
     ) -> Result<(), wit::Error> {
         let id = id_in(&resource)?;
-        let context = context.as_deref().map(ctx_in).transpose()?;
-        self.op(|p, now| p.block(&id, context.as_ref(), duration, reason, now)).map_err(err_out)
+        let ctx = context.as_deref().map(ctx_in).transpose()?;
+        let logged_reason = reason.clone();
+        let entry = || wit::LogEntry::Block(wit::LoggedBlock { resource, context, duration, reason: logged_reason });
+        self.logged(entry, |p, now| p.block(&id, ctx.as_ref(), duration, reason, now))
     }
 
     fn unblock(&self, resource: wit::ResourceId, context: Option<String>) -> Result<bool, wit::Error> {
         let id = id_in(&resource)?;
-        let context = context.as_deref().map(ctx_in).transpose()?;
-        self.op(|p, now| p.unblock(&id, context.as_ref(), now)).map_err(err_out)
+        let ctx = context.as_deref().map(ctx_in).transpose()?;
+        let entry = || wit::LogEntry::Unblock(wit::LoggedUnblock { resource, context });
+        self.logged(entry, |p, now| p.unblock(&id, ctx.as_ref(), now))
     }
 
     fn due_for_probe(&self) -> Vec<wit::ProbeTarget> {
@@ -291,7 +328,7 @@ impl GuestPool for GuestState {
 
     fn checkpoint(&self, with_leases: bool) -> Result<u64, wit::Error> {
         let bytes = self.op(|p, now| p.snapshot(now, with_leases));
-        let version = storage::save(&bytes, self.version.get(), self.report_seq.get()).map_err(wit::Error::Storage)?;
+        let version = storage::save(&bytes, self.version.get(), self.log_seq.get()).map_err(wit::Error::Storage)?;
         self.version.set(version);
         Ok(version)
     }
@@ -345,6 +382,32 @@ fn outcome_in(o: wit::Outcome) -> Result<Outcome, wit::Error> {
         wit::Outcome::Failure(f) => Outcome::failure(kind_in(f.kind), f.latency_ms),
     }
     .map_err(err_out)
+}
+
+fn opt_ctx_in(c: &Option<String>) -> Result<Option<Context>, wit::Error> {
+    c.as_deref().map(ctx_in).transpose()
+}
+
+/// A log entry as a command, validated like the call that made it.
+fn command_in(e: &wit::LogEntry) -> Result<Command, wit::Error> {
+    Ok(match e {
+        wit::LogEntry::Report(r) => Command::Report {
+            resource: id_in(&r.resource)?,
+            context: ctx_in(&r.context)?,
+            outcome: outcome_in(r.outcome)?,
+        },
+        wit::LogEntry::Register(r) => Command::Register { resource: id_in(&r.resource)?, permits: r.permits },
+        wit::LogEntry::Unregister(r) => Command::Unregister { resource: id_in(&r.resource)?, force: r.force },
+        wit::LogEntry::Block(b) => Command::Block {
+            resource: id_in(&b.resource)?,
+            context: opt_ctx_in(&b.context)?,
+            duration: b.duration,
+            reason: b.reason.clone(),
+        },
+        wit::LogEntry::Unblock(u) => {
+            Command::Unblock { resource: id_in(&u.resource)?, context: opt_ctx_in(&u.context)? }
+        }
+    })
 }
 
 fn policy_in(p: wit::Policy) -> Policy {

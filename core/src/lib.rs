@@ -17,6 +17,7 @@ extern crate alloc;
 
 mod authority;
 mod cell;
+mod command;
 #[cfg(all(feature = "component", target_arch = "wasm32"))]
 mod component;
 mod error;
@@ -35,6 +36,7 @@ mod tree;
 
 pub use authority::{Authority, Local};
 pub use cell::{CellState, MAX_SCORE, MIN_SCORE};
+pub use command::Command;
 pub use error::{Error, Result};
 pub use event::{Event, EventKind, RejectReason};
 pub use id::{Context, ResourceId, GLOBAL_CONTEXT, MAX_ID_BYTES};

@@ -149,6 +149,8 @@ pub struct Pool {
     pub(crate) bucket: Option<Bucket>,
     pub(crate) index: Index,
     pub(crate) events: Vec<Event>,
+    /// Events are recorded for `drain_events`; off when nobody reads them.
+    pub(crate) record_events: bool,
 }
 
 impl Pool {
@@ -180,6 +182,7 @@ impl Pool {
             bucket,
             index: Index::new(),
             events: Vec::new(),
+            record_events: true,
         }
     }
 
@@ -202,8 +205,19 @@ impl Pool {
         &self.events
     }
 
+    /// Turns event recording on or off (on by default). A host that hands
+    /// events to nobody saves building them on every operation.
+    pub fn set_record_events(&mut self, on: bool) {
+        self.record_events = on;
+        if !on {
+            self.events.clear();
+        }
+    }
+
     fn emit(&mut self, at: u64, kind: EventKind) {
-        self.events.push(Event { at, kind });
+        if self.record_events {
+            self.events.push(Event { at, kind });
+        }
     }
 
     fn slot_of(&self, id: &ResourceId) -> Result<u32> {
@@ -484,7 +498,10 @@ impl Pool {
     pub fn acquire(&mut self, context: &Context, now: u64) -> Result<Lease> {
         self.advance(now);
         if let (Some(limit), Some(bucket)) = (self.policy.rate_limit, self.bucket.as_mut()) {
-            if let Err(retry_after) = bucket.check(&limit, self.now) {
+            if let Err(retry_after) = bucket.check(&limit, self.now).and_then(|()| match self.authority.admit(&limit) {
+                Some(retry_after) => Err(retry_after),
+                None => Ok(()),
+            }) {
                 let context = context.clone();
                 self.emit(self.now, EventKind::Rejected { context, reason: RejectReason::RateLimited });
                 return Err(Error::RateLimited { retry_after });

@@ -472,6 +472,7 @@ impl Pool {
         }
         core::mem::swap(&mut next.authority, &mut self.authority);
         next.events = core::mem::take(&mut self.events);
+        next.record_events = self.record_events;
         next.ended = core::mem::take(&mut self.ended);
         next.ended_set = core::mem::take(&mut self.ended_set);
         *self = next;

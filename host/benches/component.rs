@@ -11,7 +11,8 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use repute_host::native::NativePool;
 use repute_host::{
-    measure_cold_start, FailureKind, Outcome, Policy, Pool, PoolOps, Providers, Strategy, SystemClock, TenantConfig,
+    measure_cold_start, FailureKind, Limits, Outcome, Policy, Pool, PoolOps, Providers, Strategy, SystemClock,
+    TenantConfig,
 };
 
 const CONTEXTS: [&str; 10] = ["ctx-0", "ctx-1", "ctx-2", "ctx-3", "ctx-4", "ctx-5", "ctx-6", "ctx-7", "ctx-8", "ctx-9"];
@@ -35,13 +36,23 @@ fn fill(p: &mut dyn PoolOps, n: usize) {
     p.drain_events().unwrap();
 }
 
+/// Each side with events recorded (drained every `DRAIN_EVERY` operations)
+/// and with events off (`-quiet`), as a host that hands them to nobody runs.
 fn pools(n: usize, strategy: Strategy) -> Vec<(&'static str, Box<dyn PoolOps>)> {
     let config = TenantConfig { policy: Policy { strategy, ..Policy::default() }, ..TenantConfig::default() };
-    let mut component: Box<dyn PoolOps> = Box::new(Pool::open(config.clone(), providers()).unwrap());
-    let mut native: Box<dyn PoolOps> = Box::new(NativePool::open(config, providers()).unwrap());
-    fill(component.as_mut(), n);
-    fill(native.as_mut(), n);
-    vec![("component", component), ("native", native)]
+    let quiet = Limits { max_pending_events: 0, ..Limits::default() };
+    let mut native_quiet = NativePool::open(config.clone(), providers()).unwrap();
+    native_quiet.set_record_events(false);
+    let mut pools: Vec<(&'static str, Box<dyn PoolOps>)> = vec![
+        ("component", Box::new(Pool::open(config.clone(), providers()).unwrap())),
+        ("native", Box::new(NativePool::open(config.clone(), providers()).unwrap())),
+        ("component-quiet", Box::new(Pool::open_with(config, providers(), quiet).unwrap())),
+        ("native-quiet", Box::new(native_quiet)),
+    ];
+    for (_, pool) in &mut pools {
+        fill(pool.as_mut(), n);
+    }
+    pools
 }
 
 fn operations(c: &mut Criterion) {

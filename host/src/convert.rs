@@ -4,7 +4,7 @@
 //! invalid id would be a broken component, reported as such.
 
 use repute_core::{
-    Block, CellState, CellView, Context, Event, EventKind, FailureKind, Lease, LeaseKind, Outcome, Policy,
+    Block, CellState, CellView, Command, Context, Event, EventKind, FailureKind, Lease, LeaseKind, Outcome, Policy,
     RejectReason, ResourceId, ResourceView, Stats, Strategy,
 };
 
@@ -62,6 +62,56 @@ pub(crate) fn outcome_in(o: &wit::Outcome) -> Outcome {
     match *o {
         wit::Outcome::Success(latency_ms) => Outcome::Success { latency_ms },
         wit::Outcome::Failure(f) => Outcome::Failure { kind: kind_in(f.kind), latency_ms: f.latency_ms },
+    }
+}
+
+/// A log entry the component appends, as the command storage keeps.
+pub(crate) fn log_entry_in(e: wit::LogEntry) -> Result<Command, Error> {
+    Ok(match e {
+        wit::LogEntry::Report(r) => Command::Report {
+            resource: id_in(&r.resource)?,
+            context: ctx_in(&r.context)?,
+            outcome: outcome_in(&r.outcome),
+        },
+        wit::LogEntry::Register(r) => Command::Register { resource: id_in(&r.resource)?, permits: r.permits },
+        wit::LogEntry::Unregister(r) => Command::Unregister { resource: id_in(&r.resource)?, force: r.force },
+        wit::LogEntry::Block(b) => Command::Block {
+            resource: id_in(&b.resource)?,
+            context: opt_ctx_in(b.context)?,
+            duration: b.duration,
+            reason: b.reason,
+        },
+        wit::LogEntry::Unblock(u) => {
+            Command::Unblock { resource: id_in(&u.resource)?, context: opt_ctx_in(u.context)? }
+        }
+    })
+}
+
+/// A stored command as the component folds it (and validates it again).
+pub(crate) fn log_entry_out(c: &Command) -> wit::LogEntry {
+    let id = |r: &ResourceId| id_out(r.kind(), r.value());
+    let ctx = |c: &Option<Context>| c.as_ref().map(|c| c.as_str().to_owned());
+    match c {
+        Command::Report { resource, context, outcome } => wit::LogEntry::Report(wit::LoggedReport {
+            resource: id(resource),
+            context: context.as_str().to_owned(),
+            outcome: outcome_out(outcome),
+        }),
+        Command::Register { resource, permits } => {
+            wit::LogEntry::Register(wit::LoggedRegister { resource: id(resource), permits: *permits })
+        }
+        Command::Unregister { resource, force } => {
+            wit::LogEntry::Unregister(wit::LoggedUnregister { resource: id(resource), force: *force })
+        }
+        Command::Block { resource, context, duration, reason } => wit::LogEntry::Block(wit::LoggedBlock {
+            resource: id(resource),
+            context: ctx(context),
+            duration: *duration,
+            reason: reason.clone(),
+        }),
+        Command::Unblock { resource, context } => {
+            wit::LogEntry::Unblock(wit::LoggedUnblock { resource: id(resource), context: ctx(context) })
+        }
     }
 }
 

@@ -25,15 +25,18 @@ mod asynchronous;
 mod convert;
 mod error;
 pub mod native;
+mod ownership;
 mod pool;
 pub mod providers;
 mod runtime;
 mod shard;
+mod store;
 
 use std::time::Duration;
 
 pub use asynchronous::{AsyncPool, AsyncPoolSet};
 pub use error::{Error, Result, SnapshotError, StoreError};
+pub use ownership::{Keeper, Ownership, Standing};
 pub use pool::{Pool, PoolOps, PoolSet, TenantPool};
 pub use providers::{Clock, ManualClock, Providers, SystemClock};
 pub use repute_core::{
@@ -42,6 +45,7 @@ pub use repute_core::{
 };
 #[doc(hidden)]
 pub use runtime::{measure_cold_start, Variant};
+pub use store::{Mode, Store, StoreSpec};
 
 /// How one tenant's pool is made. The default is a fresh, non-durable pool
 /// with the default policy and seed 0.
@@ -64,7 +68,9 @@ pub struct Limits {
     pub memory_bytes: usize,
     /// Longest one component call may run before it is interrupted (a trap).
     pub call_timeout: Duration,
-    /// Events kept per tenant until drained; older ones are dropped and counted.
+    /// Events kept per tenant until drained; older ones are dropped and
+    /// counted. 0 turns events off: the component then builds none, which
+    /// saves moving them across the boundary on every operation.
     pub max_pending_events: usize,
 }
 

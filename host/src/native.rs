@@ -5,7 +5,9 @@
 
 use std::sync::{Arc, Mutex};
 
-use repute_core::{Authority, CellView, Context, Event, Lease, Outcome, ResourceId, ResourceView, Stats};
+use repute_core::{
+    Authority, CellView, Command, Context, Event, Lease, Outcome, RateLimit, ResourceId, ResourceView, Stats,
+};
 
 use crate::error::{Error, Result, StoreError};
 use crate::pool::PoolOps;
@@ -58,6 +60,13 @@ impl Authority for ProviderAuthority {
             self.fail(e);
         }
     }
+
+    fn admit(&mut self, limit: &RateLimit) -> Option<u64> {
+        self.fencing.admit(limit).unwrap_or_else(|e| {
+            self.fail(e);
+            Some(0)
+        })
+    }
 }
 
 /// A tenant's pool running natively. Behaves exactly like [`crate::Pool`]
@@ -68,8 +77,8 @@ pub struct NativePool {
     storage: Box<dyn Storage>,
     fault: Arc<Mutex<Option<StoreError>>>,
     version: u64,
-    report_seq: u64,
-    log_reports: bool,
+    log_seq: u64,
+    log: bool,
 }
 
 impl std::fmt::Debug for NativePool {
@@ -99,41 +108,74 @@ impl NativePool {
     pub fn open(config: TenantConfig, providers: Providers) -> Result<NativePool> {
         let Providers { clock, fencing, mut storage } = providers;
         let fault = Arc::new(Mutex::new(None));
-        let (pool, version, report_seq) = if config.durable {
+        let (pool, version, log_seq) = if config.durable {
             config.policy.validate()?;
             match storage.load()? {
-                Some(c) => (repute_core::Pool::from_snapshot(&c.bytes, clock.now())?, c.version, c.report_seq),
+                Some(c) => (repute_core::Pool::from_snapshot(&c.bytes, clock.now())?, c.version, c.log_seq),
                 None => (repute_core::Pool::new(config.policy, config.seed)?, 0, 0),
             }
         } else {
             (repute_core::Pool::new(config.policy, config.seed)?, 0, 0)
         };
+        let own_authority = fencing.in_process();
         let authority = ProviderAuthority { fencing, clock: clock.clone(), fault: fault.clone() };
-        let mut native = NativePool { pool, clock, storage, fault, version, report_seq, log_reports: config.durable };
-        native.pool.set_authority(Box::new(authority));
+        let mut native = NativePool { pool, clock, storage, fault, version, log_seq, log: config.durable };
+        if !own_authority {
+            native.pool.set_authority(Box::new(authority));
+        }
         if config.durable {
-            native.replay()?;
+            native.fold(None)?;
         }
         native.pool.drain_events();
         Ok(native)
     }
 
-    fn replay(&mut self) -> Result<()> {
+    /// Folds the log entries after `log_seq` and before `until`, as the component does.
+    fn fold(&mut self, until: Option<u64>) -> Result<u32> {
         const PAGE: u32 = 1024;
+        let mut folded = 0;
         loop {
-            let page = self.storage.read_reports(self.report_seq, PAGE)?;
+            if until.is_some_and(|u| self.log_seq + 1 >= u) {
+                return Ok(folded);
+            }
+            let page = self.storage.read_log(self.log_seq, PAGE)?;
             for entry in &page {
-                let (id, context) = (id(&entry.kind, &entry.value)?, ctx(&entry.context)?);
-                let outcome = checked(&entry.outcome)?;
+                if until.is_some_and(|u| entry.seq >= u) {
+                    return Ok(folded);
+                }
                 let now = self.clock.now();
                 // Refused now exactly as it was refused when made.
-                let _ = self.pool.report(&id, &context, outcome, now);
-                self.report_seq = entry.seq;
+                let _ = self.pool.apply(&entry.command, now);
+                self.log_seq = entry.seq;
+                folded += 1;
             }
             if page.len() < PAGE as usize {
-                return Ok(());
+                return Ok(folded);
             }
         }
+    }
+
+    /// Runs a change, logged first when durable (see the component's `logged`).
+    fn logged<T>(
+        &mut self,
+        command: impl FnOnce() -> Command,
+        f: impl FnOnce(&mut repute_core::Pool, u64) -> repute_core::Result<T>,
+    ) -> Result<T> {
+        if !self.log {
+            let r = f(&mut self.pool, self.clock.now());
+            return self.done(r);
+        }
+        let seq = self.storage.append(&command())?;
+        self.fold(Some(seq))?;
+        let r = f(&mut self.pool, self.clock.now());
+        self.log_seq = seq;
+        self.done(r)
+    }
+
+    /// Events on or off, as `Limits::max_pending_events` of 0 turns them off
+    /// for a component pool.
+    pub fn set_record_events(&mut self, on: bool) {
+        self.pool.set_record_events(on);
     }
 
     /// Maps a core result, a provider failure during the call first.
@@ -154,14 +196,14 @@ impl NativePool {
 impl PoolOps for NativePool {
     fn register(&mut self, kind: &str, value: &str, permits: u32) -> Result<bool> {
         let id = id(kind, value)?;
-        let r = self.pool.register(id, permits, self.now());
-        self.done(r)
+        let resource = id.clone();
+        self.logged(|| Command::Register { resource, permits }, |p, now| p.register(id, permits, now))
     }
 
     fn unregister(&mut self, kind: &str, value: &str, force: bool) -> Result<()> {
         let id = id(kind, value)?;
-        let r = self.pool.unregister(&id, force, self.now());
-        self.done(r)
+        let resource = id.clone();
+        self.logged(|| Command::Unregister { resource, force }, |p, now| p.unregister(&id, force, now))
     }
 
     fn acquire(&mut self, context: &str) -> Result<Lease> {
@@ -193,11 +235,8 @@ impl PoolOps for NativePool {
     fn report(&mut self, kind: &str, value: &str, context: &str, outcome: &Outcome) -> Result<()> {
         let (id, context) = (id(kind, value)?, ctx(context)?);
         let outcome = checked(outcome)?;
-        if self.log_reports {
-            self.report_seq = self.storage.append_report(kind, value, context.as_str(), &outcome)?;
-        }
-        let r = self.pool.report(&id, &context, outcome, self.now());
-        self.done(r)
+        let command = Command::Report { resource: id.clone(), context: context.clone(), outcome };
+        self.logged(|| command, |p, now| p.report(&id, &context, outcome, now))
     }
 
     fn block(
@@ -210,15 +249,17 @@ impl PoolOps for NativePool {
     ) -> Result<()> {
         let id = id(kind, value)?;
         let context = context.map(ctx).transpose()?;
-        let r = self.pool.block(&id, context.as_ref(), duration, reason.map(str::to_owned), self.now());
-        self.done(r)
+        let reason = reason.map(str::to_owned);
+        let command =
+            Command::Block { resource: id.clone(), context: context.clone(), duration, reason: reason.clone() };
+        self.logged(|| command, |p, now| p.block(&id, context.as_ref(), duration, reason, now))
     }
 
     fn unblock(&mut self, kind: &str, value: &str, context: Option<&str>) -> Result<bool> {
         let id = id(kind, value)?;
         let context = context.map(ctx).transpose()?;
-        let r = self.pool.unblock(&id, context.as_ref(), self.now());
-        self.done(r)
+        let command = Command::Unblock { resource: id.clone(), context: context.clone() };
+        self.logged(|| command, |p, now| p.unblock(&id, context.as_ref(), now))
     }
 
     fn due_for_probe(&mut self) -> Result<Vec<(ResourceId, Context)>> {
@@ -266,8 +307,12 @@ impl PoolOps for NativePool {
 
     fn checkpoint(&mut self, with_leases: bool) -> Result<u64> {
         let bytes = self.pool.snapshot(self.now(), with_leases);
-        self.version = self.storage.save(&bytes, self.version, self.report_seq)?;
+        self.version = self.storage.save(&bytes, self.version, self.log_seq)?;
         Ok(self.version)
+    }
+
+    fn sync(&mut self) -> Result<u32> {
+        self.fold(None)
     }
 
     fn drain_events(&mut self) -> Result<Vec<Event>> {

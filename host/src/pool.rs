@@ -69,6 +69,9 @@ pub trait PoolOps {
     /// Saves a checkpoint to the tenant's storage, conditional on the version
     /// last loaded or saved; returns the new version.
     fn checkpoint(&mut self, with_leases: bool) -> Result<u64>;
+    /// Folds the changes other processes appended to the tenant's log since
+    /// this pool last read it (durable pools); returns how many.
+    fn sync(&mut self) -> Result<u32>;
     /// Events since the last drain, oldest first.
     fn drain_events(&mut self) -> Result<Vec<Event>>;
 }
@@ -183,6 +186,11 @@ macro_rules! shard_ops {
                 let $this = self;
                 let (s, t) = $parts;
                 s.checkpoint(t, with_leases)
+            }
+            fn sync(&mut self) -> Result<u32> {
+                let $this = self;
+                let (s, t) = $parts;
+                s.sync(t)
             }
             fn drain_events(&mut self) -> Result<Vec<Event>> {
                 let $this = self;

@@ -9,7 +9,7 @@ use repute_core::{Event, Outcome};
 use wasmtime::component::ResourceAny;
 use wasmtime::{Store, StoreLimits, StoreLimitsBuilder};
 
-use crate::bindings::exports::repute::pool::api::GuestPool;
+use crate::bindings::exports::repute::pool::api::{GuestPool, Options};
 use crate::bindings::repute::pool::types as wit;
 use crate::bindings::repute::pool::{clock, events, fencing, storage, types};
 use crate::bindings::Repute;
@@ -86,6 +86,17 @@ impl fencing::Host for ShardState {
             ctx.fault = Some(e);
         }
     }
+
+    /// An unreachable authority refuses, like a grant it cannot make; the
+    /// caller sees the store error.
+    fn admit(&mut self, limit: wit::RateLimit) -> Option<u64> {
+        let ctx = self.cur();
+        let limit = repute_core::RateLimit { rate: limit.rate, burst: limit.burst };
+        ctx.providers.fencing.admit(&limit).unwrap_or_else(|e| {
+            ctx.fault = Some(e);
+            Some(0)
+        })
+    }
 }
 
 impl storage::Host for ShardState {
@@ -95,43 +106,27 @@ impl storage::Host for ShardState {
         Ok(checkpoint.map(|c| wit::Checkpoint {
             epoch: c.epoch,
             version: c.version,
-            report_seq: c.report_seq,
+            log_seq: c.log_seq,
             bytes: c.bytes,
         }))
     }
 
-    fn save(&mut self, bytes: Vec<u8>, expected_version: u64, report_seq: u64) -> Result<u64, wit::StorageError> {
+    fn save(&mut self, bytes: Vec<u8>, expected_version: u64, log_seq: u64) -> Result<u64, wit::StorageError> {
         let ctx = self.cur();
-        let version = ctx.providers.storage.save(&bytes, expected_version, report_seq).map_err(store_err_out)?;
+        let version = ctx.providers.storage.save(&bytes, expected_version, log_seq).map_err(store_err_out)?;
         ctx.last_good = Some(bytes);
         Ok(version)
     }
 
-    fn append_report(
-        &mut self,
-        resource: wit::ResourceId,
-        context: String,
-        outcome: wit::Outcome,
-    ) -> Result<u64, wit::StorageError> {
-        let outcome: Outcome = convert::outcome_in(&outcome);
-        self.cur()
-            .providers
-            .storage
-            .append_report(&resource.kind, &resource.value, &context, &outcome)
-            .map_err(store_err_out)
+    fn append(&mut self, entry: wit::LogEntry) -> Result<u64, wit::StorageError> {
+        let command =
+            convert::log_entry_in(entry).map_err(|e| store_err_out(StoreError::Unavailable(e.to_string())))?;
+        self.cur().providers.storage.append(&command).map_err(store_err_out)
     }
 
-    fn read_reports(&mut self, after: u64, limit: u32) -> Result<Vec<wit::ReportEntry>, wit::StorageError> {
-        let entries = self.cur().providers.storage.read_reports(after, limit).map_err(store_err_out)?;
-        Ok(entries
-            .into_iter()
-            .map(|e| wit::ReportEntry {
-                seq: e.seq,
-                resource: wit::ResourceId { kind: e.kind, value: e.value },
-                context: e.context,
-                outcome: convert::outcome_out(&e.outcome),
-            })
-            .collect())
+    fn read_log(&mut self, after: u64, limit: u32) -> Result<Vec<wit::Logged>, wit::StorageError> {
+        let entries = self.cur().providers.storage.read_log(after, limit).map_err(store_err_out)?;
+        Ok(entries.into_iter().map(|e| wit::Logged { seq: e.seq, entry: convert::log_entry_out(&e.command) }).collect())
     }
 }
 
@@ -247,11 +242,13 @@ impl Shard {
     fn create(&mut self, t: usize, config: &TenantConfig) -> Result<ResourceAny> {
         let policy = convert::policy_out(&config.policy);
         let durable = config.durable;
+        let own_authority = self.ctx(t)?.providers.fencing.in_process();
+        let options = Options { events: self.limits.max_pending_events > 0, own_authority };
         let handle = self.call(t, |store, pool| {
             if durable {
-                pool.call_open(store, policy, config.seed, true)
+                pool.call_open(store, policy, config.seed, true, options)
             } else {
-                pool.call_create(store, policy, config.seed)
+                pool.call_create(store, policy, config.seed, options)
             }
         })?;
         let handle = self.finish(t, handle)?;
@@ -495,5 +492,9 @@ impl Shard {
 
     pub(crate) fn checkpoint(&mut self, t: usize, with_leases: bool) -> Result<u64> {
         op!(self, t, |s, p, h| p.call_checkpoint(s, h, with_leases))
+    }
+
+    pub(crate) fn sync(&mut self, t: usize) -> Result<u32> {
+        op!(self, t, |s, p, h| p.call_sync(s, h))
     }
 }

@@ -212,6 +212,8 @@ class AsyncPool:
         max_cells: int | None = None,
         rate: float | None = None,
         burst: int = 1,
+        mode: Literal["sharded", "shared"] = "sharded",
+        owner_ttl: float = 10.0,
     ) -> AsyncPool:
         pool = await _run(
             Pool,
@@ -227,11 +229,13 @@ class AsyncPool:
             max_cells=max_cells,
             rate=rate,
             burst=burst,
+            mode=mode,
+            owner_ttl=owner_ttl,
         )
         return cls(pool)
 
     @property
-    def sync(self) -> Pool:
+    def pool(self) -> Pool:
         """The underlying blocking pool."""
         return self._pool
 
@@ -339,6 +343,9 @@ class AsyncPool:
 
     async def checkpoint(self, with_leases: bool = True) -> int:
         return await _run(self._pool.checkpoint, with_leases)
+
+    async def sync(self) -> int:
+        return await _run(self._pool.sync)
 
     async def events(self) -> Iterator[Event]:
         return await _run(self._pool.events)

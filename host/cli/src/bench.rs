@@ -11,8 +11,6 @@ use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
 use repute_host::{Limits, Outcome, Policy, PoolOps, PoolSet, Strategy, TenantConfig};
 
-use crate::store::StoreSpec;
-
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// `embedded`, or the base URL of a running `repute serve` (e.g. http://127.0.0.1:7070).
@@ -43,7 +41,7 @@ pub struct Args {
     pub tenants: usize,
     /// Embedded store.
     #[arg(long, default_value = "memory")]
-    pub store: StoreSpec,
+    pub store: repute_host::StoreSpec,
     #[arg(long)]
     pub strategy: Option<String>,
 }
@@ -143,10 +141,11 @@ fn targets(args: &Args) -> Result<Vec<Box<dyn Target>>, String> {
     if args.target == "embedded" {
         let tenants = args.tenants.max(1);
         let set = Arc::new(PoolSet::new(args.threads.max(tenants), Limits::default()).map_err(|e| e.to_string())?);
-        let clock = StoreSpec::system_clock();
+        let clock: Arc<dyn repute_host::Clock> = Arc::new(repute_host::SystemClock::new());
+        let store = args.store.open().map_err(|e| e.to_string())?;
         for t in 0..tenants {
             let name = format!("bench-{t}");
-            let providers = args.store.providers(&name, clock.clone()).map_err(|e| e.to_string())?;
+            let providers = store.providers(&name, 0, clock.clone()).map_err(|e| e.to_string())?;
             let config = TenantConfig { policy: policy(args)?, seed: t as u64, durable: args.store.durable() };
             set.open_tenant(&name, config, providers).map_err(|e| e.to_string())?;
             for v in kinds.clone() {

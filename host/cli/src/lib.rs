@@ -5,4 +5,3 @@ pub mod bench;
 pub mod serve;
 pub mod simulate;
 pub mod snapshot;
-pub mod store;

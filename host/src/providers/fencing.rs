@@ -2,6 +2,8 @@
 
 use std::collections::HashMap;
 
+use repute_core::RateLimit;
+
 use crate::error::StoreError;
 
 /// One resource permit, as the core names it.
@@ -29,6 +31,21 @@ pub trait Fencing: Send {
 
     /// Ends the lease holding `token`, if it still holds the permit.
     fn revoke(&mut self, permit: Permit<'_>, token: u64) -> Result<(), StoreError>;
+
+    /// True when this authority only ever sees the grants of the one pool
+    /// it serves and keeps nothing beyond the process: that pool can then be
+    /// its own authority, and no grant crosses the component boundary.
+    fn in_process(&self) -> bool {
+        false
+    }
+
+    /// Spends one acquire of a rate limit shared by every process serving
+    /// the tenant; `Some(ns)` refuses it. An authority that serves one
+    /// process leaves rate limiting to the pool's own bucket.
+    fn admit(&mut self, limit: &RateLimit) -> Result<Option<u64>, StoreError> {
+        let _ = limit;
+        Ok(None)
+    }
 }
 
 /// The state of one permit at the authority.
@@ -101,6 +118,10 @@ impl MemoryFencing {
 }
 
 impl Fencing for MemoryFencing {
+    fn in_process(&self) -> bool {
+        true
+    }
+
     fn grant(&mut self, permit: Permit<'_>, ttl: u64, last: u64, now: u64) -> Result<Option<u64>, StoreError> {
         Ok(MemoryFencing::decide(self.state(permit), ttl, last, now))
     }

@@ -5,13 +5,15 @@
 
 mod clock;
 mod fencing;
+mod postgresql;
 mod sqlite;
 mod storage;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use fencing::{Fencing, MemoryFencing, Permit};
+pub use postgresql::{owner_margin, Claim, Owners, PgFencing, PgStorage, Postgres};
 pub use sqlite::{SqliteFencing, SqliteStorage};
-pub use storage::{Checkpoint, MemoryStorage, ReportEntry, Storage};
+pub use storage::{Checkpoint, LogEntry, MemoryStorage, Storage};
 
 use std::sync::Arc;
 
@@ -41,6 +43,13 @@ impl Providers {
         let storage = SqliteStorage::open(path, tenant)?;
         let fencing = storage.fencing();
         Ok(Providers { clock, fencing: Box::new(fencing), storage: Box::new(storage) })
+    }
+
+    /// PostgreSQL for `tenant`, writing under owner `epoch` (0 when the
+    /// tenant is shared by many processes).
+    pub fn postgres(db: &Postgres, tenant: &str, epoch: u64, clock: Arc<dyn Clock>) -> Self {
+        let (storage, fencing) = db.tenant(tenant, epoch);
+        Providers { clock, fencing: Box::new(fencing), storage: Box::new(storage) }
     }
 }
 

@@ -1,22 +1,22 @@
 //! SQLite, the embedded durable default: checkpoints conditional on owner
-//! epoch and version, the report log, and fence counters that survive
+//! epoch and version, the command log, and fence counters that survive
 //! restarts.
 //!
 //! One pool owns a tenant of a file at a time. Ownership is an OS file lock
 //! beside the database (released by the OS if the process dies, so a restart
 //! is never locked out) plus an owner epoch in the database that every
-//! checkpoint and report write is checked against.
+//! checkpoint and log write is checked against.
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use repute_core::{FailureKind, Outcome};
+use repute_core::Command;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use super::fencing::{Fencing, MemoryFencing, Permit};
-use super::storage::{Checkpoint, ReportEntry, Storage};
+use super::storage::{decode_command, encode_command, Checkpoint, LogEntry, Storage};
 use crate::error::{Error, StoreError};
 
 const SCHEMA: &str = "
@@ -28,7 +28,7 @@ CREATE TABLE IF NOT EXISTS checkpoints (
     tenant TEXT PRIMARY KEY,
     epoch INTEGER NOT NULL,
     version INTEGER NOT NULL,
-    report_seq INTEGER NOT NULL,
+    log_seq INTEGER NOT NULL,
     bytes BLOB NOT NULL
 );
 CREATE TABLE IF NOT EXISTS fences (
@@ -39,14 +39,10 @@ CREATE TABLE IF NOT EXISTS fences (
     token INTEGER NOT NULL,
     PRIMARY KEY (tenant, kind, value, permit)
 ) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS reports (
+CREATE TABLE IF NOT EXISTS log (
     tenant TEXT NOT NULL,
     seq INTEGER NOT NULL,
-    kind TEXT NOT NULL,
-    value TEXT NOT NULL,
-    context TEXT NOT NULL,
-    failure TEXT,
-    latency_ms REAL NOT NULL,
+    entry TEXT NOT NULL,
     PRIMARY KEY (tenant, seq)
 ) WITHOUT ROWID;
 ";
@@ -59,7 +55,7 @@ struct Inner {
     _lock: Option<File>,
 }
 
-/// Checkpoints and the report log of one tenant in a SQLite file.
+/// Checkpoints and the command log of one tenant in a SQLite file.
 pub struct SqliteStorage {
     inner: Arc<Mutex<Inner>>,
 }
@@ -175,13 +171,13 @@ impl Storage for SqliteStorage {
         let row = inner
             .conn
             .query_row(
-                "SELECT epoch, version, report_seq, bytes FROM checkpoints WHERE tenant = ?1",
+                "SELECT epoch, version, log_seq, bytes FROM checkpoints WHERE tenant = ?1",
                 params![inner.tenant],
                 |r| {
                     Ok(Checkpoint {
                         epoch: r.get::<_, i64>(0)? as u64,
                         version: r.get::<_, i64>(1)? as u64,
-                        report_seq: r.get::<_, i64>(2)? as u64,
+                        log_seq: r.get::<_, i64>(2)? as u64,
                         bytes: r.get(3)?,
                     })
                 },
@@ -190,7 +186,7 @@ impl Storage for SqliteStorage {
         Ok(row)
     }
 
-    fn save(&mut self, bytes: &[u8], expected_version: u64, report_seq: u64) -> Result<u64, StoreError> {
+    fn save(&mut self, bytes: &[u8], expected_version: u64, log_seq: u64) -> Result<u64, StoreError> {
         let mut inner = lock(&self.inner);
         let (tenant, epoch) = (inner.tenant.clone(), inner.epoch);
         let tx = inner.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -204,64 +200,50 @@ impl Storage for SqliteStorage {
         }
         let version = found as u64 + 1;
         tx.execute(
-            "INSERT OR REPLACE INTO checkpoints (tenant, epoch, version, report_seq, bytes)
+            "INSERT OR REPLACE INTO checkpoints (tenant, epoch, version, log_seq, bytes)
              VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![tenant, epoch as i64, version as i64, report_seq as i64, bytes],
+            params![tenant, epoch as i64, version as i64, log_seq as i64, bytes],
         )?;
-        // Reports folded into the checkpoint are no longer needed for replay.
-        tx.execute("DELETE FROM reports WHERE tenant = ?1 AND seq <= ?2", params![tenant, report_seq as i64])?;
+        // Entries folded into the checkpoint are no longer needed for replay.
+        tx.execute("DELETE FROM log WHERE tenant = ?1 AND seq <= ?2", params![tenant, log_seq as i64])?;
         tx.commit()?;
         Ok(version)
     }
 
-    fn append_report(&mut self, kind: &str, value: &str, context: &str, outcome: &Outcome) -> Result<u64, StoreError> {
+    fn append(&mut self, command: &Command) -> Result<u64, StoreError> {
+        let entry = encode_command(command)?;
         let mut inner = lock(&self.inner);
         let (tenant, epoch) = (inner.tenant.clone(), inner.epoch);
         let tx = inner.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         check_epoch(&tx, &tenant, epoch)?;
-        let (failure, latency) = match *outcome {
-            Outcome::Success { latency_ms } => (None, latency_ms),
-            Outcome::Failure { kind, latency_ms } => (Some(kind.as_str()), latency_ms),
-        };
         // Sequence numbers continue past the checkpoint's even after the
         // folded entries were deleted.
         let seq: i64 = tx.query_row(
-            "INSERT INTO reports (tenant, seq, kind, value, context, failure, latency_ms)
+            "INSERT INTO log (tenant, seq, entry)
              VALUES (?1, MAX(
-                 (SELECT COALESCE(MAX(seq), 0) FROM reports WHERE tenant = ?1),
-                 (SELECT COALESCE(MAX(report_seq), 0) FROM checkpoints WHERE tenant = ?1)) + 1,
-                 ?2, ?3, ?4, ?5, ?6)
+                 (SELECT COALESCE(MAX(seq), 0) FROM log WHERE tenant = ?1),
+                 (SELECT COALESCE(MAX(log_seq), 0) FROM checkpoints WHERE tenant = ?1)) + 1,
+                 ?2)
              RETURNING seq",
-            params![tenant, kind, value, context, failure, latency],
+            params![tenant, entry],
             |r| r.get(0),
         )?;
         tx.commit()?;
         Ok(seq as u64)
     }
 
-    fn read_reports(&mut self, after: u64, limit: u32) -> Result<Vec<ReportEntry>, StoreError> {
+    fn read_log(&mut self, after: u64, limit: u32) -> Result<Vec<LogEntry>, StoreError> {
         let inner = lock(&self.inner);
-        let mut stmt = inner.conn.prepare_cached(
-            "SELECT seq, kind, value, context, failure, latency_ms FROM reports
-             WHERE tenant = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3",
-        )?;
+        let mut stmt = inner
+            .conn
+            .prepare_cached("SELECT seq, entry FROM log WHERE tenant = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3")?;
         let rows = stmt.query_map(params![inner.tenant, after as i64, limit as i64], |r| {
-            let failure: Option<String> = r.get(4)?;
-            let latency_ms: f64 = r.get(5)?;
-            Ok((r.get::<_, i64>(0)?, r.get(1)?, r.get(2)?, r.get(3)?, failure, latency_ms))
+            Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
         })?;
         let mut out = Vec::new();
         for row in rows {
-            let (seq, kind, value, context, failure, latency_ms) = row?;
-            let outcome = match failure {
-                None => Outcome::Success { latency_ms },
-                Some(name) => {
-                    let kind = FailureKind::parse(&name)
-                        .map_err(|_| StoreError::Unavailable(format!("report log: unknown failure kind {name:?}")))?;
-                    Outcome::Failure { kind, latency_ms }
-                }
-            };
-            out.push(ReportEntry { seq: seq as u64, kind, value, context, outcome });
+            let (seq, entry) = row?;
+            out.push(LogEntry { seq: seq as u64, command: decode_command(&entry)? });
         }
         Ok(out)
     }

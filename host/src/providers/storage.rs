@@ -1,7 +1,7 @@
 //! Durable state behind the `storage` import: conditional checkpoints and
-//! the report log.
+//! the command log.
 
-use repute_core::Outcome;
+use repute_core::Command;
 
 use crate::error::StoreError;
 
@@ -12,23 +12,29 @@ pub struct Checkpoint {
     pub epoch: u64,
     /// Incremented by every successful save; the compare-and-set key.
     pub version: u64,
-    /// Report log position folded into it; replay starts after it.
-    pub report_seq: u64,
+    /// Log position folded into it; replay starts after it.
+    pub log_seq: u64,
     /// A binary snapshot of the pool.
     pub bytes: Vec<u8>,
 }
 
-/// One acknowledged report in the log.
+/// One acknowledged change in the log.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ReportEntry {
+pub struct LogEntry {
     pub seq: u64,
-    pub kind: String,
-    pub value: String,
-    pub context: String,
-    pub outcome: Outcome,
+    pub command: Command,
 }
 
-/// Checkpoints and report log of one tenant. Every write is conditional:
+/// A log entry as durable stores keep it: JSON, readable with the store's own tools.
+pub(crate) fn encode_command(command: &Command) -> Result<String, StoreError> {
+    serde_json::to_string(command).map_err(|e| StoreError::Unavailable(format!("log entry: {e}")))
+}
+
+pub(crate) fn decode_command(entry: &str) -> Result<Command, StoreError> {
+    serde_json::from_str(entry).map_err(|e| StoreError::Unavailable(format!("log entry {entry:?}: {e}")))
+}
+
+/// Checkpoints and command log of one tenant. Every write is conditional:
 /// a save names the version it expects, and a store that knows owner epochs
 /// refuses a writer whose epoch is lower than the stored one.
 pub trait Storage: Send {
@@ -36,13 +42,15 @@ pub trait Storage: Send {
 
     /// Saves the next checkpoint if the stored version is `expected_version`
     /// (0 when none exists); returns the new version.
-    fn save(&mut self, bytes: &[u8], expected_version: u64, report_seq: u64) -> Result<u64, StoreError>;
+    fn save(&mut self, bytes: &[u8], expected_version: u64, log_seq: u64) -> Result<u64, StoreError>;
 
-    /// Appends a report; returns its sequence number (strictly increasing).
-    fn append_report(&mut self, kind: &str, value: &str, context: &str, outcome: &Outcome) -> Result<u64, StoreError>;
+    /// Appends a change; returns its sequence number. Sequence numbers
+    /// strictly increase in the order readers see them: an entry never
+    /// becomes visible below a position a reader has already passed.
+    fn append(&mut self, command: &Command) -> Result<u64, StoreError>;
 
     /// Up to `limit` entries after `after`, in order.
-    fn read_reports(&mut self, after: u64, limit: u32) -> Result<Vec<ReportEntry>, StoreError>;
+    fn read_log(&mut self, after: u64, limit: u32) -> Result<Vec<LogEntry>, StoreError>;
 }
 
 /// Storage that lives as long as the process: for tests, simulations and
@@ -50,7 +58,7 @@ pub trait Storage: Send {
 #[derive(Debug, Default)]
 pub struct MemoryStorage {
     checkpoint: Option<Checkpoint>,
-    reports: Vec<ReportEntry>,
+    log: Vec<LogEntry>,
 }
 
 impl Storage for MemoryStorage {
@@ -58,33 +66,27 @@ impl Storage for MemoryStorage {
         Ok(self.checkpoint.clone())
     }
 
-    fn save(&mut self, bytes: &[u8], expected_version: u64, report_seq: u64) -> Result<u64, StoreError> {
+    fn save(&mut self, bytes: &[u8], expected_version: u64, log_seq: u64) -> Result<u64, StoreError> {
         let found = self.checkpoint.as_ref().map_or(0, |c| c.version);
         if found != expected_version {
             return Err(StoreError::Conflict { expected: expected_version, found });
         }
         let version = found + 1;
-        self.checkpoint = Some(Checkpoint { epoch: 1, version, report_seq, bytes: bytes.to_vec() });
-        // Reports folded into the checkpoint are no longer needed for replay.
-        self.reports.retain(|r| r.seq > report_seq);
+        self.checkpoint = Some(Checkpoint { epoch: 1, version, log_seq, bytes: bytes.to_vec() });
+        // Entries folded into the checkpoint are no longer needed for replay.
+        self.log.retain(|e| e.seq > log_seq);
         Ok(version)
     }
 
-    fn append_report(&mut self, kind: &str, value: &str, context: &str, outcome: &Outcome) -> Result<u64, StoreError> {
-        let last = self.reports.last().map(|r| r.seq);
-        let seq = last.or(self.checkpoint.as_ref().map(|c| c.report_seq)).unwrap_or(0) + 1;
-        self.reports.push(ReportEntry {
-            seq,
-            kind: kind.to_owned(),
-            value: value.to_owned(),
-            context: context.to_owned(),
-            outcome: *outcome,
-        });
+    fn append(&mut self, command: &Command) -> Result<u64, StoreError> {
+        let last = self.log.last().map(|e| e.seq);
+        let seq = last.or(self.checkpoint.as_ref().map(|c| c.log_seq)).unwrap_or(0) + 1;
+        self.log.push(LogEntry { seq, command: command.clone() });
         Ok(seq)
     }
 
-    fn read_reports(&mut self, after: u64, limit: u32) -> Result<Vec<ReportEntry>, StoreError> {
-        let start = self.reports.partition_point(|r| r.seq <= after);
-        Ok(self.reports[start..].iter().take(limit as usize).cloned().collect())
+    fn read_log(&mut self, after: u64, limit: u32) -> Result<Vec<LogEntry>, StoreError> {
+        let start = self.log.partition_point(|e| e.seq <= after);
+        Ok(self.log[start..].iter().take(limit as usize).cloned().collect())
     }
 }

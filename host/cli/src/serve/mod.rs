@@ -18,10 +18,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use repute_host::{Limits, Policy, PoolSet, Strategy};
+use repute_host::{Limits, Mode, Ownership, Policy, PoolSet, Store, StoreSpec, Strategy, SystemClock};
 use tokio::sync::watch;
 
-use crate::store::StoreSpec;
 use state::AppState;
 
 #[derive(Debug, clap::Args)]
@@ -29,9 +28,25 @@ pub struct Args {
     /// Address to listen on; port 0 picks a free one (the chosen address is printed).
     #[arg(long, env = "REPUTE_LISTEN", default_value = "127.0.0.1:7070")]
     pub listen: SocketAddr,
-    /// Where tenants live: `memory`, or `sqlite:PATH` (durable).
+    /// Where tenants live: `memory`, `sqlite:PATH` (durable, one process per
+    /// tenant) or a `postgres://` URL (durable, many processes; see --mode).
     #[arg(long, env = "REPUTE_STORE", default_value = "sqlite:repute.db")]
     pub store: StoreSpec,
+    /// With PostgreSQL: `sharded` (one owner process per tenant, others answer
+    /// 421 naming it) or `shared` (every process serves every tenant).
+    #[arg(long, env = "REPUTE_MODE", default_value = "sharded", value_parser = Mode::parse)]
+    pub mode: Mode,
+    /// Base URL other processes name when they send a client here (sharded
+    /// mode); defaults to http:// and the address bound.
+    #[arg(long, env = "REPUTE_ADVERTISE")]
+    pub advertise: Option<String>,
+    /// Owner lease of a tenant in sharded mode, in seconds: how long a dead
+    /// owner keeps its tenants before another process takes them over.
+    #[arg(long, env = "REPUTE_OWNER_TTL", default_value_t = 10.0)]
+    pub owner_ttl: f64,
+    /// Seconds between folds of the other processes' log entries (shared mode).
+    #[arg(long, env = "REPUTE_SYNC_EVERY", default_value_t = 0.2)]
+    pub sync_every: f64,
     /// API key file, as written by `repute key new`.
     #[arg(long, env = "REPUTE_KEYS", default_value = "repute.keys")]
     pub keys: PathBuf,
@@ -101,24 +116,40 @@ async fn run(args: &Args) -> Result<(), String> {
     let checkpoint_every = seconds(args.checkpoint_every, "--checkpoint-every")?;
     let shards = args.shards.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let set = PoolSet::new(shards, Limits::default()).map_err(|e| format!("cannot start the pool: {e}"))?;
+    let owner_ttl = seconds(args.owner_ttl, "--owner-ttl")?;
+    let sync_every = seconds(args.sync_every, "--sync-every")?;
+    let listener =
+        tokio::net::TcpListener::bind(args.listen).await.map_err(|e| format!("--listen {}: {e}", args.listen))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let spec = args.store.clone();
+    let store = tokio::task::spawn_blocking(move || spec.open())
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| format!("--store: {e}"))?;
+    let ownership = match (&store, args.mode) {
+        (Store::Postgres(db), Mode::Sharded) => {
+            let advertise = args.advertise.clone().unwrap_or_else(|| format!("http://{addr}"));
+            Some(Ownership::new(db, &advertise, owner_ttl))
+        }
+        _ => None,
+    };
+    let shared = matches!((&store, args.mode), (Store::Postgres(_), Mode::Shared));
     let (stop_tx, stop_rx) = watch::channel(false);
     let state = Arc::new(AppState::new(
         set,
-        args.store.clone(),
-        StoreSpec::system_clock(),
+        store,
+        ownership,
+        Arc::new(SystemClock::new()),
         policy,
         args.seed,
         keys,
         stop_rx.clone(),
     ));
-
-    let listener =
-        tokio::net::TcpListener::bind(args.listen).await.map_err(|e| format!("--listen {}: {e}", args.listen))?;
-    let addr = listener.local_addr().map_err(|e| e.to_string())?;
     println!("listening on {addr}");
-    tracing::info!(%addr, store = ?args.store, shards, "serving");
+    tracing::info!(%addr, store = ?args.store, mode = args.mode.as_str(), shards, "serving");
 
-    let ticker = tokio::spawn(background(state.clone(), checkpoint_every, stop_rx));
+    let timers = Timers { checkpoint: checkpoint_every, renew: owner_ttl / 4, sync: shared.then_some(sync_every) };
+    let ticker = tokio::spawn(background(state.clone(), timers, stop_rx));
     state.ready.store(true, Ordering::Release);
     let app = routes::router(state.clone());
     axum::serve(listener, app)
@@ -132,28 +163,62 @@ async fn run(args: &Args) -> Result<(), String> {
     state.ready.store(false, Ordering::Release);
     ticker.abort();
     let s = state.clone();
-    tokio::task::spawn_blocking(move || s.checkpoint_all()).await.map_err(|e| e.to_string())?;
+    tokio::task::spawn_blocking(move || {
+        s.checkpoint_all();
+        if let Some(ownership) = &s.ownership {
+            ownership.resign_all();
+        }
+    })
+    .await
+    .map_err(|e| e.to_string())?;
     tracing::info!("stopped");
     Ok(())
 }
 
-/// Publishes time-driven events every second and checkpoints on schedule.
-async fn background(state: Arc<AppState>, checkpoint_every: Duration, mut stop: watch::Receiver<bool>) {
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
-    let mut checkpoint = tokio::time::interval(checkpoint_every);
-    checkpoint.tick().await;
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {
-                let s = state.clone();
-                let _ = tokio::task::spawn_blocking(move || s.tick()).await;
+/// How often the background work runs.
+struct Timers {
+    checkpoint: Duration,
+    /// Owner lease renewal (sharded mode).
+    renew: Duration,
+    /// Log folding (shared mode).
+    sync: Option<Duration>,
+}
+
+/// Publishes time-driven events every second, checkpoints on schedule,
+/// renews owner leases (sharded) and folds other processes' log entries
+/// (shared). Each runs on its own task so a slow store does not hold up the
+/// others; renewal above all must not wait behind a checkpoint.
+async fn background(state: Arc<AppState>, timers: Timers, stop: watch::Receiver<bool>) {
+    let every = |period: Duration, job: fn(&AppState)| {
+        let state = state.clone();
+        let mut stop = stop.clone();
+        tokio::spawn(async move {
+            let mut interval = tokio::time::interval(period);
+            interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            interval.tick().await;
+            loop {
+                tokio::select! {
+                    _ = interval.tick() => {
+                        let s = state.clone();
+                        let _ = tokio::task::spawn_blocking(move || job(&s)).await;
+                    }
+                    _ = stop.changed() => return,
+                }
             }
-            _ = checkpoint.tick(), if state.store.durable() => {
-                let s = state.clone();
-                let _ = tokio::task::spawn_blocking(move || s.checkpoint_all()).await;
-            }
-            _ = stop.changed() => return,
-        }
+        })
+    };
+    let mut jobs = vec![every(Duration::from_secs(1), AppState::tick)];
+    if state.store.durable() {
+        jobs.push(every(timers.checkpoint, AppState::checkpoint_all));
+    }
+    if state.ownership.is_some() {
+        jobs.push(every(timers.renew, AppState::renew_ownership));
+    }
+    if let Some(period) = timers.sync {
+        jobs.push(every(period, AppState::sync_all));
+    }
+    for job in jobs {
+        let _ = job.await;
     }
 }
 

@@ -5,20 +5,22 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-use repute_host::{Clock, Event, Policy, PoolOps, PoolSet, TenantConfig, TenantPool};
+use repute_host::{Clock, Event, Ownership, Policy, PoolOps, PoolSet, Standing, Store, TenantConfig, TenantPool};
 use tokio::sync::{broadcast, watch};
 
 use super::auth::KeyRing;
 use super::metrics::Metrics;
 use super::problem::Problem;
-use crate::store::StoreSpec;
 
 /// Events buffered per SSE subscriber before a slow one starts missing some.
 const EVENT_BUFFER: usize = 4096;
 
 pub struct AppState {
     pub set: PoolSet,
-    pub store: StoreSpec,
+    pub store: Store,
+    /// Sharded mode on PostgreSQL: the owner leases of this process. `None`
+    /// when every tenant is served here (single process, or shared mode).
+    pub ownership: Option<Ownership>,
     pub clock: Arc<dyn Clock>,
     pub policy: Policy,
     pub seed: u64,
@@ -33,9 +35,11 @@ pub struct AppState {
 }
 
 impl AppState {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         set: PoolSet,
-        store: StoreSpec,
+        store: Store,
+        ownership: Option<Ownership>,
         clock: Arc<dyn Clock>,
         policy: Policy,
         seed: u64,
@@ -45,6 +49,7 @@ impl AppState {
         AppState {
             set,
             store,
+            ownership,
             clock,
             policy,
             seed,
@@ -57,10 +62,27 @@ impl AppState {
         }
     }
 
-    /// Opens `tenant` on first use: from its newest checkpoint on a durable store.
-    /// The check is a read lock on a name set, so a request does not lock its
-    /// tenant's shard twice.
+    /// Opens `tenant` on first use: from its newest checkpoint on a durable
+    /// store. In sharded mode it first makes sure this process owns the
+    /// tenant (claiming it if nobody does) and answers `NotOwner` otherwise;
+    /// a tenant whose owner lease lapsed here is closed and taken afresh.
+    /// The common case is a read lock on a name set, so a request does not
+    /// lock its tenant's shard twice.
     pub fn ensure_open(&self, tenant: &str) -> Result<(), Problem> {
+        let epoch = match &self.ownership {
+            None => 0,
+            Some(ownership) => match ownership.check(tenant) {
+                Ok(Standing::Serving { epoch }) => epoch,
+                Ok(Standing::Claimed { epoch }) => {
+                    self.close(tenant);
+                    epoch
+                }
+                Err(e) => {
+                    self.close(tenant);
+                    return Err(e.into());
+                }
+            },
+        };
         if self.opened.read().unwrap_or_else(|p| p.into_inner()).contains(tenant) {
             return Ok(());
         }
@@ -68,12 +90,40 @@ impl AppState {
         if opened.contains(tenant) {
             return Ok(());
         }
-        let providers = self.store.providers(tenant, self.clock.clone())?;
+        let providers = self.store.providers(tenant, epoch, self.clock.clone())?;
         let config = TenantConfig { policy: self.policy.clone(), seed: self.seed, durable: self.store.durable() };
         self.set.open_tenant(tenant, config, providers)?;
         opened.insert(tenant.to_owned());
-        tracing::info!(tenant, "tenant opened");
+        tracing::info!(tenant, epoch, "tenant opened");
         Ok(())
+    }
+
+    /// Stops serving `tenant` here (its owner lease is gone): the pool is
+    /// dropped without a checkpoint, which the store would refuse anyway.
+    pub fn close(&self, tenant: &str) {
+        let mut opened = self.opened.write().unwrap_or_else(|p| p.into_inner());
+        if opened.remove(tenant) {
+            let _ = self.set.close_tenant(tenant);
+            tracing::warn!(tenant, "tenant closed: this process no longer owns it");
+        }
+    }
+
+    /// Renews this process's owner leases and closes the tenants it lost.
+    pub fn renew_ownership(&self) {
+        if let Some(ownership) = &self.ownership {
+            for tenant in ownership.renew() {
+                self.close(&tenant);
+            }
+        }
+    }
+
+    /// Folds what other processes logged into every open tenant (shared mode).
+    pub fn sync_all(&self) {
+        for tenant in self.set.tenants() {
+            if let Err(e) = self.set.with(&tenant, |p| p.sync()).and_then(|r| r) {
+                tracing::warn!(tenant, error = %e, "log sync failed");
+            }
+        }
     }
 
     /// Runs one pool operation for `tenant` on a blocking thread, then

@@ -1,0 +1,122 @@
+"""PostgreSQL: sharded mode (one owner per tenant) and shared mode (every
+pool serves the tenant, the database grants the leases).
+
+Needs a server at REPUTE_TEST_PG_URL (`scripts/services.sh start`, then
+`export $(scripts/services.sh env)`); without it these tests fail, never skip.
+The database outlives test runs, so every test uses a tenant of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import time
+import uuid
+
+import pytest
+
+import repute
+
+
+@pytest.fixture
+def url() -> str:
+    url = os.environ.get("REPUTE_TEST_PG_URL")
+    if not url:
+        pytest.fail(
+            "REPUTE_TEST_PG_URL is not set: run `scripts/services.sh start` and "
+            "`export $(scripts/services.sh env)` from the repository root"
+        )
+    return url
+
+
+@pytest.fixture
+def tenant() -> str:
+    return f"py-{uuid.uuid4().hex}"
+
+
+def test_sharded_a_second_pool_is_refused_until_the_first_resigns(url: str, tenant: str) -> None:
+    first = repute.Pool(store=url, tenant=tenant, strategy="first")
+    first.register("proxy", "a")
+    lease = first.acquire("shop", timeout=0)
+    with pytest.raises(repute.NotOwner) as caught:
+        repute.Pool(store=url, tenant=tenant)
+    assert caught.value.code == "not_owner"
+    assert caught.value.owner == f"embedded pid {os.getpid()}"
+    first.close()  # a checkpoint, then the owner lease is given up at once
+    with repute.Pool(store=url, tenant=tenant, mode="sharded", owner_ttl=5.0) as second:
+        assert [r.value for r in second.resources()] == ["a"]
+        # The checkpoint kept the lease, so its permit is still taken; its
+        # holder can hand it back, and the next token is above its token.
+        assert second.try_acquire("shop") is None
+        second.resume(lease.id, lease.token).release()
+        assert second.acquire("shop", timeout=0).token > lease.token
+
+
+def test_sharded_a_pool_whose_owner_lease_lapsed_stops_serving(url: str, tenant: str) -> None:
+    pool = repute.Pool(store=url, tenant=tenant, owner_ttl=1.0)
+    pool.register("proxy", "a")
+    # The database ends the owner lease, as it does for an owner that could
+    # not renew in time (paused, cut off): renewal now fails, and the pool
+    # refuses every call from then on instead of serving what it lost.
+    expire = f"UPDATE repute_tenant SET expires_at = '-infinity' WHERE tenant = '{tenant}'"
+    done = subprocess.run(
+        ["psql", url, "-v", "ON_ERROR_STOP=1", "-qc", expire],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 0, done.stderr
+    successor = repute.Pool(store=url, tenant=tenant)
+    deadline = time.monotonic() + 5.0
+    with pytest.raises(repute.NotOwner) as caught:
+        while time.monotonic() < deadline:
+            pool.stats()
+            time.sleep(0.05)
+    assert caught.value.code == "not_owner"
+    assert [r.value for r in successor.resources()] == ["a"]
+    successor.close()
+    pool.close(checkpoint=False)
+
+
+def test_shared_pools_see_each_others_changes_and_never_share_a_permit(url: str, tenant: str) -> None:
+    a = repute.Pool(store=url, tenant=tenant, mode="shared", strategy="first")
+    b = repute.Pool(store=url, tenant=tenant, mode="shared", strategy="first")
+    try:
+        assert a.register("proxy", "x", permits=1)
+        assert b.sync() >= 1
+        assert [r.value for r in b.resources()] == ["x"]
+
+        held = a.acquire("shop", timeout=0)
+        # B's core finds x free, but the database still holds A's lease.
+        assert b.try_acquire("shop") is None
+        with pytest.raises(repute.NoResourceAvailable):
+            b.acquire("shop", timeout=0.2)
+        held.release()
+        taken = b.acquire("shop", timeout=5.0)
+        assert taken.token > held.token
+
+        before = a.cells("proxy", "x")
+        taken.report_failure("timeout", latency=1.5)
+        taken.release()
+        assert a.sync() >= 1
+        after = {c.context: c.observations for c in a.cells("proxy", "x")}
+        assert after["shop"] >= 1
+        assert after["shop"] > {c.context: c.observations for c in before}.get("shop", 0)
+    finally:
+        a.close()
+        b.close()
+
+
+def test_shared_sync_from_asyncio(url: str, tenant: str) -> None:
+    async def main() -> None:
+        a = await repute.AsyncPool.open(store=url, tenant=tenant, mode="shared")
+        b = await repute.AsyncPool.open(store=url, tenant=tenant, mode="shared")
+        await a.register("proxy", "x")
+        await a.report_success("proxy", "x", "shop", latency=0.1)
+        assert await b.sync() >= 2
+        assert [c.observations for c in await b.cells("proxy", "x") if c.context == "shop"] == [1]
+        await a.close()
+        await b.close()
+
+    asyncio.run(main())

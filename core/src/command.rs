@@ -1,0 +1,42 @@
+//! The changes a durable or shared log carries. A pool that logs appends
+//! each command before applying it; a process that opens the tenant, or
+//! serves it beside others, folds the same commands in log order, so every
+//! copy of the pool agrees on registrations, blocks and reputation.
+
+use alloc::string::String;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Context, Outcome, Pool, ResourceId, Result};
+
+/// One logged change to a pool.
+///
+/// A block keeps its duration, not its end: each process's clock has its own
+/// origin, so the end is taken from the clock of the process that folds it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Command {
+    Report { resource: ResourceId, context: Context, outcome: Outcome },
+    Register { resource: ResourceId, permits: u32 },
+    Unregister { resource: ResourceId, force: bool },
+    Block { resource: ResourceId, context: Option<Context>, duration: Option<u64>, reason: Option<String> },
+    Unblock { resource: ResourceId, context: Option<Context> },
+}
+
+impl Pool {
+    /// Applies one command at `now`: the same call the pool's own method
+    /// makes. `Ok(true)` when a register or unblock changed something (the
+    /// other commands always change state when they succeed).
+    pub fn apply(&mut self, command: &Command, now: u64) -> Result<bool> {
+        match command {
+            Command::Report { resource, context, outcome } => {
+                self.report(resource, context, *outcome, now).map(|()| true)
+            }
+            Command::Register { resource, permits } => self.register(resource.clone(), *permits, now),
+            Command::Unregister { resource, force } => self.unregister(resource, *force, now).map(|()| true),
+            Command::Block { resource, context, duration, reason } => {
+                self.block(resource, context.as_ref(), *duration, reason.clone(), now).map(|()| true)
+            }
+            Command::Unblock { resource, context } => self.unblock(resource, context.as_ref(), now),
+        }
+    }
+}

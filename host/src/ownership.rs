@@ -1,0 +1,188 @@
+//! Tenant ownership in sharded mode: which tenants this process may serve.
+//!
+//! A tenant is served only while its owner lease (a row in PostgreSQL,
+//! expiry on the database clock) is held *and* the local deadline — send
+//! time of the last successful claim or renewal + TTL − margin — has not
+//! passed. The deadline is judged on this process's monotonic clock, so a
+//! process that was paused or cut off stops serving before the database can
+//! hand the tenant to another (I7); every write it still makes carries its
+//! epoch and is refused by the database once the epoch moved on (I3).
+
+use std::collections::HashMap;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::error::{Error, Result};
+use crate::providers::{Claim, Owners, Postgres};
+
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    epoch: u64,
+    deadline: Instant,
+}
+
+/// What a request for a tenant may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Standing {
+    /// This process owns the tenant and has it open.
+    Serving { epoch: u64 },
+    /// Just taken (first use, or from an owner that let it expire): open the
+    /// tenant from its checkpoint and log, writing under `epoch`.
+    Claimed { epoch: u64 },
+}
+
+/// This process's owner leases.
+#[derive(Debug)]
+pub struct Ownership {
+    owners: Mutex<Owners>,
+    /// Unique to this process start, so a restarted process never mistakes
+    /// its predecessor's lease for its own.
+    me: String,
+    address: String,
+    ttl: Duration,
+    held: Mutex<HashMap<String, Held>>,
+}
+
+fn guard<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Ownership {
+    /// `address` is where other processes send clients that reach this one
+    /// with a tenant it does not own; `ttl` is the owner lease length.
+    pub fn new(db: &Postgres, address: &str, ttl: Duration) -> Ownership {
+        let started = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        Ownership {
+            owners: Mutex::new(db.owners()),
+            me: format!("{address}#{}-{started:x}", std::process::id()),
+            address: address.to_owned(),
+            ttl,
+            held: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The owner lease length; renew a few times within it.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    /// Whether this process may serve `tenant` now, claiming it if nobody
+    /// holds it. `Err(NotOwner)` names the owner's address. A tenant whose
+    /// local deadline passed is dropped first: call [`Ownership::lapsed`]
+    /// to learn which ones to close.
+    pub fn check(&self, tenant: &str) -> Result<Standing> {
+        if let Some(h) = guard(&self.held).get(tenant) {
+            if Instant::now() < h.deadline {
+                return Ok(Standing::Serving { epoch: h.epoch });
+            }
+        }
+        let claim = guard(&self.owners).claim(tenant, &self.me, &self.address, self.ttl)?;
+        match claim {
+            Claim::Owned { epoch, deadline } => {
+                guard(&self.held).insert(tenant.to_owned(), Held { epoch, deadline });
+                Ok(Standing::Claimed { epoch })
+            }
+            Claim::Elsewhere { address, .. } => {
+                guard(&self.held).remove(tenant);
+                Err(Error::NotOwner { owner: address })
+            }
+        }
+    }
+
+    /// The epoch `tenant` is served under, if this process holds it and its
+    /// local deadline has not passed; never claims. For embedded pools,
+    /// which do not reopen a tenant they lost.
+    pub fn serving(&self, tenant: &str) -> Result<u64> {
+        match guard(&self.held).get(tenant) {
+            Some(h) if Instant::now() < h.deadline => Ok(h.epoch),
+            _ => Err(Error::NotOwner { owner: "lost: this process's owner lease ran out".into() }),
+        }
+    }
+
+    /// Renews every held lease every quarter TTL on a thread of its own,
+    /// until the returned keeper is dropped.
+    pub fn keep(self: &Arc<Self>) -> Keeper {
+        let (stop, stopped) = mpsc::channel::<()>();
+        let ownership = self.clone();
+        let period = self.ttl / 4;
+        let thread = std::thread::Builder::new()
+            .name("repute-owner".into())
+            .spawn(move || loop {
+                match stopped.recv_timeout(period) {
+                    Err(RecvTimeoutError::Timeout) => {
+                        ownership.renew();
+                    }
+                    _ => return,
+                }
+            })
+            .ok();
+        Keeper { stop: Some(stop), thread }
+    }
+
+    /// Renews every held lease; returns the tenants this process lost (the
+    /// database gave them away, or the local deadline passed before a
+    /// renewal got through). The caller stops serving them.
+    pub fn renew(&self) -> Vec<String> {
+        let held: Vec<(String, Held)> = guard(&self.held).iter().map(|(t, h)| (t.clone(), *h)).collect();
+        let mut lost = Vec::new();
+        for (tenant, h) in held {
+            let renewed = guard(&self.owners).renew(&tenant, &self.me, h.epoch, self.ttl);
+            let mut held = guard(&self.held);
+            match renewed {
+                Ok(Some(deadline)) => {
+                    if let Some(entry) = held.get_mut(&tenant).filter(|e| e.epoch == h.epoch) {
+                        entry.deadline = deadline;
+                    }
+                }
+                Ok(None) => {
+                    held.remove(&tenant);
+                    lost.push(tenant);
+                }
+                Err(_) if Instant::now() >= h.deadline => {
+                    held.remove(&tenant);
+                    lost.push(tenant);
+                }
+                Err(_) => {}
+            }
+        }
+        lost
+    }
+
+    /// Tenants whose local deadline has passed, dropped from the held set.
+    pub fn lapsed(&self) -> Vec<String> {
+        let now = Instant::now();
+        let mut held = guard(&self.held);
+        let gone: Vec<String> = held.iter().filter(|(_, h)| now >= h.deadline).map(|(t, _)| t.clone()).collect();
+        for t in &gone {
+            held.remove(t);
+        }
+        gone
+    }
+
+    /// Gives every tenant up at once (graceful shutdown, after the last checkpoint).
+    pub fn resign_all(&self) {
+        let held: Vec<(String, Held)> = guard(&self.held).drain().collect();
+        let mut owners = guard(&self.owners);
+        for (tenant, h) in held {
+            let _ = owners.resign(&tenant, &self.me, h.epoch);
+        }
+    }
+}
+
+/// The renewal thread of [`Ownership::keep`]; dropping it stops renewing.
+#[derive(Debug)]
+pub struct Keeper {
+    stop: Option<mpsc::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Drop for Keeper {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}

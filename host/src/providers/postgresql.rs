@@ -1,0 +1,488 @@
+//! PostgreSQL: the store that lets many processes serve tenants together.
+//!
+//! Every rule that keeps processes apart is enforced by the database under
+//! the row locks of one statement, with expiry judged by the database clock
+//! (I6), so a paused or partitioned process cannot talk its way past it:
+//!
+//! - the permit table is the lease authority: a grant is one upsert that
+//!   succeeds only while no unexpired lease holds the permit, and mints the
+//!   next token of a counter row that is never deleted (I1, I2);
+//! - checkpoints and log appends carry the writer's owner epoch and are
+//!   refused by the database once the epoch moved on (I3, I4);
+//! - tenant ownership (sharded mode) is an owner row with a strictly
+//!   increasing epoch and an expiry on the database clock.
+//!
+//! The schema is created and upgraded by the migrations in `host/migrations`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use ::postgres::types::ToSql;
+use ::postgres::{Client, Config, NoTls, Row, Statement};
+use repute_core::{Command, RateLimit, SECOND};
+
+use super::fencing::{Fencing, Permit};
+use super::storage::{decode_command, encode_command, Checkpoint, LogEntry, Storage};
+use crate::error::StoreError;
+
+/// Schema versions in order; each runs once, in one transaction.
+const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("../../migrations/0001_init.sql"))];
+
+/// Any lock number, the same in every process: serialises migrations.
+const MIGRATION_LOCK: i64 = 0x7265_7075_7465;
+
+fn unavailable(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Unavailable(format!("postgres: {e}"))
+}
+
+/// One connection, opened again after it broke (server restart, cut
+/// network). Calls are bounded by the connection's timeouts, so a dead peer
+/// surfaces as an error instead of a hang.
+struct Link {
+    config: Config,
+    client: Option<(Client, Statements)>,
+}
+
+/// Statements prepared on the current connection. A statement sent as text
+/// costs a second round trip (parse, then execute) on every call; prepared
+/// once, each call is one round trip.
+type Statements = HashMap<&'static str, Statement>;
+
+/// The current connection as a call sees it.
+struct Session<'a> {
+    client: &'a mut Client,
+    statements: &'a mut Statements,
+}
+
+impl Session<'_> {
+    fn prepared(&mut self, sql: &'static str) -> Result<Statement, ::postgres::Error> {
+        if let Some(statement) = self.statements.get(sql) {
+            return Ok(statement.clone());
+        }
+        let statement = self.client.prepare(sql)?;
+        self.statements.insert(sql, statement.clone());
+        Ok(statement)
+    }
+
+    fn query(&mut self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, ::postgres::Error> {
+        let statement = self.prepared(sql)?;
+        self.client.query(&statement, params)
+    }
+
+    fn query_opt(
+        &mut self,
+        sql: &'static str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<Row>, ::postgres::Error> {
+        let statement = self.prepared(sql)?;
+        self.client.query_opt(&statement, params)
+    }
+
+    fn query_one(&mut self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<Row, ::postgres::Error> {
+        let statement = self.prepared(sql)?;
+        self.client.query_one(&statement, params)
+    }
+
+    fn execute(&mut self, sql: &'static str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, ::postgres::Error> {
+        let statement = self.prepared(sql)?;
+        self.client.execute(&statement, params)
+    }
+}
+
+impl Link {
+    fn run<T>(&mut self, f: impl FnOnce(&mut Session<'_>) -> Result<T, ::postgres::Error>) -> Result<T, StoreError> {
+        if self.client.as_ref().is_none_or(|(c, _)| c.is_closed()) {
+            self.client = None;
+            self.client = Some((self.config.connect(NoTls).map_err(unavailable)?, Statements::new()));
+        }
+        let (client, statements) = self.client.as_mut().expect("connected above");
+        f(&mut Session { client, statements })
+            .inspect_err(|e| {
+                // Only a refusal by the server leaves the session usable.
+                if e.as_db_error().is_none() {
+                    self.client = None;
+                }
+            })
+            .map_err(unavailable)
+    }
+}
+
+impl Drop for Link {
+    /// Closing a connection blocks on its own runtime, which tokio forbids
+    /// on a thread that drives async tasks: there, it is closed on a thread
+    /// of its own.
+    fn drop(&mut self) {
+        if let Some((client, _)) = self.client.take() {
+            if tokio::runtime::Handle::try_current().is_ok() {
+                let _ = std::thread::Builder::new().name("repute-pg-close".into()).spawn(move || drop(client));
+            }
+        }
+    }
+}
+
+/// A PostgreSQL database that repute's tables live in.
+#[derive(Clone)]
+pub struct Postgres {
+    config: Arc<Config>,
+}
+
+impl std::fmt::Debug for Postgres {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Postgres").finish_non_exhaustive()
+    }
+}
+
+impl Postgres {
+    /// Connects to `url` (`postgres://user@host:port/db`) and brings the
+    /// schema up to date. Calls time out after a few seconds of silence from
+    /// the server, so a partition is an error, not a hang.
+    pub fn connect(url: &str) -> Result<Postgres, StoreError> {
+        let mut config: Config = url.parse().map_err(|e| unavailable(format!("store url: {e}")))?;
+        config
+            .connect_timeout(Duration::from_secs(3))
+            .tcp_user_timeout(Duration::from_secs(3))
+            .keepalives_idle(Duration::from_secs(5))
+            .options("-c statement_timeout=5000 -c lock_timeout=5000")
+            .application_name("repute");
+        let db = Postgres { config: Arc::new(config) };
+        db.link().run(|s| migrate(s.client))?;
+        Ok(db)
+    }
+
+    fn link(&self) -> Link {
+        Link { config: (*self.config).clone(), client: None }
+    }
+
+    /// The tenant's storage and lease authority, writing under `epoch` (the
+    /// owner epoch from [`Postgres::claim`]; 0 in shared mode, where no
+    /// process owns the tenant).
+    pub fn tenant(&self, tenant: &str, epoch: u64) -> (PgStorage, PgFencing) {
+        let inner = Arc::new(Mutex::new(Inner { link: self.link(), tenant: tenant.to_owned(), epoch: epoch as i64 }));
+        (PgStorage { inner: inner.clone() }, PgFencing { inner })
+    }
+
+    /// A connection for ownership calls, kept by the caller across renewals.
+    pub fn owners(&self) -> Owners {
+        Owners { link: self.link() }
+    }
+}
+
+fn migrate(client: &mut Client) -> Result<(), ::postgres::Error> {
+    let mut tx = client.transaction()?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])?;
+    tx.batch_execute(
+        "CREATE TABLE IF NOT EXISTS repute_migrations (
+             version integer PRIMARY KEY,
+             applied_at timestamptz NOT NULL DEFAULT now()
+         )",
+    )?;
+    let done: i32 = tx.query_one("SELECT coalesce(max(version), 0) FROM repute_migrations", &[])?.get(0);
+    for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > done) {
+        tx.batch_execute(sql)?;
+        tx.execute("INSERT INTO repute_migrations (version) VALUES ($1)", &[version])?;
+    }
+    tx.commit()
+}
+
+struct Inner {
+    link: Link,
+    tenant: String,
+    epoch: i64,
+}
+
+fn lock(inner: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
+    // Every write is one statement or transaction, so a panic while the
+    // guard was held cannot have left anything half-written.
+    inner.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Nanoseconds as whole microseconds, PostgreSQL's interval resolution.
+fn micros(ns: u64) -> i64 {
+    (ns / 1_000).min(i64::MAX as u64) as i64
+}
+
+/// Checkpoints and the command log of one tenant.
+pub struct PgStorage {
+    inner: Arc<Mutex<Inner>>,
+}
+
+/// The permit table as the tenant's lease authority.
+pub struct PgFencing {
+    inner: Arc<Mutex<Inner>>,
+}
+
+impl std::fmt::Debug for PgStorage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStorage").finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for PgFencing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgFencing").finish_non_exhaustive()
+    }
+}
+
+impl Storage for PgStorage {
+    fn load(&mut self) -> Result<Option<Checkpoint>, StoreError> {
+        let mut inner = lock(&self.inner);
+        let tenant = inner.tenant.clone();
+        let row = inner.link.run(|c| {
+            c.query_opt("SELECT epoch, version, log_seq, bytes FROM repute_checkpoint WHERE tenant = $1", &[&tenant])
+        })?;
+        Ok(row.map(|r| Checkpoint {
+            epoch: r.get::<_, i64>(0) as u64,
+            version: r.get::<_, i64>(1) as u64,
+            log_seq: r.get::<_, i64>(2) as u64,
+            bytes: r.get(3),
+        }))
+    }
+
+    fn save(&mut self, bytes: &[u8], expected_version: u64, log_seq: u64) -> Result<u64, StoreError> {
+        let mut inner = lock(&self.inner);
+        let (tenant, epoch) = (inner.tenant.clone(), inner.epoch);
+        let row = inner.link.run(|c| {
+            c.query_one(
+                "SELECT status, found FROM repute_save($1, $2, $3, $4, $5)",
+                &[&tenant, &epoch, &(expected_version as i64), &(log_seq as i64), &bytes],
+            )
+        })?;
+        let (status, found): (String, i64) = (row.get(0), row.get(1));
+        match status.as_str() {
+            "ok" => Ok(found as u64),
+            "stale_epoch" => Err(StoreError::StaleEpoch { mine: epoch as u64, stored: found as u64 }),
+            _ => Err(StoreError::Conflict { expected: expected_version, found: found as u64 }),
+        }
+    }
+
+    fn append(&mut self, command: &Command) -> Result<u64, StoreError> {
+        let entry = encode_command(command)?;
+        let mut inner = lock(&self.inner);
+        let (tenant, epoch) = (inner.tenant.clone(), inner.epoch);
+        // The position comes from the tenant row, locked until commit: no
+        // entry becomes visible below one a reader has already seen. An
+        // owner's append is refused once its epoch is no longer the tenant's.
+        let row = inner.link.run(|c| {
+            c.query_opt(
+                "WITH pos AS (
+                     INSERT INTO repute_tenant AS t (tenant, log_seq) VALUES ($1, 1)
+                     ON CONFLICT (tenant) DO UPDATE SET log_seq = t.log_seq + 1
+                     WHERE $2::bigint = 0 OR t.epoch = $2::bigint
+                     RETURNING t.log_seq
+                 )
+                 INSERT INTO repute_log (tenant, seq, entry) SELECT $1, log_seq, $3::text::jsonb FROM pos RETURNING seq",
+                &[&tenant, &epoch, &entry],
+            )
+        })?;
+        match row {
+            Some(r) => Ok(r.get::<_, i64>(0) as u64),
+            None => {
+                let stored = inner.link.run(|c| {
+                    c.query_one("SELECT epoch FROM repute_tenant WHERE tenant = $1", &[&tenant])
+                        .map(|r| r.get::<_, i64>(0))
+                })?;
+                Err(StoreError::StaleEpoch { mine: epoch as u64, stored: stored as u64 })
+            }
+        }
+    }
+
+    fn read_log(&mut self, after: u64, limit: u32) -> Result<Vec<LogEntry>, StoreError> {
+        let mut inner = lock(&self.inner);
+        let tenant = inner.tenant.clone();
+        let rows = inner.link.run(|c| {
+            c.query(
+                "SELECT seq, entry::text FROM repute_log WHERE tenant = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+                &[&tenant, &(after as i64), &(limit as i64)],
+            )
+        })?;
+        rows.iter()
+            .map(|r| Ok(LogEntry { seq: r.get::<_, i64>(0) as u64, command: decode_command(r.get(1))? }))
+            .collect()
+    }
+}
+
+impl Fencing for PgFencing {
+    /// One statement: free (no unexpired lease) or refused; the new token is
+    /// above both the stored one and the pool's `last`. An owner's grant
+    /// also needs its epoch to still be the tenant's.
+    fn grant(&mut self, permit: Permit<'_>, ttl: u64, last: u64, _now: u64) -> Result<Option<u64>, StoreError> {
+        let mut inner = lock(&self.inner);
+        let (tenant, epoch) = (inner.tenant.clone(), inner.epoch);
+        let row = inner.link.run(|c| {
+            c.query_opt(
+                "INSERT INTO repute_permit AS p (tenant, kind, value, permit, token, expires_at)
+                 SELECT $1, $2, $3, $4::integer, $5::bigint + 1, now() + $6::bigint * interval '1 microsecond'
+                 WHERE $7::bigint = 0
+                    OR EXISTS (SELECT 1 FROM repute_tenant t WHERE t.tenant = $1 AND t.epoch = $7::bigint)
+                 ON CONFLICT (tenant, kind, value, permit) DO UPDATE
+                 SET token = greatest(p.token, $5::bigint) + 1, expires_at = EXCLUDED.expires_at
+                 WHERE p.expires_at <= now()
+                 RETURNING token",
+                &[&tenant, &permit.kind, &permit.value, &(permit.index as i32), &(last as i64), &micros(ttl), &epoch],
+            )
+        })?;
+        Ok(row.map(|r| r.get::<_, i64>(0) as u64))
+    }
+
+    /// Extends while `token` is still the permit's newest; a newer token
+    /// than any issued is a lease restored from a snapshot and is adopted if
+    /// nobody holds the permit (I5).
+    fn extend(&mut self, permit: Permit<'_>, token: u64, ttl: u64, _now: u64) -> Result<bool, StoreError> {
+        if token == 0 {
+            return Ok(false);
+        }
+        let mut inner = lock(&self.inner);
+        let tenant = inner.tenant.clone();
+        let row = inner.link.run(|c| {
+            c.query_opt(
+                "INSERT INTO repute_permit AS p (tenant, kind, value, permit, token, expires_at)
+                 VALUES ($1, $2, $3, $4::integer, $5::bigint, now() + $6::bigint * interval '1 microsecond')
+                 ON CONFLICT (tenant, kind, value, permit) DO UPDATE
+                 SET token = EXCLUDED.token, expires_at = EXCLUDED.expires_at
+                 WHERE p.token = EXCLUDED.token OR (p.token < EXCLUDED.token AND p.expires_at <= now())
+                 RETURNING token",
+                &[&tenant, &permit.kind, &permit.value, &(permit.index as i32), &(token as i64), &micros(ttl)],
+            )
+        })?;
+        Ok(row.is_some())
+    }
+
+    /// Shared mode: one rate limit for every process, as a GCRA on the
+    /// database clock (the theoretical arrival time of the next acquire is
+    /// the tenant's row). An owner's own bucket is already exact.
+    fn admit(&mut self, limit: &RateLimit) -> Result<Option<u64>, StoreError> {
+        let mut inner = lock(&self.inner);
+        if inner.epoch != 0 {
+            return Ok(None);
+        }
+        let tenant = inner.tenant.clone();
+        let interval = (SECOND as f64 / limit.rate / 1_000.0).ceil() as i64;
+        let tolerance = interval.saturating_mul(limit.burst as i64);
+        let wait_us: i64 = inner.link.run(|c| {
+            c.query_one(
+                "WITH take AS (
+                     INSERT INTO repute_rate AS r (tenant, tat) VALUES ($1, now() + $2::bigint * interval '1 microsecond')
+                     ON CONFLICT (tenant) DO UPDATE SET tat = greatest(r.tat, now()) + $2::bigint * interval '1 microsecond'
+                     WHERE greatest(r.tat, now()) + $2::bigint * interval '1 microsecond' - now()
+                           <= $3::bigint * interval '1 microsecond'
+                     RETURNING 0::bigint AS wait
+                 )
+                 SELECT coalesce((SELECT wait FROM take), (
+                     SELECT ceil(extract(epoch FROM greatest(r.tat, now()) + $2::bigint * interval '1 microsecond'
+                                 - now() - $3::bigint * interval '1 microsecond') * 1e6)::bigint
+                     FROM repute_rate r WHERE r.tenant = $1))",
+                &[&tenant, &interval, &tolerance],
+            )
+            .map(|r| r.get(0))
+        })?;
+        Ok((wait_us > 0).then(|| wait_us as u64 * 1_000))
+    }
+
+    fn revoke(&mut self, permit: Permit<'_>, token: u64) -> Result<(), StoreError> {
+        let mut inner = lock(&self.inner);
+        let tenant = inner.tenant.clone();
+        inner.link.run(|c| {
+            c.execute(
+                "UPDATE repute_permit SET expires_at = '-infinity'
+                 WHERE tenant = $1 AND kind = $2 AND value = $3 AND permit = $4 AND token = $5",
+                &[&tenant, &permit.kind, &permit.value, &(permit.index as i32), &(token as i64)],
+            )
+        })?;
+        Ok(())
+    }
+}
+
+/// What a claim found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// This process owns the tenant under `epoch` until `deadline` on its
+    /// own clock: the request's send time + TTL − margin, so it stops
+    /// serving before the database could give the tenant to another (I7).
+    Owned { epoch: u64, deadline: Instant },
+    /// Another process owns it; `address` is where it serves.
+    Elsewhere { owner: String, address: String },
+}
+
+/// Tenant ownership for sharded mode: an owner row per tenant whose epoch
+/// only grows and whose expiry is judged by the database clock.
+pub struct Owners {
+    link: Link,
+}
+
+impl std::fmt::Debug for Owners {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Owners").finish_non_exhaustive()
+    }
+}
+
+/// How much earlier than the database an owner gives its lease up: covers
+/// the request's time in flight and the gap between two clocks' rates.
+pub fn owner_margin(ttl: Duration) -> Duration {
+    (ttl / 5).max(Duration::from_millis(100)).min(ttl / 2)
+}
+
+impl Owners {
+    /// Takes `tenant` for `owner` (a name unique to this process) if nobody
+    /// holds it or its owner let it expire; the epoch is raised on every
+    /// take, fencing out every write of earlier owners.
+    pub fn claim(&mut self, tenant: &str, owner: &str, address: &str, ttl: Duration) -> Result<Claim, StoreError> {
+        let sent = Instant::now();
+        let ttl_us = ttl.as_micros() as i64;
+        let row = self.link.run(|c| {
+            c.query_opt(
+                "INSERT INTO repute_tenant AS t (tenant, owner, address, epoch, expires_at)
+                 VALUES ($1, $2, $3, 1, now() + $4::bigint * interval '1 microsecond')
+                 ON CONFLICT (tenant) DO UPDATE
+                 SET owner = EXCLUDED.owner, address = EXCLUDED.address, epoch = t.epoch + 1,
+                     expires_at = EXCLUDED.expires_at
+                 WHERE t.expires_at <= now() OR t.owner IS NULL
+                 RETURNING epoch",
+                &[&tenant, &owner, &address, &ttl_us],
+            )
+        })?;
+        if let Some(r) = row {
+            return Ok(Claim::Owned { epoch: r.get::<_, i64>(0) as u64, deadline: sent + ttl - owner_margin(ttl) });
+        }
+        let r = self.link.run(|c| {
+            c.query_one(
+                "SELECT coalesce(owner, ''), coalesce(address, '') FROM repute_tenant WHERE tenant = $1",
+                &[&tenant],
+            )
+        })?;
+        Ok(Claim::Elsewhere { owner: r.get(0), address: r.get(1) })
+    }
+
+    /// Extends the owner lease; the new local deadline, or `None` when the
+    /// database no longer counts this process as the owner under `epoch`.
+    pub fn renew(
+        &mut self,
+        tenant: &str,
+        owner: &str,
+        epoch: u64,
+        ttl: Duration,
+    ) -> Result<Option<Instant>, StoreError> {
+        let sent = Instant::now();
+        let n = self.link.run(|c| {
+            c.execute(
+                "UPDATE repute_tenant SET expires_at = now() + $4::bigint * interval '1 microsecond'
+                 WHERE tenant = $1 AND owner = $2 AND epoch = $3::bigint AND expires_at > now()",
+                &[&tenant, &owner, &(epoch as i64), &(ttl.as_micros() as i64)],
+            )
+        })?;
+        Ok((n == 1).then(|| sent + ttl - owner_margin(ttl)))
+    }
+
+    /// Gives the tenant up at once (a graceful shutdown), so another process
+    /// need not wait for the lease to run out.
+    pub fn resign(&mut self, tenant: &str, owner: &str, epoch: u64) -> Result<(), StoreError> {
+        self.link.run(|c| {
+            c.execute(
+                "UPDATE repute_tenant SET owner = NULL, expires_at = '-infinity'
+                 WHERE tenant = $1 AND owner = $2 AND epoch = $3",
+                &[&tenant, &owner, &(epoch as i64)],
+            )
+        })?;
+        Ok(())
+    }
+}

@@ -1,0 +1,23 @@
+//! Cross-process fault harness for `repute serve`.
+//!
+//! The invariants in DESIGN.md are about many processes sharing one store, so
+//! they are tested that way: real `repute serve` processes, a real PostgreSQL
+//! that is restarted or cut off, and clients that behave like careful users
+//! (fenced downstream writes, local lease deadlines). The checker then judges
+//! only what the clients observed on one monotonic clock.
+
+pub mod checker;
+pub mod downstream;
+pub mod http;
+pub mod naive_checkpoint;
+pub mod proxy;
+pub mod server;
+pub mod services;
+pub mod workload;
+
+/// A name no earlier run used, so tenants and tables of one run never see
+/// another run's rows (the database outlives test runs).
+pub fn unique(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    format!("{prefix}_{}_{}", std::process::id(), nanos % 1_000_000_000_000)
+}
