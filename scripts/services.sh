@@ -1,20 +1,25 @@
 #!/usr/bin/env bash
-# Throwaway database servers on loopback for the test suite.
+# Throwaway servers on loopback for the test suite: PostgreSQL (the shared
+# store) and etcd (owner leases in sharded mode).
 #
-#   scripts/services.sh start     initialise and start PostgreSQL on 127.0.0.1
-#   scripts/services.sh restart   restart it (the fault tests call this)
-#   scripts/services.sh stop      stop it and delete its data
-#   scripts/services.sh env       print the variables the tests read
+#   scripts/services.sh start                   initialise and start both on 127.0.0.1
+#   scripts/services.sh restart [postgres|etcd] restart one, keeping its data
+#                                               (PostgreSQL by default: the fault tests call this)
+#   scripts/services.sh stop                    stop both and delete their data
+#   scripts/services.sh env                     print the variables the tests read
 #
-# The data directory is a fresh temporary directory owned by the `postgres`
-# user (the server refuses to run as root); its location is kept in
-# target/services/pg.dir so that later calls find it.
+# Each data directory is a fresh temporary directory (PostgreSQL's owned by
+# the `postgres` user: that server refuses to run as root); their locations
+# are kept in target/services/{pg,etcd}.dir so that later calls find them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PG_PORT="${REPUTE_PG_PORT:-55432}"
 STATE=target/services
 PG_DIR_FILE="$STATE/pg.dir"
+ETCD_PORT="${REPUTE_ETCD_PORT:-52379}"
+ETCD_PEER_PORT="${REPUTE_ETCD_PEER_PORT:-52380}"
+ETCD_DIR_FILE="$STATE/etcd.dir"
 
 pg_bin() {
     local dir
@@ -70,10 +75,88 @@ pg_restart() {
     as_pg "$(pg_bin)/pg_ctl" -D "$dir/data" -l "$dir/server.log" -m fast -w -t 60 restart >/dev/null
 }
 
+etcd_url() {
+    echo "http://127.0.0.1:$ETCD_PORT"
+}
+
+etcd_running() {
+    [ -f "$1/etcd.pid" ] && kill -0 "$(cat "$1/etcd.pid")" 2>/dev/null
+}
+
+# Whether etcd answers its health check (plain bash: no curl or etcdctl needed).
+etcd_healthy() {
+    local reply
+    reply=$( (exec 3<>"/dev/tcp/127.0.0.1/$ETCD_PORT" && printf 'GET /health HTTP/1.0\r\n\r\n' >&3 && cat <&3) 2>/dev/null) || return 1
+    [[ "$reply" == *'"health":"true"'* ]]
+}
+
+etcd_start() {
+    command -v etcd >/dev/null || { echo "etcd not found (apt-get install etcd-server)" >&2; exit 1; }
+    mkdir -p "$STATE"
+    local dir peer
+    if [ -f "$ETCD_DIR_FILE" ] && [ -d "$(cat "$ETCD_DIR_FILE")" ]; then
+        dir=$(cat "$ETCD_DIR_FILE")
+    else
+        dir=$(mktemp -d /tmp/repute-etcd.XXXXXX)
+        echo "$dir" >"$ETCD_DIR_FILE"
+    fi
+    if ! etcd_running "$dir"; then
+        peer="http://127.0.0.1:$ETCD_PEER_PORT"
+        # Its own session, so it outlives the shell (or test) that started it.
+        setsid etcd --name repute --data-dir "$dir/data" \
+            --listen-client-urls "$(etcd_url)" --advertise-client-urls "$(etcd_url)" \
+            --listen-peer-urls "$peer" --initial-advertise-peer-urls "$peer" \
+            --initial-cluster "repute=$peer" --logger zap --log-level warn \
+            </dev/null >>"$dir/server.log" 2>&1 &
+        echo $! >"$dir/etcd.pid"
+    fi
+    for _ in $(seq 120); do
+        etcd_healthy && { echo "etcd: $(etcd_url)"; return 0; }
+        etcd_running "$dir" || break
+        sleep 0.25
+    done
+    echo "etcd did not become healthy; its log:" >&2
+    tail -n 20 "$dir/server.log" >&2
+    exit 1
+}
+
+etcd_halt() {
+    local dir=$1 pid
+    etcd_running "$dir" || return 0
+    pid=$(cat "$dir/etcd.pid")
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 100); do
+        kill -0 "$pid" 2>/dev/null || return 0
+        sleep 0.1
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+}
+
+etcd_stop() {
+    [ -f "$ETCD_DIR_FILE" ] || return 0
+    local dir
+    dir=$(cat "$ETCD_DIR_FILE")
+    etcd_halt "$dir"
+    rm -rf "$dir" "$ETCD_DIR_FILE"
+}
+
+etcd_restart() {
+    etcd_halt "$(cat "$ETCD_DIR_FILE")"
+    etcd_start >/dev/null
+}
+
 case "${1:-}" in
-    start) pg_start ;;
-    restart) pg_restart ;;
-    stop) pg_stop ;;
-    env) echo "REPUTE_TEST_PG_URL=$(pg_url)" ;;
-    *) echo "usage: $0 start|restart|stop|env" >&2; exit 2 ;;
+    start) pg_start; etcd_start ;;
+    restart)
+        case "${2:-postgres}" in
+            postgres) pg_restart ;;
+            etcd) etcd_restart ;;
+            *) echo "usage: $0 restart [postgres|etcd]" >&2; exit 2 ;;
+        esac ;;
+    stop) pg_stop; etcd_stop ;;
+    env)
+        echo "REPUTE_TEST_PG_URL=$(pg_url)"
+        echo "REPUTE_TEST_ETCD_URL=$(etcd_url)"
+        ;;
+    *) echo "usage: $0 start|restart [postgres|etcd]|stop|env" >&2; exit 2 ;;
 esac

@@ -149,7 +149,8 @@ fn scenario(mode: Mode, fault: Fault) {
         node.server.take().expect("the node runs a server").kill();
     }
     let fresh = serve(mode, &pg, &nodes[0].proxy);
-    let held = reports_held(&mut Client::new(&Cluster::new(vec![fresh.base().to_owned()]), &tenant, 0, LEASE_TTL));
+    let mut client = Client::new(&Cluster::new(vec![fresh.base().to_owned()]), &tenant, 0, Duration::from_secs(5));
+    let held = reports_held(&mut client);
     let report = Report::new(&name, &records, Some(held));
     println!("{report}");
     report.assert_correct();

@@ -81,15 +81,16 @@ impl Open {
         config: TenantConfig,
         clock: Arc<dyn Clock>,
     ) -> Result<Open, Error> {
-        let (epoch, ownership) = match (store, mode) {
-            (Store::Postgres(db), Mode::Sharded) => {
-                let address = format!("embedded pid {}", std::process::id());
-                let ownership = Arc::new(Ownership::new(db, &address, owner_ttl));
+        let address = format!("embedded pid {}", std::process::id());
+        let owned = (mode == Mode::Sharded).then(|| store.ownership(&address, owner_ttl)).flatten();
+        let (epoch, ownership) = match owned {
+            Some(ownership) => {
+                let ownership = Arc::new(ownership);
                 let (Standing::Claimed { epoch } | Standing::Serving { epoch }) = ownership.check(tenant)?;
                 (epoch, Some(ownership))
             }
-            // Without an owner, writes carry epoch 0: the database alone arbitrates.
-            _ => (0, None),
+            // Without an owner, writes carry epoch 0: the store alone arbitrates.
+            None => (0, None),
         };
         let pool = match store.providers(tenant, epoch, clock).and_then(|p| Pool::open(config, p)) {
             Ok(pool) => pool,

@@ -59,16 +59,17 @@ impl Open {
         config: TenantConfig,
         clock: Arc<dyn Clock>,
     ) -> repute_host::Result<Open> {
-        let last_checkpoint = config.durable && !(matches!(store, Store::Postgres(_)) && mode == Mode::Shared);
-        let (epoch, ownership) = match (store, mode) {
-            (Store::Postgres(db), Mode::Sharded) => {
-                let address = format!("embedded pid {}", std::process::id());
-                let ownership = Arc::new(Ownership::new(db, &address, owner_ttl));
+        let last_checkpoint = config.durable && !(store.is_shared() && mode == Mode::Shared);
+        let address = format!("embedded pid {}", std::process::id());
+        let owned = (mode == Mode::Sharded).then(|| store.ownership(&address, owner_ttl)).flatten();
+        let (epoch, ownership) = match owned {
+            Some(ownership) => {
+                let ownership = Arc::new(ownership);
                 let (Standing::Claimed { epoch } | Standing::Serving { epoch }) = ownership.check(tenant)?;
                 (epoch, Some(ownership))
             }
-            // Without an owner, writes carry epoch 0: the database alone arbitrates.
-            _ => (0, None),
+            // Without an owner, writes carry epoch 0: the store alone arbitrates.
+            None => (0, None),
         };
         let pool = match store.providers(tenant, epoch, clock).and_then(|p| HostPool::open(config, p)) {
             Ok(pool) => pool,

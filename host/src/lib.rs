@@ -40,12 +40,12 @@ pub use ownership::{Keeper, Ownership, Standing};
 pub use pool::{Pool, PoolOps, PoolSet, TenantPool};
 pub use providers::{Clock, ManualClock, Providers, SystemClock};
 pub use repute_core::{
-    Block, CellState, CellView, Context, Event, EventKind, FailureKind, Lease, LeaseKind, Outcome, Policy, RateLimit,
-    RejectReason, ResourceId, ResourceView, Stats, Strategy, SECOND,
+    Block, CellState, CellView, Command, Context, Event, EventKind, FailureKind, Lease, LeaseKind, Outcome, Policy,
+    RateLimit, RejectReason, ResourceId, ResourceView, Stats, Strategy, SECOND,
 };
 #[doc(hidden)]
 pub use runtime::{measure_cold_start, Variant};
-pub use store::{Mode, Store, StoreSpec};
+pub use store::{Mode, OwnersSpec, Store, StoreSpec};
 
 /// How one tenant's pool is made. The default is a fresh, non-durable pool
 /// with the default policy and seed 0.

@@ -1,12 +1,13 @@
 //! Tenant ownership in sharded mode: which tenants this process may serve.
 //!
-//! A tenant is served only while its owner lease (a row in PostgreSQL,
-//! expiry on the database clock) is held *and* the local deadline — send
-//! time of the last successful claim or renewal + TTL − margin — has not
-//! passed. The deadline is judged on this process's monotonic clock, so a
-//! process that was paused or cut off stops serving before the database can
-//! hand the tenant to another (I7); every write it still makes carries its
-//! epoch and is refused by the database once the epoch moved on (I3).
+//! A tenant is served only while its owner lease (a row in PostgreSQL or a
+//! key in etcd, expiry on that store's clock) is held *and* the local
+//! deadline — send time of the last successful claim or renewal + TTL −
+//! margin — has not passed. The deadline is judged on this process's
+//! monotonic clock, so a process that was paused or cut off stops serving
+//! before the coordination store can hand the tenant to another (I7); every
+//! write it still makes carries its epoch and is refused by the database
+//! once the epoch moved on (I3).
 
 use std::collections::HashMap;
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -15,7 +16,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
-use crate::providers::{Claim, Owners, Postgres};
+use crate::providers::{Claim, OwnerStore};
 
 #[derive(Debug, Clone, Copy)]
 struct Held {
@@ -36,7 +37,7 @@ pub enum Standing {
 /// This process's owner leases.
 #[derive(Debug)]
 pub struct Ownership {
-    owners: Mutex<Owners>,
+    owners: Mutex<Box<dyn OwnerStore>>,
     /// Unique to this process start, so a restarted process never mistakes
     /// its predecessor's lease for its own.
     me: String,
@@ -50,12 +51,13 @@ fn guard<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Ownership {
-    /// `address` is where other processes send clients that reach this one
-    /// with a tenant it does not own; `ttl` is the owner lease length.
-    pub fn new(db: &Postgres, address: &str, ttl: Duration) -> Ownership {
+    /// Owner leases kept in `owners`. `address` is where other processes
+    /// send clients that reach this one with a tenant it does not own; `ttl`
+    /// is the owner lease length.
+    pub fn new(owners: Box<dyn OwnerStore>, address: &str, ttl: Duration) -> Ownership {
         let started = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos());
         Ownership {
-            owners: Mutex::new(db.owners()),
+            owners: Mutex::new(owners),
             me: format!("{address}#{}-{started:x}", std::process::id()),
             address: address.to_owned(),
             ttl,
@@ -73,12 +75,17 @@ impl Ownership {
     /// local deadline passed is dropped first: call [`Ownership::lapsed`]
     /// to learn which ones to close.
     pub fn check(&self, tenant: &str) -> Result<Standing> {
-        if let Some(h) = guard(&self.held).get(tenant) {
-            if Instant::now() < h.deadline {
-                return Ok(Standing::Serving { epoch: h.epoch });
-            }
+        if let Ok(epoch) = self.serving(tenant) {
+            return Ok(Standing::Serving { epoch });
         }
-        let claim = guard(&self.owners).claim(tenant, &self.me, &self.address, self.ttl)?;
+        // One claim at a time: a request that waited here finds the tenant
+        // its neighbour just took, rather than claiming against itself.
+        let mut owners = guard(&self.owners);
+        if let Ok(epoch) = self.serving(tenant) {
+            return Ok(Standing::Serving { epoch });
+        }
+        let claim = owners.claim(tenant, &self.me, &self.address, self.ttl)?;
+        drop(owners);
         match claim {
             Claim::Owned { epoch, deadline } => {
                 guard(&self.held).insert(tenant.to_owned(), Held { epoch, deadline });
@@ -148,6 +155,14 @@ impl Ownership {
             }
         }
         lost
+    }
+
+    /// Tenants this process was turned away from whose owner has let go
+    /// since (as far as the store can tell without being asked): claim them
+    /// with [`Ownership::check`] now, so a takeover need not wait for the
+    /// next request.
+    pub fn vacated(&self) -> Vec<String> {
+        guard(&self.owners).vacated()
     }
 
     /// Tenants whose local deadline has passed, dropped from the held set.

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use repute_host::providers::{Claim, Postgres, Storage};
+use repute_host::providers::{Claim, OwnerStore, Postgres, Storage};
 use repute_host::{
     Error, Outcome, Policy, Pool, PoolOps, Providers, RateLimit, StoreError, SystemClock, TenantConfig, SECOND,
 };

@@ -377,3 +377,41 @@ fn openapi_document_lists_every_route() {
         .unwrap();
     assert_eq!(serde_json::from_str::<Value>(&buf).unwrap(), doc, "served document is the one in the repo");
 }
+
+/// Sharded mode with owner leases in etcd and the data in PostgreSQL: the
+/// second process answers 421 naming the owner, and takes the tenant over
+/// (with what the first one acknowledged) once the owner is killed.
+#[test]
+fn sharded_on_etcd_answers_not_owner_and_takes_over_from_a_dead_owner() {
+    let var = |name: &str| {
+        std::env::var(name).unwrap_or_else(|_| {
+            panic!("{name} is not set: run `scripts/services.sh start` and export `scripts/services.sh env`")
+        })
+    };
+    let (pg, etcd) = (var("REPUTE_TEST_PG_URL"), var("REPUTE_TEST_ETCD_URL"));
+    let owners = format!("etcd://{}", etcd.trim_start_matches("http://"));
+    let args = ["--no-auth", "--store", &pg, "--mode", "sharded", "--owners", &owners, "--owner-ttl", "1"];
+    let dir = tempdir("etcd");
+    let (a, b) = (Server::start(&args, &dir), Server::start(&args, &dir));
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    let tenant = format!("etcd-{}-{nanos:x}", std::process::id());
+    let t = [("Repute-Tenant", tenant.as_str())];
+
+    let r = call("POST", &a.url("/v1/resources"), &t, Some(json!({"kind": "proxy", "value": "p1"})));
+    assert_eq!(r.status, 204, "{}", r.body);
+    let p = call("GET", &b.url("/v1/resources"), &t, None).problem(421, "not_owner");
+    assert_eq!(p["owner"], a.base);
+
+    drop(a);
+    let killed = std::time::Instant::now();
+    let r = loop {
+        let r = call("GET", &b.url("/v1/resources"), &t, None);
+        if r.status != 421 {
+            break r;
+        }
+        assert!(killed.elapsed() < Duration::from_secs(15), "never taken over: {}", r.body);
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.body.contains("p1"), "the new owner has what the dead one acknowledged: {}", r.body);
+}

@@ -4,14 +4,20 @@
 //! without touching the WIT or the core.
 
 mod clock;
+mod etcd;
 mod fencing;
+mod owners;
 mod postgresql;
+mod redis;
 mod sqlite;
 mod storage;
 
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use etcd::EtcdOwners;
 pub use fencing::{Fencing, MemoryFencing, Permit};
-pub use postgresql::{owner_margin, Claim, Owners, PgFencing, PgStorage, Postgres};
+pub use owners::{owner_margin, Claim, OwnerStore};
+pub use postgresql::{PgFencing, PgOwners, PgStorage, Postgres};
+pub use redis::{Redis, RedisFencing, RedisStorage};
 pub use sqlite::{SqliteFencing, SqliteStorage};
 pub use storage::{Checkpoint, LogEntry, MemoryStorage, Storage};
 

@@ -23,6 +23,7 @@ use ::postgres::{Client, Config, NoTls, Row, Statement};
 use repute_core::{Command, RateLimit, SECOND};
 
 use super::fencing::{Fencing, Permit};
+use super::owners::{owner_margin, Claim, OwnerStore};
 use super::storage::{decode_command, encode_command, Checkpoint, LogEntry, Storage};
 use crate::error::StoreError;
 
@@ -162,9 +163,24 @@ impl Postgres {
         (PgStorage { inner: inner.clone() }, PgFencing { inner })
     }
 
-    /// A connection for ownership calls, kept by the caller across renewals.
-    pub fn owners(&self) -> Owners {
-        Owners { link: self.link() }
+    /// Owner leases in this database, on a connection of their own so that
+    /// renewals never queue behind a tenant's calls.
+    pub fn owners(&self) -> PgOwners {
+        PgOwners { link: self.link() }
+    }
+
+    /// Makes `epoch` the tenant's if it is higher than the stored one: an
+    /// owner chosen elsewhere (etcd) fences this store's earlier writers.
+    /// An epoch taken here (`PgOwners`) is already stored; this is a no-op.
+    pub fn raise_epoch(&self, tenant: &str, epoch: u64) -> Result<(), StoreError> {
+        self.link().run(|c| {
+            c.execute(
+                "INSERT INTO repute_tenant AS t (tenant, epoch) VALUES ($1, $2::bigint)
+                 ON CONFLICT (tenant) DO UPDATE SET epoch = greatest(t.epoch, EXCLUDED.epoch)",
+                &[&tenant, &(epoch as i64)],
+            )
+        })?;
+        Ok(())
     }
 }
 
@@ -393,40 +409,20 @@ impl Fencing for PgFencing {
     }
 }
 
-/// What a claim found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Claim {
-    /// This process owns the tenant under `epoch` until `deadline` on its
-    /// own clock: the request's send time + TTL − margin, so it stops
-    /// serving before the database could give the tenant to another (I7).
-    Owned { epoch: u64, deadline: Instant },
-    /// Another process owns it; `address` is where it serves.
-    Elsewhere { owner: String, address: String },
-}
-
 /// Tenant ownership for sharded mode: an owner row per tenant whose epoch
 /// only grows and whose expiry is judged by the database clock.
-pub struct Owners {
+pub struct PgOwners {
     link: Link,
 }
 
-impl std::fmt::Debug for Owners {
+impl std::fmt::Debug for PgOwners {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Owners").finish_non_exhaustive()
+        f.debug_struct("PgOwners").finish_non_exhaustive()
     }
 }
 
-/// How much earlier than the database an owner gives its lease up: covers
-/// the request's time in flight and the gap between two clocks' rates.
-pub fn owner_margin(ttl: Duration) -> Duration {
-    (ttl / 5).max(Duration::from_millis(100)).min(ttl / 2)
-}
-
-impl Owners {
-    /// Takes `tenant` for `owner` (a name unique to this process) if nobody
-    /// holds it or its owner let it expire; the epoch is raised on every
-    /// take, fencing out every write of earlier owners.
-    pub fn claim(&mut self, tenant: &str, owner: &str, address: &str, ttl: Duration) -> Result<Claim, StoreError> {
+impl OwnerStore for PgOwners {
+    fn claim(&mut self, tenant: &str, owner: &str, address: &str, ttl: Duration) -> Result<Claim, StoreError> {
         let sent = Instant::now();
         let ttl_us = ttl.as_micros() as i64;
         let row = self.link.run(|c| {
@@ -453,15 +449,7 @@ impl Owners {
         Ok(Claim::Elsewhere { owner: r.get(0), address: r.get(1) })
     }
 
-    /// Extends the owner lease; the new local deadline, or `None` when the
-    /// database no longer counts this process as the owner under `epoch`.
-    pub fn renew(
-        &mut self,
-        tenant: &str,
-        owner: &str,
-        epoch: u64,
-        ttl: Duration,
-    ) -> Result<Option<Instant>, StoreError> {
+    fn renew(&mut self, tenant: &str, owner: &str, epoch: u64, ttl: Duration) -> Result<Option<Instant>, StoreError> {
         let sent = Instant::now();
         let n = self.link.run(|c| {
             c.execute(
@@ -473,9 +461,7 @@ impl Owners {
         Ok((n == 1).then(|| sent + ttl - owner_margin(ttl)))
     }
 
-    /// Gives the tenant up at once (a graceful shutdown), so another process
-    /// need not wait for the lease to run out.
-    pub fn resign(&mut self, tenant: &str, owner: &str, epoch: u64) -> Result<(), StoreError> {
+    fn resign(&mut self, tenant: &str, owner: &str, epoch: u64) -> Result<(), StoreError> {
         self.link.run(|c| {
             c.execute(
                 "UPDATE repute_tenant SET owner = NULL, expires_at = '-infinity'

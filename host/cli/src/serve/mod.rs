@@ -18,7 +18,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use repute_host::{Limits, Mode, Ownership, Policy, PoolSet, Store, StoreSpec, Strategy, SystemClock};
+use repute_host::{Limits, Mode, OwnersSpec, Policy, PoolSet, Store, StoreSpec, Strategy, SystemClock};
 use tokio::sync::watch;
 
 use state::AppState;
@@ -44,6 +44,10 @@ pub struct Args {
     /// owner keeps its tenants before another process takes them over.
     #[arg(long, env = "REPUTE_OWNER_TTL", default_value_t = 10.0)]
     pub owner_ttl: f64,
+    /// Where owner leases live in sharded mode: `store` (the store itself,
+    /// PostgreSQL) or `etcd://HOST:PORT[,HOST:PORT]`, the data staying in the store.
+    #[arg(long, env = "REPUTE_OWNERS", default_value = "store")]
+    pub owners: OwnersSpec,
     /// Seconds between folds of the other processes' log entries (shared mode).
     #[arg(long, env = "REPUTE_SYNC_EVERY", default_value_t = 0.2)]
     pub sync_every: f64,
@@ -126,14 +130,24 @@ async fn run(args: &Args) -> Result<(), String> {
         .await
         .map_err(|e| e.to_string())?
         .map_err(|e| format!("--store: {e}"))?;
-    let ownership = match (&store, args.mode) {
-        (Store::Postgres(db), Mode::Sharded) => {
-            let advertise = args.advertise.clone().unwrap_or_else(|| format!("http://{addr}"));
-            Some(Ownership::new(db, &advertise, owner_ttl))
+    let advertise = args.advertise.clone().unwrap_or_else(|| format!("http://{addr}"));
+    let ownership = match args.mode {
+        Mode::Sharded => {
+            let (owners, store, advertise) = (args.owners.clone(), store.clone(), advertise.clone());
+            tokio::task::spawn_blocking(move || owners.ownership(&store, &advertise, owner_ttl))
+                .await
+                .map_err(|e| e.to_string())?
+                .map_err(|e| format!("--owners: {e}"))?
         }
-        _ => None,
+        Mode::Shared if args.owners != OwnersSpec::Store => {
+            return Err("--owners: owner leases are kept in sharded mode only (--mode sharded)".into())
+        }
+        Mode::Shared => None,
     };
-    let shared = matches!((&store, args.mode), (Store::Postgres(_), Mode::Shared));
+    if args.mode == Mode::Sharded && ownership.is_none() && store.is_shared() {
+        return Err("--mode sharded: this store cannot hold owner leases; use --mode shared".into());
+    }
+    let shared = store.is_shared() && args.mode == Mode::Shared;
     let (stop_tx, stop_rx) = watch::channel(false);
     let state = Arc::new(AppState::new(
         set,
@@ -175,6 +189,10 @@ async fn run(args: &Args) -> Result<(), String> {
     Ok(())
 }
 
+/// How often tenants whose owner let go (as the coordination store's watch
+/// saw it) are claimed: often, as it costs nothing while none are reported.
+const TAKEOVER: Duration = Duration::from_millis(200);
+
 /// How often the background work runs.
 struct Timers {
     checkpoint: Duration,
@@ -213,6 +231,7 @@ async fn background(state: Arc<AppState>, timers: Timers, stop: watch::Receiver<
     }
     if state.ownership.is_some() {
         jobs.push(every(timers.renew, AppState::renew_ownership));
+        jobs.push(every(TAKEOVER, AppState::take_over_vacated));
     }
     if let Some(period) = timers.sync {
         jobs.push(every(period, AppState::sync_all));

@@ -69,7 +69,15 @@ impl AppState {
     /// The common case is a read lock on a name set, so a request does not
     /// lock its tenant's shard twice.
     pub fn ensure_open(&self, tenant: &str) -> Result<(), Problem> {
-        let epoch = match &self.ownership {
+        let epoch = self.standing(tenant)?;
+        self.open(tenant, epoch)
+    }
+
+    /// The epoch this process may serve `tenant` under now (0 without
+    /// ownership), claiming it if free; a tenant taken afresh is closed so
+    /// that it reopens from the store under the new epoch.
+    fn standing(&self, tenant: &str) -> Result<u64, Problem> {
+        Ok(match &self.ownership {
             None => 0,
             Some(ownership) => match ownership.check(tenant) {
                 Ok(Standing::Serving { epoch }) => epoch,
@@ -82,7 +90,10 @@ impl AppState {
                     return Err(e.into());
                 }
             },
-        };
+        })
+    }
+
+    fn open(&self, tenant: &str, epoch: u64) -> Result<(), Problem> {
         if self.opened.read().unwrap_or_else(|p| p.into_inner()).contains(tenant) {
             return Ok(());
         }
@@ -117,6 +128,19 @@ impl AppState {
         }
     }
 
+    /// Claims and opens the tenants whose owner let go since this process
+    /// answered "not owner" for them, so the first request after a takeover
+    /// finds them open here; another process may win the claim instead.
+    pub fn take_over_vacated(&self) {
+        let Some(ownership) = &self.ownership else { return };
+        for tenant in ownership.vacated() {
+            match self.ensure_open(&tenant) {
+                Ok(()) => tracing::info!(tenant, "tenant taken over: its owner let go"),
+                Err(e) => tracing::debug!(tenant, problem = ?e, "tenant not taken over"),
+            }
+        }
+    }
+
     /// Folds what other processes logged into every open tenant (shared mode).
     pub fn sync_all(&self) {
         for tenant in self.set.tenants() {
@@ -145,15 +169,25 @@ impl AppState {
         tenant: &str,
         f: impl FnOnce(&mut TenantPool<'_>) -> repute_host::Result<R>,
     ) -> Result<R, Problem> {
-        self.ensure_open(tenant)?;
-        let (result, events) = self.set.with(tenant, |p| {
-            let result = f(p);
-            (result, p.drain_events())
-        })?;
-        if let Ok(events) = events {
-            self.publish(tenant, events);
+        let epoch = self.standing(tenant)?;
+        loop {
+            // The name set stays read-locked for the call: a tenant is closed
+            // (its owner lease lost) only between calls, never under one.
+            let opened = self.opened.read().unwrap_or_else(|p| p.into_inner());
+            if opened.contains(tenant) {
+                let (result, events) = self.set.with(tenant, |p| {
+                    let result = f(p);
+                    (result, p.drain_events())
+                })?;
+                drop(opened);
+                if let Ok(events) = events {
+                    self.publish(tenant, events);
+                }
+                return Ok(result?);
+            }
+            drop(opened);
+            self.open(tenant, epoch)?;
         }
-        Ok(result?)
     }
 
     fn publish(&self, tenant: &str, events: Vec<Event>) {

@@ -1,0 +1,416 @@
+//! Redis: the lease authority and command log for a tenant that many
+//! processes serve together (shared mode).
+//!
+//! Every decision is one Lua script, run atomically by the server on its own
+//! clock (`TIME`), never a read by the client followed by a write:
+//!
+//! - grant: no unexpired lease on the permit, then the next token from a
+//!   fence key that is never deleted or expired, then the lease with its
+//!   expiry (I1, I2, I6);
+//! - extend and revoke: only for the permit's current token;
+//! - append: the next log position and the entry, in one step, so positions
+//!   become visible in order; checkpoints are conditional like PostgreSQL's;
+//! - the shared acquire rate limit: a GCRA on the server clock.
+//!
+//! Durability is Redis's: with `appendonly yes` and `appendfsync always` an
+//! acknowledged grant or report survives a crash; with `everysec` the last
+//! second can be lost. Tokens still never go back after such a loss: every
+//! grant takes the larger of the stored counter and the highest token the
+//! pool itself has seen (from its checkpoint and its own grants), and a
+//! lease restored from a checkpoint re-adopts its permit. Log positions are
+//! likewise never handed out below the highest one this process has seen.
+
+use std::time::Duration;
+
+use redis::{Client, Connection, Script};
+use repute_core::{Command, RateLimit, SECOND};
+
+use super::fencing::{Fencing, Permit};
+use super::storage::{decode_command, encode_command, Checkpoint, LogEntry, Storage};
+use crate::error::StoreError;
+
+fn unavailable(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Unavailable(format!("redis: {e}"))
+}
+
+/// At the top of every script: integers written without an exponent
+/// (Lua's default number format switches to one above 1e14).
+const PRELUDE: &str = "local function int(x) return string.format('%d', x) end
+";
+
+/// The server's clock in microseconds, for the scripts that judge time.
+const NOW: &str = "local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+";
+
+/// KEYS: epoch, fence, lease. ARGV: ttl µs, last token seen by the pool, writer epoch.
+const GRANT: &str = "
+if ARGV[3] ~= '0' and redis.call('GET', KEYS[1]) ~= ARGV[3] then return false end
+local held = redis.call('GET', KEYS[3])
+if held then
+  local sep = string.find(held, ':', 1, true)
+  if tonumber(string.sub(held, sep + 1)) > now then return false end
+end
+local token = math.max(tonumber(redis.call('GET', KEYS[2]) or '0'), tonumber(ARGV[2])) + 1
+redis.call('SET', KEYS[2], int(token))
+redis.call('SET', KEYS[3], int(token) .. ':' .. int(now + tonumber(ARGV[1])))
+return token
+";
+
+/// KEYS: fence, lease. ARGV: token, ttl µs. The current token extends; a
+/// newer one (a lease restored from a checkpoint) is adopted while the
+/// permit is free.
+const EXTEND: &str = "
+local token = tonumber(ARGV[1])
+local fence = tonumber(redis.call('GET', KEYS[1]) or '0')
+local free = true
+local held = redis.call('GET', KEYS[2])
+if held then
+  local sep = string.find(held, ':', 1, true)
+  free = tonumber(string.sub(held, sep + 1)) <= now
+end
+if token == fence or (token > fence and free) then
+  redis.call('SET', KEYS[1], int(token))
+  redis.call('SET', KEYS[2], int(token) .. ':' .. int(now + tonumber(ARGV[2])))
+  return 1
+end
+return 0
+";
+
+/// KEYS: lease. ARGV: token.
+const REVOKE: &str = "
+local held = redis.call('GET', KEYS[1])
+if held and string.sub(held, 1, string.find(held, ':', 1, true) - 1) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+end
+return 0
+";
+
+/// KEYS: rate. ARGV: emission interval µs, tolerance µs (burst × interval).
+/// Returns 0 when admitted, else µs until it would be.
+const ADMIT: &str = "
+local tat = math.max(tonumber(redis.call('GET', KEYS[1]) or '0'), now)
+local next = tat + tonumber(ARGV[1])
+local over = next - now - tonumber(ARGV[2])
+if over > 0 then return over end
+redis.call('SET', KEYS[1], int(next))
+return 0
+";
+
+/// KEYS: epoch, seq, log. ARGV: entry, writer epoch, lowest position allowed.
+/// Returns {1, seq} or {0, stored epoch}.
+const APPEND: &str = "
+if ARGV[2] ~= '0' then
+  local stored = redis.call('GET', KEYS[1]) or '0'
+  if stored ~= ARGV[2] then return {0, tonumber(stored)} end
+end
+local seq = redis.call('INCR', KEYS[2])
+if seq < tonumber(ARGV[3]) then
+  seq = tonumber(ARGV[3])
+  redis.call('SET', KEYS[2], int(seq))
+end
+redis.call('XADD', KEYS[3], '0-' .. int(seq), 'e', ARGV[1])
+return {1, seq}
+";
+
+/// KEYS: epoch, checkpoint, log. ARGV: writer epoch, expected version, log position, bytes.
+/// An owner (epoch > 0) saves on its version and prunes what it folded; in
+/// shared mode a checkpoint that folded at least as much of the log as the
+/// stored one replaces it. Returns {status, version or epoch}.
+const SAVE: &str = "
+local mine = tonumber(ARGV[1])
+if mine ~= 0 then
+  local stored = tonumber(redis.call('GET', KEYS[1]) or '0')
+  if stored ~= mine then return {'stale_epoch', stored} end
+end
+local cur = redis.call('HMGET', KEYS[2], 'version', 'log_seq')
+local version = tonumber(cur[1] or '0')
+local folded = tonumber(cur[2] or '0')
+if (mine ~= 0 and version ~= tonumber(ARGV[2])) or (mine == 0 and folded > tonumber(ARGV[3])) then
+  return {'conflict', version}
+end
+redis.call('HSET', KEYS[2], 'epoch', ARGV[1], 'version', int(version + 1), 'log_seq', ARGV[3], 'bytes', ARGV[4])
+if mine ~= 0 then redis.call('XTRIM', KEYS[3], 'MINID', '0-' .. int(tonumber(ARGV[3]) + 1)) end
+return {'ok', version + 1}
+";
+
+/// KEYS: epoch. ARGV: epoch. Raises the stored epoch, never lowers it.
+const RAISE_EPOCH: &str = "
+if tonumber(ARGV[1]) > tonumber(redis.call('GET', KEYS[1]) or '0') then redis.call('SET', KEYS[1], ARGV[1]) end
+return 0
+";
+
+/// The scripts, hashed once; each runs by EVALSHA (loaded on first use).
+struct Scripts {
+    grant: Script,
+    extend: Script,
+    revoke: Script,
+    admit: Script,
+    append: Script,
+    save: Script,
+    raise_epoch: Script,
+}
+
+impl Scripts {
+    fn new() -> Scripts {
+        let timed = |body: &str| Script::new(&format!("{PRELUDE}{NOW}{body}"));
+        let plain = |body: &str| Script::new(&format!("{PRELUDE}{body}"));
+        Scripts {
+            grant: timed(GRANT),
+            extend: timed(EXTEND),
+            revoke: plain(REVOKE),
+            admit: timed(ADMIT),
+            append: plain(APPEND),
+            save: plain(SAVE),
+            raise_epoch: plain(RAISE_EPOCH),
+        }
+    }
+}
+
+/// A Redis server that tenants live in.
+#[derive(Clone)]
+pub struct Redis {
+    client: Client,
+}
+
+impl std::fmt::Debug for Redis {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Redis").finish_non_exhaustive()
+    }
+}
+
+impl Redis {
+    /// Checks `url` (`redis://host:port[/db]`) and that the server answers.
+    pub fn connect(url: &str) -> Result<Redis, StoreError> {
+        let client = Client::open(url).map_err(|e| unavailable(format!("store url: {e}")))?;
+        let db = Redis { client };
+        db.link().run(|c, _| redis::cmd("PING").query::<String>(c))?;
+        Ok(db)
+    }
+
+    fn link(&self) -> Link {
+        Link { client: self.client.clone(), conn: None, scripts: Scripts::new() }
+    }
+
+    /// The tenant's storage and lease authority, writing under `epoch` (0:
+    /// shared mode).
+    pub fn tenant(&self, tenant: &str, epoch: u64) -> (RedisStorage, RedisFencing) {
+        let keys = Keys::new(tenant);
+        (
+            RedisStorage { link: self.link(), keys: keys.clone(), epoch, seen: 0 },
+            RedisFencing { link: self.link(), keys, epoch },
+        )
+    }
+
+    /// Makes `epoch` the tenant's if it is higher than the stored one, so an
+    /// owner chosen elsewhere fences this store's earlier writers.
+    pub fn raise_epoch(&self, tenant: &str, epoch: u64) -> Result<(), StoreError> {
+        let keys = Keys::new(tenant);
+        self.link().run(|c, s| s.raise_epoch.key(&keys.epoch).arg(epoch).invoke::<i64>(c))?;
+        Ok(())
+    }
+}
+
+/// One connection, opened again after it broke; calls time out after a few
+/// seconds of silence, so a dead server is an error, not a hang.
+struct Link {
+    client: Client,
+    conn: Option<Connection>,
+    scripts: Scripts,
+}
+
+impl Link {
+    fn run<T>(&mut self, f: impl FnOnce(&mut Connection, &Scripts) -> redis::RedisResult<T>) -> Result<T, StoreError> {
+        if self.conn.is_none() {
+            let timeout = Duration::from_secs(3);
+            let conn = self.client.get_connection_with_timeout(timeout).map_err(unavailable)?;
+            conn.set_read_timeout(Some(timeout)).map_err(unavailable)?;
+            conn.set_write_timeout(Some(timeout)).map_err(unavailable)?;
+            self.conn = Some(conn);
+        }
+        let conn = self.conn.as_mut().expect("connected above");
+        f(conn, &self.scripts).map_err(|e| {
+            // Only a refusal by the server leaves the connection usable.
+            if e.is_io_error() || e.is_connection_dropped() || e.is_timeout() || e.is_unrecoverable_error() {
+                self.conn = None;
+            }
+            unavailable(e)
+        })
+    }
+}
+
+/// The keys of one tenant. The tenant sits in a hash tag so that every key
+/// of a tenant lands on one node of a Redis cluster, as scripts require.
+#[derive(Debug, Clone)]
+struct Keys {
+    prefix: String,
+    epoch: String,
+    seq: String,
+    log: String,
+    checkpoint: String,
+    rate: String,
+}
+
+impl Keys {
+    fn new(tenant: &str) -> Keys {
+        let prefix = format!("repute:{{{tenant}}}:");
+        Keys {
+            epoch: format!("{prefix}epoch"),
+            seq: format!("{prefix}seq"),
+            log: format!("{prefix}log"),
+            checkpoint: format!("{prefix}checkpoint"),
+            rate: format!("{prefix}rate"),
+            prefix,
+        }
+    }
+
+    /// Fence counter and lease of one permit. Ids have no control
+    /// characters, so the unit separator cannot be forged by a name.
+    fn permit(&self, p: Permit<'_>) -> (String, String) {
+        let name = format!("{}\u{1f}{}\u{1f}{}", p.kind, p.value, p.index);
+        (format!("{}fence:{name}", self.prefix), format!("{}lease:{name}", self.prefix))
+    }
+}
+
+/// Checkpoints and the command log of one tenant.
+pub struct RedisStorage {
+    link: Link,
+    keys: Keys,
+    epoch: u64,
+    /// Highest log position this process has seen: positions handed out
+    /// after a data loss start above it.
+    seen: u64,
+}
+
+/// The tenant's permits as the lease authority.
+pub struct RedisFencing {
+    link: Link,
+    keys: Keys,
+    epoch: u64,
+}
+
+impl std::fmt::Debug for RedisStorage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisStorage").finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for RedisFencing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisFencing").finish_non_exhaustive()
+    }
+}
+
+type Fields = (Option<u64>, Option<u64>, Option<u64>, Option<Vec<u8>>);
+
+impl Storage for RedisStorage {
+    fn load(&mut self) -> Result<Option<Checkpoint>, StoreError> {
+        let key = self.keys.checkpoint.clone();
+        let (epoch, version, log_seq, bytes): Fields = self.link.run(|c, _| {
+            redis::cmd("HMGET").arg(&key).arg("epoch").arg("version").arg("log_seq").arg("bytes").query(c)
+        })?;
+        Ok(match (epoch, version, log_seq, bytes) {
+            (Some(epoch), Some(version), Some(log_seq), Some(bytes)) => {
+                self.seen = self.seen.max(log_seq);
+                Some(Checkpoint { epoch, version, log_seq, bytes })
+            }
+            _ => None,
+        })
+    }
+
+    fn save(&mut self, bytes: &[u8], expected_version: u64, log_seq: u64) -> Result<u64, StoreError> {
+        let (keys, epoch) = (&self.keys, self.epoch);
+        let (status, found): (String, u64) = self.link.run(|c, s| {
+            s.save
+                .key(&keys.epoch)
+                .key(&keys.checkpoint)
+                .key(&keys.log)
+                .arg(epoch)
+                .arg(expected_version)
+                .arg(log_seq)
+                .arg(bytes)
+                .invoke(c)
+        })?;
+        match status.as_str() {
+            "ok" => Ok(found),
+            "stale_epoch" => Err(StoreError::StaleEpoch { mine: epoch, stored: found }),
+            _ => Err(StoreError::Conflict { expected: expected_version, found }),
+        }
+    }
+
+    fn append(&mut self, command: &Command) -> Result<u64, StoreError> {
+        let entry = encode_command(command)?;
+        let (keys, epoch, floor) = (&self.keys, self.epoch, self.seen + 1);
+        let (ok, value): (u64, u64) = self.link.run(|c, s| {
+            s.append.key(&keys.epoch).key(&keys.seq).key(&keys.log).arg(entry).arg(epoch).arg(floor).invoke(c)
+        })?;
+        if ok == 0 {
+            return Err(StoreError::StaleEpoch { mine: epoch, stored: value });
+        }
+        self.seen = self.seen.max(value);
+        Ok(value)
+    }
+
+    fn read_log(&mut self, after: u64, limit: u32) -> Result<Vec<LogEntry>, StoreError> {
+        let key = self.keys.log.clone();
+        let rows: Vec<(String, Vec<(String, String)>)> = self.link.run(|c, _| {
+            redis::cmd("XRANGE").arg(&key).arg(format!("(0-{after}")).arg("+").arg("COUNT").arg(limit).query(c)
+        })?;
+        let mut out = Vec::with_capacity(rows.len());
+        for (id, fields) in rows {
+            let seq = id
+                .strip_prefix("0-")
+                .and_then(|s| s.parse::<u64>().ok())
+                .ok_or_else(|| unavailable(format!("log entry id {id:?}")))?;
+            let entry = fields
+                .into_iter()
+                .find(|(f, _)| f == "e")
+                .ok_or_else(|| unavailable(format!("log entry {id} has no body")))?
+                .1;
+            self.seen = self.seen.max(seq);
+            out.push(LogEntry { seq, command: decode_command(&entry)? });
+        }
+        Ok(out)
+    }
+}
+
+fn micros(ns: u64) -> u64 {
+    ns / 1_000
+}
+
+impl Fencing for RedisFencing {
+    fn grant(&mut self, permit: Permit<'_>, ttl: u64, last: u64, _now: u64) -> Result<Option<u64>, StoreError> {
+        let (fence, lease) = self.keys.permit(permit);
+        let (epoch_key, epoch) = (&self.keys.epoch, self.epoch);
+        self.link
+            .run(|c, s| s.grant.key(epoch_key).key(&fence).key(&lease).arg(micros(ttl)).arg(last).arg(epoch).invoke(c))
+    }
+
+    fn extend(&mut self, permit: Permit<'_>, token: u64, ttl: u64, _now: u64) -> Result<bool, StoreError> {
+        if token == 0 {
+            return Ok(false);
+        }
+        let (fence, lease) = self.keys.permit(permit);
+        let extended: i64 =
+            self.link.run(|c, s| s.extend.key(&fence).key(&lease).arg(token).arg(micros(ttl)).invoke(c))?;
+        Ok(extended == 1)
+    }
+
+    fn revoke(&mut self, permit: Permit<'_>, token: u64) -> Result<(), StoreError> {
+        let (_, lease) = self.keys.permit(permit);
+        self.link.run(|c, s| s.revoke.key(&lease).arg(token).invoke::<i64>(c))?;
+        Ok(())
+    }
+
+    /// Shared mode only: an owner's own bucket is already exact.
+    fn admit(&mut self, limit: &RateLimit) -> Result<Option<u64>, StoreError> {
+        if self.epoch != 0 {
+            return Ok(None);
+        }
+        let interval = (SECOND as f64 / limit.rate / 1_000.0).ceil() as u64;
+        let tolerance = interval.saturating_mul(limit.burst as u64);
+        let key = &self.keys.rate;
+        let wait_us: u64 = self.link.run(|c, s| s.admit.key(key).arg(interval).arg(tolerance).invoke(c))?;
+        Ok((wait_us > 0).then(|| wait_us * 1_000))
+    }
+}
