@@ -6,14 +6,15 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-# The PostgreSQL and etcd tests run against the servers `scripts/services.sh
-# start` put on loopback (or any others, named by REPUTE_TEST_PG_URL and
-# REPUTE_TEST_ETCD_URL).
+# The PostgreSQL, etcd and Redis tests run against the servers
+# `scripts/services.sh start` put on loopback (or any others, named by
+# REPUTE_TEST_PG_URL, REPUTE_TEST_ETCD_URL and REPUTE_TEST_REDIS_URL).
 service_url() {
     scripts/services.sh env | sed -n "s/^$1=//p"
 }
 export REPUTE_TEST_PG_URL="${REPUTE_TEST_PG_URL:-$(service_url REPUTE_TEST_PG_URL)}"
 export REPUTE_TEST_ETCD_URL="${REPUTE_TEST_ETCD_URL:-$(service_url REPUTE_TEST_ETCD_URL)}"
+export REPUTE_TEST_REDIS_URL="${REPUTE_TEST_REDIS_URL:-$(service_url REPUTE_TEST_REDIS_URL)}"
 
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --release --locked -- -D warnings

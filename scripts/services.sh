@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# Throwaway servers on loopback for the test suite: PostgreSQL (the shared
-# store) and etcd (owner leases in sharded mode).
+# Throwaway servers on loopback for the test suite: PostgreSQL and Redis (the
+# shared stores) and etcd (owner leases in sharded mode).
 #
-#   scripts/services.sh start                   initialise and start both on 127.0.0.1
-#   scripts/services.sh restart [postgres|etcd] restart one, keeping its data
-#                                               (PostgreSQL by default: the fault tests call this)
-#   scripts/services.sh stop                    stop both and delete their data
-#   scripts/services.sh env                     print the variables the tests read
+#   scripts/services.sh start                         initialise and start all three on 127.0.0.1
+#   scripts/services.sh restart [postgres|etcd|redis] restart one, keeping its data
+#                                                     (PostgreSQL by default: the fault tests call this)
+#   scripts/services.sh stop                          stop all three and delete their data
+#   scripts/services.sh env                           print the variables the tests read
 #
 # Each data directory is a fresh temporary directory (PostgreSQL's owned by
 # the `postgres` user: that server refuses to run as root); their locations
-# are kept in target/services/{pg,etcd}.dir so that later calls find them.
+# are kept in target/services/{pg,etcd,redis}.dir so that later calls find them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,6 +20,8 @@ PG_DIR_FILE="$STATE/pg.dir"
 ETCD_PORT="${REPUTE_ETCD_PORT:-52379}"
 ETCD_PEER_PORT="${REPUTE_ETCD_PEER_PORT:-52380}"
 ETCD_DIR_FILE="$STATE/etcd.dir"
+REDIS_PORT="${REPUTE_REDIS_PORT:-56379}"
+REDIS_DIR_FILE="$STATE/redis.dir"
 
 pg_bin() {
     local dir
@@ -145,18 +147,68 @@ etcd_restart() {
     etcd_start >/dev/null
 }
 
+redis_url() {
+    echo "redis://127.0.0.1:$REDIS_PORT"
+}
+
+# Every write fsynced before it is acknowledged: the durability repute's
+# guarantees on Redis assume (see the README).
+redis_start() {
+    command -v redis-server >/dev/null || { echo "redis-server not found (apt-get install redis-server)" >&2; exit 1; }
+    mkdir -p "$STATE"
+    local dir
+    if [ -f "$REDIS_DIR_FILE" ] && [ -d "$(cat "$REDIS_DIR_FILE")" ]; then
+        dir=$(cat "$REDIS_DIR_FILE")
+    else
+        dir=$(mktemp -d /tmp/repute-redis.XXXXXX)
+        echo "$dir" >"$REDIS_DIR_FILE"
+    fi
+    if ! redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1; then
+        redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --dir "$dir" --appendonly yes --appendfsync always \
+            --save "" --daemonize yes --pidfile "$dir/redis.pid" --logfile "$dir/server.log" >/dev/null
+    fi
+    for _ in $(seq 100); do
+        redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && { echo "redis: $(redis_url)"; return 0; }
+        sleep 0.1
+    done
+    echo "redis did not start; its log:" >&2
+    tail -n 20 "$dir/server.log" >&2
+    exit 1
+}
+
+redis_halt() {
+    redis-cli -p "$REDIS_PORT" shutdown >/dev/null 2>&1 || true
+    for _ in $(seq 100); do
+        redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 || return 0
+        sleep 0.1
+    done
+}
+
+redis_stop() {
+    [ -f "$REDIS_DIR_FILE" ] || return 0
+    redis_halt
+    rm -rf "$(cat "$REDIS_DIR_FILE")" "$REDIS_DIR_FILE"
+}
+
+redis_restart() {
+    redis_halt
+    redis_start >/dev/null
+}
+
 case "${1:-}" in
-    start) pg_start; etcd_start ;;
+    start) pg_start; etcd_start; redis_start ;;
     restart)
         case "${2:-postgres}" in
             postgres) pg_restart ;;
             etcd) etcd_restart ;;
-            *) echo "usage: $0 restart [postgres|etcd]" >&2; exit 2 ;;
+            redis) redis_restart ;;
+            *) echo "usage: $0 restart [postgres|etcd|redis]" >&2; exit 2 ;;
         esac ;;
-    stop) pg_stop; etcd_stop ;;
+    stop) pg_stop; etcd_stop; redis_stop ;;
     env)
         echo "REPUTE_TEST_PG_URL=$(pg_url)"
         echo "REPUTE_TEST_ETCD_URL=$(etcd_url)"
+        echo "REPUTE_TEST_REDIS_URL=$(redis_url)"
         ;;
-    *) echo "usage: $0 start|restart [postgres|etcd]|stop|env" >&2; exit 2 ;;
+    *) echo "usage: $0 start|restart [postgres|etcd|redis]|stop|env" >&2; exit 2 ;;
 esac

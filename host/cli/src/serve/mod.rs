@@ -18,7 +18,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use repute_host::{Limits, Mode, OwnersSpec, Policy, PoolSet, Store, StoreSpec, Strategy, SystemClock};
+use repute_host::{Limits, Mode, OwnersSpec, Policy, PoolSet, StoreSpec, Strategy, SystemClock};
 use tokio::sync::watch;
 
 use state::AppState;
