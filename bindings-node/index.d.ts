@@ -7,7 +7,7 @@
 
 /// <reference lib="esnext.disposable" />
 
-export type Store = 'memory' | `sqlite:${string}` | `postgres://${string}` | `postgresql://${string}`;
+export type Store = 'memory' | `sqlite:${string}` | `postgres://${string}` | `postgresql://${string}` | `redis://${string}`;
 /** How processes share a tenant on PostgreSQL; ignored by the other stores. */
 export type Mode = 'sharded' | 'shared';
 export type Strategy = 'classic' | 'thompson' | 'first';
@@ -29,6 +29,8 @@ export interface PoolOptions {
   mode?: Mode;
   /** Sharded mode: the owner lease, renewed in the background; default 10000. */
   ownerTtlMs?: number;
+  /** Sharded mode: where owner leases live, `'store'` (default) or `'etcd://HOST:PORT[,HOST:PORT]'`. */
+  owners?: string;
   /** The tenant served; with SQLite, or PostgreSQL in sharded mode, one pool owns it at a time. Default `'default'`. */
   tenant?: string;
   /** Lease time to live; default 30000. */

@@ -346,6 +346,7 @@ function nativeConfig(options) {
     store: o.store === undefined ? 'memory' : str('store', o.store),
     mode: optStr('mode', o.mode),
     ownerTtlMs: optNum('ownerTtlMs', o.ownerTtlMs),
+    owners: optStr('owners', o.owners),
     tenant: o.tenant === undefined ? 'default' : str('tenant', o.tenant),
     leaseTtlMs: optNum('leaseTtlMs', o.leaseTtlMs),
     probeTtlMs: optNum('probeTtlMs', o.probeTtlMs),

@@ -1,7 +1,8 @@
-//! Faults injected into a real cluster: three `repute serve` processes on one
-//! PostgreSQL, in each scaled-out mode, under a steady workload. Whatever the
-//! fault, no permit is ever held twice (I1, I2) and no acknowledged report is
-//! lost (I4); the report prints how long the cluster took to recover.
+//! Faults injected into a real cluster: three `repute serve` processes on
+//! one backend, for every way repute scales out, under a steady workload.
+//! Whatever the fault, no permit is ever held twice (I1, I2) and no
+//! acknowledged report is lost (I4); the report prints how long the cluster
+//! took to recover.
 //!
 //! `REPUTE_FAULT_GRANTS` sets the grants per scenario (default 10 000).
 
@@ -13,13 +14,15 @@ use repute_tests::downstream;
 use repute_tests::http::{Client, Cluster};
 use repute_tests::proxy::Proxy;
 use repute_tests::server::Server;
-use repute_tests::services::{pg_addr, pg_url, pg_url_via, restart_postgres};
+use repute_tests::services::{pg_url, url_via, Service};
 use repute_tests::unique;
 use repute_tests::workload::{register, Config, Running};
 
-/// Scenarios share PostgreSQL and two cores: one at a time.
+/// Scenarios share the services and two cores: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
 
+/// Whole seconds, because etcd leases are: the etcd scenarios then fail
+/// over after the same TTL as the PostgreSQL ones.
 const OWNER_TTL: Duration = Duration::from_secs(2);
 const LEASE_TTL: Duration = Duration::from_secs(2);
 const SERVERS: usize = 3;
@@ -27,10 +30,39 @@ const RESOURCES: usize = 20;
 /// How long a fault lasts: past the owner TTL, so a takeover must happen.
 const FAULT_LASTS: Duration = Duration::from_millis(3500);
 
+/// Where a cluster keeps its data and its owner leases.
 #[derive(Debug, Clone, Copy)]
-enum Mode {
-    Sharded,
-    Shared,
+enum Setup {
+    PostgresSharded,
+    PostgresShared,
+    RedisShared,
+    /// Owner leases in etcd; data and epoch fencing in PostgreSQL.
+    EtcdSharded,
+}
+
+impl Setup {
+    /// The service each server reaches through its own proxy, and so the one
+    /// the restart and cut faults take away: the authority that keeps
+    /// processes apart (the owner leases, or the leases of shared mode).
+    fn proxied(self) -> Service {
+        match self {
+            Setup::PostgresSharded | Setup::PostgresShared => Service::Postgres,
+            Setup::RedisShared => Service::Redis,
+            Setup::EtcdSharded => Service::Etcd,
+        }
+    }
+
+    /// `--store`, `--mode` and `--owners` for a server behind `proxy`.
+    fn args(self, proxy: &Proxy) -> [String; 6] {
+        let via = |service: Service| url_via(&service.url(), proxy.addr());
+        let (store, mode, owners) = match self {
+            Setup::PostgresSharded => (via(Service::Postgres), "sharded", "store".into()),
+            Setup::PostgresShared => (via(Service::Postgres), "shared", "store".into()),
+            Setup::RedisShared => (via(Service::Redis), "shared", "store".into()),
+            Setup::EtcdSharded => (pg_url(), "sharded", format!("etcd://{}", proxy.addr())),
+        };
+        ["--store".into(), store, "--mode".into(), mode.into(), "--owners".into(), owners]
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -39,12 +71,13 @@ enum Fault {
     PauseOwner,
     /// SIGKILL the owner and start a replacement.
     KillOwner,
-    RestartPostgres,
-    /// Cut the owner's connection to PostgreSQL past its owner TTL, then restore it.
-    CutOwnerFromPostgres,
+    /// Restart the setup's proxied service.
+    RestartService,
+    /// Cut the owner's connection to the proxied service past its owner TTL, then restore it.
+    CutOwner,
 }
 
-/// One server behind its own proxy to PostgreSQL.
+/// One server behind its own proxy to the setup's proxied service.
 struct Node {
     server: Option<Server>,
     proxy: Proxy,
@@ -56,17 +89,9 @@ impl Node {
     }
 }
 
-fn serve(mode: Mode, pg: &str, proxy: &Proxy) -> Server {
-    let mode = match mode {
-        Mode::Sharded => "sharded",
-        Mode::Shared => "shared",
-    };
-    let args = [
+fn serve(setup: Setup, proxy: &Proxy) -> Server {
+    let mut args = vec![
         "--no-auth".into(),
-        "--store".into(),
-        pg_url_via(pg, proxy.addr()),
-        "--mode".into(),
-        mode.into(),
         "--owner-ttl".into(),
         OWNER_TTL.as_secs_f64().to_string(),
         "--lease-ttl".into(),
@@ -76,6 +101,7 @@ fn serve(mode: Mode, pg: &str, proxy: &Proxy) -> Server {
         "--checkpoint-every".into(),
         "1".into(),
     ];
+    args.extend(setup.args(proxy));
     Server::start(&args)
 }
 
@@ -83,18 +109,18 @@ fn grants() -> usize {
     std::env::var("REPUTE_FAULT_GRANTS").map_or(10_000, |v| v.parse().expect("REPUTE_FAULT_GRANTS: a number"))
 }
 
-fn scenario(mode: Mode, fault: Fault) {
+fn scenario(setup: Setup, fault: Fault) {
     let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let pg = pg_url();
-    let name = format!("{mode:?} / {fault:?}");
-    let tenant = unique(&format!("{mode:?}_{fault:?}"));
+    let name = format!("{setup:?} / {fault:?}");
+    let tenant = unique(&format!("{setup:?}_{fault:?}"));
     let table = unique("downstream");
     downstream::create_table(&pg, &table);
 
     let mut nodes: Vec<Node> = (0..SERVERS)
         .map(|_| {
-            let proxy = Proxy::start(pg_addr(&pg));
-            Node { server: Some(serve(mode, &pg, &proxy)), proxy }
+            let proxy = Proxy::start(setup.proxied().addr());
+            Node { server: Some(serve(setup, &proxy)), proxy }
         })
         .collect();
     let cluster = Cluster::new(nodes.iter().map(|n| n.server().base().to_owned()).collect());
@@ -127,16 +153,16 @@ fn scenario(mode: Mode, fault: Fault) {
         Fault::KillOwner => {
             running.fault("owner SIGKILL");
             nodes[victim].server.take().expect("the node runs a server").kill();
-            let replacement = serve(mode, &pg, &nodes[victim].proxy);
+            let replacement = serve(setup, &nodes[victim].proxy);
             cluster.replace(victim, replacement.base().to_owned());
             nodes[victim].server = Some(replacement);
         }
-        Fault::RestartPostgres => {
-            running.fault("PostgreSQL restart");
-            restart_postgres();
+        Fault::RestartService => {
+            running.fault(&format!("{} restart", setup.proxied()));
+            setup.proxied().restart();
         }
-        Fault::CutOwnerFromPostgres => {
-            running.fault("owner cut from PostgreSQL");
+        Fault::CutOwner => {
+            running.fault(&format!("owner cut from {}", setup.proxied()));
             nodes[victim].proxy.cut();
             std::thread::sleep(FAULT_LASTS);
             nodes[victim].proxy.restore();
@@ -148,7 +174,7 @@ fn scenario(mode: Mode, fault: Fault) {
     for node in &mut nodes {
         node.server.take().expect("the node runs a server").kill();
     }
-    let fresh = serve(mode, &pg, &nodes[0].proxy);
+    let fresh = serve(setup, &nodes[0].proxy);
     let mut client = Client::new(&Cluster::new(vec![fresh.base().to_owned()]), &tenant, 0, Duration::from_secs(5));
     let held = reports_held(&mut client);
     let report = Report::new(&name, &records, Some(held));
@@ -157,41 +183,81 @@ fn scenario(mode: Mode, fault: Fault) {
 }
 
 #[test]
-fn sharded_owner_paused_past_its_ttl() {
-    scenario(Mode::Sharded, Fault::PauseOwner);
+fn postgres_sharded_owner_paused_past_its_ttl() {
+    scenario(Setup::PostgresSharded, Fault::PauseOwner);
 }
 
 #[test]
-fn sharded_owner_killed_and_replaced() {
-    scenario(Mode::Sharded, Fault::KillOwner);
+fn postgres_sharded_owner_killed_and_replaced() {
+    scenario(Setup::PostgresSharded, Fault::KillOwner);
 }
 
 #[test]
-fn sharded_postgres_restarted() {
-    scenario(Mode::Sharded, Fault::RestartPostgres);
+fn postgres_sharded_postgres_restarted() {
+    scenario(Setup::PostgresSharded, Fault::RestartService);
 }
 
 #[test]
-fn sharded_owner_cut_from_postgres() {
-    scenario(Mode::Sharded, Fault::CutOwnerFromPostgres);
+fn postgres_sharded_owner_cut_from_postgres() {
+    scenario(Setup::PostgresSharded, Fault::CutOwner);
 }
 
 #[test]
-fn shared_server_paused_past_the_owner_ttl() {
-    scenario(Mode::Shared, Fault::PauseOwner);
+fn postgres_shared_server_paused_past_the_lease_ttl() {
+    scenario(Setup::PostgresShared, Fault::PauseOwner);
 }
 
 #[test]
-fn shared_server_killed_and_replaced() {
-    scenario(Mode::Shared, Fault::KillOwner);
+fn postgres_shared_server_killed_and_replaced() {
+    scenario(Setup::PostgresShared, Fault::KillOwner);
 }
 
 #[test]
-fn shared_postgres_restarted() {
-    scenario(Mode::Shared, Fault::RestartPostgres);
+fn postgres_shared_postgres_restarted() {
+    scenario(Setup::PostgresShared, Fault::RestartService);
 }
 
 #[test]
-fn shared_server_cut_from_postgres() {
-    scenario(Mode::Shared, Fault::CutOwnerFromPostgres);
+fn postgres_shared_server_cut_from_postgres() {
+    scenario(Setup::PostgresShared, Fault::CutOwner);
+}
+
+#[test]
+fn redis_shared_server_paused_past_the_lease_ttl() {
+    scenario(Setup::RedisShared, Fault::PauseOwner);
+}
+
+#[test]
+fn redis_shared_server_killed_and_replaced() {
+    scenario(Setup::RedisShared, Fault::KillOwner);
+}
+
+#[test]
+fn redis_shared_redis_restarted() {
+    scenario(Setup::RedisShared, Fault::RestartService);
+}
+
+#[test]
+fn redis_shared_server_cut_from_redis() {
+    scenario(Setup::RedisShared, Fault::CutOwner);
+}
+
+#[test]
+fn etcd_sharded_owner_paused_past_its_ttl() {
+    scenario(Setup::EtcdSharded, Fault::PauseOwner);
+}
+
+#[test]
+fn etcd_sharded_owner_killed_and_replaced() {
+    scenario(Setup::EtcdSharded, Fault::KillOwner);
+}
+
+#[test]
+fn etcd_sharded_etcd_restarted() {
+    scenario(Setup::EtcdSharded, Fault::RestartService);
+}
+
+#[test]
+fn etcd_sharded_owner_cut_from_etcd() {
+    scenario(Setup::EtcdSharded, Fault::CutOwner);
 }

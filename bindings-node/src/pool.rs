@@ -12,8 +12,8 @@ use std::time::Duration;
 use napi::bindgen_prelude::{AsyncTask, BigInt, Buffer, Uint8Array};
 use napi_derive::napi;
 use repute_host::{
-    parse_outcome, Clock, Error, Keeper, Lease, Mode, Ownership, Policy, Pool, PoolOps, RateLimit, Standing, Store,
-    StoreSpec, Strategy, SystemClock, TenantConfig,
+    parse_outcome, Clock, Error, Keeper, Lease, Mode, OwnersSpec, Ownership, Policy, Pool, PoolOps, RateLimit,
+    Standing, Store, StoreSpec, Strategy, SystemClock, TenantConfig,
 };
 
 use crate::clock::NativeClock;
@@ -32,6 +32,8 @@ pub struct PoolConfig {
     pub mode: Option<String>,
     /// The owner lease of a sharded tenant; 10 s when absent.
     pub owner_ttl_ms: Option<f64>,
+    /// Where sharded mode keeps owner leases: `store` (the default) or `etcd://HOST:PORT[,...]`.
+    pub owners: Option<String>,
     pub tenant: String,
     pub lease_ttl_ms: Option<f64>,
     pub probe_ttl_ms: Option<f64>,
@@ -76,13 +78,16 @@ impl Open {
     /// tenant, and is refused with `NotOwner` while another pool holds it.
     fn new(
         store: &Store,
-        (mode, owner_ttl): (Mode, Duration),
+        (mode, owner_ttl, owners): (Mode, Duration, OwnersSpec),
         tenant: &str,
         config: TenantConfig,
         clock: Arc<dyn Clock>,
     ) -> Result<Open, Error> {
         let address = format!("embedded pid {}", std::process::id());
-        let owned = (mode == Mode::Sharded).then(|| store.ownership(&address, owner_ttl)).flatten();
+        let owned = match mode {
+            Mode::Sharded => owners.ownership(store, &address, owner_ttl)?,
+            Mode::Shared => None,
+        };
         let (epoch, ownership) = match owned {
             Some(ownership) => {
                 let ownership = Arc::new(ownership);
@@ -192,9 +197,10 @@ impl Shared {
             Some(ms) => Duration::from_nanos(positive_ms("ownerTtlMs", ms)?),
             None => DEFAULT_OWNER_TTL,
         };
+        let owners = config.owners.as_deref().map(OwnersSpec::parse).transpose()?.unwrap_or_default();
         let durable = spec.durable();
         let tenant = TenantConfig { policy, seed, durable };
-        let open = Open::new(&spec.open()?, (mode, owner_ttl), &config.tenant, tenant, clock.clone())?;
+        let open = Open::new(&spec.open()?, (mode, owner_ttl, owners), &config.tenant, tenant, clock.clone())?;
         Ok(Shared { pool: Mutex::new(Some(open)), clock, durable, margin })
     }
 

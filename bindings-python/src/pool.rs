@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyIterator, PyList, PyType};
 use repute_host::{
-    parse_outcome, Clock, Error, Keeper, Mode, Ownership, Policy, Pool as HostPool, PoolOps, RateLimit, Standing,
-    Store, StoreSpec, Strategy, SystemClock, TenantConfig,
+    parse_outcome, Clock, Error, Keeper, Mode, OwnersSpec, Ownership, Policy, Pool as HostPool, PoolOps, RateLimit,
+    Standing, Store, StoreSpec, Strategy, SystemClock, TenantConfig,
 };
 
 use crate::clock::ManualClock;
@@ -54,14 +54,17 @@ impl Open {
     /// tenant, and is refused with `NotOwner` while another pool holds it.
     fn new(
         store: &Store,
-        (mode, owner_ttl): (Mode, Duration),
+        (mode, owner_ttl, owners): (Mode, Duration, OwnersSpec),
         tenant: &str,
         config: TenantConfig,
         clock: Arc<dyn Clock>,
     ) -> repute_host::Result<Open> {
         let last_checkpoint = config.durable && !(store.is_shared() && mode == Mode::Shared);
         let address = format!("embedded pid {}", std::process::id());
-        let owned = (mode == Mode::Sharded).then(|| store.ownership(&address, owner_ttl)).flatten();
+        let owned = match mode {
+            Mode::Sharded => owners.ownership(store, &address, owner_ttl)?,
+            Mode::Shared => None,
+        };
         let (epoch, ownership) = match owned {
             Some(ownership) => {
                 let ownership = Arc::new(ownership);
@@ -249,7 +252,7 @@ impl Pool {
     #[pyo3(signature = (
         store = "memory", tenant = "default", lease_ttl = 30.0, strategy = None, seed = None, clock = None,
         *, probe_ttl = 15.0, renew_margin = None, max_resources = None, max_cells = None, rate = None, burst = 1,
-        mode = "sharded", owner_ttl = 10.0,
+        mode = "sharded", owner_ttl = 10.0, owners = "store",
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -268,6 +271,7 @@ impl Pool {
         burst: u32,
         mode: &str,
         owner_ttl: f64,
+        owners: &str,
     ) -> PyResult<Self> {
         let clock: Arc<dyn Clock> = match clock {
             Some(c) => c.shared(),
@@ -297,7 +301,8 @@ impl Pool {
                 // users expect from an unseeded generator.
                 let seed = seed.unwrap_or_else(|| std::hash::RandomState::new().hash_one(std::process::id()));
                 let spec = StoreSpec::parse(store)?;
-                let sharing = (Mode::parse(mode)?, positive_duration("owner_ttl", owner_ttl)?);
+                let sharing =
+                    (Mode::parse(mode)?, positive_duration("owner_ttl", owner_ttl)?, OwnersSpec::parse(owners)?);
                 let config = TenantConfig { policy, seed, durable: spec.durable() };
                 let open = Open::new(&spec.open()?, sharing, tenant, config, clock.clone())?;
                 Ok(Shared {

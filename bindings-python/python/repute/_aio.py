@@ -214,6 +214,7 @@ class AsyncPool:
         burst: int = 1,
         mode: Literal["sharded", "shared"] = "sharded",
         owner_ttl: float = 10.0,
+        owners: str = "store",
     ) -> AsyncPool:
         pool = await _run(
             Pool,
@@ -231,6 +232,7 @@ class AsyncPool:
             burst=burst,
             mode=mode,
             owner_ttl=owner_ttl,
+            owners=owners,
         )
         return cls(pool)
 

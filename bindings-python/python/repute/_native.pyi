@@ -290,8 +290,9 @@ class Lease:
 
 @final
 class Pool:
-    """One tenant's pool. `store` is "memory", "sqlite:PATH" or a "postgres://" URL;
-    `mode` and `owner_ttl` matter only for PostgreSQL."""
+    """One tenant's pool. `store` is "memory", "sqlite:PATH", a "postgres://" or a
+    "redis://" URL; `mode`, `owner_ttl` and `owners` ("store" or "etcd://HOST:PORT")
+    matter only for the shared stores."""
 
     def __init__(
         self,
@@ -310,6 +311,7 @@ class Pool:
         burst: int = 1,
         mode: Literal["sharded", "shared"] = "sharded",
         owner_ttl: float = 10.0,
+        owners: str = "store",
     ) -> None: ...
     @property
     def now(self) -> float: ...
