@@ -12,8 +12,8 @@ use std::time::Duration;
 use napi::bindgen_prelude::{AsyncTask, BigInt, Buffer, Uint8Array};
 use napi_derive::napi;
 use repute_host::{
-    parse_outcome, Clock, Error, Keeper, Lease, Mode, OwnersSpec, Ownership, Policy, Pool, PoolOps, RateLimit,
-    Standing, Store, StoreSpec, Strategy, SystemClock, TenantConfig,
+    parse_outcome, Clock, EmbeddedPool, Error, Lease, Mode, OwnersSpec, Policy, Pool, PoolOps, RateLimit, Sharing,
+    StoreSpec, Strategy, SystemClock, TenantConfig,
 };
 
 use crate::clock::NativeClock;
@@ -58,82 +58,9 @@ pub struct RateLimitConfig {
     pub burst: u32,
 }
 
-/// Sharded mode on PostgreSQL: the owner lease this pool serves its tenant
-/// under. Each pool holds its own, so two pools of one process on one
-/// tenant exclude each other just as two processes do.
-struct Owner {
-    ownership: Arc<Ownership>,
-    tenant: String,
-    keeper: Keeper,
-}
-
-/// An open pool, with the owner lease it needs (if any) to serve.
-struct Open {
-    pool: Pool,
-    owner: Option<Owner>,
-}
-
-impl Open {
-    /// Opens `tenant`; in sharded mode on PostgreSQL it first claims the
-    /// tenant, and is refused with `NotOwner` while another pool holds it.
-    fn new(
-        store: &Store,
-        (mode, owner_ttl, owners): (Mode, Duration, OwnersSpec),
-        tenant: &str,
-        config: TenantConfig,
-        clock: Arc<dyn Clock>,
-    ) -> Result<Open, Error> {
-        let address = format!("embedded pid {}", std::process::id());
-        let owned = match mode {
-            Mode::Sharded => owners.ownership(store, &address, owner_ttl)?,
-            Mode::Shared => None,
-        };
-        let (epoch, ownership) = match owned {
-            Some(ownership) => {
-                let ownership = Arc::new(ownership);
-                let (Standing::Claimed { epoch } | Standing::Serving { epoch }) = ownership.check(tenant)?;
-                (epoch, Some(ownership))
-            }
-            // Without an owner, writes carry epoch 0: the store alone arbitrates.
-            None => (0, None),
-        };
-        let pool = match store.providers(tenant, epoch, clock).and_then(|p| Pool::open(config, p)) {
-            Ok(pool) => pool,
-            Err(e) => {
-                if let Some(ownership) = ownership {
-                    // Nobody serves the tenant from here: let the next pool take it now.
-                    ownership.resign_all();
-                }
-                return Err(e);
-            }
-        };
-        let owner = ownership.map(|ownership| Owner { keeper: ownership.keep(), ownership, tenant: tenant.to_owned() });
-        Ok(Open { pool, owner })
-    }
-
-    /// The pool, while this process may still serve its tenant: once the
-    /// owner lease lapsed, another process may own the tenant.
-    fn serve(&mut self) -> Result<&mut Pool, Error> {
-        if let Some(owner) = &self.owner {
-            owner.ownership.serving(&owner.tenant)?;
-        }
-        Ok(&mut self.pool)
-    }
-
-    /// Gives the tenant up, so that the next owner takes it at once instead
-    /// of after the owner TTL.
-    fn close(self) {
-        if let Some(Owner { ownership, keeper, .. }) = self.owner {
-            ownership.resign_all();
-            drop(keeper);
-        }
-        drop(self.pool.close());
-    }
-}
-
 struct Shared {
     /// `None` once closed.
-    pool: Mutex<Option<Open>>,
+    pool: Mutex<Option<EmbeddedPool>>,
     clock: Arc<dyn Clock>,
     durable: bool,
     margin: Option<u64>,
@@ -200,11 +127,12 @@ impl Shared {
         let owners = config.owners.as_deref().map(OwnersSpec::parse).transpose()?.unwrap_or_default();
         let durable = spec.durable();
         let tenant = TenantConfig { policy, seed, durable };
-        let open = Open::new(&spec.open()?, (mode, owner_ttl, owners), &config.tenant, tenant, clock.clone())?;
+        let sharing = Sharing { mode, owner_ttl, owners };
+        let open = EmbeddedPool::open(&spec.open()?, &sharing, &config.tenant, tenant, clock.clone())?;
         Ok(Shared { pool: Mutex::new(Some(open)), clock, durable, margin })
     }
 
-    fn lock(&self) -> MutexGuard<'_, Option<Open>> {
+    fn lock(&self) -> MutexGuard<'_, Option<EmbeddedPool>> {
         // A panic while locked happened outside the pool (the component
         // cannot panic into us); the pool itself is consistent.
         self.pool.lock().unwrap_or_else(|p| p.into_inner())
@@ -440,7 +368,7 @@ impl NativePool {
     #[napi]
     pub fn close(&self) {
         if let Some(open) = self.shared.lock().take() {
-            open.close();
+            drop(open.close());
         }
     }
 }

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyIterator, PyList, PyType};
 use repute_host::{
-    parse_outcome, Clock, Error, Keeper, Mode, OwnersSpec, Ownership, Policy, Pool as HostPool, PoolOps, RateLimit,
-    Standing, Store, StoreSpec, Strategy, SystemClock, TenantConfig,
+    parse_outcome, Clock, EmbeddedPool, Error, Mode, OwnersSpec, Policy, Pool as HostPool, PoolOps, RateLimit, Sharing,
+    Store, StoreSpec, Strategy, SystemClock, TenantConfig,
 };
 
 use crate::clock::ManualClock;
@@ -30,81 +30,39 @@ use crate::views::{event, Cell, Resource, Stats};
 const MIN_BACKOFF: Duration = Duration::from_millis(1);
 const MAX_BACKOFF: Duration = Duration::from_millis(50);
 
-/// Sharded mode on PostgreSQL: the owner lease this pool serves its tenant
-/// under. Each pool holds its own, so two pools of one process on one
-/// tenant exclude each other just as two processes do.
-struct Owner {
-    ownership: Arc<Ownership>,
-    tenant: String,
-    keeper: Keeper,
-}
-
-/// An open pool, with the owner lease it needs (if any) to serve.
+/// An open pool, and whether closing it saves a last checkpoint.
 struct Open {
-    pool: HostPool,
-    owner: Option<Owner>,
-    /// Durable stores save a checkpoint on close, except in shared mode:
-    /// there the log, which shared checkpoints never truncate, holds every
-    /// change, and the pools' conditional checkpoints would conflict.
+    pool: EmbeddedPool,
+    /// Durable stores save one on close, except in shared mode: there every
+    /// change is in the log already, and a checkpoint of one copy would only
+    /// race the others'.
     last_checkpoint: bool,
 }
 
 impl Open {
-    /// Opens `tenant`; in sharded mode on PostgreSQL it first claims the
-    /// tenant, and is refused with `NotOwner` while another pool holds it.
     fn new(
         store: &Store,
-        (mode, owner_ttl, owners): (Mode, Duration, OwnersSpec),
+        sharing: &Sharing,
         tenant: &str,
         config: TenantConfig,
         clock: Arc<dyn Clock>,
     ) -> repute_host::Result<Open> {
-        let last_checkpoint = config.durable && !(store.is_shared() && mode == Mode::Shared);
-        let address = format!("embedded pid {}", std::process::id());
-        let owned = match mode {
-            Mode::Sharded => owners.ownership(store, &address, owner_ttl)?,
-            Mode::Shared => None,
-        };
-        let (epoch, ownership) = match owned {
-            Some(ownership) => {
-                let ownership = Arc::new(ownership);
-                let (Standing::Claimed { epoch } | Standing::Serving { epoch }) = ownership.check(tenant)?;
-                (epoch, Some(ownership))
-            }
-            // Without an owner, writes carry epoch 0: the store alone arbitrates.
-            None => (0, None),
-        };
-        let pool = match store.providers(tenant, epoch, clock).and_then(|p| HostPool::open(config, p)) {
-            Ok(pool) => pool,
-            Err(e) => {
-                if let Some(ownership) = ownership {
-                    // Nobody serves the tenant from here: let the next pool take it now.
-                    ownership.resign_all();
-                }
-                return Err(e);
-            }
-        };
-        let owner = ownership.map(|ownership| Owner { keeper: ownership.keep(), ownership, tenant: tenant.to_owned() });
-        Ok(Open { pool, owner, last_checkpoint })
+        let last_checkpoint = config.durable && !(store.is_shared() && sharing.mode == Mode::Shared);
+        Ok(Open { pool: EmbeddedPool::open(store, sharing, tenant, config, clock)?, last_checkpoint })
     }
 
-    /// The pool, while this process may still serve its tenant: once the
-    /// owner lease lapsed, another process may own the tenant.
     fn serve(&mut self) -> repute_host::Result<&mut HostPool> {
-        if let Some(owner) = &self.owner {
-            owner.ownership.serving(&owner.tenant)?;
-        }
-        Ok(&mut self.pool)
+        self.pool.serve()
     }
 
-    /// Saves a last checkpoint if asked, then gives the tenant up, so that
-    /// the next owner starts from it at once instead of after the owner TTL.
+    /// Saves a last checkpoint if asked, then gives the tenant up.
     fn close(mut self, checkpoint: bool) -> repute_host::Result<()> {
-        let saved = if checkpoint && self.last_checkpoint { self.pool.checkpoint(true).map(drop) } else { Ok(()) };
-        if let Some(Owner { ownership, keeper, .. }) = self.owner {
-            ownership.resign_all();
-            drop(keeper);
-        }
+        let saved = if checkpoint && self.last_checkpoint {
+            self.pool.serve().and_then(|p| p.checkpoint(true)).map(drop)
+        } else {
+            Ok(())
+        };
+        drop(self.pool.close());
         saved
     }
 }
@@ -301,10 +259,13 @@ impl Pool {
                 // users expect from an unseeded generator.
                 let seed = seed.unwrap_or_else(|| std::hash::RandomState::new().hash_one(std::process::id()));
                 let spec = StoreSpec::parse(store)?;
-                let sharing =
-                    (Mode::parse(mode)?, positive_duration("owner_ttl", owner_ttl)?, OwnersSpec::parse(owners)?);
+                let sharing = Sharing {
+                    mode: Mode::parse(mode)?,
+                    owner_ttl: positive_duration("owner_ttl", owner_ttl)?,
+                    owners: OwnersSpec::parse(owners)?,
+                };
                 let config = TenantConfig { policy, seed, durable: spec.durable() };
-                let open = Open::new(&spec.open()?, sharing, tenant, config, clock.clone())?;
+                let open = Open::new(&spec.open()?, &sharing, tenant, config, clock.clone())?;
                 Ok(Shared {
                     pool: Mutex::new(Some(open)),
                     freed: Condvar::new(),

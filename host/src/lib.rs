@@ -23,6 +23,7 @@ mod bindings {
 
 mod asynchronous;
 mod convert;
+mod embedded;
 mod error;
 pub mod native;
 mod ownership;
@@ -35,6 +36,7 @@ mod store;
 use std::time::Duration;
 
 pub use asynchronous::{AsyncPool, AsyncPoolSet};
+pub use embedded::{EmbeddedPool, Sharing};
 pub use error::{Error, Result, SnapshotError, StoreError};
 pub use ownership::{Keeper, Ownership, Standing};
 pub use pool::{Pool, PoolOps, PoolSet, TenantPool};

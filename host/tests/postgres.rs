@@ -6,14 +6,14 @@
 //!
 //! Needs `REPUTE_TEST_PG_URL` (see `scripts/services.sh`).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+mod shared_store;
+
+use std::sync::Arc;
+use std::time::Duration;
 
 use repute_host::providers::{Claim, OwnerStore, Postgres, Storage};
-use repute_host::{
-    Error, Outcome, Policy, Pool, PoolOps, Providers, RateLimit, StoreError, SystemClock, TenantConfig, SECOND,
-};
+use repute_host::{Error, Outcome, Policy, Pool, PoolOps, Providers, StoreError, SystemClock, TenantConfig};
+use shared_store::{tenant, Opener};
 
 fn url() -> String {
     std::env::var("REPUTE_TEST_PG_URL")
@@ -24,15 +24,18 @@ fn db() -> Postgres {
     Postgres::connect(&url()).expect("PostgreSQL at REPUTE_TEST_PG_URL is reachable (`scripts/services.sh start`)")
 }
 
-/// A tenant name no earlier run used: the database outlives test runs.
-fn tenant(name: &str) -> String {
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
-    format!("{name}-{}-{nanos:x}", std::process::id())
+fn open(db: &Postgres, tenant: &str, epoch: u64) -> Pool {
+    open_with(db, tenant, epoch, Policy::default())
 }
 
-fn open(db: &Postgres, tenant: &str, epoch: u64) -> Pool {
+fn open_with(db: &Postgres, tenant: &str, epoch: u64, policy: Policy) -> Pool {
     let providers = Providers::postgres(db, tenant, epoch, Arc::new(SystemClock::new()));
-    Pool::open(TenantConfig { durable: true, ..TenantConfig::default() }, providers).unwrap()
+    Pool::open(TenantConfig { policy, durable: true, ..TenantConfig::default() }, providers).unwrap()
+}
+
+fn opener() -> Opener {
+    let db = db();
+    Arc::new(move |tenant, policy| open_with(&db, tenant, 0, policy))
 }
 
 fn ok() -> Outcome {
@@ -79,78 +82,6 @@ fn a_deposed_owner_is_refused_by_the_database() {
 }
 
 #[test]
-fn a_checkpoint_behind_the_stored_one_is_refused() {
-    let db = db();
-    let t = tenant("behind");
-    let mut a = open(&db, &t, 0);
-    let mut b = open(&db, &t, 0);
-    a.register("proxy", "p1", 1).unwrap();
-    assert_eq!(a.checkpoint(false).unwrap(), 1);
-    // B has not folded A's registration: its state is older than the stored one.
-    assert_eq!(b.checkpoint(false), Err(Error::Store(StoreError::Conflict { expected: 0, found: 1 })));
-    // The refused save wrote nothing: the stored checkpoint is A's.
-    let (mut storage, _) = db.tenant(&t, 0);
-    let stored = storage.load().unwrap().expect("A's checkpoint");
-    assert_eq!((stored.version, stored.log_seq), (1, 1));
-    assert_eq!(stored.bytes, a.snapshot(false).unwrap());
-    // Caught up, B may replace it: in shared mode any copy as new as the stored one will do.
-    assert_eq!(b.sync().unwrap(), 1);
-    assert_eq!(b.checkpoint(false).unwrap(), 2);
-    assert_eq!(a.checkpoint(false).unwrap(), 3);
-}
-
-#[test]
-fn the_permit_table_never_grants_one_permit_twice() {
-    let db = db();
-    let t = tenant("exclusive");
-    {
-        let mut setup = open(&db, &t, 0);
-        for r in ["a", "b", "c"] {
-            setup.register("proxy", r, 1).unwrap();
-        }
-    }
-    // Who holds each permit right now, as the holders themselves see it: a
-    // holder leaves before it releases, and enters after it was granted.
-    let holders: Arc<Mutex<HashMap<String, u64>>> = Arc::default();
-    let tokens: Arc<Mutex<HashMap<String, Vec<u64>>>> = Arc::default();
-    let threads: Vec<_> = (0..6)
-        .map(|_| {
-            let (db, t, holders, tokens) = (db.clone(), t.clone(), holders.clone(), tokens.clone());
-            std::thread::spawn(move || {
-                let mut pool = open(&db, &t, 0);
-                let mut grants = 0;
-                while grants < 60 {
-                    let lease = match pool.acquire("shop") {
-                        Ok(lease) => lease,
-                        Err(Error::NoResourceAvailable { .. }) => continue,
-                        Err(e) => panic!("acquire: {e}"),
-                    };
-                    let key = lease.resource.value().to_owned();
-                    let before = holders.lock().unwrap().insert(key.clone(), lease.token);
-                    assert_eq!(before, None, "{key} granted with token {} while held", lease.token);
-                    tokens.lock().unwrap().entry(key.clone()).or_default().push(lease.token);
-                    holders.lock().unwrap().remove(&key);
-                    pool.release(lease.id, lease.token).unwrap();
-                    grants += 1;
-                }
-            })
-        })
-        .collect();
-    for thread in threads {
-        thread.join().unwrap();
-    }
-    let tokens = tokens.lock().unwrap();
-    let total: usize = tokens.values().map(Vec::len).sum();
-    assert_eq!(total, 360);
-    for (resource, issued) in tokens.iter() {
-        let mut sorted = issued.clone();
-        sorted.sort_unstable();
-        sorted.dedup();
-        assert_eq!(sorted.len(), issued.len(), "a token of {resource} was issued twice");
-    }
-}
-
-#[test]
 fn tokens_keep_rising_across_restarts() {
     let t = tenant("restart");
     let mut highest = 0;
@@ -166,47 +97,6 @@ fn tokens_keep_rising_across_restarts() {
         }
     }
     assert_eq!(highest, 9);
-}
-
-#[test]
-fn every_process_folds_the_log_in_the_same_order() {
-    let db = db();
-    let t = tenant("fold");
-    {
-        let mut setup = open(&db, &t, 0);
-        setup.register("proxy", "a", 1).unwrap();
-        setup.register("proxy", "b", 1).unwrap();
-    }
-    let writers: Vec<_> = (0..4)
-        .map(|w| {
-            let (db, t) = (db.clone(), t.clone());
-            std::thread::spawn(move || {
-                let mut pool = open(&db, &t, 0);
-                for i in 0..50 {
-                    let outcome = Outcome::Success { latency_ms: (w * 50 + i) as f64 };
-                    pool.report("proxy", if i % 2 == 0 { "a" } else { "b" }, "shop", &outcome).unwrap();
-                }
-                pool
-            })
-        })
-        .collect();
-    let mut pools: Vec<Pool> = writers.into_iter().map(|w| w.join().unwrap()).collect();
-    pools.push(open(&db, &t, 0));
-    let views: Vec<Vec<(u64, i32, f64)>> = pools
-        .iter_mut()
-        .map(|p| {
-            p.sync().unwrap();
-            ["a", "b"]
-                .iter()
-                .flat_map(|r| p.cells("proxy", r).unwrap())
-                .map(|c| (c.observations, c.score, c.latency_ms))
-                .collect()
-        })
-        .collect();
-    assert_eq!(views[0].iter().filter(|v| v.0 == 100).count(), 4, "200 reports, 100 per resource: {:?}", views[0]);
-    for view in &views[1..] {
-        assert_eq!(view, &views[0], "every copy folded the same log in the same order");
-    }
 }
 
 #[test]
@@ -247,31 +137,22 @@ fn migrations_run_once() {
 }
 
 #[test]
+fn the_permit_table_never_grants_one_permit_twice() {
+    shared_store::never_grants_one_permit_twice(&opener(), 6, 60);
+}
+
+#[test]
+fn every_process_folds_the_log_in_the_same_order() {
+    shared_store::every_copy_folds_the_log_in_the_same_order(&opener());
+}
+
+#[test]
 fn processes_sharing_a_tenant_share_its_rate_limit() {
+    shared_store::the_rate_limit_is_shared(&opener());
+}
+
+#[test]
+fn a_checkpoint_behind_the_stored_one_is_refused() {
     let db = db();
-    let t = tenant("rate");
-    let policy = Policy { rate_limit: Some(RateLimit { rate: 0.5, burst: 4 }), ..Policy::default() };
-    let open_limited = || {
-        let providers = Providers::postgres(&db, &t, 0, Arc::new(SystemClock::new()));
-        Pool::open(TenantConfig { policy: policy.clone(), durable: true, ..TenantConfig::default() }, providers)
-            .unwrap()
-    };
-    let (mut a, mut b) = (open_limited(), open_limited());
-    a.register("proxy", "p1", 8).unwrap();
-    b.sync().unwrap();
-    // Each pool's own bucket would admit 4; together they get the burst once.
-    let mut admitted = 0;
-    let mut refused = Vec::new();
-    for i in 0..8 {
-        let pool = if i % 2 == 0 { &mut a } else { &mut b };
-        match pool.acquire("shop") {
-            Ok(_) => admitted += 1,
-            Err(Error::RateLimited { retry_after }) => refused.push(retry_after),
-            Err(e) => panic!("acquire {i}: {e}"),
-        }
-    }
-    assert_eq!(admitted, 4);
-    assert_eq!(refused.len(), 4);
-    // One token every 2 s: the next is at most 2 s away.
-    assert!(refused.iter().all(|&ns| ns > 0 && ns <= 2 * SECOND), "{refused:?}");
+    shared_store::a_checkpoint_behind_the_stored_one_is_refused(&opener(), &|t| db.tenant(t, 0).0.load().unwrap());
 }

@@ -1,0 +1,154 @@
+//! What every store that several processes share (PostgreSQL, Redis) must
+//! show, written once and run against each by its own test file: the
+//! authority never lets two pools hold one permit, every copy folds the log
+//! in the same order, the acquire rate limit is shared, and a checkpoint
+//! older than the stored one is refused. Each pool stands for a process: it
+//! has a connection of its own.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use repute_host::providers::Checkpoint;
+use repute_host::{Error, Outcome, Policy, Pool, PoolOps, RateLimit, StoreError, SECOND};
+
+/// Opens a pool of `tenant` (shared mode: epoch 0) with `policy`.
+pub type Opener = Arc<dyn Fn(&str, Policy) -> Pool + Send + Sync>;
+
+/// A tenant name no earlier run used: the servers outlive test runs.
+pub fn tenant(name: &str) -> String {
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
+    format!("{name}-{}-{nanos:x}", std::process::id())
+}
+
+/// `threads` pools take and give back 3 single-permit resources `grants`
+/// times each. A holder leaves the map before it releases and enters after
+/// it was granted, so an overlap in the map is a real double grant.
+pub fn never_grants_one_permit_twice(open: &Opener, threads: usize, grants: usize) {
+    let t = tenant("exclusive");
+    {
+        let mut setup = open(&t, Policy::default());
+        for r in ["a", "b", "c"] {
+            setup.register("proxy", r, 1).unwrap();
+        }
+    }
+    let holders: Arc<Mutex<HashMap<String, u64>>> = Arc::default();
+    let tokens: Arc<Mutex<HashMap<String, Vec<u64>>>> = Arc::default();
+    let workers: Vec<_> = (0..threads)
+        .map(|_| {
+            let (open, t, holders, tokens) = (open.clone(), t.clone(), holders.clone(), tokens.clone());
+            std::thread::spawn(move || {
+                let mut pool = open(&t, Policy::default());
+                let mut granted = 0;
+                while granted < grants {
+                    let lease = match pool.acquire("shop") {
+                        Ok(lease) => lease,
+                        Err(Error::NoResourceAvailable { .. }) => continue,
+                        Err(e) => panic!("acquire: {e}"),
+                    };
+                    let key = lease.resource.value().to_owned();
+                    let before = holders.lock().unwrap().insert(key.clone(), lease.token);
+                    assert_eq!(before, None, "{key} granted with token {} while held", lease.token);
+                    tokens.lock().unwrap().entry(key.clone()).or_default().push(lease.token);
+                    holders.lock().unwrap().remove(&key);
+                    pool.release(lease.id, lease.token).unwrap();
+                    granted += 1;
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.join().unwrap();
+    }
+    let tokens = tokens.lock().unwrap();
+    assert_eq!(tokens.values().map(Vec::len).sum::<usize>(), threads * grants);
+    for (resource, issued) in tokens.iter() {
+        let mut sorted = issued.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), issued.len(), "a token of {resource} was issued twice");
+        assert_eq!(sorted.last(), Some(&(issued.len() as u64)), "{resource}: tokens 1..=n, none skipped");
+    }
+}
+
+/// Four pools report concurrently; after a sync, they and a fresh pool
+/// agree on every cell, which only the same order of the same reports gives.
+pub fn every_copy_folds_the_log_in_the_same_order(open: &Opener) {
+    let t = tenant("fold");
+    {
+        let mut setup = open(&t, Policy::default());
+        setup.register("proxy", "a", 1).unwrap();
+        setup.register("proxy", "b", 1).unwrap();
+    }
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            let (open, t) = (open.clone(), t.clone());
+            std::thread::spawn(move || {
+                let mut pool = open(&t, Policy::default());
+                for i in 0..50 {
+                    let outcome = Outcome::Success { latency_ms: (w * 50 + i) as f64 };
+                    pool.report("proxy", if i % 2 == 0 { "a" } else { "b" }, "shop", &outcome).unwrap();
+                }
+                pool
+            })
+        })
+        .collect();
+    let mut pools: Vec<Pool> = writers.into_iter().map(|w| w.join().unwrap()).collect();
+    pools.push(open(&t, Policy::default()));
+    let views: Vec<Vec<(u64, i32, f64)>> = pools
+        .iter_mut()
+        .map(|p| {
+            p.sync().unwrap();
+            ["a", "b"]
+                .iter()
+                .flat_map(|r| p.cells("proxy", r).unwrap())
+                .map(|c| (c.observations, c.score, c.latency_ms))
+                .collect()
+        })
+        .collect();
+    assert_eq!(views[0].iter().filter(|v| v.0 == 100).count(), 4, "200 reports, 100 per resource: {:?}", views[0]);
+    for view in &views[1..] {
+        assert_eq!(view, &views[0], "every copy folded the same log in the same order");
+    }
+}
+
+/// Each pool's own bucket would admit the burst; together they get it once.
+pub fn the_rate_limit_is_shared(open: &Opener) {
+    let t = tenant("rate");
+    let policy = Policy { rate_limit: Some(RateLimit { rate: 0.5, burst: 4 }), ..Policy::default() };
+    let (mut a, mut b) = (open(&t, policy.clone()), open(&t, policy));
+    a.register("proxy", "p1", 8).unwrap();
+    b.sync().unwrap();
+    let mut admitted = 0;
+    let mut refused = Vec::new();
+    for i in 0..8 {
+        let pool = if i % 2 == 0 { &mut a } else { &mut b };
+        match pool.acquire("shop") {
+            Ok(_) => admitted += 1,
+            Err(Error::RateLimited { retry_after }) => refused.push(retry_after),
+            Err(e) => panic!("acquire {i}: {e}"),
+        }
+    }
+    assert_eq!(admitted, 4);
+    assert_eq!(refused.len(), 4);
+    // One token every 2 s: the next is at most 2 s away.
+    assert!(refused.iter().all(|&ns| ns > 0 && ns <= 2 * SECOND), "{refused:?}");
+}
+
+/// A copy that has not folded the stored checkpoint's changes cannot
+/// replace it; caught up, any copy may.
+pub fn a_checkpoint_behind_the_stored_one_is_refused(open: &Opener, stored: &dyn Fn(&str) -> Option<Checkpoint>) {
+    let t = tenant("behind");
+    let mut a = open(&t, Policy::default());
+    let mut b = open(&t, Policy::default());
+    a.register("proxy", "p1", 1).unwrap();
+    assert_eq!(a.checkpoint(false).unwrap(), 1);
+    assert_eq!(b.checkpoint(false), Err(Error::Store(StoreError::Conflict { expected: 0, found: 1 })));
+    // The refused save wrote nothing: the stored checkpoint is A's.
+    let checkpoint = stored(&t).expect("A's checkpoint");
+    assert_eq!((checkpoint.version, checkpoint.log_seq), (1, 1));
+    assert_eq!(checkpoint.bytes, a.snapshot(false).unwrap());
+    assert_eq!(b.sync().unwrap(), 1);
+    assert_eq!(b.checkpoint(false).unwrap(), 2);
+    assert_eq!(a.checkpoint(false).unwrap(), 3);
+}
