@@ -631,7 +631,11 @@ impl Pool {
             return Err(Error::Blocked);
         }
         let l = &e.lease;
-        if !self.authority.extend(&l.resource, l.permit, l.token, l.ttl) {
+        // A newer token for the permit (restored from a later snapshot, or
+        // issued after this lease's snapshot was taken) means this holder
+        // was superseded, whoever the authority is.
+        let superseded = self.res(e.slot).fences[l.permit as usize] > l.token;
+        if superseded || !self.authority.extend(&l.resource, l.permit, l.token, l.ttl) {
             self.end_lease(id, End::Expired, self.now);
             return Err(Error::LeaseExpired);
         }
