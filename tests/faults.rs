@@ -67,13 +67,13 @@ impl Setup {
 
 #[derive(Debug, Clone, Copy)]
 enum Fault {
-    /// SIGSTOP the owner past its owner TTL, then SIGCONT.
+    /// SIGSTOP the owner (in shared mode, a server) past the owner and lease TTLs, then SIGCONT.
     PauseOwner,
     /// SIGKILL the owner and start a replacement.
     KillOwner,
-    /// Restart the setup's proxied service.
+    /// Restart the setup's proxied service: every server loses it at once.
     RestartService,
-    /// Cut the owner's connection to the proxied service past its owner TTL, then restore it.
+    /// Cut the owner's (a server's) connection to the proxied service past the owner and lease TTLs, then restore it.
     CutOwner,
 }
 

@@ -84,15 +84,20 @@ impl Ownership {
         if let Ok(epoch) = self.serving(tenant) {
             return Ok(Standing::Serving { epoch });
         }
-        let claim = owners.claim(tenant, &self.me, &self.address, self.ttl)?;
-        drop(owners);
-        match claim {
+        // The outcome is recorded before the claim lock is let go, so the
+        // next request in line sees it instead of claiming again.
+        match owners.claim(tenant, &self.me, &self.address, self.ttl)? {
             Claim::Owned { epoch, deadline } => {
                 guard(&self.held).insert(tenant.to_owned(), Held { epoch, deadline });
                 Ok(Standing::Claimed { epoch })
             }
             Claim::Elsewhere { address, .. } => {
-                guard(&self.held).remove(tenant);
+                // Only a lapsed record is dropped: one still within its
+                // deadline is this process's own, whatever a store says.
+                let mut held = guard(&self.held);
+                if held.get(tenant).is_some_and(|h| Instant::now() >= h.deadline) {
+                    held.remove(tenant);
+                }
                 Err(Error::NotOwner { owner: address })
             }
         }

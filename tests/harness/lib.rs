@@ -1,10 +1,11 @@
 //! Cross-process fault harness for `repute serve`.
 //!
 //! The invariants in DESIGN.md are about many processes sharing one store, so
-//! they are tested that way: real `repute serve` processes, a real PostgreSQL
-//! that is restarted or cut off, and clients that behave like careful users
-//! (fenced downstream writes, local lease deadlines). The checker then judges
-//! only what the clients observed on one monotonic clock.
+//! they are tested that way: real `repute serve` processes, real PostgreSQL,
+//! Redis and etcd servers that are restarted or cut off, and clients that
+//! behave like careful users (fenced downstream writes, local lease
+//! deadlines). The checker then judges only what the clients observed on one
+//! monotonic clock.
 
 pub mod checker;
 pub mod downstream;

@@ -1,6 +1,7 @@
-//! A TCP proxy in front of PostgreSQL, one per server, so that one server can
-//! lose the database while the others keep it: the fault a network partition
-//! or a dead connection pool causes, which restarting PostgreSQL cannot show.
+//! A TCP proxy in front of a store (PostgreSQL, Redis or etcd), one per
+//! server, so that one server can lose the store while the others keep it:
+//! the fault a network partition or a dead connection pool causes, which
+//! restarting the store cannot show.
 
 use std::collections::HashMap;
 use std::io;

@@ -21,7 +21,9 @@ pub enum Claim {
 /// deadlines returned are on this process's clock (send time + TTL − margin).
 pub trait OwnerStore: Send + std::fmt::Debug {
     /// Takes `tenant` for `owner` (a name unique to this process start) if
-    /// nobody holds it or its owner let it expire.
+    /// nobody holds it or its owner let it expire; a store may also let
+    /// `owner` take it again while its own lease still runs (a new epoch
+    /// all the same).
     fn claim(&mut self, tenant: &str, owner: &str, address: &str, ttl: Duration) -> Result<Claim, StoreError>;
 
     /// Extends the owner lease; the new local deadline, or `None` once the

@@ -432,7 +432,7 @@ impl OwnerStore for PgOwners {
                  ON CONFLICT (tenant) DO UPDATE
                  SET owner = EXCLUDED.owner, address = EXCLUDED.address, epoch = t.epoch + 1,
                      expires_at = EXCLUDED.expires_at
-                 WHERE t.expires_at <= now() OR t.owner IS NULL
+                 WHERE t.expires_at <= now() OR t.owner IS NULL OR t.owner = EXCLUDED.owner
                  RETURNING epoch",
                 &[&tenant, &owner, &address, &ttl_us],
             )

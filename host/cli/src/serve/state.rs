@@ -169,8 +169,10 @@ impl AppState {
         tenant: &str,
         f: impl FnOnce(&mut TenantPool<'_>) -> repute_host::Result<R>,
     ) -> Result<R, Problem> {
-        let epoch = self.standing(tenant)?;
         loop {
+            // Asked again on every turn: a tenant closed since the last one
+            // was lost, and is reopened only under the epoch held now.
+            let epoch = self.standing(tenant)?;
             // The name set stays read-locked for the call: a tenant is closed
             // (its owner lease lost) only between calls, never under one.
             let opened = self.opened.read().unwrap_or_else(|p| p.into_inner());
