@@ -65,15 +65,10 @@ impl Ownership {
         }
     }
 
-    /// The owner lease length; renew a few times within it.
-    pub fn ttl(&self) -> Duration {
-        self.ttl
-    }
-
     /// Whether this process may serve `tenant` now, claiming it if nobody
-    /// holds it. `Err(NotOwner)` names the owner's address. A tenant whose
-    /// local deadline passed is dropped first: call [`Ownership::lapsed`]
-    /// to learn which ones to close.
+    /// holds it (or re-taking it under a new epoch once its local deadline
+    /// passed: `Claimed` tells the caller to reopen it). `Err(NotOwner)`
+    /// names the owner's address.
     pub fn check(&self, tenant: &str) -> Result<Standing> {
         if let Ok(epoch) = self.serving(tenant) {
             return Ok(Standing::Serving { epoch });
@@ -168,17 +163,6 @@ impl Ownership {
     /// next request.
     pub fn vacated(&self) -> Vec<String> {
         guard(&self.owners).vacated()
-    }
-
-    /// Tenants whose local deadline has passed, dropped from the held set.
-    pub fn lapsed(&self) -> Vec<String> {
-        let now = Instant::now();
-        let mut held = guard(&self.held);
-        let gone: Vec<String> = held.iter().filter(|(_, h)| now >= h.deadline).map(|(t, _)| t.clone()).collect();
-        for t in &gone {
-            held.remove(t);
-        }
-        gone
     }
 
     /// Gives every tenant up at once (graceful shutdown, after the last checkpoint).
