@@ -37,21 +37,16 @@ echo "$repute_out"
 pairs=$(echo "$repute_out" | grep -o '^[0-9]* pairs' | head -n1 | cut -d' ' -f1)
 rate=$(echo "$repute_out" | grep -o '[0-9.]* pairs/s' | head -n1 | cut -d' ' -f1)
 
-# The grant script as repute runs it (tests/../host/src/providers/redis.rs),
-# on random permits with a zero TTL so that every call grants.
-sha=$(cli SCRIPT LOAD "local function int(x) return string.format('%d', x) end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-if ARGV[3] ~= '0' and redis.call('GET', KEYS[1]) ~= ARGV[3] then return false end
-local held = redis.call('GET', KEYS[3])
-if held then
-  local sep = string.find(held, ':', 1, true)
-  if tonumber(string.sub(held, sep + 1)) > now then return false end
-end
-local token = math.max(tonumber(redis.call('GET', KEYS[2]) or '0'), tonumber(ARGV[2])) + 1
-redis.call('SET', KEYS[2], int(token))
-redis.call('SET', KEYS[3], int(token) .. ':' .. int(now + tonumber(ARGV[1])))
-return token")
+# The grant script as repute runs it, read from its source (the PRELUDE, NOW
+# and GRANT constants of host/src/providers/redis.rs), on random permits with
+# a zero TTL so that every call grants.
+lua() {
+    awk -v name="$1" '$0 ~ "^const " name ": &str = \"" { on = 1; sub(/^[^"]*"/, "") }
+        on && /^";$/ { exit }
+        on { print }' host/src/providers/redis.rs
+}
+grant="$(lua PRELUDE)"$'\n'"$(lua NOW)"$'\n'"$(lua GRANT)"
+sha=$(cli SCRIPT LOAD "$grant")
 requests=$(( ${rate%.*} * SECONDS_RUN * 2 ))
 bench_out=$(redis-benchmark -h "$HOST" -p "$PORT" -c "$CLIENTS" -n "$requests" -r 100 -q \
     EVALSHA "$sha" 3 bench:e bench:f:__rand_int__ bench:l:__rand_int__ 0 0 0 2>&1 | tr '\r' '\n' | tail -n1)

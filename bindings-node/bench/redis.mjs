@@ -1,9 +1,11 @@
 // repute on Redis against the semaphore a Node user would otherwise pick, on
 // the same server in one run: acquire + release of a repute lease (shared
-// mode: one grant script, one revoke script, awaited off the JS thread) vs
-// acquire + release of a redis-semaphore `Mutex` on ioredis, one client,
-// round trip bound. repute also picks the resource (100 registered,
-// reputation-weighted) and mints a fencing token; the mutex only excludes.
+// mode: one grant script awaited off the JS thread, or run on it by
+// `tryAcquire`; release sends the revoke script without waiting for its
+// reply) vs acquire + release of a redis-semaphore `Mutex` on ioredis (two
+// awaited commands), one client, round trip bound. repute also picks the
+// resource (100 registered, reputation-weighted) and mints a fencing token;
+// the mutex only excludes.
 //
 // Usage (the two packages are not dependencies of repute):
 //   npm install --no-save redis-semaphore ioredis
@@ -18,12 +20,12 @@ const url = process.argv[2] ?? process.env.REPUTE_TEST_REDIS_URL ?? 'redis://127
 const pairs = Number(process.argv[3] ?? 3_000);
 const runs = Number(process.argv[4] ?? 3);
 
-async function reputePairs() {
+async function reputePairs(blocking) {
   const pool = await Pool.open({ store: url, tenant: `bench-${randomUUID()}`, mode: 'shared' });
   for (let i = 0; i < 100; i++) pool.register('proxy', `10.0.0.${i}:8080`);
   const start = process.hrtime.bigint();
   for (let i = 0; i < pairs; i++) {
-    const lease = await pool.acquire('example.com', { timeoutMs: 0 });
+    const lease = blocking ? pool.tryAcquire('example.com') : await pool.acquire('example.com', { timeoutMs: 0 });
     lease.release();
   }
   const perPair = Number(process.hrtime.bigint() - start) / pairs;
@@ -46,11 +48,15 @@ async function mutexPairs() {
 }
 
 let ours = Infinity;
+let oursBlocking = Infinity;
 let theirs = Infinity;
 for (let r = 0; r < runs; r++) {
-  ours = Math.min(ours, await reputePairs());
+  ours = Math.min(ours, await reputePairs(false));
+  oursBlocking = Math.min(oursBlocking, await reputePairs(true));
   theirs = Math.min(theirs, await mutexPairs());
 }
-console.log(`repute acquire+release (Redis, shared): ${(ours / 1000).toFixed(1)} us/pair = ${(1e9 / ours).toFixed(0)} pairs/s`);
-console.log(`redis-semaphore Mutex acquire+release:  ${(theirs / 1000).toFixed(1)} us/pair = ${(1e9 / theirs).toFixed(0)} pairs/s`);
-console.log(`repute / redis-semaphore throughput: ${(theirs / ours).toFixed(2)}x`);
+const row = (name, ns) => console.log(`${name} ${(ns / 1000).toFixed(1)} us/pair = ${(1e9 / ns).toFixed(0)} pairs/s`);
+row('repute await acquire() + release():   ', ours);
+row('repute tryAcquire() + release():      ', oursBlocking);
+row('redis-semaphore Mutex acquire+release:', theirs);
+console.log(`repute / redis-semaphore throughput: ${(theirs / ours).toFixed(2)}x (acquire), ${(theirs / oursBlocking).toFixed(2)}x (tryAcquire)`);

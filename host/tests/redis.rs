@@ -102,3 +102,26 @@ fn a_checkpoint_behind_the_stored_one_is_refused() {
     let db = db();
     shared_store::a_checkpoint_behind_the_stored_one_is_refused(&opener(), &|t| db.tenant(t, 0).0.load().unwrap());
 }
+
+/// A revoke is sent without waiting for its reply; when the server had lost
+/// its scripts (a restart, `SCRIPT FLUSH`), the refused revoke is sent again
+/// before the process's next grant, so the permit it freed is free.
+#[test]
+fn a_revoke_the_server_refused_for_a_lost_script_is_sent_again() {
+    let db = db();
+    let t = tenant("noscript");
+    let mut pool = open(&db, &t);
+    let mut other = open(&db, &t);
+    pool.register("proxy", "only", 1).unwrap();
+    other.sync().unwrap();
+    let first = pool.acquire("shop").unwrap();
+    let mut conn = redis::Client::open(url()).unwrap().get_connection().unwrap();
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut conn).unwrap();
+    pool.release(first.id, first.token).unwrap();
+    let second = pool.acquire("shop").expect("the revoke ran again before this grant");
+    assert_eq!(second.token, first.token + 1);
+    let key = format!("repute:{{{t}}}:lease:proxy\u{1f}only\u{1f}0");
+    let held: String = redis::cmd("GET").arg(&key).query(&mut conn).unwrap();
+    assert!(held.starts_with(&format!("{}:", second.token)), "lease key holds {held}");
+    assert!(matches!(other.acquire("shop"), Err(repute_host::Error::NoResourceAvailable { .. })));
+}
