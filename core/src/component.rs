@@ -12,7 +12,7 @@ use core::cell::{Cell, RefCell};
 use crate::snapshot::SnapshotError;
 use crate::{
     Authority, Block, CellState, CellView, Command, Context, Error, Event, EventKind, FailureKind, Lease, LeaseKind,
-    Outcome, Policy, Pool, RateLimit, RejectReason, ResourceId, ResourceView, Stats, Strategy,
+    Outcome, Policy, Pool, RateLimit, RejectReason, ResourceId, ResourceKey, ResourceView, Stats, Strategy,
 };
 
 wit_bindgen::generate!({
@@ -218,19 +218,24 @@ impl GuestPool for GuestState {
         self.logged(entry, |p, now| p.unregister(&id, force, now))
     }
 
-    fn acquire(&self, context: String) -> Result<wit::Lease, wit::Error> {
-        let context = ctx_in(&context)?;
-        self.op(|p, now| p.acquire(&context, now)).map(lease_out).map_err(err_out)
+    fn acquire(&self, context: String) -> Result<wit::Grant, wit::Error> {
+        let known = self.pool.borrow().known_context(&context);
+        let context = known.map_or_else(|| ctx_in(&context), Ok)?;
+        self.op(|p, now| p.acquire(&context, now).map(|l| grant_out(p, &l))).map_err(err_out)
     }
 
-    fn acquire_for_probe(&self, resource: wit::ResourceId, context: String) -> Result<wit::Lease, wit::Error> {
+    fn acquire_for_probe(&self, resource: wit::ResourceId, context: String) -> Result<wit::Grant, wit::Error> {
         let id = id_in(&resource)?;
         let context = ctx_in(&context)?;
-        self.op(|p, now| p.acquire_for_probe(&id, &context, now)).map(lease_out).map_err(err_out)
+        self.op(|p, now| p.acquire_for_probe(&id, &context, now).map(|l| grant_out(p, &l))).map_err(err_out)
     }
 
-    fn renew(&self, id: u64, token: u64) -> Result<wit::Lease, wit::Error> {
-        self.op(|p, now| p.renew(id, token, now)).map(lease_out).map_err(err_out)
+    fn renew(&self, id: u64, token: u64) -> Result<wit::Renewal, wit::Error> {
+        self.op(|p, now| {
+            p.renew(id, token, now)
+                .map(|l| wit::Renewal { grant: grant_out(p, &l), context: l.context.as_str().into() })
+        })
+        .map_err(err_out)
     }
 
     fn release(&self, id: u64, token: u64) -> Result<(), wit::Error> {
@@ -239,6 +244,11 @@ impl GuestPool for GuestState {
 
     fn get_lease(&self, id: u64) -> Option<wit::Lease> {
         self.op(|p, now| p.lease(id, now)).map(lease_out)
+    }
+
+    fn resource_of(&self, key: wit::ResourceKey) -> Option<wit::ResourceId> {
+        let key = ResourceKey { slot: key.slot, serial: key.serial };
+        self.pool.borrow().resource_at(key).map(id_out)
     }
 
     fn report(&self, resource: wit::ResourceId, context: String, outcome: wit::Outcome) -> Result<(), wit::Error> {
@@ -478,6 +488,14 @@ fn err_out(e: Error) -> wit::Error {
     }
 }
 
+fn lease_kind_out(k: LeaseKind) -> wit::LeaseKind {
+    match k {
+        LeaseKind::Client => wit::LeaseKind::Client,
+        LeaseKind::Trial => wit::LeaseKind::Trial,
+        LeaseKind::Probe => wit::LeaseKind::Probe,
+    }
+}
+
 fn lease_out(l: Lease) -> wit::Lease {
     wit::Lease {
         id: l.id,
@@ -485,11 +503,22 @@ fn lease_out(l: Lease) -> wit::Lease {
         context: l.context.as_str().into(),
         permit: l.permit,
         token: l.token,
-        kind: match l.kind {
-            LeaseKind::Client => wit::LeaseKind::Client,
-            LeaseKind::Trial => wit::LeaseKind::Trial,
-            LeaseKind::Probe => wit::LeaseKind::Probe,
-        },
+        kind: lease_kind_out(l.kind),
+        granted_at: l.granted_at,
+        expires_at: l.expires_at,
+        ttl: l.ttl,
+    }
+}
+
+/// A lease the pool has just granted or renewed, so it is live and has a key.
+fn grant_out(p: &Pool, l: &Lease) -> wit::Grant {
+    let key = p.lease_key(l.id).expect("a lease just granted or renewed is live");
+    wit::Grant {
+        id: l.id,
+        resource: wit::ResourceKey { slot: key.slot, serial: key.serial },
+        permit: l.permit,
+        token: l.token,
+        kind: lease_kind_out(l.kind),
         granted_at: l.granted_at,
         expires_at: l.expires_at,
         ttl: l.ttl,

@@ -3,6 +3,7 @@
 
 use alloc::string::String;
 use alloc::sync::Arc;
+use core::borrow::Borrow;
 use core::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -90,6 +91,14 @@ impl Context {
 
     pub(crate) fn revalidate(&self) -> Result<()> {
         Context::new(&*self.0).map(|_| ())
+    }
+}
+
+/// Lets a context be looked up by its name without building one. Sound
+/// because `Arc<str>` hashes and compares exactly as the `str` it holds.
+impl Borrow<str> for Context {
+    fn borrow(&self) -> &str {
+        &self.0
     }
 }
 

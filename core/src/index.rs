@@ -19,14 +19,13 @@
 //! What the index last recorded for a (resource, context) lives with the cell
 //! (`ContextSlot`), so updating it costs no lookup of its own.
 
-use alloc::vec;
 use alloc::vec::Vec;
 
+use crate::hist::Histogram;
 use crate::tree::{descend, Delta, SumTree};
 
 /// Fixed-point scale of weights.
 pub(crate) const SCALE: i64 = 1 << 16;
-const BUCKETS: usize = 201;
 
 /// What the index needs to know about one resource, resource-wide.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -61,8 +60,8 @@ pub(crate) struct ContextSlot {
 #[derive(Debug, Clone)]
 struct ContextIndex {
     delta: Delta,
-    members: Vec<u32>,
-    effective: Vec<u32>,
+    members: Histogram,
+    effective: Histogram,
 }
 
 #[derive(Debug, Clone)]
@@ -70,7 +69,7 @@ pub(crate) struct Index {
     global: SumTree,
     shape: Vec<usize>,
     stored: Vec<Option<GlobalEntry>>,
-    hist: Vec<u32>,
+    hist: Histogram,
     contexts: Vec<ContextIndex>,
 }
 
@@ -81,29 +80,18 @@ fn tree_value(g: Option<GlobalEntry>) -> (i64, i64) {
     }
 }
 
-fn recount(hist: &mut [u32], old: Option<u8>, new: Option<u8>) {
-    if old != new {
-        if let Some(b) = old {
-            hist[b as usize] -= 1;
-        }
-        if let Some(b) = new {
-            hist[b as usize] += 1;
-        }
-    }
-}
-
 impl Index {
     pub fn new() -> Self {
         let global = SumTree::new();
-        Index { shape: global.shape(), global, stored: Vec::new(), hist: vec![0; BUCKETS], contexts: Vec::new() }
+        Index { shape: global.shape(), global, stored: Vec::new(), hist: Histogram::new(), contexts: Vec::new() }
     }
 
     fn context_mut(&mut self, ctx: u32) -> &mut ContextIndex {
         while self.contexts.len() <= ctx as usize {
             self.contexts.push(ContextIndex {
                 delta: Delta::new(&self.shape),
-                members: vec![0; BUCKETS],
-                effective: vec![0; BUCKETS],
+                members: Histogram::new(),
+                effective: Histogram::new(),
             });
         }
         &mut self.contexts[ctx as usize]
@@ -128,7 +116,7 @@ impl Index {
         let (ow, oc) = tree_value(old);
         let (nw, nc) = tree_value(entry);
         self.global.add(i, nw - ow, nc - oc);
-        recount(&mut self.hist, old.map(|o| o.bucket), entry.map(|n| n.bucket));
+        self.hist.recount(old.map(|o| o.bucket), entry.map(|n| n.bucket));
         self.stored[i] = entry;
     }
 
@@ -157,16 +145,16 @@ impl Index {
         if (dw, dc) != (0, 0) {
             c.delta.add(&self.shape, slot as usize, dw, dc);
         }
-        recount(&mut c.members, record.member, new.member);
-        recount(&mut c.effective, record.effective, new.effective);
+        c.members.recount(record.member, new.member);
+        c.effective.recount(record.effective, new.effective);
         *record = new;
     }
 
     /// Lowest eligible score in a context, fixed point; `None` when nothing is eligible.
     pub fn min_score(&self, ctx: Option<u32>) -> Option<i64> {
         let c = ctx.and_then(|c| self.contexts.get(c as usize));
-        let untouched = (0..BUCKETS).find(|&b| self.hist[b] > c.map_or(0, |c| c.members[b]));
-        let touched = c.and_then(|c| c.effective.iter().position(|&n| n > 0));
+        let untouched = self.hist.occupied().find(|&b| self.hist.count(b) > c.map_or(0, |c| c.members.count(b)));
+        let touched = c.and_then(|c| c.effective.occupied().next());
         let bucket = match (untouched, touched) {
             (Some(a), Some(b)) => a.min(b),
             (a, b) => a.or(b)?,

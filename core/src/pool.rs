@@ -14,8 +14,10 @@ use crate::error::{Error, Result};
 use crate::event::{Event, EventKind, RejectReason};
 use crate::id::{Context, ResourceId};
 use crate::index::{ContextEntry, ContextSlot, GlobalEntry, Index, SCALE};
+use crate::key::ResourceKey;
 use crate::lease::{Lease, LeaseEntry, LeaseKind};
 use crate::outcome::{FailureKind, Outcome};
+use crate::permits::Permits;
 use crate::policy::{Policy, Strategy};
 use crate::ratelimit::Bucket;
 use crate::rng::Rng;
@@ -44,9 +46,10 @@ pub struct Block {
 #[derive(Debug, Clone)]
 pub(crate) struct Resource {
     pub id: ResourceId,
-    pub holders: Vec<Option<u64>>,
-    /// Last token per permit; never shrinks, so re-grown permits continue their sequence.
-    pub fences: Vec<u64>,
+    /// Names this registration to hosts (see `ResourceKey`).
+    pub serial: u64,
+    /// Holders and last tokens; counters never shrink, so re-grown permits continue their sequence.
+    pub permits: Permits,
     pub block: Option<Block>,
     pub global: Cell,
     pub contexts: Vec<u32>,
@@ -142,6 +145,8 @@ pub struct Pool {
     pub(crate) retired_fences: BTreeMap<ResourceId, Vec<u64>>,
     pub(crate) leases: HashMap<u64, LeaseEntry>,
     pub(crate) next_lease_id: u64,
+    /// The serial the next registration gets; never reused while this pool lives.
+    pub(crate) next_serial: u64,
     pub(crate) ended: VecDeque<u64>,
     pub(crate) ended_set: HashSet<u64>,
     pub(crate) timers: BTreeSet<(u64, Timer)>,
@@ -175,6 +180,7 @@ impl Pool {
             retired_fences: BTreeMap::new(),
             leases: HashMap::new(),
             next_lease_id: 1,
+            next_serial: 0,
             ended: VecDeque::new(),
             ended_set: HashSet::new(),
             timers: BTreeSet::new(),
@@ -230,6 +236,31 @@ impl Pool {
 
     fn res_mut(&mut self, slot: u32) -> &mut Resource {
         self.resources[slot as usize].as_mut().expect("slot in use")
+    }
+
+    pub(crate) fn take_serial(&mut self) -> u64 {
+        let serial = self.next_serial;
+        self.next_serial += 1;
+        serial
+    }
+
+    /// The context of this name if the pool has seen it, shared rather than built anew.
+    pub fn known_context(&self, name: &str) -> Option<Context> {
+        self.context_ids.get(name).map(|&c| self.contexts[c as usize].clone())
+    }
+
+    /// The key of the resource a live lease holds.
+    pub fn lease_key(&self, lease: u64) -> Option<ResourceKey> {
+        let slot = self.leases.get(&lease)?.slot;
+        Some(ResourceKey { slot, serial: self.res(slot).serial })
+    }
+
+    /// The resource `key` names, while that registration lasts.
+    pub fn resource_at(&self, key: ResourceKey) -> Option<&ResourceId> {
+        match self.resources.get(key.slot as usize) {
+            Some(Some(r)) if r.serial == key.serial => Some(&r.id),
+            _ => None,
+        }
     }
 
     // ---- time ----
@@ -342,7 +373,7 @@ impl Pool {
             None => Some(GlobalEntry {
                 bucket: (r.global.score + 100) as u8,
                 weight: self.weight(None, &r.global),
-                free: r.holders.iter().any(Option::is_none),
+                free: r.permits.any_free(),
             }),
         };
         self.index.set_global(slot, global);
@@ -412,19 +443,15 @@ impl Pool {
         self.advance(now);
         if let Some(&slot) = self.by_id.get(&id) {
             let r = self.res(slot);
-            let current = r.holders.len() as u32;
+            let current = r.permits.count() as u32;
             if permits == current {
                 return Ok(false);
             }
-            let live = r.holders[permits.min(current) as usize..].iter().flatten().count() as u32;
+            let live = r.permits.held_from(permits as usize).count() as u32;
             if live > 0 {
                 return Err(Error::Leased { live });
             }
-            let r = self.res_mut(slot);
-            r.holders.resize(permits as usize, None);
-            if r.fences.len() < permits as usize {
-                r.fences.resize(permits as usize, 0);
-            }
+            self.res_mut(slot).permits.resize(permits);
             self.reindex(slot);
             self.emit(self.now, EventKind::Registered { resource: id, permits });
             return Ok(true);
@@ -434,14 +461,11 @@ impl Pool {
                 return Err(Error::BudgetExhausted { budget: "max_resources", limit: max as u64 });
             }
         }
-        let mut fences = self.retired_fences.remove(&id).unwrap_or_default();
-        if fences.len() < permits as usize {
-            fences.resize(permits as usize, 0);
-        }
+        let fences = self.retired_fences.remove(&id).unwrap_or_default();
         let resource = Resource {
             id: id.clone(),
-            holders: alloc::vec![None; permits as usize],
-            fences,
+            serial: self.take_serial(),
+            permits: Permits::new(permits, fences),
             block: None,
             global: Cell::new(),
             contexts: Vec::new(),
@@ -468,7 +492,7 @@ impl Pool {
     pub fn unregister(&mut self, id: &ResourceId, force: bool, now: u64) -> Result<()> {
         self.advance(now);
         let slot = self.slot_of(id)?;
-        let live: Vec<u64> = self.res(slot).holders.iter().flatten().copied().collect();
+        let live: Vec<u64> = self.res(slot).permits.held_from(0).collect();
         if !live.is_empty() && !force {
             return Err(Error::Leased { live: live.len() as u32 });
         }
@@ -486,7 +510,7 @@ impl Pool {
         }
         self.index.set_global(slot, None);
         self.by_id.remove(&r.id);
-        self.retired_fences.insert(r.id.clone(), r.fences);
+        self.retired_fences.insert(r.id.clone(), r.permits.into_fences());
         self.free_slots.push(slot);
         self.emit(self.now, EventKind::Unregistered { resource: r.id });
         Ok(())
@@ -521,14 +545,14 @@ impl Pool {
                     break;
                 }
                 Err(permit) => {
-                    self.res_mut(slot).holders[permit] = Some(HELD_ELSEWHERE);
+                    self.res_mut(slot).permits.hold(permit, HELD_ELSEWHERE);
                     self.reindex(slot);
                     refused.push((slot, permit));
                 }
             }
         }
         for (slot, permit) in refused {
-            self.res_mut(slot).holders[permit] = None;
+            self.res_mut(slot).permits.free(permit);
             self.reindex(slot);
         }
         let Some(lease) = granted else {
@@ -552,7 +576,7 @@ impl Pool {
         let Some(ctx) = due else {
             return Err(Error::invalid("resource", "is not due for probe in this context"));
         };
-        if self.res(slot).holders.iter().all(Option::is_some) {
+        if !self.res(slot).permits.any_free() {
             return Err(Error::NoResourceAvailable { retry_after: self.next_timer_in() });
         }
         self.grant(slot, context, Some(ctx), LeaseKind::Probe, self.policy.probe_ttl)
@@ -570,16 +594,16 @@ impl Pool {
     ) -> core::result::Result<Lease, usize> {
         let now = self.now;
         let r = self.resources[slot as usize].as_mut().expect("slot in use");
-        let permit = r.holders.iter().position(Option::is_none).expect("selected with a free permit");
-        let last = r.fences[permit];
+        let permit = r.permits.first_free().expect("selected with a free permit");
+        let last = r.permits.fences()[permit];
         let token = match self.authority.grant(&r.id, permit as u32, ttl, last) {
             Some(t) if t > last => t,
             _ => return Err(permit),
         };
         let id = self.next_lease_id;
         self.next_lease_id += 1;
-        r.holders[permit] = Some(id);
-        r.fences[permit] = token;
+        r.permits.hold(permit, id);
+        r.permits.set_fence(permit, token);
         let lease = Lease {
             id,
             resource: r.id.clone(),
@@ -634,7 +658,7 @@ impl Pool {
         // A newer token for the permit (restored from a later snapshot, or
         // issued after this lease's snapshot was taken) means this holder
         // was superseded, whoever the authority is.
-        let superseded = self.res(e.slot).fences[l.permit as usize] > l.token;
+        let superseded = self.res(e.slot).permits.fences()[l.permit as usize] > l.token;
         if superseded || !self.authority.extend(&l.resource, l.permit, l.token, l.ttl) {
             self.end_lease(id, End::Expired, self.now);
             return Err(Error::LeaseExpired);
@@ -666,7 +690,7 @@ impl Pool {
     fn end_lease(&mut self, id: u64, how: End, at: u64) {
         let Some(LeaseEntry { lease, slot }) = self.leases.remove(&id) else { return };
         self.timers.remove(&(lease.expires_at, Timer::Lease(id)));
-        self.res_mut(slot).holders[lease.permit as usize] = None;
+        self.res_mut(slot).permits.free(lease.permit as usize);
         if let Some(ctx) = self.context_ids.get(&lease.context).copied() {
             let now = self.now;
             if let Some(cc) = self.cells.get_mut(&(slot, ctx)) {
@@ -910,8 +934,8 @@ impl Pool {
             .flatten()
             .map(|r| ResourceView {
                 resource: r.id.clone(),
-                permits: r.holders.len() as u32,
-                leased: r.holders.iter().flatten().count() as u32,
+                permits: r.permits.count() as u32,
+                leased: r.permits.held_from(0).count() as u32,
                 score: r.global.score,
                 contexts: r.contexts.len() as u32,
                 block: r.block.clone(),

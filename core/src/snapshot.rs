@@ -27,6 +27,7 @@ use crate::error::{Error, Result};
 use crate::id::{Context, ResourceId};
 use crate::lease::{Lease, LeaseEntry, LeaseKind};
 use crate::outcome::{FailureKind, Outcome};
+use crate::permits::{self, Permits};
 use crate::policy::Policy;
 use crate::pool::{Block, ContextCell, Pool, Resource, Timer, MAX_PERMITS, MAX_REASON_BYTES};
 use crate::ratelimit::Bucket;
@@ -240,8 +241,8 @@ impl SnapshotData {
             .flatten()
             .map(|r| ResourceRecord {
                 resource: r.id.clone(),
-                permits: r.holders.len() as u32,
-                fences: r.fences.clone(),
+                permits: r.permits.count() as u32,
+                fences: r.permits.fences().to_vec(),
                 block: block_out(&r.block, now),
                 global: cell_out(&r.global, now),
             })
@@ -287,13 +288,15 @@ impl SnapshotData {
         }
     }
 
-    fn build(self, now: u64) -> Result<Pool, SnapshotError> {
+    /// The pool this data describes, its registrations numbered from `first_serial`.
+    fn build(self, now: u64, first_serial: u64) -> Result<Pool, SnapshotError> {
         self.policy.validate().map_err(|e| match e {
             Error::InvalidInput { field, rule } => invalid(field, rule),
             _ => SnapshotError::Malformed,
         })?;
         let id_err = |_| invalid("resource", "kind and value must be valid resource ids");
         let mut pool = Pool::empty(self.policy.clone(), self.rng, now);
+        pool.next_serial = first_serial;
         pool.next_lease_id = self.next_lease_id.max(1);
         if let (Some(limit), Some(tokens)) = (self.policy.rate_limit, self.rate_tokens) {
             if !(tokens.is_finite() && tokens <= limit.burst as f64) {
@@ -314,10 +317,11 @@ impl SnapshotData {
             }
             let slot = pool.resources.len() as u32;
             pool.by_id.insert(r.resource.clone(), slot);
+            let serial = pool.take_serial();
             pool.resources.push(Some(Resource {
                 id: r.resource,
-                holders: alloc::vec![None; r.permits as usize],
-                fences: r.fences,
+                serial,
+                permits: Permits::new(r.permits, r.fences),
                 block: block_in(r.block, now)?,
                 global: cell_in(r.global, now, &self.policy)?,
                 contexts: Vec::new(),
@@ -359,13 +363,13 @@ impl SnapshotData {
             }
             let r = pool.resources[slot as usize].as_mut().expect("registered");
             let p = l.permit as usize;
-            if p >= r.holders.len() || r.holders[p].is_some() {
+            if p >= r.permits.count() || r.permits.holder(p).is_some() {
                 return Err(invalid("lease.permit", "must be a free permit of the resource"));
             }
-            if l.token == 0 || l.token > r.fences[p] {
+            if l.token == 0 || l.token > r.permits.fences()[p] {
                 return Err(invalid("lease.token", "must be minted by the permit's fence counter"));
             }
-            r.holders[p] = Some(l.id);
+            r.permits.hold(p, l.id);
             let lease = Lease {
                 id: l.id,
                 resource: l.resource,
@@ -433,7 +437,7 @@ impl Pool {
 
     /// A new pool from a binary snapshot, its times re-based on `now`.
     pub fn from_snapshot(bytes: &[u8], now: u64) -> Result<Pool> {
-        Ok(decode(bytes)?.build(now)?)
+        Ok(decode(bytes)?.build(now, 0)?)
     }
 
     /// Replaces this pool's state with a snapshot's. Fence counters and lease
@@ -452,22 +456,17 @@ impl Pool {
 
     fn replace_with(&mut self, data: SnapshotData, now: u64) -> Result<()> {
         self.advance(now);
-        let mut next = data.build(self.now)?;
+        // Serials continue, so no key handed out before names a resource after.
+        let mut next = data.build(self.now, self.next_serial)?;
         next.next_lease_id = next.next_lease_id.max(self.next_lease_id);
-        let mut old: BTreeMap<&ResourceId, &Vec<u64>> = self.retired_fences.iter().collect();
+        let mut old: BTreeMap<&ResourceId, &[u64]> = self.retired_fences.iter().map(|(k, v)| (k, &v[..])).collect();
         for r in self.resources.iter().flatten() {
-            old.insert(&r.id, &r.fences);
+            old.insert(&r.id, r.permits.fences());
         }
         for (id, fences) in old {
-            let target = match next.by_id.get(id) {
-                Some(&slot) => &mut next.resources[slot as usize].as_mut().expect("registered").fences,
-                None => next.retired_fences.entry(id.clone()).or_default(),
-            };
-            if target.len() < fences.len() {
-                target.resize(fences.len(), 0);
-            }
-            for (t, f) in target.iter_mut().zip(fences) {
-                *t = (*t).max(*f);
+            match next.by_id.get(id) {
+                Some(&slot) => next.resources[slot as usize].as_mut().expect("registered").permits.raise(fences),
+                None => permits::raise(next.retired_fences.entry(id.clone()).or_default(), fences),
             }
         }
         core::mem::swap(&mut next.authority, &mut self.authority);
@@ -565,6 +564,6 @@ pub fn binary_to_json(bytes: &[u8]) -> Result<String, SnapshotError> {
 /// JSON view back to a binary snapshot; validated by building it first.
 pub fn json_to_binary(json: &str) -> Result<Vec<u8>, SnapshotError> {
     let data = from_json(json)?;
-    data.clone().build(0)?;
+    data.clone().build(0, 0)?;
     Ok(encode(&data))
 }

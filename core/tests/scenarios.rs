@@ -5,7 +5,7 @@ mod common;
 use common::*;
 use repute_core::{
     CellState, Context, Error, EventKind, FailureKind, LeaseKind, Outcome, Policy, Pool, RateLimit, RejectReason,
-    ResourceId, SnapshotError, Strategy,
+    ResourceId, ResourceKey, SnapshotError, Strategy,
 };
 
 // ---- 1. domain validation ----
@@ -455,6 +455,23 @@ fn permits_have_their_own_fence_sequences() {
     assert!(!pool.register(rid("acct"), 4, 0).unwrap());
 }
 
+#[test]
+fn permits_lowered_to_one_keep_their_counters() {
+    let mut pool = first_pool();
+    pool.register(rid("acct"), 3, 0).unwrap();
+    let ls: Vec<_> = (0..3).map(|_| pool.acquire(&ctx("x"), 0).unwrap()).collect();
+    for l in &ls {
+        pool.release(l.id, l.token, 0).unwrap();
+    }
+    assert!(pool.register(rid("acct"), 1, 0).unwrap());
+    let l = pool.acquire(&ctx("x"), 0).unwrap();
+    assert_eq!((l.permit, l.token), (0, 2));
+    assert!(pool.acquire(&ctx("x"), 0).is_err());
+    assert!(pool.register(rid("acct"), 3, 0).unwrap());
+    let more: Vec<_> = (0..2).map(|_| pool.acquire(&ctx("x"), 0).unwrap()).collect();
+    assert_eq!(more.iter().map(|l| (l.permit, l.token)).collect::<Vec<_>>(), vec![(1, 2), (2, 2)]);
+}
+
 // ---- 11. fences across snapshot/restore ----
 
 #[test]
@@ -651,4 +668,36 @@ fn json_view_round_trips_to_identical_bytes() {
     let mut other = first_pool();
     other.restore_json(&json, S).unwrap();
     assert_eq!(other.snapshot(S, true), bin);
+}
+
+// ---- 16. resource keys ----
+
+#[test]
+fn a_resource_key_names_one_registration_only() {
+    let mut pool = first_pool();
+    pool.register(rid("a"), 1, 0).unwrap();
+    let la = pool.acquire(&ctx("x"), 0).unwrap();
+    let ka = pool.lease_key(la.id).unwrap();
+    assert_eq!(ka, ResourceKey { slot: 0, serial: 0 });
+    assert_eq!(pool.resource_at(ka), Some(&rid("a")));
+    pool.unregister(&rid("a"), true, 0).unwrap();
+    assert_eq!((pool.lease_key(la.id), pool.resource_at(ka)), (None, None));
+    // "b" takes the freed slot under a new serial: the old key names nothing.
+    pool.register(rid("b"), 1, 0).unwrap();
+    let lb = pool.acquire(&ctx("x"), 0).unwrap();
+    let kb = pool.lease_key(lb.id).unwrap();
+    assert_eq!(kb, ResourceKey { slot: 0, serial: 1 });
+    assert_eq!((pool.resource_at(ka), pool.resource_at(kb)), (None, Some(&rid("b"))));
+    pool.register(rid("a"), 1, 0).unwrap();
+    assert_eq!(pool.resource_at(ResourceKey { slot: 1, serial: 2 }), Some(&rid("a")));
+    // A restore lays resources out by id (a, b) and numbers them after
+    // every serial handed out before.
+    let bytes = pool.snapshot(0, true);
+    pool.restore(&bytes, 0).unwrap();
+    assert_eq!((pool.resource_at(kb), pool.resource_at(ResourceKey { slot: 1, serial: 2 })), (None, None));
+    assert_eq!(pool.resource_at(ResourceKey { slot: 0, serial: 3 }), Some(&rid("a")));
+    assert_eq!(pool.lease_key(lb.id), Some(ResourceKey { slot: 1, serial: 4 }));
+    // A pool built from a snapshot numbers its registrations afresh.
+    let fresh = Pool::from_snapshot(&bytes, 0).unwrap();
+    assert_eq!(fresh.lease_key(lb.id), Some(ResourceKey { slot: 1, serial: 1 }));
 }

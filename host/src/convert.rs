@@ -11,7 +11,7 @@ use repute_core::{
 use crate::bindings::repute::pool::types as wit;
 use crate::error::{Error, SnapshotError, StoreError};
 
-fn broken(what: &str, e: repute_core::Error) -> Error {
+pub(crate) fn broken(what: &str, e: repute_core::Error) -> Error {
     Error::Trap { message: format!("component returned an invalid {what}: {e}") }
 }
 
@@ -19,7 +19,7 @@ pub(crate) fn id_in(r: &wit::ResourceId) -> Result<ResourceId, Error> {
     ResourceId::new(r.kind.as_str(), r.value.as_str()).map_err(|e| broken("resource id", e))
 }
 
-fn ctx_in(c: &str) -> Result<Context, Error> {
+pub(crate) fn ctx_in(c: &str) -> Result<Context, Error> {
     Context::new(c).map_err(|e| broken("context", e))
 }
 
@@ -136,6 +136,14 @@ pub(crate) fn policy_out(p: &Policy) -> wit::Policy {
     }
 }
 
+fn lease_kind_in(k: wit::LeaseKind) -> LeaseKind {
+    match k {
+        wit::LeaseKind::Client => LeaseKind::Client,
+        wit::LeaseKind::Trial => LeaseKind::Trial,
+        wit::LeaseKind::Probe => LeaseKind::Probe,
+    }
+}
+
 pub(crate) fn lease_in(l: wit::Lease) -> Result<Lease, Error> {
     Ok(Lease {
         id: l.id,
@@ -143,15 +151,26 @@ pub(crate) fn lease_in(l: wit::Lease) -> Result<Lease, Error> {
         context: ctx_in(&l.context)?,
         permit: l.permit,
         token: l.token,
-        kind: match l.kind {
-            wit::LeaseKind::Client => LeaseKind::Client,
-            wit::LeaseKind::Trial => LeaseKind::Trial,
-            wit::LeaseKind::Probe => LeaseKind::Probe,
-        },
+        kind: lease_kind_in(l.kind),
         granted_at: l.granted_at,
         expires_at: l.expires_at,
         ttl: l.ttl,
     })
+}
+
+/// A grant with the resource and context the host already holds.
+pub(crate) fn grant_in(g: wit::Grant, resource: ResourceId, context: Context) -> Lease {
+    Lease {
+        id: g.id,
+        resource,
+        context,
+        permit: g.permit,
+        token: g.token,
+        kind: lease_kind_in(g.kind),
+        granted_at: g.granted_at,
+        expires_at: g.expires_at,
+        ttl: g.ttl,
+    }
 }
 
 fn block_in(b: Option<wit::Block>) -> Option<Block> {

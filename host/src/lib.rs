@@ -25,6 +25,7 @@ mod asynchronous;
 mod convert;
 mod embedded;
 mod error;
+mod names;
 pub mod native;
 mod ownership;
 mod pool;

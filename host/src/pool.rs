@@ -13,7 +13,9 @@ use crate::shard::Shard;
 use crate::{Limits, TenantConfig};
 
 /// Every pool operation. Each call reads the tenant's clock once, first fires
-/// the timers due by then, and is one call into the component. Resources are
+/// the timers due by then, and is one call into the component (a lease on a
+/// resource this host has not named before adds one call that reads no
+/// clock, to learn the resource's id). Resources are
 /// named by `kind` and `value` (each 1..=256 bytes, no control characters);
 /// contexts by a name of the same rules other than `"*"`.
 pub trait PoolOps {

@@ -15,6 +15,7 @@ use crate::bindings::repute::pool::{clock, events, fencing, storage, types};
 use crate::bindings::Repute;
 use crate::convert::{self, store_err_out};
 use crate::error::{Error, Result, StoreError};
+use crate::names::Names;
 use crate::providers::{Permit, Providers};
 use crate::runtime::{runtime, Runtime, Variant, EPOCH_TICK};
 use crate::{Limits, TenantConfig};
@@ -146,6 +147,8 @@ struct Slot {
     config: TenantConfig,
     /// `None` while the tenant could not be brought back after a trap.
     handle: Option<ResourceAny>,
+    /// The ids behind the resource keys this tenant's pool returned.
+    names: Names,
 }
 
 /// One store and instance, and the tenants it serves.
@@ -215,7 +218,7 @@ impl Shard {
         self.store.data_mut().tenants[t] = Some(ctx);
         match self.create(t, &config) {
             Ok(handle) => {
-                self.slots[t] = Some(Slot { config, handle: Some(handle) });
+                self.slots[t] = Some(Slot { config, handle: Some(handle), names: Names::default() });
                 Ok(t)
             }
             Err(e) => {
@@ -286,6 +289,7 @@ impl Shard {
         self.store = new_store(&self.runtime, state, &self.limits);
         for slot in self.slots.iter_mut().flatten() {
             slot.handle = None;
+            slot.names.clear();
         }
         match self.runtime.pre.instantiate(&mut self.store) {
             Ok(api) => self.api = api,
@@ -391,8 +395,9 @@ impl Shard {
     }
 
     pub(crate) fn acquire(&mut self, t: usize, context: &str) -> Result<repute_core::Lease> {
-        let lease = op!(self, t, |s, p, h| p.call_acquire(s, h, context))?;
-        convert::lease_in(lease)
+        let grant = op!(self, t, |s, p, h| p.call_acquire(s, h, context))?;
+        let context = self.context(t, context)?;
+        self.lease_from(t, grant, context)
     }
 
     pub(crate) fn acquire_for_probe(
@@ -403,13 +408,37 @@ impl Shard {
         context: &str,
     ) -> Result<repute_core::Lease> {
         let id = convert::id_out(kind, value);
-        let lease = op!(self, t, |s, p, h| p.call_acquire_for_probe(s, h, &id, context))?;
-        convert::lease_in(lease)
+        let grant = op!(self, t, |s, p, h| p.call_acquire_for_probe(s, h, &id, context))?;
+        let context = self.context(t, context)?;
+        self.lease_from(t, grant, context)
     }
 
     pub(crate) fn renew(&mut self, t: usize, id: u64, token: u64) -> Result<repute_core::Lease> {
-        let lease = op!(self, t, |s, p, h| p.call_renew(s, h, id, token))?;
-        convert::lease_in(lease)
+        let renewal = op!(self, t, |s, p, h| p.call_renew(s, h, id, token))?;
+        let context = self.context(t, &renewal.context)?;
+        self.lease_from(t, renewal.grant, context)
+    }
+
+    /// A granted lease with its resource id filled in from the tenant's
+    /// cache, asking the component on a miss.
+    fn lease_from(&mut self, t: usize, grant: wit::Grant, context: repute_core::Context) -> Result<repute_core::Lease> {
+        let resource = self.resource_of(t, grant.resource)?;
+        Ok(convert::grant_in(grant, resource, context))
+    }
+
+    fn resource_of(&mut self, t: usize, key: wit::ResourceKey) -> Result<repute_core::ResourceId> {
+        if let Some(id) = self.names(t).and_then(|n| n.get(key)) {
+            return Ok(id.clone());
+        }
+        let h = self.handle(t)?;
+        let id = self
+            .call(t, |s, p| p.call_resource_of(s, h, key))?
+            .ok_or_else(|| Error::Trap { message: "component returned a lease on an unknown resource key".into() })?;
+        let id = convert::id_in(&id)?;
+        if let Some(n) = self.names(t) {
+            n.insert(key, id.clone());
+        }
+        Ok(id)
     }
 
     pub(crate) fn release(&mut self, t: usize, id: u64, token: u64) -> Result<()> {
@@ -483,11 +512,34 @@ impl Shard {
     }
 
     pub(crate) fn restore(&mut self, t: usize, bytes: &[u8]) -> Result<()> {
-        op!(self, t, |s, p, h| p.call_restore(s, h, bytes))
+        op!(self, t, |s, p, h| p.call_restore(s, h, bytes))?;
+        self.forget_names(t);
+        Ok(())
     }
 
     pub(crate) fn restore_json(&mut self, t: usize, json: &str) -> Result<()> {
-        op!(self, t, |s, p, h| p.call_restore_json(s, h, json))
+        op!(self, t, |s, p, h| p.call_restore_json(s, h, json))?;
+        self.forget_names(t);
+        Ok(())
+    }
+
+    /// A context the component accepted (or produced), shared through the tenant's cache.
+    fn context(&mut self, t: usize, name: &str) -> Result<repute_core::Context> {
+        match self.names(t) {
+            Some(names) => names.context(name).map_err(|e| convert::broken("context", e)),
+            None => convert::ctx_in(name),
+        }
+    }
+
+    fn names(&mut self, t: usize) -> Option<&mut Names> {
+        self.slots.get_mut(t).and_then(Option::as_mut).map(|s| &mut s.names)
+    }
+
+    /// After a restore every key handed out before names nothing: free them.
+    fn forget_names(&mut self, t: usize) {
+        if let Some(names) = self.names(t) {
+            names.clear();
+        }
     }
 
     pub(crate) fn checkpoint(&mut self, t: usize, with_leases: bool) -> Result<u64> {

@@ -98,6 +98,11 @@ fn processes_sharing_a_tenant_share_its_rate_limit() {
 }
 
 #[test]
+fn a_slot_reused_by_another_process_names_the_new_resource() {
+    shared_store::a_slot_reused_by_another_process_names_the_new_resource(&opener());
+}
+
+#[test]
 fn a_checkpoint_behind_the_stored_one_is_refused() {
     let db = db();
     shared_store::a_checkpoint_behind_the_stored_one_is_refused(&opener(), &|t| db.tenant(t, 0).0.load().unwrap());

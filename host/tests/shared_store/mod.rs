@@ -1,8 +1,9 @@
 //! What every store that several processes share (PostgreSQL, Redis) must
 //! show, written once and run against each by its own test file: the
 //! authority never lets two pools hold one permit, every copy folds the log
-//! in the same order, the acquire rate limit is shared, and a checkpoint
-//! older than the stored one is refused. Each pool stands for a process: it
+//! in the same order, the acquire rate limit is shared, a checkpoint older
+//! than the stored one is refused, and a slot another process freed and
+//! filled again names its new resource. Each pool stands for a process: it
 //! has a connection of its own.
 
 use std::collections::HashMap;
@@ -10,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use repute_host::providers::Checkpoint;
-use repute_host::{Error, Outcome, Policy, Pool, PoolOps, RateLimit, StoreError, SECOND};
+use repute_host::{Error, Outcome, Policy, Pool, PoolOps, RateLimit, StoreError, Strategy, SECOND};
 
 /// Opens a pool of `tenant` (shared mode: epoch 0) with `policy`.
 pub type Opener = Arc<dyn Fn(&str, Policy) -> Pool + Send + Sync>;
@@ -151,4 +152,23 @@ pub fn a_checkpoint_behind_the_stored_one_is_refused(open: &Opener, stored: &dyn
     assert_eq!(b.sync().unwrap(), 1);
     assert_eq!(b.checkpoint(false).unwrap(), 2);
     assert_eq!(a.checkpoint(false).unwrap(), 3);
+}
+
+/// Another process unregisters a resource and registers one more; folded
+/// here, the new one takes the freed slot of this pool. Leases must name it,
+/// not the resource this host last saw in that slot.
+pub fn a_slot_reused_by_another_process_names_the_new_resource(open: &Opener) {
+    let t = tenant("reused-slot");
+    let first = Policy { strategy: Strategy::First, ..Policy::default() };
+    let mut here = open(&t, first.clone());
+    here.register("proxy", "old", 1).unwrap();
+    let lease = here.acquire("shop").unwrap();
+    assert_eq!(lease.resource.value(), "old");
+    here.release(lease.id, lease.token).unwrap();
+    let mut there = open(&t, first);
+    there.unregister("proxy", "old", false).unwrap();
+    there.register("proxy", "new", 1).unwrap();
+    assert_eq!(here.sync().unwrap(), 2);
+    let lease = here.acquire("shop").unwrap();
+    assert_eq!((lease.resource.value(), lease.token), ("new", 1));
 }
