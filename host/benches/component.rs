@@ -1,6 +1,7 @@
 //! The cost of the component boundary: the same operations through the
 //! component and through the natively linked core, at 1k and 100k resources
-//! with 10 contexts, plus a cold start (engine → first acquire).
+//! with 10 contexts, the fixed price of one call, and a cold start
+//! (engine → first acquire).
 //!
 //! Run: `cargo bench -p repute-host --bench component`
 
@@ -99,6 +100,17 @@ fn operations(c: &mut Criterion) {
     }
 }
 
+/// The fixed price of one component call: `lease` of an id that was never
+/// granted (one call in, one `clock.now` out, nothing found), against the
+/// same call on the native core. Every operation pays at least this.
+fn call_floor(c: &mut Criterion) {
+    for (name, mut pool) in pools(1_000, Strategy::Classic) {
+        let mut group = c.benchmark_group(format!("call/{name}"));
+        group.bench_function("lease-of-unknown-id", |b| b.iter(|| black_box(pool.lease(u64::MAX).unwrap())));
+        group.finish();
+    }
+}
+
 fn cold_start(c: &mut Criterion) {
     let mut group = c.benchmark_group("cold-start");
     group.sample_size(20).measurement_time(Duration::from_secs(10));
@@ -116,5 +128,5 @@ fn cold_start(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, operations, cold_start);
+criterion_group!(benches, operations, call_floor, cold_start);
 criterion_main!(benches);
