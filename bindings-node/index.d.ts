@@ -213,6 +213,12 @@ export class Pool implements Disposable {
   /** True if anything changed. */
   register(kind: string, value: string, options?: { permits?: number }): boolean;
   unregister(kind: string, value: string, options?: { force?: boolean }): void;
+  /**
+   * The best lease for `context` now, or null. Synchronous: on SQLite it
+   * writes the new token in a local transaction; on PostgreSQL or Redis it
+   * waits for the store's round trip on the JS thread, where `acquire()`
+   * waits off it.
+   */
   tryAcquire(context: string): Lease | null;
   acquire(context: string, options?: AcquireOptions): Promise<Lease>;
   withLease<T>(context: string, fn: (lease: Lease) => T | Promise<T>, options?: AcquireOptions): Promise<T>;

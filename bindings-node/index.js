@@ -450,7 +450,9 @@ class Pool {
   /**
    * The best lease for `context` now, or null when nothing is selectable.
    * Synchronous; on a SQLite store it writes the new fencing token (one
-   * small local transaction) before returning.
+   * small local transaction) before returning, and on PostgreSQL or Redis
+   * it waits for the store's round trip on the JS thread (`acquire` waits
+   * off it).
    */
   tryAcquire(context) {
     str('context', context);
