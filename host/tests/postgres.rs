@@ -136,28 +136,4 @@ fn migrations_run_once() {
     assert_eq!(versions, vec![1]);
 }
 
-#[test]
-fn the_permit_table_never_grants_one_permit_twice() {
-    shared_store::never_grants_one_permit_twice(&opener(), 6, 60);
-}
-
-#[test]
-fn every_process_folds_the_log_in_the_same_order() {
-    shared_store::every_copy_folds_the_log_in_the_same_order(&opener());
-}
-
-#[test]
-fn processes_sharing_a_tenant_share_its_rate_limit() {
-    shared_store::the_rate_limit_is_shared(&opener());
-}
-
-#[test]
-fn a_slot_reused_by_another_process_names_the_new_resource() {
-    shared_store::a_slot_reused_by_another_process_names_the_new_resource(&opener());
-}
-
-#[test]
-fn a_checkpoint_behind_the_stored_one_is_refused() {
-    let db = db();
-    shared_store::a_checkpoint_behind_the_stored_one_is_refused(&opener(), &|t| db.tenant(t, 0).0.load().unwrap());
-}
+shared_store::shared_store_tests!(opener: opener, db: db, grants: 60);

@@ -82,31 +82,7 @@ fn a_stale_epoch_is_refused_by_the_scripts() {
     assert_eq!(current.append(&register), Ok(2), "raising never lowers the epoch");
 }
 
-#[test]
-fn the_scripts_never_grant_one_permit_twice() {
-    shared_store::never_grants_one_permit_twice(&opener(), 6, 100);
-}
-
-#[test]
-fn every_process_folds_the_log_in_the_same_order() {
-    shared_store::every_copy_folds_the_log_in_the_same_order(&opener());
-}
-
-#[test]
-fn processes_sharing_a_tenant_share_its_rate_limit() {
-    shared_store::the_rate_limit_is_shared(&opener());
-}
-
-#[test]
-fn a_slot_reused_by_another_process_names_the_new_resource() {
-    shared_store::a_slot_reused_by_another_process_names_the_new_resource(&opener());
-}
-
-#[test]
-fn a_checkpoint_behind_the_stored_one_is_refused() {
-    let db = db();
-    shared_store::a_checkpoint_behind_the_stored_one_is_refused(&opener(), &|t| db.tenant(t, 0).0.load().unwrap());
-}
+shared_store::shared_store_tests!(opener: opener, db: db, grants: 100);
 
 /// A revoke is sent without waiting for its reply; when the server had lost
 /// its scripts (a restart, `SCRIPT FLUSH`), the refused revoke is sent again

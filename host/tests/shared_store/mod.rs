@@ -13,6 +13,43 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use repute_host::providers::Checkpoint;
 use repute_host::{Error, Outcome, Policy, Pool, PoolOps, RateLimit, StoreError, Strategy, SECOND};
 
+/// The tests of this module as `#[test]` functions of a store's test file.
+/// `$opener()` gives the store's `Opener`; `$db()` a handle whose
+/// `tenant(t, 0).0` is the tenant's storage; each of 6 threads makes
+/// `$grants` grants in the exclusion test.
+macro_rules! shared_store_tests {
+    (opener: $opener:ident, db: $db:ident, grants: $grants:expr) => {
+        #[test]
+        fn the_authority_never_grants_one_permit_twice() {
+            crate::shared_store::never_grants_one_permit_twice(&$opener(), 6, $grants);
+        }
+
+        #[test]
+        fn every_process_folds_the_log_in_the_same_order() {
+            crate::shared_store::every_copy_folds_the_log_in_the_same_order(&$opener());
+        }
+
+        #[test]
+        fn processes_sharing_a_tenant_share_its_rate_limit() {
+            crate::shared_store::the_rate_limit_is_shared(&$opener());
+        }
+
+        #[test]
+        fn a_slot_reused_by_another_process_names_the_new_resource() {
+            crate::shared_store::a_slot_reused_by_another_process_names_the_new_resource(&$opener());
+        }
+
+        #[test]
+        fn a_checkpoint_behind_the_stored_one_is_refused() {
+            let db = $db();
+            crate::shared_store::a_checkpoint_behind_the_stored_one_is_refused(&$opener(), &|t| {
+                db.tenant(t, 0).0.load().unwrap()
+            });
+        }
+    };
+}
+pub(crate) use shared_store_tests;
+
 /// Opens a pool of `tenant` (shared mode: epoch 0) with `policy`.
 pub type Opener = Arc<dyn Fn(&str, Policy) -> Pool + Send + Sync>;
 
