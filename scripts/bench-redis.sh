@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # Shared mode on Redis against the server's own yardstick, in one run on one
 # server: repute acquire+release pairs per second (embedded pools, one tenant
-# and connection per client; each pair is two scripts: grant, awaited, and
-# revoke, sent without waiting for its reply)
+# and connection per client; each pair is two scripts: grant and revoke)
 # next to `redis-benchmark` running the grant script alone by EVALSHA with the
-# same number of clients, plus the script calls repute makes
+# same number of clients, plus the script calls (round trips) repute makes
 # per pair, counted by the server (INFO commandstats).
 #
 #   scripts/bench-redis.sh [CLIENTS] [SECONDS]
@@ -62,5 +61,5 @@ pairs, rate, evalsha = int(pairs), float(rate), float(evalsha)
 per_pair = (int(after) - int(before)) / pairs
 print(f"repute shared-mode {rate:.0f} pairs/s = {2 * rate:.0f} scripts/s; redis-benchmark grant script "
       f"{evalsha:.0f}/s; ratio (scripts/s) {2 * rate / evalsha:.2f}; script calls per pair {per_pair:.2f} "
-      f"(the acquire waits for its reply, the release sends without waiting)")
+      f"(one round trip for the acquire, one for the release)")
 PY

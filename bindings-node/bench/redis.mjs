@@ -1,11 +1,10 @@
 // repute on Redis against the semaphore a Node user would otherwise pick, on
 // the same server in one run: acquire + release of a repute lease (shared
 // mode: one grant script awaited off the JS thread, or run on it by
-// `tryAcquire`; release sends the revoke script without waiting for its
-// reply) vs acquire + release of a redis-semaphore `Mutex` on ioredis (two
-// awaited commands), one client, round trip bound. repute also picks the
-// resource (100 registered, reputation-weighted) and mints a fencing token;
-// the mutex only excludes.
+// `tryAcquire`; one revoke script on release) vs acquire + release of a
+// redis-semaphore `Mutex` on ioredis, one client, round trip bound. repute
+// also picks the resource (100 registered, reputation-weighted) and mints a
+// fencing token; the mutex only excludes.
 //
 // Usage (the two packages are not dependencies of repute):
 //   npm install --no-save redis-semaphore ioredis

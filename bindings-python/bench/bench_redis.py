@@ -1,7 +1,7 @@
 """repute on Redis against the lock a Python user would otherwise pick, on
 the same server in one run: acquire + release of a repute lease (shared
-mode: one grant script, one revoke script sent without waiting) vs lock +
-unlock of a python-redis-lock `Lock`, single client, round trip bound.
+mode: one grant script, one revoke script) vs lock + unlock of a
+python-redis-lock `Lock`, single client, round trip bound.
 
     pip install python-redis-lock
     python bench/bench_redis.py [--url redis://127.0.0.1:56379] [--pairs N] [--runs N]

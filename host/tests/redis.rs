@@ -84,9 +84,8 @@ fn a_stale_epoch_is_refused_by_the_scripts() {
 
 shared_store::shared_store_tests!(opener: opener, db: db, grants: 100);
 
-/// A revoke is sent without waiting for its reply; when the server had lost
-/// its scripts (a restart, `SCRIPT FLUSH`), the refused revoke is sent again
-/// before the process's next grant, so the permit it freed is free.
+/// A server that lost its scripts (a restart, `SCRIPT FLUSH`) is given them
+/// again: the release still frees the permit for the next grant.
 #[test]
 fn a_revoke_the_server_refused_for_a_lost_script_is_sent_again() {
     let db = db();
@@ -99,7 +98,7 @@ fn a_revoke_the_server_refused_for_a_lost_script_is_sent_again() {
     let mut conn = redis::Client::open(url()).unwrap().get_connection().unwrap();
     let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut conn).unwrap();
     pool.release(first.id, first.token).unwrap();
-    let second = pool.acquire("shop").expect("the revoke ran again before this grant");
+    let second = pool.acquire("shop").expect("the revoke ran with the script loaded again");
     assert_eq!(second.token, first.token + 1);
     let key = format!("repute:{{{t}}}:lease:proxy\u{1f}only\u{1f}0");
     let held: String = redis::cmd("GET").arg(&key).query(&mut conn).unwrap();

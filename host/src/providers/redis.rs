@@ -19,16 +19,10 @@
 //! pool itself has seen (from its checkpoint and its own grants), and a
 //! lease restored from a checkpoint re-adopts its permit. Log positions are
 //! likewise never handed out below the highest one this process has seen.
-//!
-//! A revoke is sent without waiting for its reply (read before the next
-//! command on the same connection, which Redis runs after it). It only
-//! frees the permit sooner for other processes: a revoke lost with its
-//! connection leaves the lease to expire at its TTL, as if its holder had
-//! died, and the fencing token protects the resource either way.
 
 use std::time::Duration;
 
-use redis::{Client, Connection, Script, ServerErrorKind, Value};
+use redis::{Client, Connection, Script};
 use repute_core::{Command, RateLimit, SECOND};
 
 use super::fencing::{Fencing, Permit};
@@ -195,7 +189,7 @@ impl Redis {
     }
 
     fn link(&self) -> Link {
-        Link { client: self.client.clone(), conn: None, scripts: Scripts::new(), unread: Vec::new() }
+        Link { client: self.client.clone(), conn: None, scripts: Scripts::new() }
     }
 
     /// The tenant's storage and lease authority, writing under `epoch` (0:
@@ -223,81 +217,25 @@ struct Link {
     client: Client,
     conn: Option<Connection>,
     scripts: Scripts,
-    /// Revokes sent on `conn` whose replies are still unread, oldest first.
-    unread: Vec<Revoke>,
-}
-
-/// A revoke in flight: what to send again if the server had lost the script.
-struct Revoke {
-    lease: String,
-    token: u64,
-}
-
-/// Only a refusal by the server leaves a connection usable.
-fn broken(e: &redis::RedisError) -> bool {
-    e.is_io_error() || e.is_connection_dropped() || e.is_timeout() || e.is_unrecoverable_error()
-}
-
-/// The open connection, or a new one.
-fn connect<'a>(client: &Client, conn: &'a mut Option<Connection>) -> Result<&'a mut Connection, StoreError> {
-    if conn.is_none() {
-        let timeout = Duration::from_secs(3);
-        let c = client.get_connection_with_timeout(timeout).map_err(unavailable)?;
-        c.set_read_timeout(Some(timeout)).map_err(unavailable)?;
-        c.set_write_timeout(Some(timeout)).map_err(unavailable)?;
-        *conn = Some(c);
-    }
-    Ok(conn.as_mut().expect("connected above"))
 }
 
 impl Link {
     fn run<T>(&mut self, f: impl FnOnce(&mut Connection, &Scripts) -> redis::RedisResult<T>) -> Result<T, StoreError> {
-        self.settle();
-        let conn = connect(&self.client, &mut self.conn)?;
+        if self.conn.is_none() {
+            let timeout = Duration::from_secs(3);
+            let conn = self.client.get_connection_with_timeout(timeout).map_err(unavailable)?;
+            conn.set_read_timeout(Some(timeout)).map_err(unavailable)?;
+            conn.set_write_timeout(Some(timeout)).map_err(unavailable)?;
+            self.conn = Some(conn);
+        }
+        let conn = self.conn.as_mut().expect("connected above");
         f(conn, &self.scripts).map_err(|e| {
-            if broken(&e) {
+            // Only a refusal by the server leaves the connection usable.
+            if e.is_io_error() || e.is_connection_dropped() || e.is_timeout() || e.is_unrecoverable_error() {
                 self.conn = None;
             }
             unavailable(e)
         })
-    }
-
-    /// Sends a revoke without waiting for its reply.
-    fn revoke(&mut self, lease: String, token: u64) -> Result<(), StoreError> {
-        let packed = redis::cmd("EVALSHA")
-            .arg(self.scripts.revoke.get_hash())
-            .arg(1)
-            .arg(&lease)
-            .arg(token)
-            .get_packed_command();
-        let conn = connect(&self.client, &mut self.conn)?;
-        if let Err(e) = conn.send_packed_command(&packed) {
-            self.conn = None;
-            self.unread.clear();
-            return Err(unavailable(e));
-        }
-        self.unread.push(Revoke { lease, token });
-        Ok(())
-    }
-
-    /// Reads the replies of revokes in flight. A server that lost its
-    /// scripts (a restart) gets the script and the revoke again; a broken
-    /// connection takes its unread revokes with it (those leases expire).
-    fn settle(&mut self) {
-        let Some(conn) = self.conn.as_mut() else { return };
-        for revoke in std::mem::take(&mut self.unread) {
-            let outcome = match conn.recv_response() {
-                Ok(Value::ServerError(e)) if e.kind() == Some(ServerErrorKind::NoScript) => {
-                    self.scripts.revoke.key(&revoke.lease).arg(revoke.token).invoke::<i64>(conn).map(drop)
-                }
-                Ok(_) => Ok(()),
-                Err(e) => Err(e),
-            };
-            if outcome.as_ref().is_err_and(broken) {
-                self.conn = None;
-                return;
-            }
-        }
     }
 }
 
@@ -460,7 +398,8 @@ impl Fencing for RedisFencing {
 
     fn revoke(&mut self, permit: Permit<'_>, token: u64) -> Result<(), StoreError> {
         let (_, lease) = self.keys.permit(permit);
-        self.link.revoke(lease, token)
+        self.link.run(|c, s| s.revoke.key(&lease).arg(token).invoke::<i64>(c))?;
+        Ok(())
     }
 
     /// Shared mode only: an owner's own bucket is already exact.
