@@ -196,8 +196,13 @@ export class Lease implements Disposable, AsyncDisposable {
   /** False once released, once a renewal failed, or once send time + TTL - margin has passed. */
   readonly valid: boolean;
   renew(): Promise<this>;
-  /** Idempotent. */
-  release(): void;
+  /**
+   * Frees the permit: in this pool at once, for other processes once the
+   * promise resolves (on Redis, when the revoke has run). Idempotent. Throws
+   * only if the lease was believed live and the pool no longer held it; an
+   * unreachable Redis rejects the promise (the permit then lapses at its TTL).
+   */
+  release(): Promise<void>;
   reportSuccess(options?: ReportOptions): Promise<void>;
   reportFailure(failure: FailureKind, options?: ReportOptions): Promise<void>;
   [Symbol.dispose](): void;

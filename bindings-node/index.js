@@ -4,6 +4,7 @@
 // config, native error payloads to typed errors (once, in `fromNative`),
 // lease data to `Lease` objects, and pool events to an async iterator.
 
+const net = require('node:net');
 const native = require('./repute.node');
 
 // ---------------------------------------------------------------- errors
@@ -297,18 +298,24 @@ class Lease {
   }
 
   /**
-   * Frees the permit. Idempotent. Throws (LeaseExpiredError, ...) only if the
-   * lease was believed live and the pool no longer held it.
+   * Frees the permit: in this pool at once, for other processes once the
+   * returned promise resolves (on Redis, when the revoke has run; on other
+   * stores it is already done). Idempotent. Throws (LeaseExpiredError, ...)
+   * only if the lease was believed live and the pool no longer held it. A
+   * revoke that cannot reach Redis rejects the promise and the permit lapses
+   * at its TTL; leaving the promise unawaited is safe.
    */
   release() {
     const state = this.#state;
-    if (state === RELEASED) return;
+    if (state === RELEASED) return Promise.resolve();
     this.#state = RELEASED;
     try {
-      this.#pool[kRelease](this.#d.id, this.#d.token);
+      const done = this.#pool[kRelease](this.#d.id, this.#d.token);
+      return state === LIVE ? done : done.catch(ignore);
     } catch (e) {
       // A lost lease's failure was reported when it was lost.
       if (state === LIVE) throw e;
+      return Promise.resolve();
     }
   }
 
@@ -325,12 +332,131 @@ class Lease {
   }
 
   async [Symbol.asyncDispose]() {
-    this.release();
+    await this.release();
   }
 
   toJSON() {
     const { id, token, ...rest } = this.#d;
     return { id: String(id), token: String(token), ...rest, valid: this.valid };
+  }
+}
+
+// ------------------------------------------------------------- redis link
+
+/** A release nobody awaits must not end the process when Redis is gone. */
+const ignore = () => {};
+
+/**
+ * A pool's own Redis connection on the event loop, for a pool on Redis:
+ * the addon turns acquires and releases into script calls and the replies
+ * into leases; this class only moves bytes and settles promises. Waiting
+ * for Redis here costs no thread and blocks nothing. The socket keeps the
+ * process alive only while a reply is due.
+ */
+class RedisLink {
+  #native;
+  #address;
+  #socket = null;
+  /** Operation id -> its promise's settlers, for the replies still due. */
+  #waiting = new Map();
+  #next = 0;
+
+  constructor(nativePool, address) {
+    this.#native = nativePool;
+    this.#address = address;
+  }
+
+  /** Resolves with the lease data; immediate refusals are thrown. */
+  acquire(context) {
+    const op = this.#op();
+    return this.#send(op, this.#native.wireAcquire(op, context));
+  }
+
+  /** Ends the lease now; resolves once Redis has freed the permit. */
+  release(id, token) {
+    const op = this.#op();
+    const bytes = this.#native.wireRelease(op, id, token);
+    if (bytes === null) return Promise.resolve();
+    const done = this.#send(op, bytes);
+    done.catch(ignore);
+    return done;
+  }
+
+  close() {
+    this.#socket?.destroy();
+  }
+
+  #op() {
+    this.#next = (this.#next + 1) >>> 0;
+    return this.#next;
+  }
+
+  #send(op, bytes) {
+    const socket = this.#socket ?? this.#connect();
+    if (this.#waiting.size === 0) socket.ref();
+    const promise = new Promise((resolve, reject) => this.#waiting.set(op, { resolve, reject }));
+    socket.write(bytes);
+    return promise;
+  }
+
+  #connect() {
+    const a = this.#address;
+    const socket = a.path ? net.createConnection({ path: a.path }) : net.createConnection({ host: a.host, port: a.port });
+    socket.setNoDelay(true);
+    let reason = 'connection closed';
+    socket.on('data', (chunk) => {
+      let fed;
+      try {
+        fed = this.#native.wireFeed(chunk);
+      } catch (e) {
+        reason = fromNative(e).message;
+        socket.destroy();
+        return;
+      }
+      if (fed[0] !== null) socket.write(fed[0]);
+      this.#settle(fed);
+      if (this.#waiting.size === 0) socket.unref();
+    });
+    socket.on('error', (e) => {
+      reason = e.message;
+    });
+    socket.on('close', () => {
+      if (this.#socket !== socket) return;
+      this.#socket = null;
+      this.#settle(this.#native.wireReset(reason));
+    });
+    this.#socket = socket;
+    return socket;
+  }
+
+  /**
+   * Settles what a `wireFeed` / `wireReset` answer finished: after the
+   * command slot, 13 slots per operation (op, error, then the lease's
+   * fields, empty for a release).
+   */
+  #settle(fed) {
+    for (let i = 1; i < fed.length; i += 13) {
+      const waiter = this.#waiting.get(fed[i]);
+      if (waiter === undefined) continue;
+      this.#waiting.delete(fed[i]);
+      if (fed[i + 1] !== null) waiter.reject(fromNative(new Error(fed[i + 1])));
+      else if (fed[i + 2] === undefined) waiter.resolve();
+      else {
+        waiter.resolve({
+          id: fed[i + 2],
+          token: fed[i + 3],
+          kind: fed[i + 4],
+          value: fed[i + 5],
+          context: fed[i + 6],
+          permit: fed[i + 7],
+          leaseKind: fed[i + 8],
+          grantedAtMs: fed[i + 9],
+          expiresAtMs: fed[i + 10],
+          ttlMs: fed[i + 11],
+          deadlineMs: fed[i + 12],
+        });
+      }
+    }
   }
 }
 
@@ -367,6 +493,8 @@ function nativeConfig(options) {
 class Pool {
   #native;
   #durable;
+  /** On Redis: acquires and releases go over this pool's own connection. */
+  #link;
   #defaultTimeoutMs;
   /** Sleeping `acquire` calls, woken early by anything that may free a permit. */
   #waiters = new Set();
@@ -377,6 +505,8 @@ class Pool {
     const [config, clock] = nativeConfig(options);
     this.#native = adopt === kAdopt ? opened : call(() => new native.NativePool(config, clock));
     this.#durable = this.#native.durable;
+    const address = this.#native.wireAddress();
+    this.#link = address === null ? null : new RedisLink(this.#native, address);
     this.#defaultTimeoutMs = config.leaseTtlMs ?? 30_000;
   }
 
@@ -487,7 +617,7 @@ class Pool {
       signal?.throwIfAborted();
       let err;
       try {
-        return new Lease(kAdopt, this, await this.#maybeAsync(false, 'acquire', context));
+        return new Lease(kAdopt, this, await this.#acquireOnce(context));
       } catch (e) {
         if (!(e instanceof NoResourceAvailableError || e instanceof RateLimitedError)) throw e;
         err = e;
@@ -496,6 +626,18 @@ class Pool {
       if (!(left > 0)) throw err;
       await this.#sleep(Math.max(0, Math.min(left, backoff, err.retryAfterMs ?? Infinity)), signal);
       backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
+    }
+  }
+
+  /** One attempt: over the link on Redis, else a (possibly async) native call. */
+  async #acquireOnce(context) {
+    if (this.#link === null) return this.#maybeAsync(false, 'acquire', context);
+    try {
+      return await this.#link.acquire(context);
+    } catch (e) {
+      throw fromNative(e);
+    } finally {
+      this.#changed(false);
     }
   }
 
@@ -533,7 +675,7 @@ class Pool {
       }
       throw e;
     }
-    lease.release();
+    await lease.release();
     return result;
   }
 
@@ -550,7 +692,11 @@ class Pool {
   }
 
   [kRelease](id, token) {
-    this.#call(() => this.#native.release(id, token), true);
+    if (this.#link === null) {
+      this.#call(() => this.#native.release(id, token), true);
+      return Promise.resolve();
+    }
+    return this.#call(() => this.#link.release(id, token), true);
   }
 
   reportSuccess(kind, value, context, options = {}) {
@@ -690,6 +836,7 @@ class Pool {
    */
   close() {
     if (this.#subscribers.size !== 0) this.#pumpEvents();
+    this.#link?.close();
     this.#native.close();
     for (const sub of this.#subscribers) {
       sub.done = true;

@@ -1,7 +1,8 @@
 // repute on Redis against the semaphore a Node user would otherwise pick, on
 // the same server in one run: acquire + release of a repute lease (shared
-// mode: one grant script awaited off the JS thread, or run on it by
-// `tryAcquire`; one revoke script on release) vs acquire + release of a
+// mode: one grant script sent on the pool's own connection from the event
+// loop, or run by `tryAcquire` waiting on the JS thread; one revoke script
+// on release, awaited) vs acquire + release of a
 // redis-semaphore `Mutex` on ioredis, one client, round trip bound. repute
 // also picks the resource (100 registered, reputation-weighted) and mints a
 // fencing token; the mutex only excludes.
@@ -25,7 +26,7 @@ async function reputePairs(blocking) {
   const start = process.hrtime.bigint();
   for (let i = 0; i < pairs; i++) {
     const lease = blocking ? pool.tryAcquire('example.com') : await pool.acquire('example.com', { timeoutMs: 0 });
-    lease.release();
+    await lease.release();
   }
   const perPair = Number(process.hrtime.bigint() - start) / pairs;
   pool.close();

@@ -15,3 +15,4 @@ mod pool;
 mod task;
 mod units;
 mod views;
+mod wire;

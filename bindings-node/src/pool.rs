@@ -6,11 +6,13 @@
 //! No call here enters a tokio runtime: the PostgreSQL client blocks, and it
 //! may only do so on plain threads (the JS thread, libuv's workers).
 
+use std::cell::RefCell;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use napi::bindgen_prelude::{AsyncTask, BigInt, Buffer, Uint8Array};
 use napi_derive::napi;
+use repute_host::providers::Exchange;
 use repute_host::{
     parse_outcome, Clock, EmbeddedPool, Error, Lease, Mode, OwnersSpec, Policy, Pool, PoolOps, RateLimit, Sharing,
     StoreSpec, Strategy, SystemClock, TenantConfig,
@@ -58,7 +60,7 @@ pub struct RateLimitConfig {
     pub burst: u32,
 }
 
-struct Shared {
+pub(crate) struct Shared {
     /// `None` once closed.
     pool: Mutex<Option<EmbeddedPool>>,
     clock: Arc<dyn Clock>,
@@ -73,7 +75,7 @@ fn positive_ms(field: &str, ms: f64) -> Result<u64, Error> {
     }
 }
 
-fn u64_arg(field: &str, n: &BigInt) -> Result<u64, Error> {
+pub(crate) fn u64_arg(field: &str, n: &BigInt) -> Result<u64, Error> {
     match n.get_u64() {
         (false, v, true) => Ok(v),
         _ => Err(invalid(field, "must be an integer in 0..2^64")),
@@ -132,7 +134,7 @@ impl Shared {
         Ok(Shared { pool: Mutex::new(Some(open)), clock, durable, margin })
     }
 
-    fn lock(&self) -> MutexGuard<'_, Option<EmbeddedPool>> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Option<EmbeddedPool>> {
         // A panic while locked happened outside the pool (the component
         // cannot panic into us); the pool itself is consistent.
         self.pool.lock().unwrap_or_else(|p| p.into_inner())
@@ -140,7 +142,7 @@ impl Shared {
 
     /// Runs one operation, if the pool is open and still ours to serve:
     /// every operation passes here.
-    fn with<T>(&self, f: impl FnOnce(&mut Pool) -> Result<T, Error>) -> napi::Result<T> {
+    pub(crate) fn with<T>(&self, f: impl FnOnce(&mut Pool) -> Result<T, Error>) -> napi::Result<T> {
         let mut guard = self.lock();
         let open = guard.as_mut().ok_or_else(|| to_js(invalid("pool", "is closed")))?;
         open.serve().and_then(f).or_throw()
@@ -151,14 +153,29 @@ impl Shared {
     fn grant(&self, f: impl FnOnce(&mut Pool) -> Result<Lease, Error>) -> napi::Result<LeaseData> {
         let sent = self.clock.now();
         let lease = self.with(f)?;
+        Ok(self.lease_data(&lease, sent))
+    }
+
+    /// A lease granted on a request sent at `sent`, with its local deadline.
+    pub(crate) fn lease_data(&self, lease: &Lease, sent: u64) -> LeaseData {
         let margin = self.margin.unwrap_or(lease.ttl / 10).min(lease.ttl);
-        Ok(LeaseData::new(&lease, Some(sent.saturating_add(lease.ttl - margin))))
+        LeaseData::new(lease, Some(sent.saturating_add(lease.ttl - margin)))
     }
 }
 
 #[napi]
 pub struct NativePool {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
+    /// The Redis exchange of a pool whose acquires and releases run on the
+    /// JS event loop (see `wire`); only the JS thread touches it.
+    pub(crate) exchange: RefCell<Option<Exchange>>,
+}
+
+impl NativePool {
+    fn opened(shared: Shared) -> NativePool {
+        let wire = shared.lock().as_ref().and_then(|open| open.wire().cloned());
+        NativePool { shared: Arc::new(shared), exchange: RefCell::new(wire.map(Exchange::new)) }
+    }
 }
 
 #[napi]
@@ -166,16 +183,14 @@ impl NativePool {
     /// Opens the pool on the calling thread (a SQLite file is opened here).
     #[napi(constructor)]
     pub fn new(config: PoolConfig, clock: Option<&NativeClock>) -> napi::Result<Self> {
-        Ok(NativePool { shared: Arc::new(Shared::open(config, clock).or_throw()?) })
+        Ok(NativePool::opened(Shared::open(config, clock).or_throw()?))
     }
 
     /// `new` off the JS thread.
     #[napi]
     pub fn open(config: PoolConfig, clock: Option<&NativeClock>) -> AsyncTask<Job<NativePool>> {
         let clock = clock.map(|c| NativeClock { clock: c.clock.clone() });
-        AsyncTask::new(Job::new(move || {
-            Ok(NativePool { shared: Arc::new(Shared::open(config, clock.as_ref()).or_throw()?) })
-        }))
+        AsyncTask::new(Job::new(move || Ok(NativePool::opened(Shared::open(config, clock.as_ref()).or_throw()?))))
     }
 
     /// True when reports and grants write to durable storage: the JS layer

@@ -7,6 +7,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import { spawnSync } from 'node:child_process';
+import net from 'node:net';
 
 import { Pool, NotOwnerError, InvalidInputError } from 'repute';
 
@@ -28,14 +30,100 @@ test('redis shared: two pools never hold one permit together', async () => {
     assert.equal(b.sync(), 1);
     const held = await a.acquire('shop', { timeoutMs: 0 });
     assert.equal(b.tryAcquire('shop'), null);
-    held.release();
+    await held.release();
     const taken = await b.acquire('shop', { timeoutMs: 0 });
     assert.equal(taken.token, held.token + 1n);
-    taken.release();
+    await taken.release();
   } finally {
     a.close();
     b.close();
   }
+});
+
+/** Sends one command to the Redis at `url` on a connection of its own; resolves with the reply line. */
+function redisCommand(url, ...args) {
+  const { hostname, port } = new URL(url);
+  const wire = `*${args.length}\r\n${args.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join('')}`;
+  return new Promise((resolve, reject) => {
+    const socket = net.createConnection({ host: hostname, port: Number(port) }, () => socket.write(wire));
+    socket.once('data', (reply) => {
+      socket.end();
+      resolve(reply.toString().trimEnd());
+    });
+    socket.once('error', reject);
+  });
+}
+
+test('redis shared: acquires in flight together on one connection get distinct permits, in any order', async () => {
+  const store = env('REPUTE_TEST_REDIS_URL');
+  const tenant = newTenant();
+  // `first` would propose one resource to every acquire if the ones in
+  // flight were not set aside.
+  const pool = await Pool.open({ store, tenant, mode: 'shared', strategy: 'first' });
+  const other = await Pool.open({ store, tenant, mode: 'shared' });
+  try {
+    for (let i = 0; i < 8; i++) pool.register('proxy', `p${i}`);
+    const leases = await Promise.all(Array.from({ length: 8 }, () => pool.acquire('shop', { timeoutMs: 0 })));
+    assert.deepEqual(leases.map((l) => l.value).sort(), ['p0', 'p1', 'p2', 'p3', 'p4', 'p5', 'p6', 'p7']);
+    assert.ok(leases.every((l) => l.token === 1n && l.valid));
+    other.sync();
+    assert.equal(other.tryAcquire('shop'), null, 'every permit is held at Redis');
+    await Promise.all(leases.map((l) => l.release()));
+    assert.equal((await other.acquire('shop', { timeoutMs: 0 })).token, 2n);
+  } finally {
+    pool.close();
+    other.close();
+  }
+});
+
+test('redis shared: an acquire waits for Redis on the event loop, not on the JS thread', async () => {
+  const store = env('REPUTE_TEST_REDIS_URL');
+  const pool = await Pool.open({ store, tenant: newTenant(), mode: 'shared' });
+  try {
+    pool.register('proxy', 'a');
+    let ranMeanwhile = false;
+    setImmediate(() => {
+      ranMeanwhile = true;
+    });
+    const pending = pool.acquire('shop', { timeoutMs: 0 });
+    assert.equal(ranMeanwhile, false);
+    const lease = await pending;
+    assert.equal(ranMeanwhile, true, 'the loop turned while the grant was on its way');
+    await lease.release();
+  } finally {
+    pool.close();
+  }
+});
+
+test('redis shared: scripts the server lost are sent again as source', async () => {
+  const store = env('REPUTE_TEST_REDIS_URL');
+  const pool = await Pool.open({ store, tenant: newTenant(), mode: 'shared' });
+  try {
+    pool.register('proxy', 'a');
+    assert.equal(await redisCommand(store, 'SCRIPT', 'FLUSH'), '+OK');
+    const lease = await pool.acquire('shop', { timeoutMs: 0 });
+    assert.equal(await redisCommand(store, 'SCRIPT', 'FLUSH'), '+OK');
+    await lease.release();
+    assert.equal((await pool.acquire('shop', { timeoutMs: 0 })).token, lease.token + 1n);
+  } finally {
+    pool.close();
+  }
+});
+
+test('redis shared: a pool left open does not keep the process alive once no reply is due', () => {
+  const program = `
+    const { Pool } = require(${JSON.stringify(new URL('../index.js', import.meta.url).pathname)});
+    (async () => {
+      const pool = await Pool.open({ store: process.env.REPUTE_TEST_REDIS_URL, tenant: ${JSON.stringify(newTenant())}, mode: 'shared' });
+      pool.register('proxy', 'a');
+      const lease = await pool.acquire('shop', { timeoutMs: 0 });
+      await lease.release();
+      console.log('token', String(lease.token));
+    })();
+  `;
+  const run = spawnSync(process.execPath, ['-e', program], { encoding: 'utf8', timeout: 20_000 });
+  assert.equal(run.status, 0, run.stderr);
+  assert.equal(run.stdout.trim(), 'token 1');
 });
 
 test('etcd owners: a second pool is refused naming the first, then takes over after it resigns', async () => {

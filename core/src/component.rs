@@ -12,7 +12,8 @@ use core::cell::{Cell, RefCell};
 use crate::snapshot::SnapshotError;
 use crate::{
     Authority, Block, CellState, CellView, Command, Context, Error, Event, EventKind, FailureKind, Lease, LeaseKind,
-    Outcome, Policy, Pool, RateLimit, RejectReason, ResourceId, ResourceKey, ResourceView, Stats, Strategy,
+    Outcome, Policy, Pool, Proposal, RateLimit, RejectReason, ResourceId, ResourceKey, ResourceView, Settled, Stats,
+    Strategy,
 };
 
 wit_bindgen::generate!({
@@ -122,10 +123,7 @@ impl GuestState {
         let now = clock::now();
         let mut pool = self.pool.borrow_mut();
         let out = f(&mut pool, now);
-        if !pool.pending_events().is_empty() {
-            let batch: Vec<wit::Event> = pool.drain_events().into_iter().map(event_out).collect();
-            events::emit(&batch);
-        }
+        emit_pending(&mut pool);
         out
     }
 
@@ -224,6 +222,32 @@ impl GuestPool for GuestState {
         self.op(|p, now| p.acquire(&context, now).map(|l| grant_out(p, &l))).map_err(err_out)
     }
 
+    fn propose(&self, context: String, in_flight: Vec<wit::RefusedPermit>) -> Result<wit::Proposal, wit::Error> {
+        let known = self.pool.borrow().known_context(&context);
+        let context = known.map_or_else(|| ctx_in(&context), Ok)?;
+        let in_flight = permits_in(in_flight);
+        self.op(|p, now| p.propose(&context, now, &in_flight).map(proposal_out)).map_err(err_out)
+    }
+
+    fn settle(
+        &self,
+        context: String,
+        proposal: wit::Proposal,
+        answer: Option<u64>,
+        in_flight: Vec<wit::RefusedPermit>,
+    ) -> Result<wit::Settled, wit::Error> {
+        let known = self.pool.borrow().known_context(&context);
+        let context = known.map_or_else(|| ctx_in(&context), Ok)?;
+        let mut pool = self.pool.borrow_mut();
+        let settled = pool.settle(&context, proposal_in(proposal), answer, &permits_in(in_flight)).map_err(err_out)?;
+        let settled = match settled {
+            Settled::Granted(l) => wit::Settled::Granted(grant_out(&pool, &l)),
+            Settled::Next(p) => wit::Settled::Next(proposal_out(p)),
+        };
+        emit_pending(&mut pool);
+        Ok(settled)
+    }
+
     fn acquire_for_probe(&self, resource: wit::ResourceId, context: String) -> Result<wit::Grant, wit::Error> {
         let id = id_in(&resource)?;
         let context = ctx_in(&context)?;
@@ -247,7 +271,7 @@ impl GuestPool for GuestState {
     }
 
     fn resource_of(&self, key: wit::ResourceKey) -> Option<wit::ResourceId> {
-        let key = ResourceKey { slot: key.slot, serial: key.serial };
+        let key = key_in(key);
         self.pool.borrow().resource_at(key).map(id_out)
     }
 
@@ -510,12 +534,54 @@ fn lease_out(l: Lease) -> wit::Lease {
     }
 }
 
+/// Hands the events of the call that just ran to the host, in one batch.
+fn emit_pending(pool: &mut Pool) {
+    if !pool.pending_events().is_empty() {
+        let batch: Vec<wit::Event> = pool.drain_events().into_iter().map(event_out).collect();
+        events::emit(&batch);
+    }
+}
+
+fn key_out(k: ResourceKey) -> wit::ResourceKey {
+    wit::ResourceKey { slot: k.slot, serial: k.serial }
+}
+
+fn key_in(k: wit::ResourceKey) -> ResourceKey {
+    ResourceKey { slot: k.slot, serial: k.serial }
+}
+
+fn proposal_out(p: Proposal) -> wit::Proposal {
+    wit::Proposal {
+        resource: key_out(p.resource),
+        permit: p.permit,
+        last: p.last,
+        ttl: p.ttl,
+        at: p.at,
+        refused: p.refused.into_iter().map(|(k, permit)| wit::RefusedPermit { resource: key_out(k), permit }).collect(),
+    }
+}
+
+fn permits_in(permits: Vec<wit::RefusedPermit>) -> Vec<(ResourceKey, u32)> {
+    permits.into_iter().map(|r| (key_in(r.resource), r.permit)).collect()
+}
+
+fn proposal_in(p: wit::Proposal) -> Proposal {
+    Proposal {
+        resource: key_in(p.resource),
+        permit: p.permit,
+        last: p.last,
+        ttl: p.ttl,
+        at: p.at,
+        refused: permits_in(p.refused),
+    }
+}
+
 /// A lease the pool has just granted or renewed, so it is live and has a key.
 fn grant_out(p: &Pool, l: &Lease) -> wit::Grant {
     let key = p.lease_key(l.id).expect("a lease just granted or renewed is live");
     wit::Grant {
         id: l.id,
-        resource: wit::ResourceKey { slot: key.slot, serial: key.serial },
+        resource: key_out(key),
         permit: l.permit,
         token: l.token,
         kind: lease_kind_out(l.kind),

@@ -47,5 +47,5 @@ pub use key::ResourceKey;
 pub use lease::{Lease, LeaseKind};
 pub use outcome::{FailureKind, Outcome};
 pub use policy::{Policy, RateLimit, Strategy, SECOND};
-pub use pool::{Block, CellView, Pool, ResourceView, Stats, MAX_PERMITS, MAX_REASON_BYTES};
+pub use pool::{Block, CellView, Pool, Proposal, ResourceView, Settled, Stats, MAX_PERMITS, MAX_REASON_BYTES};
 pub use snapshot::SnapshotError;

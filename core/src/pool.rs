@@ -32,7 +32,7 @@ pub const MAX_REASON_BYTES: usize = 1024;
 const THOMPSON_DRAWS: usize = 8;
 /// Candidates tried per acquire when the authority refuses the chosen permit.
 const GRANT_ATTEMPTS: usize = 4;
-/// Holder mark, for the length of one acquire, of a permit the authority said is held elsewhere.
+/// Holder mark, while the next candidate of an acquire is chosen, of a permit the authority said is held elsewhere.
 const HELD_ELSEWHERE: u64 = u64::MAX;
 /// How many ended lease ids are remembered to answer `LeaseExpired` rather than `UnknownLease`.
 const EXPIRED_MEMORY: usize = 4096;
@@ -125,6 +125,32 @@ pub struct Stats {
     pub available: u32,
     pub due_for_probe: u32,
     pub now: u64,
+}
+
+/// An acquire waiting for its authority's answer (see `Pool::propose`).
+/// The host carries it across the round trip; the pool keeps nothing of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Proposal {
+    /// The resource chosen.
+    pub resource: ResourceKey,
+    /// Its first free permit, the one to ask the authority for.
+    pub permit: u32,
+    /// The highest token this pool has seen for the permit: the authority's must be greater.
+    pub last: u64,
+    /// The TTL to grant.
+    pub ttl: u64,
+    /// When the acquire began.
+    pub at: u64,
+    /// Permits the authority refused earlier in this acquire.
+    pub refused: Vec<(ResourceKey, u32)>,
+}
+
+/// What the authority's answer to a proposal led to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Settled {
+    Granted(Lease),
+    /// Refused: ask the authority about this permit next.
+    Next(Proposal),
 }
 
 /// The whole pool. Every method that takes `now` first fires the timers due by
@@ -518,8 +544,28 @@ impl Pool {
 
     // ---- leases ----
 
-    /// Grants the best lease for `context` under the pool's strategy.
+    /// Grants the best lease for `context` under the pool's strategy, asking
+    /// the pool's authority in turn for each candidate it tries.
     pub fn acquire(&mut self, context: &Context, now: u64) -> Result<Lease> {
+        let mut proposal = self.propose(context, now, &[])?;
+        loop {
+            let r = self.resources[proposal.resource.slot as usize].as_ref().expect("proposed from a slot in use");
+            let answer = self.authority.grant(&r.id, proposal.permit, proposal.ttl, proposal.last);
+            match self.settle(context, proposal, answer, &[])? {
+                Settled::Granted(lease) => return Ok(lease),
+                Settled::Next(next) => proposal = next,
+            }
+        }
+    }
+
+    /// The first half of an acquire whose authority answers later (a host
+    /// that must not wait on the network inside a call): the permit to ask
+    /// the authority for. Nothing is held until `settle`, so a proposal the
+    /// host drops costs nothing; the pool's own rate limit is checked here
+    /// and spent by the grant. `in_flight` are the permits of the host's
+    /// other proposals still waiting for an answer: they are not proposed
+    /// again, so acquires in flight together do not contend for one permit.
+    pub fn propose(&mut self, context: &Context, now: u64, in_flight: &[(ResourceKey, u32)]) -> Result<Proposal> {
         self.advance(now);
         if let (Some(limit), Some(bucket)) = (self.policy.rate_limit, self.bucket.as_mut()) {
             if let Err(retry_after) = bucket.check(&limit, self.now).and_then(|()| match self.authority.admit(&limit) {
@@ -531,39 +577,115 @@ impl Pool {
                 return Err(Error::RateLimited { retry_after });
             }
         }
-        let ctx = self.context_ids.get(context).copied();
-        let mut refused: Vec<(u32, usize)> = Vec::new();
-        let mut granted = None;
-        for _ in 0..GRANT_ATTEMPTS {
-            let Some(slot) = self.select(ctx) else { break };
-            let half_open =
-                ctx.and_then(|c| self.cells.get(&(slot, c))).is_some_and(|cc| cc.cell.cooled_out(self.now).is_some());
-            let kind = if half_open { LeaseKind::Trial } else { LeaseKind::Client };
-            match self.grant(slot, context, ctx, kind, self.policy.lease_ttl) {
-                Ok(lease) => {
-                    granted = Some(lease);
-                    break;
-                }
-                Err(permit) => {
-                    self.res_mut(slot).permits.hold(permit, HELD_ELSEWHERE);
-                    self.reindex(slot);
-                    refused.push((slot, permit));
-                }
-            }
+        match self.propose_next(context, self.now, in_flight, Vec::new()) {
+            Some(proposal) => Ok(proposal),
+            None => Err(self.no_candidates(context)),
         }
-        for (slot, permit) in refused {
+    }
+
+    /// The second half: the authority's answer for `proposal` (`None`: held
+    /// elsewhere). A token grants the lease, dated from the proposal so its
+    /// deadline counts from before the round trip (I7). A refusal moves on
+    /// to the next candidate, with every refused permit of this acquire
+    /// and the `in_flight` ones set aside, until the attempts run out.
+    pub fn settle(
+        &mut self,
+        context: &Context,
+        proposal: Proposal,
+        answer: Option<u64>,
+        in_flight: &[(ResourceKey, u32)],
+    ) -> Result<Settled> {
+        let slot = self.proposed_slot(&proposal)?;
+        if let Some(token) = answer.filter(|&t| t > proposal.last) {
+            let r = self.res(slot);
+            if r.permits.holder(proposal.permit as usize).is_some() {
+                return Err(Error::invalid("proposal", "names a permit that is held"));
+            }
+            if r.permits.fences()[proposal.permit as usize] != proposal.last {
+                return Err(Error::invalid("proposal", "was overtaken by a newer token for its permit"));
+            }
+            let ctx = self.context_ids.get(context).copied();
+            let lease =
+                self.lease_permit(slot, proposal.permit as usize, token, context, ctx, proposal.ttl, proposal.at);
+            if let Some(b) = self.bucket.as_mut() {
+                b.take();
+            }
+            return Ok(Settled::Granted(lease));
+        }
+        let mut refused = proposal.refused;
+        refused.push((proposal.resource, proposal.permit));
+        if refused.len() >= GRANT_ATTEMPTS {
+            return Err(self.no_candidates(context));
+        }
+        let aside: Vec<(ResourceKey, u32)> = refused.iter().chain(in_flight).copied().collect();
+        match self.propose_next(context, proposal.at, &aside, refused) {
+            Some(next) => Ok(Settled::Next(next)),
+            None => Err(self.no_candidates(context)),
+        }
+    }
+
+    /// The next candidate with the `aside` permits marked held while it is
+    /// chosen; its permit is read before they are freed, as it may be
+    /// another permit of a resource set aside.
+    fn propose_next(
+        &mut self,
+        context: &Context,
+        at: u64,
+        aside: &[(ResourceKey, u32)],
+        refused: Vec<(ResourceKey, u32)>,
+    ) -> Option<Proposal> {
+        let held: Vec<(u32, usize)> = aside
+            .iter()
+            .filter(|(key, _)| self.resource_at(*key).is_some())
+            .map(|&(key, permit)| (key.slot, permit as usize))
+            .filter(|&(slot, permit)| {
+                permit < self.res(slot).permits.count() && self.res(slot).permits.holder(permit).is_none()
+            })
+            .collect();
+        for &(slot, permit) in &held {
+            self.res_mut(slot).permits.hold(permit, HELD_ELSEWHERE);
+            self.reindex(slot);
+        }
+        let ctx = self.context_ids.get(context).copied();
+        let next = self.select(ctx).map(|slot| self.proposal(slot, at, refused));
+        for (slot, permit) in held {
             self.res_mut(slot).permits.free(permit);
             self.reindex(slot);
         }
-        let Some(lease) = granted else {
-            let context = context.clone();
-            self.emit(self.now, EventKind::Rejected { context, reason: RejectReason::NoCandidates });
-            return Err(Error::NoResourceAvailable { retry_after: self.next_timer_in() });
-        };
-        if let Some(b) = self.bucket.as_mut() {
-            b.take();
+        next
+    }
+
+    fn proposal(&self, slot: u32, at: u64, refused: Vec<(ResourceKey, u32)>) -> Proposal {
+        let r = self.res(slot);
+        let permit = r.permits.first_free().expect("selected with a free permit");
+        Proposal {
+            resource: ResourceKey { slot, serial: r.serial },
+            permit: permit as u32,
+            last: r.permits.fences()[permit],
+            ttl: self.policy.lease_ttl,
+            at,
+            refused,
         }
-        Ok(lease)
+    }
+
+    /// The slot a proposal names, if it still names what this pool proposed.
+    fn proposed_slot(&self, proposal: &Proposal) -> Result<u32> {
+        let Some(r) = self.resource_at(proposal.resource).map(|_| self.res(proposal.resource.slot)) else {
+            return Err(Error::UnknownResource);
+        };
+        if proposal.permit as usize >= r.permits.count() {
+            return Err(Error::invalid("proposal", "names a permit the resource does not have"));
+        }
+        if proposal.at > self.now || proposal.ttl != self.policy.lease_ttl {
+            return Err(Error::invalid("proposal", "was not made by this pool"));
+        }
+        Ok(proposal.resource.slot)
+    }
+
+    fn no_candidates(&mut self, context: &Context) -> Error {
+        let context = context.clone();
+        self.emit(self.now, EventKind::Rejected { context, reason: RejectReason::NoCandidates });
+        Error::NoResourceAvailable { retry_after: self.next_timer_in() }
     }
 
     /// Takes a real lease on a cell that is due for probe, so that a probe and
@@ -592,14 +714,48 @@ impl Pool {
         kind: LeaseKind,
         ttl: u64,
     ) -> core::result::Result<Lease, usize> {
-        let now = self.now;
-        let r = self.resources[slot as usize].as_mut().expect("slot in use");
+        let r = self.resources[slot as usize].as_ref().expect("slot in use");
         let permit = r.permits.first_free().expect("selected with a free permit");
         let last = r.permits.fences()[permit];
-        let token = match self.authority.grant(&r.id, permit as u32, ttl, last) {
-            Some(t) if t > last => t,
-            _ => return Err(permit),
-        };
+        match self.authority.grant(&r.id, permit as u32, ttl, last) {
+            Some(token) if token > last => Ok(self.hold(slot, permit, token, context, ctx, kind, ttl, self.now)),
+            _ => Err(permit),
+        }
+    }
+
+    /// An acquire's lease on a free permit the authority granted: a trial
+    /// while the context's cell is half-open, else a client lease.
+    #[allow(clippy::too_many_arguments)]
+    fn lease_permit(
+        &mut self,
+        slot: u32,
+        permit: usize,
+        token: u64,
+        context: &Context,
+        ctx: Option<u32>,
+        ttl: u64,
+        at: u64,
+    ) -> Lease {
+        let half_open =
+            ctx.and_then(|c| self.cells.get(&(slot, c))).is_some_and(|cc| cc.cell.cooled_out(self.now).is_some());
+        let kind = if half_open { LeaseKind::Trial } else { LeaseKind::Client };
+        self.hold(slot, permit, token, context, ctx, kind, ttl, at)
+    }
+
+    /// Records a granted lease on `permit` of `slot`, dated `at`.
+    #[allow(clippy::too_many_arguments)]
+    fn hold(
+        &mut self,
+        slot: u32,
+        permit: usize,
+        token: u64,
+        context: &Context,
+        ctx: Option<u32>,
+        kind: LeaseKind,
+        ttl: u64,
+        at: u64,
+    ) -> Lease {
+        let r = self.resources[slot as usize].as_mut().expect("slot in use");
         let id = self.next_lease_id;
         self.next_lease_id += 1;
         r.permits.hold(permit, id);
@@ -611,8 +767,8 @@ impl Pool {
             permit: permit as u32,
             token,
             kind,
-            granted_at: now,
-            expires_at: now.saturating_add(ttl),
+            granted_at: at,
+            expires_at: at.saturating_add(ttl),
             ttl,
         };
         if let Some(cc) = ctx.and_then(|c| self.cells.get_mut(&(slot, c))) {
@@ -628,8 +784,8 @@ impl Pool {
         self.timers.insert((lease.expires_at, Timer::Lease(id)));
         self.leases.insert(id, LeaseEntry { lease: lease.clone(), slot });
         self.reindex(slot);
-        self.emit(now, EventKind::Leased { lease: lease.clone() });
-        Ok(lease)
+        self.emit(at, EventKind::Leased { lease: lease.clone() });
+        lease
     }
 
     fn live_lease<'a>(

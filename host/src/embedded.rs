@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::error::Result;
 use crate::ownership::{Keeper, Ownership, Standing};
 use crate::pool::Pool;
-use crate::providers::{Clock, Providers};
+use crate::providers::{Clock, Providers, RedisWire};
 use crate::store::{Mode, OwnersSpec, Store};
 use crate::TenantConfig;
 
@@ -42,6 +42,7 @@ struct Owner {
 pub struct EmbeddedPool {
     pool: Pool,
     owner: Option<Owner>,
+    wire: Option<RedisWire>,
 }
 
 impl EmbeddedPool {
@@ -69,6 +70,12 @@ impl EmbeddedPool {
             }
             None => (0, None),
         };
+        // A shared rate limit is one more round trip inside `propose`; such
+        // a pool keeps to the one-call acquire.
+        let wire = match store {
+            Store::Redis(db) if config.policy.rate_limit.is_none() || epoch > 0 => db.wire(tenant, epoch),
+            _ => None,
+        };
         let pool = match store.providers(tenant, epoch, clock).and_then(|p| Pool::open(config, p)) {
             Ok(pool) => pool,
             Err(e) => {
@@ -80,7 +87,15 @@ impl EmbeddedPool {
             }
         };
         let owner = ownership.map(|ownership| Owner { keeper: ownership.keep(), ownership, tenant: tenant.to_owned() });
-        Ok(EmbeddedPool { pool, owner })
+        Ok(EmbeddedPool { pool, owner, wire })
+    }
+
+    /// The tenant's grants and revokes as bytes, for an application that
+    /// runs them on a connection of its own event loop (see
+    /// [`Exchange`](crate::providers::Exchange)); none unless the store is
+    /// a plain-socket Redis and acquires need no other round trip.
+    pub fn wire(&self) -> Option<&RedisWire> {
+        self.wire.as_ref()
     }
 
     /// The pool, while this process may still serve its tenant: once the

@@ -33,6 +33,7 @@ pub mod providers;
 mod runtime;
 mod shard;
 mod store;
+mod two_phase;
 
 use std::time::Duration;
 
@@ -49,6 +50,7 @@ pub use repute_core::{
 #[doc(hidden)]
 pub use runtime::{measure_cold_start, Variant};
 pub use store::{Mode, OwnersSpec, Store, StoreSpec};
+pub use two_phase::{InFlight, Proposal, Revoke, Step};
 
 /// How one tenant's pool is made. The default is a fresh, non-durable pool
 /// with the default policy and seed 0.

@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::providers::Providers;
 use crate::runtime::Variant;
 use crate::shard::Shard;
+use crate::two_phase::{InFlight, Proposal, Revoke, Step};
 use crate::{Limits, TenantConfig};
 
 /// Every pool operation. Each call reads the tenant's clock once, first fires
@@ -232,6 +233,35 @@ impl Pool {
     /// Events dropped because they were not drained in time (see `Limits`).
     pub fn dropped_events(&mut self) -> Result<u64> {
         self.shard.dropped_events(self.tenant)
+    }
+
+    /// The first half of an acquire whose authority the caller asks itself
+    /// (see [`Proposal`]); the rate limit is checked as by `acquire`. The
+    /// permits of `in_flight` (the caller's proposals still unanswered)
+    /// are not proposed again.
+    pub fn propose(&mut self, context: &str, in_flight: &InFlight) -> Result<Proposal> {
+        self.shard.propose(self.tenant, context, &in_flight.0)
+    }
+
+    /// The authority's answer to `proposal` (`None`: held elsewhere): the
+    /// lease, or the next permit to ask for (none of `in_flight`). A
+    /// proposal overtaken meanwhile is refused with `InvalidInput` on
+    /// `proposal`; the caller then revokes the token it was given.
+    pub fn settle(
+        &mut self,
+        context: &str,
+        proposal: &Proposal,
+        answer: Option<u64>,
+        in_flight: &InFlight,
+    ) -> Result<Step> {
+        self.shard.settle(self.tenant, context, proposal, answer, &in_flight.0)
+    }
+
+    /// Ends a live lease in the pool and returns the revoke the caller owes
+    /// the authority (none when the pool is its own authority): the permit
+    /// is free for other processes once that revoke ran.
+    pub fn release_deferred(&mut self, id: u64, token: u64) -> Result<Option<Revoke>> {
+        self.shard.release_deferred(self.tenant, id, token)
     }
 
     /// Closes the pool and hands back its providers, releasing any ownership

@@ -18,6 +18,7 @@ use crate::error::{Error, Result, StoreError};
 use crate::names::Names;
 use crate::providers::{Permit, Providers};
 use crate::runtime::{runtime, Runtime, Variant, EPOCH_TICK};
+use crate::two_phase::{Proposal, Revoke, Step};
 use crate::{Limits, TenantConfig};
 
 /// What the imports of one tenant reach.
@@ -31,6 +32,9 @@ pub(crate) struct TenantCtx {
     /// The newest full state seen (a snapshot with leases, or a saved
     /// checkpoint): what a non-durable tenant is rebuilt from after a trap.
     last_good: Option<Vec<u8>>,
+    /// While set, revokes are collected here for the caller to send instead
+    /// of going to the authority (`Shard::release_deferred`).
+    deferred: Option<Vec<Revoke>>,
 }
 
 /// The data of a shard's `Store`: its limits and its tenants' providers.
@@ -82,6 +86,13 @@ impl fencing::Host for ShardState {
 
     fn revoke(&mut self, resource: wit::ResourceId, permit: u32, token: u64) {
         let ctx = self.cur();
+        if let Some(deferred) = ctx.deferred.as_mut() {
+            match convert::id_in(&resource) {
+                Ok(resource) => deferred.push(Revoke { resource, permit, token }),
+                Err(_) => ctx.fault = Some(StoreError::Unavailable("the component revoked a malformed id".into())),
+            }
+            return;
+        }
         let permit = Permit { kind: &resource.kind, value: &resource.value, index: permit };
         if let Err(e) = ctx.providers.fencing.revoke(permit, token) {
             ctx.fault = Some(e);
@@ -210,6 +221,7 @@ impl Shard {
             max_events: self.limits.max_pending_events,
             fault: None,
             last_good: None,
+            deferred: None,
         };
         if t == self.slots.len() {
             self.slots.push(None);
@@ -400,6 +412,32 @@ impl Shard {
         self.lease_from(t, grant, context)
     }
 
+    pub(crate) fn propose(&mut self, t: usize, context: &str, in_flight: &[wit::RefusedPermit]) -> Result<Proposal> {
+        let inner = op!(self, t, |s, p, h| p.call_propose(s, h, context, in_flight))?;
+        let resource = self.resource_of(t, inner.resource)?;
+        Ok(Proposal { inner, resource })
+    }
+
+    pub(crate) fn settle(
+        &mut self,
+        t: usize,
+        context: &str,
+        proposal: &Proposal,
+        answer: Option<u64>,
+        in_flight: &[wit::RefusedPermit],
+    ) -> Result<Step> {
+        match op!(self, t, |s, p, h| p.call_settle(s, h, context, &proposal.inner, answer, in_flight))? {
+            wit::Settled::Granted(grant) => {
+                let context = self.context(t, context)?;
+                Ok(Step::Granted(self.lease_from(t, grant, context)?))
+            }
+            wit::Settled::Next(inner) => {
+                let resource = self.resource_of(t, inner.resource)?;
+                Ok(Step::Next(Proposal { inner, resource }))
+            }
+        }
+    }
+
     pub(crate) fn acquire_for_probe(
         &mut self,
         t: usize,
@@ -443,6 +481,15 @@ impl Shard {
 
     pub(crate) fn release(&mut self, t: usize, id: u64, token: u64) -> Result<()> {
         op!(self, t, |s, p, h| p.call_release(s, h, id, token))
+    }
+
+    /// `release`, with the revoke handed back instead of sent (none when
+    /// the pool is its own authority).
+    pub(crate) fn release_deferred(&mut self, t: usize, id: u64, token: u64) -> Result<Option<Revoke>> {
+        self.ctx(t)?.deferred = Some(Vec::new());
+        let released = (|| op!(self, t, |s, p, h| p.call_release(s, h, id, token)))();
+        let mut revokes = self.ctx(t).ok().and_then(|c| c.deferred.take()).unwrap_or_default();
+        released.map(|()| revokes.pop())
     }
 
     pub(crate) fn lease(&mut self, t: usize, id: u64) -> Result<Option<repute_core::Lease>> {

@@ -2,16 +2,26 @@
 //! two pools hold one permit, tokens rise across restarts and across a
 //! server that lost its data, every process folds the log in the same order,
 //! the acquire rate limit is shared, and a checkpoint behind the stored one
-//! is refused.
+//! is refused. The exchange (acquire and release run by a caller that owns
+//! the connection, as Node's event loop does) beside pools that run the
+//! scripts themselves: one permit is never held twice, a release is
+//! complete once its revoke ran, a server that lost its scripts is answered
+//! with their source, and a broken connection fails what was in flight.
 //!
 //! Needs `REPUTE_TEST_REDIS_URL` (see `scripts/services.sh`).
 
 mod shared_store;
 
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::sync::Arc;
+use std::time::Duration;
 
-use repute_host::providers::{Redis, Storage};
-use repute_host::{Policy, Pool, PoolOps, Providers, StoreError, SystemClock, TenantConfig};
+use repute_host::providers::{Address, Done, Exchange, Redis, Storage};
+use repute_host::{
+    EmbeddedPool, Error, Lease, Mode, Policy, Pool, PoolOps, Providers, Sharing, Store, StoreError, Strategy,
+    SystemClock, TenantConfig,
+};
 use shared_store::{tenant, Opener};
 
 fn url() -> String {
@@ -104,4 +114,189 @@ fn a_revoke_the_server_refused_for_a_lost_script_is_sent_again() {
     let held: String = redis::cmd("GET").arg(&key).query(&mut conn).unwrap();
     assert!(held.starts_with(&format!("{}:", second.token)), "lease key holds {held}");
     assert!(matches!(other.acquire("shop"), Err(repute_host::Error::NoResourceAvailable { .. })));
+}
+
+// ---- the exchange ----
+
+fn first() -> TenantConfig {
+    TenantConfig { policy: Policy { strategy: Strategy::First, ..Policy::default() }, durable: true, seed: 0 }
+}
+
+fn embedded(tenant: &str) -> EmbeddedPool {
+    let store = Store::Redis(db());
+    let sharing = Sharing { mode: Mode::Shared, ..Sharing::default() };
+    EmbeddedPool::open(&store, &sharing, tenant, first(), Arc::new(SystemClock::new())).unwrap()
+}
+
+/// A pool with its exchange and a connection of its own, driven the way an
+/// event loop would: write what the exchange gives, feed back what arrives.
+struct Driven {
+    pool: EmbeddedPool,
+    exchange: Exchange,
+    socket: TcpStream,
+}
+
+impl Driven {
+    fn open(tenant: &str) -> Driven {
+        let pool = embedded(tenant);
+        let exchange = Exchange::new(pool.wire().expect("a plain Redis URL has a wire").clone());
+        let Address::Tcp { host, port } = exchange.address().clone() else { panic!("the test server is on TCP") };
+        let socket = TcpStream::connect((host.as_str(), port)).unwrap();
+        socket.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        Driven { pool, exchange, socket }
+    }
+
+    /// Writes what is pending and reads until something finishes.
+    fn pump(&mut self) -> Vec<Done> {
+        loop {
+            let out = self.exchange.take_output();
+            self.socket.write_all(&out).unwrap();
+            if !self.exchange.busy() {
+                return Vec::new();
+            }
+            let mut buf = [0u8; 4096];
+            let n = self.socket.read(&mut buf).unwrap();
+            assert!(n > 0, "the server closed the connection");
+            let pool = self.pool.serve().unwrap();
+            let done = self.exchange.feed(pool, &buf[..n]).unwrap();
+            if !done.is_empty() {
+                self.socket.write_all(&self.exchange.take_output()).unwrap();
+                return done;
+            }
+        }
+    }
+
+    fn acquire(&mut self, context: &str) -> repute_host::Result<Lease> {
+        self.exchange.acquire(self.pool.serve()?, 1, context)?;
+        match self.pump().as_slice() {
+            [Done::Acquired { op: 1, result }] => result.clone(),
+            other => panic!("one acquire finishes: {other:?}"),
+        }
+    }
+
+    fn release(&mut self, lease: &Lease) -> repute_host::Result<()> {
+        if !self.exchange.release(self.pool.serve()?, 2, lease.id, lease.token)? {
+            return Ok(());
+        }
+        match self.pump().as_slice() {
+            [Done::Released { op: 2, result }] => result.clone(),
+            other => panic!("one release finishes: {other:?}"),
+        }
+    }
+}
+
+fn other_process(tenant: &str) -> Pool {
+    open_with(&db(), tenant, first().policy)
+}
+
+#[test]
+fn a_permit_is_held_by_one_pool_whichever_path_granted_it() {
+    let t = tenant("exchange-one");
+    let mut driven = Driven::open(&t);
+    let mut other = other_process(&t);
+    driven.pool.serve().unwrap().register("proxy", "a", 1).unwrap();
+    other.register("proxy", "a", 1).unwrap();
+
+    let lease = driven.acquire("shop").unwrap();
+    assert_eq!((lease.resource.value(), lease.token), ("a", 1));
+    assert!(matches!(other.acquire("shop"), Err(Error::NoResourceAvailable { .. })));
+
+    driven.release(&lease).unwrap();
+    let taken = other.acquire("shop").expect("the revoke ran before the release finished");
+    assert_eq!(taken.token, 2);
+    assert!(matches!(driven.acquire("shop"), Err(Error::NoResourceAvailable { .. })));
+    other.release(taken.id, taken.token).unwrap();
+    assert_eq!(driven.acquire("shop").unwrap().token, 3);
+}
+
+#[test]
+fn a_refused_permit_moves_the_acquire_on_to_the_next_candidate() {
+    let t = tenant("exchange-next");
+    let mut driven = Driven::open(&t);
+    let mut other = other_process(&t);
+    for pool in [driven.pool.serve().unwrap(), &mut other] {
+        pool.register("proxy", "a", 1).unwrap();
+        pool.register("proxy", "b", 1).unwrap();
+    }
+    let held = other.acquire("shop").unwrap();
+    assert_eq!(held.resource.value(), "a");
+    let lease = driven.acquire("shop").unwrap();
+    assert_eq!(lease.resource.value(), "b", "a is held by the other pool");
+    assert!(matches!(driven.acquire("shop"), Err(Error::NoResourceAvailable { .. })));
+}
+
+#[test]
+fn acquires_in_flight_together_take_distinct_permits() {
+    let t = tenant("exchange-together");
+    let mut driven = Driven::open(&t);
+    for value in ["a", "b", "c"] {
+        driven.pool.serve().unwrap().register("proxy", value, 1).unwrap();
+    }
+    for op in 1..=3 {
+        driven.exchange.acquire(driven.pool.serve().unwrap(), op, "shop").unwrap();
+    }
+    let mut granted = Vec::new();
+    while granted.len() < 3 {
+        for done in driven.pump() {
+            let Done::Acquired { op, result: Ok(lease) } = done else { panic!("every acquire is granted: {done:?}") };
+            granted.push((op, lease.resource.value().to_owned(), lease.token));
+        }
+    }
+    granted.sort();
+    let first_try = [(1, "a".to_owned(), 1), (2, "b".to_owned(), 1), (3, "c".to_owned(), 1)];
+    assert_eq!(granted, first_try, "with `first`, each would have asked for a without the others set aside");
+}
+
+#[test]
+fn scripts_the_server_lost_are_sent_as_source() {
+    let t = tenant("exchange-noscript");
+    let mut driven = Driven::open(&t);
+    driven.pool.serve().unwrap().register("proxy", "a", 1).unwrap();
+    let mut admin = redis::Client::open(url()).unwrap().get_connection().unwrap();
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut admin).unwrap();
+    let lease = driven.acquire("shop").unwrap();
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut admin).unwrap();
+    driven.release(&lease).unwrap();
+    assert_eq!(driven.acquire("shop").unwrap().token, lease.token + 1, "the revoke ran");
+}
+
+#[test]
+fn a_broken_connection_fails_what_was_in_flight() {
+    let t = tenant("exchange-broken");
+    let mut driven = Driven::open(&t);
+    driven.pool.serve().unwrap().register("proxy", "a", 1).unwrap();
+    driven.exchange.acquire(driven.pool.serve().unwrap(), 9, "shop").unwrap();
+    assert!(driven.exchange.busy());
+    let why = StoreError::Unavailable("redis: connection reset".into());
+    match driven.exchange.reset(&why).as_slice() {
+        [Done::Acquired { op: 9, result: Err(Error::Store(e)) }] => assert_eq!(e, &why),
+        other => panic!("the acquire in flight fails: {other:?}"),
+    }
+    assert!(!driven.exchange.busy());
+    // The next connection starts afresh; the permit was never granted.
+    driven.socket = TcpStream::connect(driven.socket.peer_addr().unwrap()).unwrap();
+    assert_eq!(driven.acquire("shop").unwrap().token, 1);
+}
+
+#[test]
+fn a_reply_the_exchange_cannot_read_breaks_the_connection() {
+    let t = tenant("exchange-garbage");
+    let mut driven = Driven::open(&t);
+    driven.pool.serve().unwrap().register("proxy", "a", 1).unwrap();
+    driven.exchange.acquire(driven.pool.serve().unwrap(), 1, "shop").unwrap();
+    let fed = driven.exchange.feed(driven.pool.serve().unwrap(), b"*1\r\n");
+    assert!(matches!(fed, Err(StoreError::Unavailable(_))), "{fed:?}");
+}
+
+#[test]
+fn a_shared_rate_limit_keeps_a_pool_to_the_one_call_acquire() {
+    let store = Store::Redis(db());
+    let sharing = Sharing { mode: Mode::Shared, ..Sharing::default() };
+    let limited = TenantConfig {
+        policy: Policy { rate_limit: Some(repute_host::RateLimit { rate: 10.0, burst: 1 }), ..Policy::default() },
+        ..first()
+    };
+    let pool =
+        EmbeddedPool::open(&store, &sharing, &tenant("exchange-limit"), limited, Arc::new(SystemClock::new())).unwrap();
+    assert!(pool.wire().is_none());
 }

@@ -17,7 +17,7 @@ pub use etcd::EtcdOwners;
 pub use fencing::{Fencing, MemoryFencing, Permit};
 pub use owners::{owner_margin, Claim, OwnerStore};
 pub use postgresql::{PgFencing, PgOwners, PgStorage, Postgres};
-pub use redis::{Redis, RedisFencing, RedisStorage};
+pub use redis::{Address, Done, Exchange, Redis, RedisFencing, RedisStorage, RedisWire};
 pub use sqlite::{SqliteFencing, SqliteStorage};
 pub use storage::{Checkpoint, LogEntry, MemoryStorage, Storage};
 

@@ -20,6 +20,8 @@
 //! lease restored from a checkpoint re-adopts its permit. Log positions are
 //! likewise never handed out below the highest one this process has seen.
 
+mod wire;
+
 use std::time::Duration;
 
 use redis::{Client, Connection, Script};
@@ -28,6 +30,8 @@ use repute_core::{Command, RateLimit, SECOND};
 use super::fencing::{Fencing, Permit};
 use super::storage::{decode_command, encode_command, Checkpoint, LogEntry, Storage};
 use crate::error::StoreError;
+
+pub use wire::{Address, Done, Exchange, RedisWire};
 
 fn unavailable(e: impl std::fmt::Display) -> StoreError {
     StoreError::Unavailable(format!("redis: {e}"))
@@ -200,6 +204,12 @@ impl Redis {
             RedisStorage { link: self.link(), keys: keys.clone(), epoch, seen: 0 },
             RedisFencing { link: self.link(), keys, epoch },
         )
+    }
+
+    /// The tenant's grants and revokes as bytes for a caller that owns the
+    /// connection (see [`Exchange`]); none for a TLS server.
+    pub fn wire(&self, tenant: &str, epoch: u64) -> Option<RedisWire> {
+        RedisWire::new(self.client.get_connection_info(), Keys::new(tenant), epoch)
     }
 
     /// Makes `epoch` the tenant's if it is higher than the stored one, so an

@@ -1,0 +1,447 @@
+//! The tenant's grant and revoke scripts as bytes, for a caller that owns
+//! the Redis connection and must not wait on it (Node's event loop): it
+//! writes what [`Exchange`] gives it and feeds back what it reads. The
+//! scripts, keys and rules are the ones [`RedisFencing`](super::RedisFencing)
+//! runs; only who moves the bytes differs. One connection keeps commands in
+//! order, so a revoke written before a grant runs before it.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+
+use redis::{ConnectionAddr, ConnectionInfo};
+use repute_core::Lease;
+
+use super::{micros, Keys, GRANT, NOW, PRELUDE, REVOKE};
+use crate::error::{Error, Result, StoreError};
+use crate::providers::Permit;
+use crate::two_phase::{InFlight, Proposal, Revoke, Step};
+use crate::Pool;
+
+fn broken(what: impl std::fmt::Display) -> StoreError {
+    StoreError::Unavailable(format!("redis: {what}"))
+}
+
+/// Where the server listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Address {
+    Tcp { host: String, port: u16 },
+    Unix(PathBuf),
+}
+
+/// One script: run by hash, or by its source after the server lost it.
+#[derive(Debug, Clone)]
+struct Source {
+    sha: String,
+    text: String,
+}
+
+impl Source {
+    fn new(text: String) -> Source {
+        Source { sha: redis::Script::new(&text).get_hash().to_owned(), text }
+    }
+
+    /// The start of a call with `args` arguments in all, `keys` of them keys.
+    fn head(&self, out: &mut Vec<u8>, by_source: bool, args: u64, keys: u64) {
+        out.push(b'*');
+        out.extend_from_slice(digits(args, &mut [0; 20]));
+        out.extend_from_slice(b"\r\n");
+        bulk(out, &[if by_source { b"EVAL" } else { b"EVALSHA" }]);
+        bulk(out, &[if by_source { self.text.as_bytes() } else { self.sha.as_bytes() }]);
+        number(out, keys);
+    }
+}
+
+/// A tenant's permits on one Redis server, as commands.
+#[derive(Debug, Clone)]
+pub struct RedisWire {
+    address: Address,
+    /// AUTH and SELECT, each answered `+OK`.
+    handshake: Vec<redis::Cmd>,
+    keys: Keys,
+    epoch: u64,
+    grant: Source,
+    revoke: Source,
+}
+
+impl RedisWire {
+    /// `None` for a TLS server: the caller's plain socket cannot reach it.
+    pub(super) fn new(info: &ConnectionInfo, keys: Keys, epoch: u64) -> Option<RedisWire> {
+        let address = match info.addr() {
+            ConnectionAddr::Tcp(host, port) => Address::Tcp { host: host.clone(), port: *port },
+            ConnectionAddr::Unix(path) => Address::Unix(path.clone()),
+            _ => return None,
+        };
+        let settings = info.redis_settings();
+        let mut handshake = Vec::new();
+        if let Some(password) = settings.password() {
+            let mut auth = redis::cmd("AUTH");
+            if let Some(user) = settings.username() {
+                auth.arg(user);
+            }
+            handshake.push(auth.arg(password).clone());
+        }
+        if settings.db() != 0 {
+            handshake.push(redis::cmd("SELECT").arg(settings.db()).clone());
+        }
+        Some(RedisWire {
+            address,
+            handshake,
+            keys,
+            epoch,
+            grant: Source::new(format!("{PRELUDE}{NOW}{GRANT}")),
+            revoke: Source::new(format!("{PRELUDE}{REVOKE}")),
+        })
+    }
+
+    pub fn address(&self) -> &Address {
+        &self.address
+    }
+
+    /// EVALSHA (or EVAL) of the grant script for `p`, appended to `out`.
+    fn grant(&self, out: &mut Vec<u8>, p: &Proposal, by_source: bool) {
+        let permit = Permit { kind: p.resource().kind(), value: p.resource().value(), index: p.permit() };
+        self.grant.head(out, by_source, 9, 3);
+        bulk(out, &[self.keys.epoch.as_bytes()]);
+        permit_key(out, &self.keys, "fence:", permit);
+        permit_key(out, &self.keys, "lease:", permit);
+        number(out, micros(p.ttl()));
+        number(out, p.last());
+        number(out, self.epoch);
+    }
+
+    /// The revoke script for `r`, appended to `out`.
+    fn revoke(&self, out: &mut Vec<u8>, r: &Revoke, by_source: bool) {
+        let permit = Permit { kind: r.resource.kind(), value: r.resource.value(), index: r.permit };
+        self.revoke.head(out, by_source, 5, 1);
+        permit_key(out, &self.keys, "lease:", permit);
+        number(out, r.token);
+    }
+}
+
+// Commands are written as RESP straight into the output, without the
+// strings and argument lists a `redis::Cmd` would build for each: this is
+// the hot path of every acquire and release.
+
+fn bulk(out: &mut Vec<u8>, parts: &[&[u8]]) {
+    let len: usize = parts.iter().map(|p| p.len()).sum();
+    out.push(b'$');
+    out.extend_from_slice(digits(len as u64, &mut [0; 20]));
+    out.extend_from_slice(b"\r\n");
+    for part in parts {
+        out.extend_from_slice(part);
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+fn number(out: &mut Vec<u8>, n: u64) {
+    bulk(out, &[digits(n, &mut [0; 20])]);
+}
+
+/// `n` in decimal, in the tail of `buf`.
+fn digits(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return &buf[at..];
+        }
+    }
+}
+
+/// The key `Keys::permit` names, written as one argument.
+fn permit_key(out: &mut Vec<u8>, keys: &Keys, which: &str, p: Permit<'_>) {
+    let index = &mut [0; 20];
+    let parts = [
+        keys.prefix.as_bytes(),
+        which.as_bytes(),
+        p.kind.as_bytes(),
+        "\u{1f}".as_bytes(),
+        p.value.as_bytes(),
+        "\u{1f}".as_bytes(),
+        digits(u64::from(p.index), index),
+    ];
+    bulk(out, &parts);
+}
+
+/// A reply as far as the scripts and the handshake need it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Reply {
+    Status,
+    Int(i64),
+    Nil,
+    Error(String),
+    Other,
+}
+
+/// The first reply in `buf` and its length; `None` while incomplete.
+fn reply(buf: &[u8]) -> std::result::Result<Option<(Reply, usize)>, StoreError> {
+    let Some(end) = buf.windows(2).position(|w| w == b"\r\n") else { return Ok(None) };
+    let line = std::str::from_utf8(&buf[1..end]).map_err(|_| broken("a reply line is not UTF-8"))?;
+    let after = end + 2;
+    let number = || line.parse::<i64>().map_err(|_| broken(format!("reply {line:?} is not a number")));
+    Ok(Some(match buf[0] {
+        b'+' => (Reply::Status, after),
+        b'-' => (Reply::Error(line.to_owned()), after),
+        b':' => (Reply::Int(number()?), after),
+        b'_' => (Reply::Nil, after),
+        b'$' => match number()? {
+            -1 => (Reply::Nil, after),
+            n if n >= 0 => {
+                let total = after + n as usize + 2;
+                if buf.len() < total {
+                    return Ok(None);
+                }
+                (Reply::Other, total)
+            }
+            _ => return Err(broken("a negative bulk length")),
+        },
+        _ => return Err(broken(format!("an unexpected reply {:?}", buf[0] as char))),
+    }))
+}
+
+/// What the caller waits for, in the order its commands were written.
+#[derive(Debug)]
+enum Waiting {
+    Handshake,
+    Grant {
+        op: u32,
+        context: String,
+        proposal: Proposal,
+        by_source: bool,
+    },
+    /// `op` is none for the revoke of a token a settle refused.
+    Revoke {
+        op: Option<u32>,
+        revoke: Revoke,
+        by_source: bool,
+    },
+}
+
+/// A finished operation of the caller's.
+#[derive(Debug)]
+pub enum Done {
+    Acquired { op: u32, result: Result<Lease> },
+    Released { op: u32, result: Result<()> },
+}
+
+/// The acquires and releases in flight on one connection: commands out,
+/// replies in, the pool settled as answers arrive.
+#[derive(Debug)]
+pub struct Exchange {
+    wire: RedisWire,
+    waiting: VecDeque<Waiting>,
+    /// The permits of the grants in `waiting`.
+    in_flight: InFlight,
+    input: Vec<u8>,
+    output: Vec<u8>,
+}
+
+impl Exchange {
+    /// A fresh connection: the handshake is the first thing to write.
+    pub fn new(wire: RedisWire) -> Exchange {
+        let mut x = Exchange {
+            wire,
+            waiting: VecDeque::new(),
+            in_flight: InFlight::default(),
+            input: Vec::new(),
+            output: Vec::new(),
+        };
+        x.handshake();
+        x
+    }
+
+    fn handshake(&mut self) {
+        for cmd in &self.wire.handshake {
+            self.output.extend_from_slice(&cmd.get_packed_command());
+            self.waiting.push_back(Waiting::Handshake);
+        }
+    }
+
+    pub fn address(&self) -> &Address {
+        self.wire.address()
+    }
+
+    /// Bytes to write, in order.
+    pub fn take_output(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.output)
+    }
+
+    /// Whether replies are still due.
+    pub fn busy(&self) -> bool {
+        !self.waiting.is_empty()
+    }
+
+    /// Starts an acquire: refusals the pool knows at once (nothing
+    /// selectable, the rate limit) come back here, the rest as `Done`.
+    pub fn acquire(&mut self, pool: &mut Pool, op: u32, context: &str) -> Result<()> {
+        let proposal = pool.propose(context, &self.in_flight)?;
+        self.send_grant(op, context.to_owned(), proposal, false);
+        Ok(())
+    }
+
+    /// Starts a release: the lease ends in the pool at once. True when a
+    /// revoke went out and the release is `Done` once it ran; false when
+    /// there was nothing to revoke.
+    pub fn release(&mut self, pool: &mut Pool, op: u32, id: u64, token: u64) -> Result<bool> {
+        match pool.release_deferred(id, token)? {
+            Some(revoke) => {
+                self.send_revoke(Some(op), revoke, false);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn send_grant(&mut self, op: u32, context: String, proposal: Proposal, by_source: bool) {
+        self.wire.grant(&mut self.output, &proposal, by_source);
+        self.in_flight.add(&proposal);
+        self.waiting.push_back(Waiting::Grant { op, context, proposal, by_source });
+    }
+
+    fn send_revoke(&mut self, op: Option<u32>, revoke: Revoke, by_source: bool) {
+        self.wire.revoke(&mut self.output, &revoke, by_source);
+        self.waiting.push_back(Waiting::Revoke { op, revoke, by_source });
+    }
+
+    /// Takes bytes read from the connection and settles what they answer.
+    /// An error means the connection is unusable: drop it and `reset`.
+    pub fn feed(&mut self, pool: &mut Pool, bytes: &[u8]) -> std::result::Result<Vec<Done>, StoreError> {
+        self.input.extend_from_slice(bytes);
+        let mut done = Vec::new();
+        let mut used = 0;
+        while let Some((reply, len)) = reply(&self.input[used..])? {
+            used += len;
+            let waiting = self.waiting.pop_front().ok_or_else(|| broken("a reply nobody waited for"))?;
+            self.answer(pool, waiting, reply, &mut done)?;
+        }
+        self.input.drain(..used);
+        Ok(done)
+    }
+
+    fn answer(
+        &mut self,
+        pool: &mut Pool,
+        waiting: Waiting,
+        reply: Reply,
+        done: &mut Vec<Done>,
+    ) -> std::result::Result<(), StoreError> {
+        let lost_script = matches!(&reply, Reply::Error(e) if e.starts_with("NOSCRIPT"));
+        match waiting {
+            Waiting::Handshake => match reply {
+                Reply::Status => {}
+                other => return Err(broken(format!("the handshake was answered {other:?}"))),
+            },
+            Waiting::Grant { op, context, proposal, by_source: false } if lost_script => {
+                self.in_flight.remove(&proposal);
+                self.send_grant(op, context, proposal, true);
+            }
+            Waiting::Grant { op, context, proposal, .. } => {
+                self.in_flight.remove(&proposal);
+                let answer = match reply {
+                    Reply::Int(token) if token > 0 => Some(token as u64),
+                    Reply::Nil => None,
+                    Reply::Error(e) => {
+                        done.push(Done::Acquired { op, result: Err(Error::Store(broken(e))) });
+                        return Ok(());
+                    }
+                    other => return Err(broken(format!("a grant was answered {other:?}"))),
+                };
+                match pool.settle(&context, &proposal, answer, &self.in_flight) {
+                    Ok(Step::Granted(lease)) => done.push(Done::Acquired { op, result: Ok(lease) }),
+                    Ok(Step::Next(next)) => self.send_grant(op, context, next, false),
+                    Err(e) => {
+                        if let Some(token) = answer {
+                            let resource = proposal.resource().clone();
+                            self.send_revoke(None, Revoke { resource, permit: proposal.permit(), token }, false);
+                        }
+                        done.push(Done::Acquired { op, result: Err(e) });
+                    }
+                }
+            }
+            Waiting::Revoke { op, revoke, by_source: false } if lost_script => self.send_revoke(op, revoke, true),
+            Waiting::Revoke { op, .. } => {
+                let result = match reply {
+                    Reply::Error(e) => Err(Error::Store(broken(e))),
+                    _ => Ok(()),
+                };
+                if let Some(op) = op {
+                    done.push(Done::Released { op, result });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// After the connection broke: every operation in flight fails with
+    /// `why` (a grant the server may have run lapses at its TTL; a revoke
+    /// that may not have run leaves its permit held until then), and the
+    /// next connection starts with the handshake.
+    pub fn reset(&mut self, why: &StoreError) -> Vec<Done> {
+        self.input.clear();
+        self.output.clear();
+        self.in_flight = InFlight::default();
+        let failed = self
+            .waiting
+            .drain(..)
+            .filter_map(|w| match w {
+                Waiting::Grant { op, .. } => Some(Done::Acquired { op, result: Err(Error::Store(why.clone())) }),
+                Waiting::Revoke { op: Some(op), .. } => {
+                    Some(Done::Released { op, result: Err(Error::Store(why.clone())) })
+                }
+                _ => None,
+            })
+            .collect();
+        self.handshake();
+        failed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use repute_core::ResourceId;
+
+    fn wire() -> RedisWire {
+        let info = redis::Client::open("redis://127.0.0.1:1/").unwrap().get_connection_info().clone();
+        RedisWire::new(&info, Keys::new("t"), 7).unwrap()
+    }
+
+    #[test]
+    fn commands_are_the_ones_the_redis_crate_would_pack() {
+        let wire = wire();
+        let resource = ResourceId::new("proxy", "10.0.0.1:8080").unwrap();
+        let revoke = Revoke { resource: resource.clone(), permit: 12, token: 1_234_567_890_123 };
+        let permit = Permit { kind: "proxy", value: "10.0.0.1:8080", index: 12 };
+        let (_, lease) = wire.keys.permit(permit);
+        for by_source in [false, true] {
+            let mut out = Vec::new();
+            wire.revoke(&mut out, &revoke, by_source);
+            let script = if by_source { &wire.revoke.text } else { &wire.revoke.sha };
+            let verb = if by_source { "EVAL" } else { "EVALSHA" };
+            let packed = redis::cmd(verb).arg(script).arg(1).arg(&lease).arg(revoke.token).get_packed_command();
+            assert_eq!(String::from_utf8(out).unwrap(), String::from_utf8(packed).unwrap());
+        }
+        assert_eq!(digits(0, &mut [0; 20]), b"0");
+        assert_eq!(digits(u64::MAX, &mut [0; 20]), b"18446744073709551615");
+    }
+
+    #[test]
+    fn replies_are_read_whole_or_not_at_all() {
+        assert_eq!(reply(b":42\r\n").unwrap(), Some((Reply::Int(42), 5)));
+        assert_eq!(reply(b"$-1\r\n:1\r\n").unwrap(), Some((Reply::Nil, 5)));
+        assert_eq!(reply(b"_\r\n").unwrap(), Some((Reply::Nil, 3)));
+        assert_eq!(reply(b"+OK\r\n").unwrap(), Some((Reply::Status, 5)));
+        assert_eq!(
+            reply(b"-NOSCRIPT No matching script\r\n").unwrap(),
+            Some((Reply::Error("NOSCRIPT No matching script".into()), 30))
+        );
+        assert_eq!(reply(b"$3\r\nabc\r\n").unwrap(), Some((Reply::Other, 9)));
+        for partial in [&b""[..], b":4", b":42\r", b"$3\r\nab", b"$3\r\nabc\r"] {
+            assert_eq!(reply(partial).unwrap(), None, "{partial:?}");
+        }
+        assert!(reply(b"?x\r\n").is_err());
+        assert!(reply(b":x\r\n").is_err());
+    }
+}
