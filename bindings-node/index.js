@@ -4,7 +4,6 @@
 // config, native error payloads to typed errors (once, in `fromNative`),
 // lease data to `Lease` objects, and pool events to an async iterator.
 
-const net = require('node:net');
 const native = require('./repute.node');
 
 // ---------------------------------------------------------------- errors
@@ -341,123 +340,24 @@ class Lease {
   }
 }
 
-// ------------------------------------------------------------- redis link
-
 /** A release nobody awaits must not end the process when Redis is gone. */
 const ignore = () => {};
 
-/**
- * A pool's own Redis connection on the event loop, for a pool on Redis:
- * the addon turns acquires and releases into script calls and the replies
- * into leases; this class only moves bytes and settles promises. Waiting
- * for Redis here costs no thread and blocks nothing. The socket keeps the
- * process alive only while a reply is due.
- */
-class RedisLink {
-  #native;
-  #address;
-  #socket = null;
-  /** Operation id -> its promise's settlers, for the replies still due. */
-  #waiting = new Map();
-  #next = 0;
-
-  constructor(nativePool, address) {
-    this.#native = nativePool;
-    this.#address = address;
-  }
-
-  /** Resolves with the lease data; immediate refusals are thrown. */
-  acquire(context) {
-    const op = this.#op();
-    return this.#send(op, this.#native.wireAcquire(op, context));
-  }
-
-  /** Ends the lease now; resolves once Redis has freed the permit. */
-  release(id, token) {
-    const op = this.#op();
-    const bytes = this.#native.wireRelease(op, id, token);
-    if (bytes === null) return Promise.resolve();
-    const done = this.#send(op, bytes);
-    done.catch(ignore);
-    return done;
-  }
-
-  close() {
-    this.#socket?.destroy();
-  }
-
-  #op() {
-    this.#next = (this.#next + 1) >>> 0;
-    return this.#next;
-  }
-
-  #send(op, bytes) {
-    const socket = this.#socket ?? this.#connect();
-    if (this.#waiting.size === 0) socket.ref();
-    const promise = new Promise((resolve, reject) => this.#waiting.set(op, { resolve, reject }));
-    socket.write(bytes);
-    return promise;
-  }
-
-  #connect() {
-    const a = this.#address;
-    const socket = a.path ? net.createConnection({ path: a.path }) : net.createConnection({ host: a.host, port: a.port });
-    socket.setNoDelay(true);
-    let reason = 'connection closed';
-    socket.on('data', (chunk) => {
-      let fed;
-      try {
-        fed = this.#native.wireFeed(chunk);
-      } catch (e) {
-        reason = fromNative(e).message;
-        socket.destroy();
-        return;
-      }
-      if (fed[0] !== null) socket.write(fed[0]);
-      this.#settle(fed);
-      if (this.#waiting.size === 0) socket.unref();
-    });
-    socket.on('error', (e) => {
-      reason = e.message;
-    });
-    socket.on('close', () => {
-      if (this.#socket !== socket) return;
-      this.#socket = null;
-      this.#settle(this.#native.wireReset(reason));
-    });
-    this.#socket = socket;
-    return socket;
-  }
-
-  /**
-   * Settles what a `wireFeed` / `wireReset` answer finished: after the
-   * command slot, 13 slots per operation (op, error, then the lease's
-   * fields, empty for a release).
-   */
-  #settle(fed) {
-    for (let i = 1; i < fed.length; i += 13) {
-      const waiter = this.#waiting.get(fed[i]);
-      if (waiter === undefined) continue;
-      this.#waiting.delete(fed[i]);
-      if (fed[i + 1] !== null) waiter.reject(fromNative(new Error(fed[i + 1])));
-      else if (fed[i + 2] === undefined) waiter.resolve();
-      else {
-        waiter.resolve({
-          id: fed[i + 2],
-          token: fed[i + 3],
-          kind: fed[i + 4],
-          value: fed[i + 5],
-          context: fed[i + 6],
-          permit: fed[i + 7],
-          leaseKind: fed[i + 8],
-          grantedAtMs: fed[i + 9],
-          expiresAtMs: fed[i + 10],
-          ttlMs: fed[i + 11],
-          deadlineMs: fed[i + 12],
-        });
-      }
-    }
-  }
+/** Lease data from the flat array a pool on Redis resolves its acquires with. */
+function leaseData(a) {
+  return {
+    id: a[0],
+    token: a[1],
+    kind: a[2],
+    value: a[3],
+    context: a[4],
+    permit: a[5],
+    leaseKind: a[6],
+    grantedAtMs: a[7],
+    expiresAtMs: a[8],
+    ttlMs: a[9],
+    deadlineMs: a[10],
+  };
 }
 
 // ------------------------------------------------------------------- pool
@@ -493,7 +393,7 @@ function nativeConfig(options) {
 class Pool {
   #native;
   #durable;
-  /** On Redis: acquires and releases go over this pool's own connection. */
+  /** On Redis: acquires and releases run on the pool's own connection on the event loop. */
   #link;
   #defaultTimeoutMs;
   /** Sleeping `acquire` calls, woken early by anything that may free a permit. */
@@ -505,8 +405,7 @@ class Pool {
     const [config, clock] = nativeConfig(options);
     this.#native = adopt === kAdopt ? opened : call(() => new native.NativePool(config, clock));
     this.#durable = this.#native.durable;
-    const address = this.#native.wireAddress();
-    this.#link = address === null ? null : new RedisLink(this.#native, address);
+    this.#link = this.#native.hasLink;
     this.#defaultTimeoutMs = config.leaseTtlMs ?? 30_000;
   }
 
@@ -631,9 +530,9 @@ class Pool {
 
   /** One attempt: over the link on Redis, else a (possibly async) native call. */
   async #acquireOnce(context) {
-    if (this.#link === null) return this.#maybeAsync(false, 'acquire', context);
+    if (!this.#link) return this.#maybeAsync(false, 'acquire', context);
     try {
-      return await this.#link.acquire(context);
+      return leaseData(await this.#native.linkAcquire(context));
     } catch (e) {
       throw fromNative(e);
     } finally {
@@ -692,11 +591,15 @@ class Pool {
   }
 
   [kRelease](id, token) {
-    if (this.#link === null) {
+    if (!this.#link) {
       this.#call(() => this.#native.release(id, token), true);
       return Promise.resolve();
     }
-    return this.#call(() => this.#link.release(id, token), true);
+    const done = this.#call(() => this.#native.linkRelease(id, token), true).catch((e) => {
+      throw fromNative(e);
+    });
+    done.catch(ignore);
+    return done;
   }
 
   reportSuccess(kind, value, context, options = {}) {
@@ -836,7 +739,6 @@ class Pool {
    */
   close() {
     if (this.#subscribers.size !== 0) this.#pumpEvents();
-    this.#link?.close();
     this.#native.close();
     for (const sub of this.#subscribers) {
       sub.done = true;

@@ -38,12 +38,12 @@ pairs=$(echo "$repute_out" | grep -o '^[0-9]* pairs' | head -n1 | cut -d' ' -f1)
 rate=$(echo "$repute_out" | grep -o '[0-9.]* pairs/s' | head -n1 | cut -d' ' -f1)
 
 # The grant script as repute runs it, read from its source (the PRELUDE, NOW
-# and GRANT constants of host/src/providers/redis.rs), on random permits with
+# and GRANT constants of host/src/providers/redis/mod.rs), on random permits with
 # a zero TTL so that every call grants.
 lua() {
     awk -v name="$1" '$0 ~ "^const " name ": &str = \"" { on = 1; sub(/^[^"]*"/, "") }
         on && /^";$/ { exit }
-        on { print }' host/src/providers/redis.rs
+        on { print }' host/src/providers/redis/mod.rs
 }
 grant="$(lua PRELUDE)"$'\n'"$(lua NOW)"$'\n'"$(lua GRANT)"
 sha=$(cli SCRIPT LOAD "$grant")

@@ -6,13 +6,15 @@
 //! (`index.js`) turns into typed error classes, so each host error is mapped
 //! exactly once on each side. Times cross the boundary as milliseconds (the
 //! core counts nanoseconds). Calls that can block on IO have an `*Async`
-//! form that runs on the libuv thread pool and returns a Promise.
+//! form that runs on the libuv thread pool and returns a Promise; on Redis,
+//! acquire and release run on the pool's own connection from the event
+//! loop instead (see [`link`]).
 
 mod clock;
 mod errors;
 mod events;
+mod link;
 mod pool;
 mod task;
 mod units;
 mod views;
-mod wire;

@@ -21,6 +21,7 @@ use repute_host::{
 use crate::clock::NativeClock;
 use crate::errors::{invalid, to_js, OrThrow};
 use crate::events::EventData;
+use crate::link::{LinkSlot, Target};
 use crate::task::Job;
 use crate::units::{ms_to_ns, ns_to_ms};
 use crate::views::{CellInfo, LeaseData, ProbeTarget, ResourceInfo, StatsInfo};
@@ -166,15 +167,21 @@ impl Shared {
 #[napi]
 pub struct NativePool {
     pub(crate) shared: Arc<Shared>,
-    /// The Redis exchange of a pool whose acquires and releases run on the
-    /// JS event loop (see `wire`); only the JS thread touches it.
-    pub(crate) exchange: RefCell<Option<Exchange>>,
+    /// On Redis: the pool's own connection on the event loop (see `link`).
+    pub(crate) link: LinkSlot,
 }
 
 impl NativePool {
-    fn opened(shared: Shared) -> NativePool {
+    fn opened(shared: Shared) -> Result<NativePool, Error> {
         let wire = shared.lock().as_ref().and_then(|open| open.wire().cloned());
-        NativePool { shared: Arc::new(shared), exchange: RefCell::new(wire.map(Exchange::new)) }
+        let ready = match wire {
+            Some(wire) => Some((Target::resolve(wire.address())?, Exchange::new(wire))),
+            None => None,
+        };
+        Ok(NativePool {
+            shared: Arc::new(shared),
+            link: LinkSlot { ready: RefCell::new(ready), open: RefCell::new(None) },
+        })
     }
 }
 
@@ -183,14 +190,14 @@ impl NativePool {
     /// Opens the pool on the calling thread (a SQLite file is opened here).
     #[napi(constructor)]
     pub fn new(config: PoolConfig, clock: Option<&NativeClock>) -> napi::Result<Self> {
-        Ok(NativePool::opened(Shared::open(config, clock).or_throw()?))
+        Shared::open(config, clock).and_then(NativePool::opened).or_throw()
     }
 
     /// `new` off the JS thread.
     #[napi]
     pub fn open(config: PoolConfig, clock: Option<&NativeClock>) -> AsyncTask<Job<NativePool>> {
         let clock = clock.map(|c| NativeClock { clock: c.clock.clone() });
-        AsyncTask::new(Job::new(move || Ok(NativePool::opened(Shared::open(config, clock.as_ref()).or_throw()?))))
+        AsyncTask::new(Job::new(move || Shared::open(config, clock.as_ref()).and_then(NativePool::opened).or_throw()))
     }
 
     /// True when reports and grants write to durable storage: the JS layer
@@ -382,6 +389,7 @@ impl NativePool {
     /// calls fail with `InvalidInputError` (field `pool`). Idempotent.
     #[napi]
     pub fn close(&self) {
+        self.link.close();
         if let Some(open) = self.shared.lock().take() {
             drop(open.close());
         }

@@ -7,10 +7,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
 import net from 'node:net';
 
-import { Pool, NotOwnerError, InvalidInputError } from 'repute';
+import { Pool, NotOwnerError, InvalidInputError, StoreError } from 'repute';
 
 function env(name) {
   const value = process.env[name];
@@ -124,6 +125,56 @@ test('redis shared: a pool left open does not keep the process alive once no rep
   const run = spawnSync(process.execPath, ['-e', program], { encoding: 'utf8', timeout: 20_000 });
   assert.equal(run.status, 0, run.stderr);
   assert.equal(run.stdout.trim(), 'token 1');
+});
+
+/** A free loopback port (released before the caller binds it). */
+async function freePort() {
+  const server = net.createServer().listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address();
+  server.close();
+  await once(server, 'close');
+  return port;
+}
+
+/** A throwaway Redis on `port`, answering once it accepts connections. */
+async function startRedis(port) {
+  const server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
+    stdio: 'ignore',
+  });
+  for (let i = 0; i < 200; i++) {
+    if ((await redisCommand(`redis://127.0.0.1:${port}`, 'PING').catch(() => '')) === '+PONG') return server;
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+  server.kill('SIGKILL');
+  throw new Error(`redis-server on port ${port} did not come up`);
+}
+
+test('redis shared: a server that goes away fails what is in flight, and the pool reconnects when it is back', async () => {
+  const port = await freePort();
+  let server = await startRedis(port);
+  const store = `redis://127.0.0.1:${port}`;
+  const pool = await Pool.open({ store, tenant: newTenant(), mode: 'shared', strategy: 'first' });
+  try {
+    pool.register('proxy', 'a');
+    pool.register('proxy', 'b');
+    const held = await pool.acquire('shop', { timeoutMs: 0 });
+    assert.equal(held.value, 'a');
+    server.kill('SIGKILL');
+    await once(server, 'exit');
+    await assert.rejects(pool.acquire('shop', { timeoutMs: 0 }), StoreError, 'the grant for b had no server');
+    await assert.rejects(held.release(), StoreError, 'nor had the revoke for a');
+    assert.equal(held.valid, false);
+    server = await startRedis(port);
+    // The server lost everything, the pool did not: a's token goes on.
+    const again = await pool.acquire('shop', { timeoutMs: 0 });
+    assert.equal(again.value, 'a');
+    assert.equal(again.token, held.token + 1n);
+    await again.release();
+  } finally {
+    pool.close();
+    server.kill('SIGKILL');
+  }
 });
 
 test('etcd owners: a second pool is refused naming the first, then takes over after it resigns', async () => {

@@ -6,7 +6,6 @@
 //! order, so a revoke written before a grant runs before it.
 
 use std::collections::VecDeque;
-use std::path::PathBuf;
 
 use redis::{ConnectionAddr, ConnectionInfo};
 use repute_core::Lease;
@@ -23,9 +22,9 @@ fn broken(what: impl std::fmt::Display) -> StoreError {
 
 /// Where the server listens.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Address {
-    Tcp { host: String, port: u16 },
-    Unix(PathBuf),
+pub struct Address {
+    pub host: String,
+    pub port: u16,
 }
 
 /// One script: run by hash, or by its source after the server lost it.
@@ -64,13 +63,11 @@ pub struct RedisWire {
 }
 
 impl RedisWire {
-    /// `None` for a TLS server: the caller's plain socket cannot reach it.
+    /// `None` unless the server is on plain TCP (a TLS server needs more
+    /// than the caller's socket).
     pub(super) fn new(info: &ConnectionInfo, keys: Keys, epoch: u64) -> Option<RedisWire> {
-        let address = match info.addr() {
-            ConnectionAddr::Tcp(host, port) => Address::Tcp { host: host.clone(), port: *port },
-            ConnectionAddr::Unix(path) => Address::Unix(path.clone()),
-            _ => return None,
-        };
+        let ConnectionAddr::Tcp(host, port) = info.addr() else { return None };
+        let address = Address { host: host.clone(), port: *port };
         let settings = info.redis_settings();
         let mut handshake = Vec::new();
         if let Some(password) = settings.password() {

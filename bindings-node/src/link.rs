@@ -1,0 +1,539 @@
+//! A pool's own Redis connection on Node's event loop. The socket is
+//! watched by a libuv poll handle on the JS thread's loop: an acquire
+//! writes its grant and returns a promise, and when the reply arrives the
+//! loop wakes this code, which reads it, settles the pool and resolves the
+//! promise. Nothing waits on the network, no thread is involved, and no
+//! JavaScript stream sits between the socket and the pool. The host's
+//! `Exchange` decides what is written and what the replies mean.
+//!
+//! Everything here runs on the JS thread: the calls from `index.js`, the
+//! poll callback and the close callback.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ffi::c_int;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::ptr;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use napi::bindgen_prelude::{BigInt, ToNapiValue, TypeName, ValueType};
+use napi::{check_status, sys, Env};
+use napi_derive::napi;
+use repute_host::providers::{Address, Done, Exchange};
+use repute_host::{Error, StoreError};
+use socket2::{Domain, SockAddr, Socket, Type};
+
+use crate::errors::{invalid, to_js, OrThrow};
+use crate::pool::{u64_arg, NativePool, Shared};
+use crate::views::LeaseData;
+
+/// The parts of libuv this needs; Node exports them to addons.
+mod uv {
+    use std::ffi::{c_int, c_void};
+
+    pub type Handle = c_void;
+    pub type PollCb = unsafe extern "C" fn(*mut Handle, c_int, c_int);
+    pub type CloseCb = unsafe extern "C" fn(*mut Handle);
+
+    pub const POLL: c_int = 8;
+    pub const READABLE: c_int = 1;
+    pub const WRITABLE: c_int = 2;
+
+    extern "C" {
+        pub fn uv_handle_size(kind: c_int) -> usize;
+        pub fn uv_poll_init_socket(lp: *mut napi::sys::uv_loop_s, handle: *mut Handle, socket: c_int) -> c_int;
+        pub fn uv_poll_start(handle: *mut Handle, events: c_int, cb: PollCb) -> c_int;
+        pub fn uv_close(handle: *mut Handle, cb: CloseCb);
+        pub fn uv_ref(handle: *mut Handle);
+        pub fn uv_unref(handle: *mut Handle);
+        pub fn uv_strerror(err: c_int) -> *const std::ffi::c_char;
+    }
+}
+
+/// Where the server listens, resolved when the pool opened (off the JS
+/// thread for `Pool.open`), so connecting never waits on a name lookup.
+#[derive(Debug, Clone)]
+pub(crate) struct Target(SocketAddr);
+
+impl Target {
+    pub(crate) fn resolve(address: &Address) -> Result<Target, Error> {
+        let unresolved = |why: String| Error::Store(broken(format!("resolving {}: {why}", address.host)));
+        let mut addrs =
+            (address.host.as_str(), address.port).to_socket_addrs().map_err(|e| unresolved(e.to_string()))?;
+        addrs.next().map(Target).ok_or_else(|| unresolved("no address".into()))
+    }
+}
+
+/// One socket and the poll handle that watches it.
+struct Conn {
+    socket: Socket,
+    handle: *mut uv::Handle,
+    /// Until the non-blocking connect finished.
+    connecting: bool,
+    /// Bytes the socket did not take yet, in order.
+    unsent: Vec<u8>,
+    /// The events the handle watches now.
+    watching: c_int,
+}
+
+pub(crate) struct Link {
+    env: sys::napi_env,
+    /// For the callback scope the poll callback runs promise reactions in.
+    context: sys::napi_async_context,
+    shared: Arc<Shared>,
+    exchange: Exchange,
+    target: Target,
+    conn: Option<Conn>,
+    /// The promise of each operation still waiting for a reply.
+    waiting: HashMap<u32, sys::napi_deferred>,
+    next_op: u32,
+    closed: bool,
+}
+
+/// A promise made here, handed to JavaScript as is.
+pub struct Promised(sys::napi_value);
+
+impl TypeName for Promised {
+    fn type_name() -> &'static str {
+        "Promise<unknown>"
+    }
+
+    fn value_type() -> ValueType {
+        ValueType::Object
+    }
+}
+
+impl ToNapiValue for Promised {
+    unsafe fn to_napi_value(_: sys::napi_env, promised: Self) -> napi::Result<sys::napi_value> {
+        Ok(promised.0)
+    }
+}
+
+fn broken(what: impl std::fmt::Display) -> StoreError {
+    StoreError::Unavailable(format!("redis: {what}"))
+}
+
+fn uv_error(call: &str, code: c_int) -> StoreError {
+    // SAFETY: libuv returns a static NUL-terminated string for any code.
+    let text = unsafe { std::ffi::CStr::from_ptr(uv::uv_strerror(code)) };
+    broken(format!("{call}: {}", text.to_string_lossy()))
+}
+
+/// A lease as the flat array `index.js` builds its lease data from (the
+/// `LeaseData` fields in order): objects defined through N-API cost more
+/// than the rest of an acquire.
+unsafe fn lease_array(env: sys::napi_env, l: LeaseData) -> napi::Result<sys::napi_value> {
+    let mut array = ptr::null_mut();
+    check_status!(sys::napi_create_array_with_length(env, 11, &mut array))?;
+    let values = [
+        ToNapiValue::to_napi_value(env, l.id)?,
+        ToNapiValue::to_napi_value(env, l.token)?,
+        ToNapiValue::to_napi_value(env, l.kind)?,
+        ToNapiValue::to_napi_value(env, l.value)?,
+        ToNapiValue::to_napi_value(env, l.context)?,
+        ToNapiValue::to_napi_value(env, l.permit)?,
+        ToNapiValue::to_napi_value(env, l.lease_kind)?,
+        ToNapiValue::to_napi_value(env, l.granted_at_ms)?,
+        ToNapiValue::to_napi_value(env, l.expires_at_ms)?,
+        ToNapiValue::to_napi_value(env, l.ttl_ms)?,
+        ToNapiValue::to_napi_value(env, l.deadline_ms)?,
+    ];
+    for (i, value) in values.into_iter().enumerate() {
+        check_status!(sys::napi_set_element(env, array, i as u32, value))?;
+    }
+    Ok(array)
+}
+
+impl Link {
+    pub(crate) fn new(
+        env: sys::napi_env,
+        shared: Arc<Shared>,
+        exchange: Exchange,
+        target: Target,
+    ) -> napi::Result<Rc<RefCell<Link>>> {
+        let mut context = ptr::null_mut();
+        // SAFETY: called on the JS thread with its env; the name is a fresh
+        // string and the resource may be null.
+        unsafe {
+            let mut name = ptr::null_mut();
+            check_status!(sys::napi_create_string_utf8(env, c"repute.redis".as_ptr(), 12, &mut name))?;
+            check_status!(sys::napi_async_init(env, ptr::null_mut(), name, &mut context))?;
+        }
+        Ok(Rc::new(RefCell::new(Link {
+            env,
+            context,
+            shared,
+            exchange,
+            target,
+            conn: None,
+            waiting: HashMap::new(),
+            next_op: 0,
+            closed: false,
+        })))
+    }
+
+    fn op(&mut self) -> u32 {
+        self.next_op = self.next_op.wrapping_add(1);
+        self.next_op
+    }
+
+    fn promise(&mut self, op: u32) -> napi::Result<Promised> {
+        let (mut deferred, mut promise) = (ptr::null_mut(), ptr::null_mut());
+        // SAFETY: on the JS thread, inside a call from JavaScript.
+        check_status!(unsafe { sys::napi_create_promise(self.env, &mut deferred, &mut promise) })?;
+        self.waiting.insert(op, deferred);
+        Ok(Promised(promise))
+    }
+
+    /// Starts an acquire; refusals the pool knows at once are thrown.
+    pub(crate) fn acquire(this: &Rc<RefCell<Link>>, context: &str) -> napi::Result<Promised> {
+        let mut link = this.borrow_mut();
+        let link = &mut *link;
+        if link.closed {
+            return Err(to_js(invalid("pool", "is closed")));
+        }
+        let op = link.op();
+        let exchange = &mut link.exchange;
+        link.shared.with(|p| exchange.acquire(p, op, context))?;
+        let promise = link.promise(op)?;
+        link.send(this);
+        Ok(promise)
+    }
+
+    /// Ends the lease in the pool now; the promise resolves once the
+    /// revoke ran (at once when there is nothing to revoke).
+    pub(crate) fn release(this: &Rc<RefCell<Link>>, id: u64, token: u64) -> napi::Result<Promised> {
+        let mut link = this.borrow_mut();
+        let link = &mut *link;
+        if link.closed {
+            return Err(to_js(invalid("pool", "is closed")));
+        }
+        let op = link.op();
+        let exchange = &mut link.exchange;
+        let sent = link.shared.with(|p| exchange.release(p, op, id, token))?;
+        let promise = link.promise(op)?;
+        if sent {
+            link.send(this);
+        } else {
+            link.finish(vec![Done::Released { op, result: Ok(()) }]);
+        }
+        Ok(promise)
+    }
+
+    /// Writes what the exchange has for the server, connecting first if
+    /// needed; a connection that fails fails what waits on it.
+    fn send(&mut self, this: &Rc<RefCell<Link>>) {
+        if let Err(e) = self.connect(this).and_then(|()| self.flush()) {
+            self.lost(&e);
+        }
+        self.keep_alive();
+    }
+
+    fn connect(&mut self, this: &Rc<RefCell<Link>>) -> Result<(), StoreError> {
+        if self.conn.is_some() {
+            return Ok(());
+        }
+        let Target(addr) = self.target;
+        let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None).map_err(broken)?;
+        socket.set_tcp_nodelay(true).map_err(broken)?;
+        socket.set_nonblocking(true).map_err(broken)?;
+        let connecting = match socket.connect(&SockAddr::from(addr)) {
+            Ok(()) => false,
+            Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) || e.kind() == ErrorKind::WouldBlock => true,
+            Err(e) => return Err(broken(e)),
+        };
+        let handle = self.watch(this, &socket)?;
+        self.conn = Some(Conn { socket, handle, connecting, unsent: Vec::new(), watching: 0 });
+        Ok(())
+    }
+
+    /// A poll handle on `socket`, holding a reference to this link until it is closed.
+    fn watch(&self, this: &Rc<RefCell<Link>>, socket: &Socket) -> Result<*mut uv::Handle, StoreError> {
+        use std::os::fd::AsRawFd;
+        let mut lp = ptr::null_mut();
+        // SAFETY: on the JS thread with its env.
+        let status = unsafe { sys::napi_get_uv_event_loop(self.env, &mut lp) };
+        if status != sys::Status::napi_ok {
+            return Err(broken("no event loop"));
+        }
+        // SAFETY: the handle is allocated at libuv's size for a poll handle,
+        // initialised before use, and freed only in its close callback.
+        unsafe {
+            let layout = handle_layout();
+            let handle = std::alloc::alloc_zeroed(layout) as *mut uv::Handle;
+            if handle.is_null() {
+                std::alloc::handle_alloc_error(layout);
+            }
+            let code = uv::uv_poll_init_socket(lp, handle, socket.as_raw_fd());
+            if code != 0 {
+                std::alloc::dealloc(handle as *mut u8, layout);
+                return Err(uv_error("uv_poll_init_socket", code));
+            }
+            // `data` is the first field of every libuv handle.
+            *(handle as *mut *const RefCell<Link>) = Rc::into_raw(this.clone());
+            Ok(handle)
+        }
+    }
+
+    /// Writes what is pending and watches for what the connection needs next.
+    fn flush(&mut self) -> Result<(), StoreError> {
+        let out = self.exchange.take_output();
+        let Some(conn) = self.conn.as_mut() else { return Ok(()) };
+        conn.unsent.extend_from_slice(&out);
+        if !conn.connecting {
+            while !conn.unsent.is_empty() {
+                match (&conn.socket).write(&conn.unsent) {
+                    Ok(0) => return Err(broken("the connection took no bytes")),
+                    Ok(n) => {
+                        conn.unsent.drain(..n);
+                    }
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    Err(e) => return Err(broken(e)),
+                }
+            }
+        }
+        let wanted = uv::READABLE | if conn.connecting || !conn.unsent.is_empty() { uv::WRITABLE } else { 0 };
+        if wanted != conn.watching {
+            // SAFETY: the handle is initialised and open while `conn` holds it.
+            let code = unsafe { uv::uv_poll_start(conn.handle, wanted, on_poll) };
+            if code != 0 {
+                return Err(uv_error("uv_poll_start", code));
+            }
+            conn.watching = wanted;
+        }
+        Ok(())
+    }
+
+    /// The process stays alive while a reply is due, and only then.
+    fn keep_alive(&self) {
+        if let Some(conn) = &self.conn {
+            // SAFETY: the handle is initialised and open while `conn` holds it.
+            unsafe {
+                if self.waiting.is_empty() {
+                    uv::uv_unref(conn.handle);
+                } else {
+                    uv::uv_ref(conn.handle);
+                }
+            }
+        }
+    }
+
+    /// The socket is ready for `events`.
+    fn ready(&mut self, status: c_int, events: c_int) -> Result<(), StoreError> {
+        if status < 0 {
+            return Err(uv_error("poll", status));
+        }
+        let Some(conn) = self.conn.as_mut() else { return Ok(()) };
+        if conn.connecting && events & (uv::WRITABLE | uv::READABLE) != 0 {
+            if let Some(e) = conn.socket.take_error().map_err(broken)? {
+                return Err(broken(format!("connecting: {e}")));
+            }
+            conn.connecting = false;
+        }
+        if events & uv::READABLE != 0 {
+            let mut buf = [0u8; 16 * 1024];
+            loop {
+                let Some(conn) = self.conn.as_ref() else { return Ok(()) };
+                let n = match (&conn.socket).read(&mut buf) {
+                    Ok(0) => return Err(broken("the server closed the connection")),
+                    Ok(n) => n,
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(broken(e)),
+                };
+                let exchange = &mut self.exchange;
+                let done = self.shared.with(|p| exchange.feed(p, &buf[..n]).map_err(Error::Store));
+                self.finish(done.map_err(|e| broken(e.reason))?);
+                if n < buf.len() {
+                    break;
+                }
+            }
+        }
+        self.flush()
+    }
+
+    /// Settles the promises of finished operations.
+    fn finish(&mut self, done: Vec<Done>) {
+        for d in done {
+            let (op, result) = match d {
+                Done::Acquired { op, result } => (op, result.map(Some)),
+                Done::Released { op, result } => (op, result.map(|()| None)),
+            };
+            let Some(deferred) = self.waiting.remove(&op) else { continue };
+            // SAFETY: on the JS thread inside a handle scope (a call from
+            // JavaScript, or the poll callback's); each deferred is settled once.
+            unsafe {
+                let settled = match result {
+                    Ok(Some(lease)) => {
+                        let data = self.shared.lease_data(&lease, lease.granted_at);
+                        lease_array(self.env, data).and_then(|v| resolve(self.env, deferred, v))
+                    }
+                    Ok(None) => {
+                        let mut undefined = ptr::null_mut();
+                        check_status!(sys::napi_get_undefined(self.env, &mut undefined))
+                            .and_then(|()| resolve(self.env, deferred, undefined))
+                    }
+                    Err(e) => reject(self.env, deferred, &to_js(e).reason),
+                };
+                // Nothing is left to tell: the promise could not be settled.
+                drop(settled);
+            }
+        }
+    }
+
+    /// The connection is gone: every operation in flight fails, and the
+    /// next one connects anew.
+    fn lost(&mut self, why: &StoreError) {
+        if let Some(conn) = self.conn.take() {
+            // SAFETY: closing stops the watcher at once; the handle is freed,
+            // with the link reference it holds, in the close callback.
+            unsafe { uv::uv_close(conn.handle, on_close) };
+            drop(conn.socket);
+        }
+        let failed = self.exchange.reset(why);
+        self.finish(failed);
+    }
+
+    /// Lets go of the socket without settling anything.
+    fn detach(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            // SAFETY: as in `lost`.
+            unsafe { uv::uv_close(conn.handle, on_close) };
+        }
+    }
+
+    /// `pool.close()`: fails what is in flight and lets go of the socket.
+    pub(crate) fn close(&mut self) {
+        if !self.closed {
+            self.closed = true;
+            self.lost(&broken("the pool was closed"));
+            // SAFETY: the context was made by `napi_async_init` on this env.
+            unsafe { sys::napi_async_destroy(self.env, self.context) };
+        }
+    }
+}
+
+unsafe fn resolve(env: sys::napi_env, deferred: sys::napi_deferred, value: sys::napi_value) -> napi::Result<()> {
+    check_status!(sys::napi_resolve_deferred(env, deferred, value))
+}
+
+unsafe fn reject(env: sys::napi_env, deferred: sys::napi_deferred, payload: &str) -> napi::Result<()> {
+    let mut message = ptr::null_mut();
+    check_status!(sys::napi_create_string_utf8(env, payload.as_ptr().cast(), payload.len() as isize, &mut message))?;
+    let mut error = ptr::null_mut();
+    check_status!(sys::napi_create_error(env, ptr::null_mut(), message, &mut error))?;
+    check_status!(sys::napi_reject_deferred(env, deferred, error))
+}
+
+fn handle_layout() -> std::alloc::Layout {
+    // SAFETY: a pure query of a constant.
+    let size = unsafe { uv::uv_handle_size(uv::POLL) };
+    std::alloc::Layout::from_size_align(size, 16).expect("libuv's handle size is small")
+}
+
+/// libuv calls this on the JS thread when the socket is ready.
+unsafe extern "C" fn on_poll(handle: *mut uv::Handle, status: c_int, events: c_int) {
+    let link = &*(*(handle as *mut *const RefCell<Link>));
+    let (env, context) = {
+        let l = link.borrow();
+        (l.env, l.context)
+    };
+    let mut handles = ptr::null_mut();
+    if sys::napi_open_handle_scope(env, &mut handles) != sys::Status::napi_ok {
+        return;
+    }
+    let mut resource = ptr::null_mut();
+    let mut scope = ptr::null_mut();
+    let scoped = sys::napi_create_object(env, &mut resource) == sys::Status::napi_ok
+        && sys::napi_open_callback_scope(env, resource, context, &mut scope) == sys::Status::napi_ok;
+    {
+        let mut l = link.borrow_mut();
+        if let Err(e) = l.ready(status, events) {
+            l.lost(&e);
+        }
+        l.keep_alive();
+    }
+    // Closing the callback scope runs the promise reactions, which may call
+    // back into the link: nothing of it is borrowed here.
+    if scoped {
+        sys::napi_close_callback_scope(env, scope);
+    }
+    sys::napi_close_handle_scope(env, handles);
+}
+
+/// libuv calls this once a closed handle is done with.
+unsafe extern "C" fn on_close(handle: *mut uv::Handle) {
+    drop(Rc::from_raw(*(handle as *mut *const RefCell<Link>)));
+    std::alloc::dealloc(handle as *mut u8, handle_layout());
+}
+
+/// A pool's link: what it needs until first used, then the open link.
+pub(crate) struct LinkSlot {
+    pub(crate) ready: RefCell<Option<(Target, Exchange)>>,
+    pub(crate) open: RefCell<Option<Rc<RefCell<Link>>>>,
+}
+
+// SAFETY: a pool crosses threads at most once, from `Pool.open`'s worker to
+// the JS thread, before its link is opened; the `Rc` and the libuv handle
+// behind `open` are made, used and dropped on the JS thread only.
+unsafe impl Send for LinkSlot {}
+
+impl LinkSlot {
+    fn get(&self, env: sys::napi_env, shared: &Arc<Shared>) -> napi::Result<Rc<RefCell<Link>>> {
+        if let Some(link) = self.open.borrow().as_ref() {
+            return Ok(link.clone());
+        }
+        // `hasLink` was true, so only `close` can have taken it.
+        let (target, exchange) = self.ready.borrow_mut().take().ok_or_else(|| to_js(invalid("pool", "is closed")))?;
+        let link = Link::new(env, shared.clone(), exchange, target)?;
+        *self.open.borrow_mut() = Some(link.clone());
+        Ok(link)
+    }
+
+    pub(crate) fn close(&self) {
+        self.ready.borrow_mut().take();
+        if let Some(link) = self.open.borrow().as_ref() {
+            link.borrow_mut().close();
+        }
+    }
+}
+
+impl Drop for LinkSlot {
+    /// A pool collected without `close`: nothing waits on it (a waiting
+    /// acquire keeps its pool reachable), so the socket just goes.
+    fn drop(&mut self) {
+        if let Some(link) = self.open.get_mut().take() {
+            link.borrow_mut().detach();
+        }
+    }
+}
+
+#[napi]
+impl NativePool {
+    /// True when acquires and releases run on this pool's own Redis
+    /// connection (`linkAcquire`, `linkRelease`).
+    #[napi(getter)]
+    pub fn has_link(&self) -> bool {
+        self.link.ready.borrow().is_some() || self.link.open.borrow().is_some()
+    }
+
+    /// An acquire on the pool's connection: a promise of the lease as a
+    /// flat array. Refusals the pool knows at once are thrown.
+    #[napi(ts_return_type = "Promise<unknown[]>")]
+    pub fn link_acquire(&self, env: Env, context: String) -> napi::Result<Promised> {
+        let link = self.link.get(env.raw(), &self.shared)?;
+        Link::acquire(&link, &context)
+    }
+
+    /// A release: the lease ends in the pool now; the promise resolves once
+    /// Redis ran the revoke.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn link_release(&self, env: Env, id: BigInt, token: BigInt) -> napi::Result<Promised> {
+        let (id, token) = (u64_arg("id", &id).or_throw()?, u64_arg("token", &token).or_throw()?);
+        let link = self.link.get(env.raw(), &self.shared)?;
+        Link::release(&link, id, token)
+    }
+}
