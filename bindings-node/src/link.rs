@@ -22,7 +22,7 @@ use napi::bindgen_prelude::{BigInt, ToNapiValue, TypeName, ValueType};
 use napi::{check_status, sys, Env};
 use napi_derive::napi;
 use repute_host::providers::{Address, Done, Exchange};
-use repute_host::{Error, StoreError};
+use repute_host::{Error, Pool, StoreError};
 use socket2::{Domain, SockAddr, Socket, Type};
 
 use crate::errors::{invalid, to_js, OrThrow};
@@ -187,16 +187,24 @@ impl Link {
         Ok(Promised(promise))
     }
 
+    /// A new operation: `f` starts it in the exchange with the pool.
+    fn begin<T>(
+        &mut self,
+        f: impl FnOnce(&mut Exchange, &mut Pool, u32) -> Result<T, Error>,
+    ) -> napi::Result<(u32, T)> {
+        if self.closed {
+            return Err(to_js(invalid("pool", "is closed")));
+        }
+        let op = self.op();
+        let exchange = &mut self.exchange;
+        let started = self.shared.with(|p| f(exchange, p, op))?;
+        Ok((op, started))
+    }
+
     /// Starts an acquire; refusals the pool knows at once are thrown.
     pub(crate) fn acquire(this: &Rc<RefCell<Link>>, context: &str) -> napi::Result<Promised> {
         let mut link = this.borrow_mut();
-        let link = &mut *link;
-        if link.closed {
-            return Err(to_js(invalid("pool", "is closed")));
-        }
-        let op = link.op();
-        let exchange = &mut link.exchange;
-        link.shared.with(|p| exchange.acquire(p, op, context))?;
+        let (op, ()) = link.begin(|x, p, op| x.acquire(p, op, context))?;
         let promise = link.promise(op)?;
         link.send(this);
         Ok(promise)
@@ -206,13 +214,7 @@ impl Link {
     /// revoke ran (at once when there is nothing to revoke).
     pub(crate) fn release(this: &Rc<RefCell<Link>>, id: u64, token: u64) -> napi::Result<Promised> {
         let mut link = this.borrow_mut();
-        let link = &mut *link;
-        if link.closed {
-            return Err(to_js(invalid("pool", "is closed")));
-        }
-        let op = link.op();
-        let exchange = &mut link.exchange;
-        let sent = link.shared.with(|p| exchange.release(p, op, id, token))?;
+        let (op, sent) = link.begin(|x, p, op| x.release(p, op, id, token))?;
         let promise = link.promise(op)?;
         if sent {
             link.send(this);

@@ -604,9 +604,11 @@ impl Pool {
             if r.permits.fences()[proposal.permit as usize] != proposal.last {
                 return Err(Error::invalid("proposal", "was overtaken by a newer token for its permit"));
             }
+            // A trial while the context's cell is half-open, else a client lease.
             let ctx = self.context_ids.get(context).copied();
-            let lease =
-                self.lease_permit(slot, proposal.permit as usize, token, context, ctx, proposal.ttl, proposal.at);
+            let cooled = ctx.and_then(|c| self.cells.get(&(slot, c))).and_then(|cc| cc.cell.cooled_out(self.now));
+            let kind = if cooled.is_some() { LeaseKind::Trial } else { LeaseKind::Client };
+            let lease = self.hold(slot, proposal.permit as usize, token, context, ctx, kind, proposal.ttl, proposal.at);
             if let Some(b) = self.bucket.as_mut() {
                 b.take();
             }
@@ -721,25 +723,6 @@ impl Pool {
             Some(token) if token > last => Ok(self.hold(slot, permit, token, context, ctx, kind, ttl, self.now)),
             _ => Err(permit),
         }
-    }
-
-    /// An acquire's lease on a free permit the authority granted: a trial
-    /// while the context's cell is half-open, else a client lease.
-    #[allow(clippy::too_many_arguments)]
-    fn lease_permit(
-        &mut self,
-        slot: u32,
-        permit: usize,
-        token: u64,
-        context: &Context,
-        ctx: Option<u32>,
-        ttl: u64,
-        at: u64,
-    ) -> Lease {
-        let half_open =
-            ctx.and_then(|c| self.cells.get(&(slot, c))).is_some_and(|cc| cc.cell.cooled_out(self.now).is_some());
-        let kind = if half_open { LeaseKind::Trial } else { LeaseKind::Client };
-        self.hold(slot, permit, token, context, ctx, kind, ttl, at)
     }
 
     /// Records a granted lease on `permit` of `slot`, dated `at`.
