@@ -551,7 +551,9 @@ impl Pool {
         loop {
             let r = self.resources[proposal.resource.slot as usize].as_ref().expect("proposed from a slot in use");
             let answer = self.authority.grant(&r.id, proposal.permit, proposal.ttl, proposal.last);
-            match self.settle(context, proposal, answer, &[])? {
+            // A proposal this call just made needs no checking.
+            let slot = proposal.resource.slot;
+            match self.settle_slot(slot, context, proposal, answer, &[])? {
                 Settled::Granted(lease) => return Ok(lease),
                 Settled::Next(next) => proposal = next,
             }
@@ -596,6 +598,18 @@ impl Pool {
         in_flight: &[(ResourceKey, u32)],
     ) -> Result<Settled> {
         let slot = self.proposed_slot(&proposal)?;
+        self.settle_slot(slot, context, proposal, answer, in_flight)
+    }
+
+    /// `settle` for a proposal known to name `slot` and a permit it has.
+    fn settle_slot(
+        &mut self,
+        slot: u32,
+        context: &Context,
+        proposal: Proposal,
+        answer: Option<u64>,
+        in_flight: &[(ResourceKey, u32)],
+    ) -> Result<Settled> {
         if let Some(token) = answer.filter(|&t| t > proposal.last) {
             let r = self.res(slot);
             if r.permits.holder(proposal.permit as usize).is_some() {
