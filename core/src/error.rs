@@ -3,6 +3,7 @@
 
 use core::fmt;
 
+use crate::refusal::Refusal;
 use crate::snapshot::SnapshotError;
 
 /// Why an operation was refused. Every refusal leaves the pool unchanged.
@@ -20,9 +21,9 @@ pub enum Error {
     LeaseExpired,
     /// The resource (or the resource in this context) is on the blocklist.
     Blocked,
-    /// Nothing selectable right now; `retry_after` (nanoseconds) is when the
-    /// earliest timer that could free a candidate fires, if any is pending.
-    NoResourceAvailable { retry_after: Option<u64> },
+    /// Nothing selectable right now: why, resource by resource, and when
+    /// the first of them may free up.
+    NoResourceAvailable(Refusal),
     /// Unregister without `force` while leases are live.
     Leased { live: u32 },
     /// A configured budget would be exceeded.
@@ -67,10 +68,7 @@ impl fmt::Display for Error {
             }
             Error::LeaseExpired => f.write_str("lease expired"),
             Error::Blocked => f.write_str("resource is blocklisted"),
-            Error::NoResourceAvailable { retry_after: Some(ns) } => {
-                write!(f, "no resource available (retry after {ns} ns)")
-            }
-            Error::NoResourceAvailable { retry_after: None } => f.write_str("no resource available"),
+            Error::NoResourceAvailable(refusal) => write!(f, "no resource available ({refusal})"),
             Error::Leased { live } => write!(f, "resource has {live} live lease(s)"),
             Error::BudgetExhausted { budget, limit } => {
                 write!(f, "budget {budget} exhausted (limit {limit})")

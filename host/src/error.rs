@@ -6,6 +6,8 @@
 
 use std::fmt;
 
+use repute_core::Refusal;
+
 /// Why a host operation was refused. A refusal leaves the pool unchanged.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -22,8 +24,8 @@ pub enum Error {
     LeaseExpired,
     /// The resource, or the resource in this context, is blocklisted.
     Blocked,
-    /// Nothing selectable now; `retry_after` (ns) is when the earliest timer fires, if any.
-    NoResourceAvailable { retry_after: Option<u64> },
+    /// Nothing selectable now: why, resource by resource, and when the first may free up.
+    NoResourceAvailable(Refusal),
     /// Unregister without `force` while leases are live.
     Leased { live: u32 },
     /// A configured budget would be exceeded.
@@ -109,10 +111,7 @@ impl fmt::Display for Error {
             }
             Error::LeaseExpired => f.write_str("lease expired"),
             Error::Blocked => f.write_str("resource is blocklisted"),
-            Error::NoResourceAvailable { retry_after: Some(ns) } => {
-                write!(f, "no resource available (retry after {ns} ns)")
-            }
-            Error::NoResourceAvailable { retry_after: None } => f.write_str("no resource available"),
+            Error::NoResourceAvailable(refusal) => write!(f, "no resource available ({refusal})"),
             Error::Leased { live } => write!(f, "resource has {live} live lease(s)"),
             Error::BudgetExhausted { budget, limit } => {
                 write!(f, "budget {budget} exhausted (limit {limit})")
@@ -200,7 +199,7 @@ impl From<repute_core::Error> for Error {
             E::StaleLease { current } => Error::StaleLease { current },
             E::LeaseExpired => Error::LeaseExpired,
             E::Blocked => Error::Blocked,
-            E::NoResourceAvailable { retry_after } => Error::NoResourceAvailable { retry_after },
+            E::NoResourceAvailable(refusal) => Error::NoResourceAvailable(refusal),
             E::Leased { live } => Error::Leased { live },
             E::BudgetExhausted { budget, limit } => Error::BudgetExhausted { budget: budget.to_owned(), limit },
             E::RateLimited { retry_after } => Error::RateLimited { retry_after },

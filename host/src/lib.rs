@@ -25,6 +25,7 @@ mod asynchronous;
 mod convert;
 mod embedded;
 mod error;
+mod http_outcome;
 mod names;
 pub mod native;
 mod ownership;
@@ -40,12 +41,14 @@ use std::time::Duration;
 pub use asynchronous::{AsyncPool, AsyncPoolSet};
 pub use embedded::{EmbeddedPool, Sharing};
 pub use error::{Error, Result, SnapshotError, StoreError};
+pub use http_outcome::{http_outcome, retry_after_header};
 pub use ownership::{Keeper, Ownership, Standing};
 pub use pool::{Pool, PoolOps, PoolSet, TenantPool};
 pub use providers::{Clock, ManualClock, Providers, SystemClock};
 pub use repute_core::{
-    Block, CellState, CellView, Command, Context, Event, EventKind, FailureKind, Lease, LeaseKind, Outcome, Policy,
-    RateLimit, RejectReason, ResourceId, ResourceView, Stats, Strategy, SECOND,
+    Block, CellState, CellView, Command, Context, CoolingRule, Event, EventKind, FailureKind, Lease, LeaseKind,
+    Outcome, Policy, RateLimit, Recovery, Refusal, RejectReason, ResourceId, ResourceView, Stats, Strategy,
+    MAX_RETRY_AFTER, SECOND,
 };
 #[doc(hidden)]
 pub use runtime::{measure_cold_start, Variant};
@@ -86,12 +89,15 @@ impl Default for Limits {
 }
 
 /// Builds an outcome from the names every front end uses: no failure kind
-/// for a success, else one of `connection_reset`, `tls_handshake`,
-/// `timeout`, `blocked`, `slow`. The latency is checked by the core.
-pub fn parse_outcome(failure: Option<&str>, latency_ms: f64) -> Result<Outcome> {
-    Ok(match failure {
-        None => Outcome::Success { latency_ms },
-        Some(name) => Outcome::Failure { kind: FailureKind::parse(name)?, latency_ms },
+/// for a success, else one of the `FailureKind` names; `retry_after` (ns)
+/// goes with `rate_limited` or `quota_exhausted`. Latency and wait are
+/// checked by the core on the way in, so a bad one is refused by the same
+/// rule natively and in the component.
+pub fn parse_outcome(failure: Option<&str>, latency_ms: f64, retry_after: Option<u64>) -> Result<Outcome> {
+    Ok(match (failure, retry_after) {
+        (None, None) => Outcome::Success { latency_ms },
+        (None, Some(_)) => return Err(Error::invalid("retry_after", "only rate_limited and quota_exhausted take one")),
+        (Some(name), retry_after) => Outcome::Failure { kind: FailureKind::parse(name)?, latency_ms, retry_after },
     })
 }
 
