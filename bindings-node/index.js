@@ -29,6 +29,11 @@ class NoResourceAvailableError extends ReputeError {
   constructor(message, details = {}) {
     super(message, { code: 'no_resource_available', ...details });
     this.retryAfterMs = details.retryAfterMs ?? null;
+    this.noneRegistered = details.noneRegistered ?? false;
+    this.blocked = details.blocked ?? 0;
+    this.rateLimited = details.rateLimited ?? 0;
+    this.cooling = details.cooling ?? 0;
+    this.leased = details.leased ?? 0;
   }
 }
 
@@ -184,6 +189,11 @@ function optUint(field, v) {
   return v === undefined || v === null ? undefined : uint(field, v);
 }
 
+function bool(field, v) {
+  if (typeof v !== 'boolean') throw invalidArg(field, 'must be a boolean');
+  return v;
+}
+
 function obj(field, v) {
   if (v === undefined || v === null) return {};
   if (typeof v !== 'object') throw invalidArg(field, 'must be an object');
@@ -326,6 +336,10 @@ class Lease {
     return this.#pool.reportFailure(this.#d.kind, this.#d.value, this.#d.context, failure, options);
   }
 
+  reportHttp(status, options) {
+    return this.#pool.reportHttp(this.#d.kind, this.#d.value, this.#d.context, status, options);
+  }
+
   [Symbol.dispose]() {
     this.release();
   }
@@ -362,6 +376,31 @@ function leaseData(a) {
 
 // ------------------------------------------------------------------- pool
 
+/** Response headers (fetch `Headers`, `Map`, plain object or pairs) as `[name, value]` string pairs. */
+function headerPairs(headers) {
+  const entries = typeof headers[Symbol.iterator] === 'function' ? headers : Object.entries(obj('headers', headers));
+  const pairs = [];
+  for (const pair of entries) {
+    if (!Array.isArray(pair) || pair.length !== 2) throw invalidArg('headers', 'must be [name, value] pairs');
+    pairs.push([String(pair[0]), String(pair[1])]);
+  }
+  return pairs;
+}
+
+/** `cooldowns: { timeout: { baseMs, coolAfter, maxExponent } }`, checked for shape; the rules are the host's. */
+function cooldowns(value) {
+  const out = {};
+  for (const [kind, rule] of Object.entries(obj('cooldowns', value))) {
+    const r = obj(`cooldowns.${kind}`, rule);
+    out[kind] = {
+      baseMs: optNum('cooldowns.baseMs', r.baseMs),
+      coolAfter: optUint('cooldowns.coolAfter', r.coolAfter),
+      maxExponent: optUint('cooldowns.maxExponent', r.maxExponent),
+    };
+  }
+  return out;
+}
+
 const MAX_BACKOFF_MS = 100;
 
 function nativeConfig(options) {
@@ -385,6 +424,9 @@ function nativeConfig(options) {
       burst: uint('rateLimit.burst', rateLimit.burst),
     },
     renewMarginMs: optNum('renewMarginMs', o.renewMarginMs),
+    recovery: optStr('recovery', o.recovery),
+    failOpen: o.failOpen === undefined ? undefined : bool('failOpen', o.failOpen),
+    cooldowns: o.cooldowns === undefined ? undefined : cooldowns(o.cooldowns),
   };
   return [config, o.clock?.[kNative]];
 }
@@ -510,7 +552,8 @@ class Pool {
     const o = obj('options', options);
     const timeoutMs = o.timeoutMs === undefined ? this.#defaultTimeoutMs : num('timeoutMs', o.timeoutMs);
     const signal = o.signal;
-    const end = performance.now() + timeoutMs;
+    // The deadline is on the pool's clock: a ManualClock pool waits for its clock.
+    const end = this.now() + timeoutMs;
     let backoff = 1;
     for (;;) {
       signal?.throwIfAborted();
@@ -521,7 +564,7 @@ class Pool {
         if (!(e instanceof NoResourceAvailableError || e instanceof RateLimitedError)) throw e;
         err = e;
       }
-      const left = end - performance.now();
+      const left = end - this.now();
       if (!(left > 0)) throw err;
       await this.#sleep(Math.max(0, Math.min(left, backoff, err.retryAfterMs ?? Infinity)), signal);
       backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
@@ -603,16 +646,24 @@ class Pool {
   }
 
   reportSuccess(kind, value, context, options = {}) {
-    return this.#report(kind, value, context, undefined, options);
+    return this.#report(kind, value, context, {}, options);
   }
 
-  reportFailure(kind, value, context, failure, options = {}) {
-    return this.#report(kind, value, context, str('failure', failure), options);
+  async reportFailure(kind, value, context, failure, options = {}) {
+    const retryAfterMs = optNum('retryAfterMs', obj('options', options).retryAfterMs);
+    return this.#report(kind, value, context, { failure: str('failure', failure), retryAfterMs }, options);
   }
 
-  async #report(kind, value, context, failure, options) {
+  /** Reports a use by the upstream's HTTP answer: its status and headers (`Retry-After` is read). */
+  async reportHttp(kind, value, context, status, options = {}) {
+    const o = obj('options', options);
+    const headers = o.headers === undefined || o.headers === null ? undefined : headerPairs(o.headers);
+    return this.#report(kind, value, context, { status: uint('status', status), headers }, options);
+  }
+
+  async #report(kind, value, context, spec, options) {
     const latencyMs = num('latencyMs', obj('options', options).latencyMs ?? 0);
-    await this.#maybeAsync(true, 'report', str('kind', kind), str('value', value), str('context', context), failure, latencyMs);
+    await this.#maybeAsync(true, 'report', str('kind', kind), str('value', value), str('context', context), { ...spec, latencyMs });
   }
 
   /** Blocks a resource everywhere, or in one `context`; for `durationMs` or until unblocked. */

@@ -7,6 +7,7 @@
 //! may only do so on plain threads (the JS thread, libuv's workers).
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -14,7 +15,7 @@ use napi::bindgen_prelude::{AsyncTask, BigInt, Buffer, Uint8Array};
 use napi_derive::napi;
 use repute_host::providers::Exchange;
 use repute_host::{
-    parse_outcome, Clock, EmbeddedPool, Error, Lease, Mode, OwnersSpec, Policy, Pool, PoolOps, RateLimit, Sharing,
+    Clock, EmbeddedPool, Error, Lease, Mode, OwnersSpec, Policy, Pool, PoolOps, RateLimit, Recovery, Sharing,
     StoreSpec, Strategy, SystemClock, TenantConfig,
 };
 
@@ -22,6 +23,7 @@ use crate::clock::NativeClock;
 use crate::errors::{invalid, to_js, OrThrow};
 use crate::events::EventData;
 use crate::link::{LinkSlot, Target};
+use crate::outcome::{self, CooldownConfig, OutcomeSpec};
 use crate::task::Job;
 use crate::units::{ms_to_ns, ns_to_ms};
 use crate::views::{CellInfo, LeaseData, ProbeTarget, ResourceInfo, StatsInfo};
@@ -48,6 +50,10 @@ pub struct PoolConfig {
     /// Safety margin subtracted from the TTL for a lease's local deadline;
     /// a tenth of the TTL when absent.
     pub renew_margin_ms: Option<f64>,
+    /// `traffic` (the default), `probe` or `classic`.
+    pub recovery: Option<String>,
+    pub fail_open: Option<bool>,
+    pub cooldowns: Option<HashMap<String, CooldownConfig>>,
 }
 
 /// Long enough to ride out a slow renewal or two, short enough that a dead
@@ -105,6 +111,14 @@ fn policy(config: &PoolConfig) -> Result<Policy, Error> {
             return Err(invalid("rateLimit.burst", "must be >= 1"));
         }
         policy.rate_limit = Some(RateLimit { rate: rl.rate, burst: rl.burst });
+    }
+    if let Some(r) = &config.recovery {
+        policy.recovery =
+            Recovery::parse(r).map_err(|_| invalid("recovery", "must be one of traffic, probe, classic"))?;
+    }
+    policy.fail_open = config.fail_open.unwrap_or(false);
+    if let Some(c) = &config.cooldowns {
+        outcome::cooldowns(&mut policy, c)?;
     }
     Ok(policy)
 }
@@ -265,15 +279,8 @@ impl NativePool {
     }
 
     #[napi]
-    pub fn report(
-        &self,
-        kind: String,
-        value: String,
-        context: String,
-        failure: Option<String>,
-        latency_ms: f64,
-    ) -> napi::Result<()> {
-        self.shared.with(|p| p.report(&kind, &value, &context, &parse_outcome(failure.as_deref(), latency_ms)?))
+    pub fn report(&self, kind: String, value: String, context: String, spec: OutcomeSpec) -> napi::Result<()> {
+        self.shared.with(|p| p.report(&kind, &value, &context, &outcome::outcome(&spec)?))
     }
 
     #[napi]
@@ -282,10 +289,9 @@ impl NativePool {
         kind: String,
         value: String,
         context: String,
-        failure: Option<String>,
-        latency_ms: f64,
+        spec: OutcomeSpec,
     ) -> napi::Result<AsyncTask<Job<()>>> {
-        let outcome = parse_outcome(failure.as_deref(), latency_ms).or_throw()?;
+        let outcome = outcome::outcome(&spec).or_throw()?;
         let shared = self.shared.clone();
         Ok(AsyncTask::new(Job::new(move || shared.with(|p| p.report(&kind, &value, &context, &outcome)))))
     }

@@ -10,6 +10,7 @@ mod clock;
 mod errors;
 mod fork;
 mod lease;
+mod outcome;
 mod pool;
 mod time;
 mod views;

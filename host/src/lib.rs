@@ -101,6 +101,33 @@ pub fn parse_outcome(failure: Option<&str>, latency_ms: f64, retry_after: Option
     })
 }
 
+/// One cooling rule from a front end's options: `kind` by name, and any of
+/// `base` (ns), `cool_after`, `max_exponent` given, the rest taken from the
+/// rule `policy` has for that kind now. `Policy::validate` checks the result.
+pub fn cooling_rule(
+    policy: &Policy,
+    kind: &str,
+    base: Option<u64>,
+    cool_after: Option<u32>,
+    max_exponent: Option<u32>,
+) -> Result<(FailureKind, CoolingRule)> {
+    let kind = FailureKind::parse(kind).map_err(|_| {
+        Error::invalid(
+            "policy.rules.kind",
+            "must be one of connection_reset, tls_handshake, timeout, blocked, slow, rate_limited, quota_exhausted",
+        )
+    })?;
+    let rule = policy.rule(kind);
+    Ok((
+        kind,
+        CoolingRule {
+            base: base.unwrap_or(rule.base),
+            cool_after: cool_after.unwrap_or(rule.cool_after),
+            max_exponent: max_exponent.unwrap_or(rule.max_exponent),
+        },
+    ))
+}
+
 /// FNV-1a: a hash that is the same in every build, for names that must
 /// agree across processes (shard choice, lock files).
 pub(crate) fn fnv1a(s: &str) -> u64 {
