@@ -191,7 +191,10 @@ impl Cell {
             Some(kind) => {
                 self.consecutive_failures = self.consecutive_failures.saturating_add(1);
                 self.consecutive_successes = 0;
-                if self.consecutive_failures >= policy.rule(kind).cool_after {
+                // A failed trial or probe (the cooldown has ended, the cell has
+                // not recovered) re-cools whatever its kind's `cool_after`.
+                let trial_failed = matches!(self.phase, Phase::Cooling { .. });
+                if trial_failed || self.consecutive_failures >= policy.rule(kind).cool_after {
                     let until = now.saturating_add(policy.cooldown(kind, self.consecutive_failures));
                     self.phase = Phase::Cooling { until, cause: kind };
                     t.cooled = Some((until, kind));

@@ -283,6 +283,12 @@ fn cooling_rules_are_configurable_per_kind_and_validated() {
     pool.report(&rid("a"), &ctx("x"), fail(FailureKind::Timeout), 10 * S).unwrap();
     pool.release(trial.id, trial.token, 10 * S).unwrap();
     assert_eq!(pool.cells(&rid("a"), 10 * S).unwrap()[1].cooling_until, Some(30 * S), "capped at 2^1");
+    // A failed trial re-cools whatever its kind's own `cool_after` (slow: 3).
+    let trial = pool.acquire(&ctx("x"), 30 * S).unwrap();
+    pool.report(&rid("a"), &ctx("x"), fail(FailureKind::Slow), 30 * S).unwrap();
+    pool.release(trial.id, trial.token, 30 * S).unwrap();
+    let c = &pool.cells(&rid("a"), 30 * S).unwrap()[1];
+    assert_eq!((c.cause, c.cooling_until), (Some(FailureKind::Slow), Some(30 * S + 30 * S * 4)));
     // Slow keeps the defaults: 3 strikes.
     pool.report(&rid("a"), &ctx("y"), fail(FailureKind::Slow), 0).unwrap();
     assert_eq!(pool.cells(&rid("a"), 30 * S).unwrap()[2].state, CellState::Healthy);

@@ -30,6 +30,7 @@ mod names;
 pub mod native;
 mod ownership;
 mod pool;
+mod prober;
 pub mod providers;
 mod runtime;
 mod shard;
@@ -44,6 +45,7 @@ pub use error::{Error, Result, SnapshotError, StoreError};
 pub use http_outcome::{http_outcome, retry_after_header};
 pub use ownership::{Keeper, Ownership, Standing};
 pub use pool::{Pool, PoolOps, PoolSet, TenantPool};
+pub use prober::{finish_probe, start_probes, Verdict};
 pub use providers::{Clock, ManualClock, Providers, SystemClock};
 pub use repute_core::{
     Block, CellState, CellView, Command, Context, CoolingRule, Event, EventKind, FailureKind, Lease, LeaseKind,
@@ -97,7 +99,13 @@ pub fn parse_outcome(failure: Option<&str>, latency_ms: f64, retry_after: Option
     Ok(match (failure, retry_after) {
         (None, None) => Outcome::Success { latency_ms },
         (None, Some(_)) => return Err(Error::invalid("retry_after", "only rate_limited and quota_exhausted take one")),
-        (Some(name), retry_after) => Outcome::Failure { kind: FailureKind::parse(name)?, latency_ms, retry_after },
+        (Some(name), retry_after) => {
+            let kind = FailureKind::parse(name)?;
+            if retry_after.is_some() && !kind.takes_retry_after() {
+                return Err(Error::invalid("retry_after", "only rate_limited and quota_exhausted take one"));
+            }
+            Outcome::Failure { kind, latency_ms, retry_after }
+        }
     })
 }
 
