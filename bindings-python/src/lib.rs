@@ -12,6 +12,7 @@ mod fork;
 mod lease;
 mod outcome;
 mod pool;
+mod probe;
 mod time;
 mod views;
 

@@ -78,7 +78,7 @@ pub(crate) struct Shared {
     /// Fixed margin before a lease's TTL runs out; `None` is a tenth of the TTL.
     margin: Option<u64>,
     /// Mirrors `pool` being `None`, readable without waiting for the lock.
-    closed: AtomicBool,
+    pub(crate) closed: AtomicBool,
     generation: u64,
     pid: u32,
 }
@@ -208,7 +208,7 @@ impl Pool {
         store = "memory", tenant = "default", lease_ttl = 30.0, strategy = None, seed = None, clock = None,
         *, probe_ttl = 15.0, renew_margin = None, max_resources = None, max_cells = None, rate = None, burst = 1,
         mode = "sharded", owner_ttl = 10.0, owners = "store", recovery = "traffic", fail_open = false,
-        cooldowns = None,
+        cooldowns = None, probe = None, probe_concurrency = 4, probe_every = 1.0,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -231,7 +231,17 @@ impl Pool {
         recovery: &str,
         fail_open: bool,
         cooldowns: Option<Bound<'_, PyDict>>,
+        probe: Option<Py<PyAny>>,
+        probe_concurrency: usize,
+        probe_every: f64,
     ) -> PyResult<Self> {
+        if probe.is_some() && recovery != "probe" {
+            return Err(to_py(py, invalid("probe", "goes with recovery=\"probe\"")));
+        }
+        if probe_concurrency == 0 {
+            return Err(to_py(py, invalid("probe_concurrency", "must be >= 1")));
+        }
+        let probe_every = positive_duration("probe_every", probe_every).map_err(|f| to_py(py, f))?;
         let mut rules = Policy::default();
         if let Some(c) = &cooldowns {
             outcome::cooldowns(&mut rules, c).map_err(|f| to_py(py, f))?;
@@ -287,7 +297,11 @@ impl Pool {
                 })
             })
             .map_err(|f| to_py(py, f))?;
-        Ok(Pool { shared: Arc::new(shared) })
+        let shared = Arc::new(shared);
+        if let Some(probe) = probe {
+            crate::probe::spawn(Arc::downgrade(&shared), probe, probe_concurrency, probe_every);
+        }
+        Ok(Pool { shared })
     }
 
     /// The pool clock's reading, in seconds: the time base of every `at`,

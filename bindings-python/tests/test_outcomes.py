@@ -5,6 +5,7 @@ cooling rules, as a Python user meets them."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -159,3 +160,47 @@ def test_cooling_rules_are_options_with_field_and_rule(clock: repute.ManualClock
     with pytest.raises(repute.InvalidInput) as caught:
         repute.Pool(cooldowns={"melted": {"base": 1.0}})
     assert caught.value.field == "policy.rules.kind"
+
+
+def _settle(pool: repute.Pool, check: object, seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():  # type: ignore[operator]
+        assert time.monotonic() < deadline, [c.state for c in pool.cells("proxy", "good")]
+        time.sleep(0.02)
+
+
+# The probe that raises is reported as unraisable, as Python does for callbacks.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+@pytest.mark.parametrize("style", ["sync", "async"])
+def test_the_pool_runs_the_probe_loop_with_the_users_probe(clock: repute.ManualClock, style: str) -> None:
+    seen: list[tuple[str, str, str]] = []
+
+    def check(kind: str, value: str, context: str) -> bool:
+        seen.append((kind, value, context))
+        if value == "broken":
+            raise RuntimeError("probe crashed")
+        return value == "good"
+
+    async def acheck(kind: str, value: str, context: str) -> bool:
+        return check(kind, value, context)
+
+    probe = check if style == "sync" else acheck
+    pool = repute.Pool(clock=clock, strategy="first", recovery="probe", probe=probe, probe_every=0.02)
+    for value in ("good", "bad", "broken"):
+        pool.register("proxy", value)
+        for _ in range(3):
+            pool.report_failure("proxy", value, "shop", "timeout", latency=1.0)
+    clock.advance(240.0)
+    cell = lambda value: pool.cells("proxy", value)[1]  # noqa: E731
+    _settle(pool, lambda: cell("good").state == "recovering" and cell("bad").consecutive_failures == 4)
+    _settle(pool, lambda: cell("broken").consecutive_failures == 4)
+    assert sorted(set(seen)) == [("proxy", v, "shop") for v in ("bad", "broken", "good")]
+    assert (cell("bad").cause, cell("bad").cooling_until) == (repute.FailureKind.TIMEOUT, 240.0 + 480.0)
+    assert pool.stats().live_leases == 0
+    pool.close()
+
+
+def test_a_probe_needs_probe_recovery() -> None:
+    with pytest.raises(repute.InvalidInput) as caught:
+        repute.Pool(probe=lambda kind, value, context: True)
+    assert (caught.value.field, caught.value.rule) == ("probe", 'goes with recovery="probe"')

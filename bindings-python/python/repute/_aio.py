@@ -225,6 +225,9 @@ class AsyncPool:
         recovery: Literal["traffic", "probe", "classic"] = "traffic",
         fail_open: bool = False,
         cooldowns: Mapping[str, Mapping[str, float]] | None = None,
+        probe: Callable[[str, str, str], Any] | None = None,
+        probe_concurrency: int = 4,
+        probe_every: float = 1.0,
     ) -> AsyncPool:
         pool = await _run(
             Pool,
@@ -246,6 +249,9 @@ class AsyncPool:
             recovery=recovery,
             fail_open=fail_open,
             cooldowns=None if cooldowns is None else {k: dict(v) for k, v in cooldowns.items()},
+            probe=probe,
+            probe_concurrency=probe_concurrency,
+            probe_every=probe_every,
         )
         return cls(pool)
 

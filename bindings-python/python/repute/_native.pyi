@@ -3,13 +3,16 @@
 # is checked against these by mypy in the test suite.
 
 from types import TracebackType
-from typing import Iterable, Iterator, Literal, Mapping, final
+from typing import Awaitable, Callable, Iterable, Iterator, Literal, Mapping, final
 
 from ._types import FailureKind
 
 _CellState = Literal["healthy", "cooling", "recovering", "blocklisted"]
 _LeaseKind = Literal["client", "trial", "probe", "fail_open"]
 _Recovery = Literal["traffic", "probe", "classic"]
+# A probe: (kind, value, context) -> True/None healthy, False failed, or an HTTP status.
+_ProbeAnswer = bool | int | None
+_Probe = Callable[[str, str, str], _ProbeAnswer] | Callable[[str, str, str], Awaitable[_ProbeAnswer]]
 _Headers = Mapping[str, str] | Iterable[tuple[str, str]]
 
 class ReputeError(Exception):
@@ -326,6 +329,9 @@ class Pool:
         recovery: _Recovery = "traffic",
         fail_open: bool = False,
         cooldowns: dict[str, dict[str, float]] | None = None,
+        probe: _Probe | None = None,
+        probe_concurrency: int = 4,
+        probe_every: float = 1.0,
     ) -> None: ...
     @property
     def now(self) -> float: ...
