@@ -65,9 +65,20 @@ export interface PoolOptions {
   recovery?: Recovery;
   /** Grant the candidate whose cooldown ends soonest rather than nothing (never a blocked one); default false. */
   failOpen?: boolean;
+  /**
+   * With `recovery: 'probe'`: the pool runs the probe loop, calling this for every cell due
+   * (true/undefined healthy, false failed, a number an HTTP status; a throw is a failure).
+   */
+  probe?: (target: ProbeTarget) => ProbeAnswer | Promise<ProbeAnswer>;
+  /** Probes in flight at once; default 4. */
+  probeConcurrency?: number;
+  /** Time between probe rounds; default 1000. */
+  probeEveryMs?: number;
   /** Per failure kind, the cooling rule to use instead of the default; unset fields keep theirs. */
   cooldowns?: Partial<Record<Exclude<FailureKind, 'auth_failed'>, CooldownRule>>;
 }
+
+export type ProbeAnswer = boolean | number | undefined;
 
 export interface CooldownRule {
   /** Base cooldown (for `rate_limited` / `quota_exhausted`: the wait when the provider gave none). */

@@ -449,6 +449,56 @@ class Pool {
     this.#durable = this.#native.durable;
     this.#link = this.#native.hasLink;
     this.#defaultTimeoutMs = config.leaseTtlMs ?? 30_000;
+    this.#startProber(obj('options', options), config.recovery);
+  }
+
+  /** The probe loop's timer (`recovery: 'probe'` with a `probe`), until `close`. */
+  #prober;
+
+  /**
+   * Rounds of the host's probe loop: probe leases on the cells due, the
+   * user's `probe({ kind, value, context })` on each (true/undefined
+   * healthy, false failed, a number an HTTP status; a throw is a failure),
+   * the verdicts back to the host. One round at a time.
+   */
+  #startProber(o, recovery) {
+    if (o.probe === undefined || o.probe === null) return;
+    if (typeof o.probe !== 'function') throw invalidArg('probe', 'must be a function');
+    if (recovery !== 'probe') throw invalidArg('probe', "goes with recovery: 'probe'");
+    const concurrency = o.probeConcurrency === undefined ? 4 : uint('probeConcurrency', o.probeConcurrency);
+    if (concurrency === 0) throw invalidArg('probeConcurrency', 'must be >= 1');
+    const every = o.probeEveryMs === undefined ? 1000 : num('probeEveryMs', o.probeEveryMs);
+    if (!(every > 0)) throw invalidArg('probeEveryMs', 'must be > 0');
+    const probe = o.probe;
+    let running = false;
+    const round = async () => {
+      if (running) return;
+      running = true;
+      try {
+        const leases = this.#native.probeStart(concurrency);
+        await Promise.all(
+          leases.map(async (l) => {
+            const started = performance.now();
+            let answer;
+            try {
+              answer = await probe({ kind: l.kind, value: l.value, context: l.context });
+            } catch {
+              answer = false;
+            }
+            const status = typeof answer === 'number' ? answer : undefined;
+            const healthy = answer === undefined || answer === null || answer === true;
+            this.#native.probeFinish(l.id, healthy, status, performance.now() - started);
+          }),
+        );
+        this.#changed(true);
+      } catch {
+        // A closed pool or a failed store: the next round tries again.
+      } finally {
+        running = false;
+      }
+    };
+    this.#prober = setInterval(round, every);
+    this.#prober.unref();
   }
 
   /** `new Pool(options)`, with the store opened off the JS thread. */
@@ -789,6 +839,7 @@ class Pool {
    * given up at once); later calls throw. Idempotent.
    */
   close() {
+    clearInterval(this.#prober);
     if (this.#subscribers.size !== 0) this.#pumpEvents();
     this.#native.close();
     for (const sub of this.#subscribers) {

@@ -15,8 +15,8 @@ use napi::bindgen_prelude::{AsyncTask, BigInt, Buffer, Uint8Array};
 use napi_derive::napi;
 use repute_host::providers::Exchange;
 use repute_host::{
-    Clock, EmbeddedPool, Error, Lease, Mode, OwnersSpec, Policy, Pool, PoolOps, RateLimit, Recovery, Sharing,
-    StoreSpec, Strategy, SystemClock, TenantConfig,
+    finish_probe, start_probes, Clock, EmbeddedPool, Error, Lease, Mode, OwnersSpec, Policy, Pool, PoolOps, RateLimit,
+    Recovery, Sharing, StoreSpec, Strategy, SystemClock, TenantConfig, Verdict,
 };
 
 use crate::clock::NativeClock;
@@ -183,6 +183,8 @@ pub struct NativePool {
     pub(crate) shared: Arc<Shared>,
     /// On Redis: the pool's own connection on the event loop (see `link`).
     pub(crate) link: LinkSlot,
+    /// Probe leases handed to `index.js`'s probe loop, by lease id, until their verdict.
+    probes: Mutex<HashMap<u64, Lease>>,
 }
 
 impl NativePool {
@@ -195,6 +197,7 @@ impl NativePool {
         Ok(NativePool {
             shared: Arc::new(shared),
             link: LinkSlot { ready: RefCell::new(ready), open: RefCell::new(None) },
+            probes: Mutex::new(HashMap::new()),
         })
     }
 }
@@ -205,6 +208,37 @@ impl NativePool {
     #[napi(constructor)]
     pub fn new(config: PoolConfig, clock: Option<&NativeClock>) -> napi::Result<Self> {
         Shared::open(config, clock).and_then(NativePool::opened).or_throw()
+    }
+
+    /// One round of the host's probe loop: probe leases on up to `max` cells
+    /// due; `index.js` runs the user's probe on each and answers `probeFinish`.
+    #[napi]
+    pub fn probe_start(&self, max: u32) -> napi::Result<Vec<LeaseData>> {
+        let leases = self.shared.with(|p| start_probes(p, max as usize))?;
+        let mut probes = self.probes.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(leases
+            .into_iter()
+            .map(|l| {
+                let data = LeaseData::new(&l, None);
+                probes.insert(l.id, l);
+                data
+            })
+            .collect())
+    }
+
+    /// What the probe of lease `id` found: `healthy`, or an HTTP `status`.
+    #[napi]
+    pub fn probe_finish(&self, id: BigInt, healthy: bool, status: Option<u32>, latency_ms: f64) -> napi::Result<()> {
+        let id = u64_arg("id", &id).or_throw()?;
+        let Some(lease) = self.probes.lock().unwrap_or_else(|p| p.into_inner()).remove(&id) else {
+            return Err(invalid("id", "is not a probe lease of this pool")).or_throw();
+        };
+        let verdict = match (status, healthy) {
+            (Some(s), _) => Verdict::Http(u16::try_from(s).unwrap_or(0)),
+            (None, true) => Verdict::Healthy,
+            (None, false) => Verdict::Failed,
+        };
+        self.shared.with(|p| finish_probe(p, &lease, verdict, latency_ms))
     }
 
     /// `new` off the JS thread.

@@ -146,3 +146,36 @@ test('recovery and cooling rules are options, checked with field and rule', asyn
   }
   assert.throws(() => new Pool({ cooldowns: { melted: { baseMs: 1 } } }), { field: 'policy.rules.kind' });
 });
+
+async function settle(check, ms = 10_000) {
+  const until = Date.now() + ms;
+  while (!check()) {
+    assert.ok(Date.now() < until, 'the probe loop did not settle');
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+test('the pool runs the probe loop with the user probe', async () => {
+  const clock = new ManualClock();
+  const seen = [];
+  const probe = async ({ kind, value, context }) => {
+    seen.push(`${kind}/${value}/${context}`);
+    if (value === 'broken') throw new Error('probe crashed');
+    if (value === 'overloaded') return 503;
+    return value === 'good';
+  };
+  const pool = new Pool({ clock, strategy: 'first', recovery: 'probe', probe, probeEveryMs: 10 });
+  for (const v of ['good', 'bad', 'broken', 'overloaded']) {
+    pool.register('proxy', v);
+    for (let i = 0; i < 3; i++) await pool.reportFailure('proxy', v, 'shop', 'timeout', { latencyMs: 1000 });
+  }
+  clock.advance(240_000);
+  const cell = (v) => pool.cells('proxy', v)[1];
+  await settle(() => cell('good').state === 'recovering' && ['bad', 'broken', 'overloaded'].every((v) => cell(v).consecutiveFailures === 4));
+  assert.deepEqual([...new Set(seen)].sort(), ['proxy/bad/shop', 'proxy/broken/shop', 'proxy/good/shop', 'proxy/overloaded/shop']);
+  assert.deepEqual([cell('bad').cause, cell('bad').coolingUntilMs], ['timeout', 720_000]);
+  assert.equal(cell('overloaded').cause, 'connection_reset');
+  assert.equal(pool.stats().liveLeases, 0);
+  pool.close();
+  assert.throws(() => new Pool({ probe }), { field: 'probe', rule: "goes with recovery: 'probe'" });
+});
