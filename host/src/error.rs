@@ -78,7 +78,7 @@ impl Error {
             Error::InvalidInput { .. } => "invalid_input",
             Error::UnknownResource => "unknown_resource",
             Error::UnknownLease => "unknown_lease",
-            Error::StaleLease { .. } => "stale_lease",
+            Error::StaleLease => "stale_lease",
             Error::LeaseExpired => "lease_expired",
             Error::Blocked => "blocked",
             Error::NoResourceAvailable { .. } => "no_resource_available",
