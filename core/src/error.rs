@@ -74,7 +74,7 @@ impl fmt::Display for Error {
                 write!(f, "budget {budget} exhausted (limit {limit})")
             }
             Error::RateLimited { retry_after } => {
-                write!(f, "rate limited (retry after {retry_after} ns)")
+                write!(f, "rate limited (retry after {} ms)", retry_after.div_ceil(1_000_000))
             }
             Error::Snapshot(e) => write!(f, "snapshot refused: {e}"),
         }
