@@ -11,8 +11,9 @@
 # REPUTE_TEST_PG_URL, REPUTE_TEST_ETCD_URL and REPUTE_TEST_REDIS_URL name
 # running ones, and stops the ones it started when it ends, passed or failed.
 #
-# Everything builds in release with the `etcd` feature, so wasmtime is
-# compiled once and shared by cargo, maturin and napi.
+# Everything builds in release with the `etcd` feature (repute-cli's turns
+# on repute-host's), so wasmtime is compiled once and shared by cargo,
+# maturin and napi.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -50,9 +51,10 @@ command -v node >/dev/null && node -e 'process.exit(Number(process.versions.node
     || { echo "test.sh: Node.js >= 20 is required" >&2; exit 1; }
 
 # The rustup components the lints and the component build use.
-rustup component list --installed | grep -q '^rustfmt' || rustup component add rustfmt
-rustup component list --installed | grep -q '^clippy' || rustup component add clippy
-rustup target list --installed | grep -qx 'wasm32-wasip2' || rustup target add wasm32-wasip2
+components=$(rustup component list --installed)
+[[ "$components" == *rustfmt* ]] || rustup component add rustfmt
+[[ "$components" == *clippy* ]] || rustup component add clippy
+[[ "$(rustup target list --installed)" == *wasm32-wasip2* ]] || rustup target add wasm32-wasip2
 
 # Throwaway servers unless the caller named its own. Servers that
 # scripts/services.sh already runs for this checkout are used and left running.
@@ -71,11 +73,11 @@ if [ -z "${REPUTE_TEST_PG_URL:-}" ] || [ -z "${REPUTE_TEST_ETCD_URL:-}" ] || [ -
 fi
 
 cargo fmt --all --check
-cargo clippy --workspace --all-targets --release --locked --features repute-host/etcd -- -D warnings
+cargo clippy --workspace --all-targets --release --locked --features repute-cli/etcd -- -D warnings
 # The component glue only compiles for wasm; lint it there too.
 cargo clippy -p repute-core --target wasm32-wasip2 --features trap-test --release --locked -- -D warnings
 # The binding crates are extension modules: their symbols come from the
 # Python / Node process, so they are tested through their own suites below.
-cargo test --workspace --release --locked --features repute-host/etcd --exclude repute-python --exclude repute-node
+cargo test --workspace --release --locked --features repute-cli/etcd --exclude repute-python --exclude repute-node
 ./bindings-python/test.sh
 ./bindings-node/test.sh
