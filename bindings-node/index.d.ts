@@ -11,8 +11,18 @@ export type Store = 'memory' | `sqlite:${string}` | `postgres://${string}` | `po
 /** How processes share a tenant on PostgreSQL; ignored by the other stores. */
 export type Mode = 'sharded' | 'shared';
 export type Strategy = 'classic' | 'thompson' | 'first';
-export type FailureKind = 'connection_reset' | 'tls_handshake' | 'timeout' | 'blocked' | 'slow';
-export type LeaseKind = 'client' | 'trial' | 'probe';
+export type FailureKind =
+  | 'connection_reset'
+  | 'tls_handshake'
+  | 'timeout'
+  | 'blocked'
+  | 'slow'
+  | 'rate_limited'
+  | 'quota_exhausted'
+  | 'auth_failed';
+export type LeaseKind = 'client' | 'trial' | 'probe' | 'fail_open';
+/** How a cell whose cooldown ended comes back: one client trial (`traffic`), a probe, or the reputation-pool 0.5.0 split. */
+export type Recovery = 'traffic' | 'probe' | 'classic';
 export type CellState = 'healthy' | 'cooling' | 'recovering' | 'blocklisted';
 
 export interface PoolOptions {
@@ -37,7 +47,7 @@ export interface PoolOptions {
   leaseTtlMs?: number;
   /** Probe lease time to live; default 15000. */
   probeTtlMs?: number;
-  /** Candidate selection; default `'classic'`. */
+  /** Candidate selection; default `'thompson'`. */
   strategy?: Strategy;
   /** Seeds selection randomness of a fresh pool; default 0. */
   seed?: number | bigint;
@@ -51,6 +61,32 @@ export interface PoolOptions {
   rateLimit?: { rate: number; burst: number };
   /** Subtracted from the TTL for a lease's local deadline (`Lease.valid`); default a tenth of the TTL. */
   renewMarginMs?: number;
+  /** How cooled cells come back; default `'traffic'` (no probe loop needed). */
+  recovery?: Recovery;
+  /** Grant the candidate whose cooldown ends soonest rather than nothing (never a blocked one); default false. */
+  failOpen?: boolean;
+  /**
+   * With `recovery: 'probe'`: the pool runs the probe loop, calling this for every cell due
+   * (true/undefined healthy, false failed, a number an HTTP status; a throw is a failure).
+   */
+  probe?: (target: ProbeTarget) => ProbeAnswer | Promise<ProbeAnswer>;
+  /** Probes in flight at once; default 4. */
+  probeConcurrency?: number;
+  /** Time between probe rounds; default 1000. */
+  probeEveryMs?: number;
+  /** Per failure kind, the cooling rule to use instead of the default; unset fields keep theirs. */
+  cooldowns?: Partial<Record<Exclude<FailureKind, 'auth_failed'>, CooldownRule>>;
+}
+
+export type ProbeAnswer = boolean | number | undefined;
+
+export interface CooldownRule {
+  /** Base cooldown (for `rate_limited` / `quota_exhausted`: the wait when the provider gave none). */
+  baseMs?: number;
+  /** Consecutive failures that cool a cell. */
+  coolAfter?: number;
+  /** Cap on the doubling of the cooldown, 0..=21. */
+  maxExponent?: number;
 }
 
 export interface AcquireOptions {
@@ -63,6 +99,19 @@ export interface AcquireOptions {
 export interface ReportOptions {
   /** Observed latency; default 0. */
   latencyMs?: number;
+}
+
+export interface FailureOptions extends ReportOptions {
+  /** With `rate_limited` or `quota_exhausted`: the wait the provider asked for. */
+  retryAfterMs?: number;
+}
+
+/** Response headers: a fetch `Headers`, a `Map`, a plain object or `[name, value]` pairs. */
+export type HeadersLike = Headers | Map<string, string> | Record<string, string> | Iterable<[string, string]>;
+
+export interface HttpReportOptions extends ReportOptions {
+  /** The response's headers; `Retry-After` (seconds or HTTP-date) is read. */
+  headers?: HeadersLike;
 }
 
 export interface BlockOptions {
@@ -204,7 +253,9 @@ export class Lease implements Disposable, AsyncDisposable {
    */
   release(): Promise<void>;
   reportSuccess(options?: ReportOptions): Promise<void>;
-  reportFailure(failure: FailureKind, options?: ReportOptions): Promise<void>;
+  reportFailure(failure: FailureKind, options?: FailureOptions): Promise<void>;
+  /** Reports the use by the upstream's HTTP answer (429 + Retry-After, 401, ...), mapped as the README's table says. */
+  reportHttp(status: number, options?: HttpReportOptions): Promise<void>;
   [Symbol.dispose](): void;
   [Symbol.asyncDispose](): Promise<void>;
   toJSON(): Record<string, unknown>;
@@ -229,7 +280,8 @@ export class Pool implements Disposable {
   withLease<T>(context: string, fn: (lease: Lease) => T | Promise<T>, options?: AcquireOptions): Promise<T>;
   acquireForProbe(kind: string, value: string, context: string): Lease;
   reportSuccess(kind: string, value: string, context: string, options?: ReportOptions): Promise<void>;
-  reportFailure(kind: string, value: string, context: string, failure: FailureKind, options?: ReportOptions): Promise<void>;
+  reportFailure(kind: string, value: string, context: string, failure: FailureKind, options?: FailureOptions): Promise<void>;
+  reportHttp(kind: string, value: string, context: string, status: number, options?: HttpReportOptions): Promise<void>;
   block(kind: string, value: string, options?: BlockOptions): void;
   unblock(kind: string, value: string, options?: { context?: string }): boolean;
   dueForProbe(): ProbeTarget[];
@@ -283,12 +335,18 @@ export class InvalidInputError extends ReputeError {
 }
 export class NoResourceAvailableError extends ReputeError {
   readonly code: 'no_resource_available';
-  /** When the pool's earliest timer fires, if any. */
+  /** When the first resource holding it back may free up, if known. */
   readonly retryAfterMs: number | null;
+  /** Each registered resource is counted once, under the first reason that holds it back. */
+  readonly noneRegistered: boolean;
+  readonly blocked: number;
+  readonly rateLimited: number;
+  readonly cooling: number;
+  readonly leased: number;
 }
+/** The token is not the lease's current one; which token is, is not told. */
 export class StaleLeaseError extends ReputeError {
   readonly code: 'stale_lease';
-  readonly currentToken: bigint;
 }
 export class LeaseExpiredError extends ReputeError {
   readonly code: 'lease_expired';

@@ -29,13 +29,17 @@ class NoResourceAvailableError extends ReputeError {
   constructor(message, details = {}) {
     super(message, { code: 'no_resource_available', ...details });
     this.retryAfterMs = details.retryAfterMs ?? null;
+    this.noneRegistered = details.noneRegistered ?? false;
+    this.blocked = details.blocked ?? 0;
+    this.rateLimited = details.rateLimited ?? 0;
+    this.cooling = details.cooling ?? 0;
+    this.leased = details.leased ?? 0;
   }
 }
 
 class StaleLeaseError extends ReputeError {
   constructor(message, details = {}) {
     super(message, { code: 'stale_lease', ...details });
-    this.currentToken = details.currentToken === undefined ? undefined : BigInt(details.currentToken);
   }
 }
 
@@ -184,6 +188,11 @@ function optUint(field, v) {
   return v === undefined || v === null ? undefined : uint(field, v);
 }
 
+function bool(field, v) {
+  if (typeof v !== 'boolean') throw invalidArg(field, 'must be a boolean');
+  return v;
+}
+
 function obj(field, v) {
   if (v === undefined || v === null) return {};
   if (typeof v !== 'object') throw invalidArg(field, 'must be an object');
@@ -326,6 +335,10 @@ class Lease {
     return this.#pool.reportFailure(this.#d.kind, this.#d.value, this.#d.context, failure, options);
   }
 
+  reportHttp(status, options) {
+    return this.#pool.reportHttp(this.#d.kind, this.#d.value, this.#d.context, status, options);
+  }
+
   [Symbol.dispose]() {
     this.release();
   }
@@ -362,6 +375,31 @@ function leaseData(a) {
 
 // ------------------------------------------------------------------- pool
 
+/** Response headers (fetch `Headers`, `Map`, plain object or pairs) as `[name, value]` string pairs. */
+function headerPairs(headers) {
+  const entries = typeof headers[Symbol.iterator] === 'function' ? headers : Object.entries(obj('headers', headers));
+  const pairs = [];
+  for (const pair of entries) {
+    if (!Array.isArray(pair) || pair.length !== 2) throw invalidArg('headers', 'must be [name, value] pairs');
+    pairs.push([String(pair[0]), String(pair[1])]);
+  }
+  return pairs;
+}
+
+/** `cooldowns: { timeout: { baseMs, coolAfter, maxExponent } }`, checked for shape; the rules are the host's. */
+function cooldowns(value) {
+  const out = {};
+  for (const [kind, rule] of Object.entries(obj('cooldowns', value))) {
+    const r = obj(`cooldowns.${kind}`, rule);
+    out[kind] = {
+      baseMs: optNum('cooldowns.baseMs', r.baseMs),
+      coolAfter: optUint('cooldowns.coolAfter', r.coolAfter),
+      maxExponent: optUint('cooldowns.maxExponent', r.maxExponent),
+    };
+  }
+  return out;
+}
+
 const MAX_BACKOFF_MS = 100;
 
 function nativeConfig(options) {
@@ -385,6 +423,9 @@ function nativeConfig(options) {
       burst: uint('rateLimit.burst', rateLimit.burst),
     },
     renewMarginMs: optNum('renewMarginMs', o.renewMarginMs),
+    recovery: optStr('recovery', o.recovery),
+    failOpen: o.failOpen === undefined ? undefined : bool('failOpen', o.failOpen),
+    cooldowns: o.cooldowns === undefined ? undefined : cooldowns(o.cooldowns),
   };
   return [config, o.clock?.[kNative]];
 }
@@ -407,6 +448,56 @@ class Pool {
     this.#durable = this.#native.durable;
     this.#link = this.#native.hasLink;
     this.#defaultTimeoutMs = config.leaseTtlMs ?? 30_000;
+    this.#startProber(obj('options', options), config.recovery);
+  }
+
+  /** The probe loop's timer (`recovery: 'probe'` with a `probe`), until `close`. */
+  #prober;
+
+  /**
+   * Rounds of the host's probe loop: probe leases on the cells due, the
+   * user's `probe({ kind, value, context })` on each (true/undefined
+   * healthy, false failed, a number an HTTP status; a throw is a failure),
+   * the verdicts back to the host. One round at a time.
+   */
+  #startProber(o, recovery) {
+    if (o.probe === undefined || o.probe === null) return;
+    if (typeof o.probe !== 'function') throw invalidArg('probe', 'must be a function');
+    if (recovery !== 'probe') throw invalidArg('probe', "goes with recovery: 'probe'");
+    const concurrency = o.probeConcurrency === undefined ? 4 : uint('probeConcurrency', o.probeConcurrency);
+    if (concurrency === 0) throw invalidArg('probeConcurrency', 'must be >= 1');
+    const every = o.probeEveryMs === undefined ? 1000 : num('probeEveryMs', o.probeEveryMs);
+    if (!(every > 0)) throw invalidArg('probeEveryMs', 'must be > 0');
+    const probe = o.probe;
+    let running = false;
+    const round = async () => {
+      if (running) return;
+      running = true;
+      try {
+        const leases = this.#native.probeStart(concurrency);
+        await Promise.all(
+          leases.map(async (l) => {
+            const started = performance.now();
+            let answer;
+            try {
+              answer = await probe({ kind: l.kind, value: l.value, context: l.context });
+            } catch {
+              answer = false;
+            }
+            const status = typeof answer === 'number' ? answer : undefined;
+            const healthy = answer === undefined || answer === null || answer === true;
+            this.#native.probeFinish(l.id, healthy, status, performance.now() - started);
+          }),
+        );
+        this.#changed(true);
+      } catch {
+        // A closed pool or a failed store: the next round tries again.
+      } finally {
+        running = false;
+      }
+    };
+    this.#prober = setInterval(round, every);
+    this.#prober.unref();
   }
 
   /** `new Pool(options)`, with the store opened off the JS thread. */
@@ -510,7 +601,8 @@ class Pool {
     const o = obj('options', options);
     const timeoutMs = o.timeoutMs === undefined ? this.#defaultTimeoutMs : num('timeoutMs', o.timeoutMs);
     const signal = o.signal;
-    const end = performance.now() + timeoutMs;
+    // The deadline is on the pool's clock: a ManualClock pool waits for its clock.
+    const end = this.now() + timeoutMs;
     let backoff = 1;
     for (;;) {
       signal?.throwIfAborted();
@@ -521,7 +613,7 @@ class Pool {
         if (!(e instanceof NoResourceAvailableError || e instanceof RateLimitedError)) throw e;
         err = e;
       }
-      const left = end - performance.now();
+      const left = end - this.now();
       if (!(left > 0)) throw err;
       await this.#sleep(Math.max(0, Math.min(left, backoff, err.retryAfterMs ?? Infinity)), signal);
       backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
@@ -603,16 +695,24 @@ class Pool {
   }
 
   reportSuccess(kind, value, context, options = {}) {
-    return this.#report(kind, value, context, undefined, options);
+    return this.#report(kind, value, context, {}, options);
   }
 
-  reportFailure(kind, value, context, failure, options = {}) {
-    return this.#report(kind, value, context, str('failure', failure), options);
+  async reportFailure(kind, value, context, failure, options = {}) {
+    const retryAfterMs = optNum('retryAfterMs', obj('options', options).retryAfterMs);
+    return this.#report(kind, value, context, { failure: str('failure', failure), retryAfterMs }, options);
   }
 
-  async #report(kind, value, context, failure, options) {
+  /** Reports a use by the upstream's HTTP answer: its status and headers (`Retry-After` is read). */
+  async reportHttp(kind, value, context, status, options = {}) {
+    const o = obj('options', options);
+    const headers = o.headers === undefined || o.headers === null ? undefined : headerPairs(o.headers);
+    return this.#report(kind, value, context, { status: uint('status', status), headers }, options);
+  }
+
+  async #report(kind, value, context, spec, options) {
     const latencyMs = num('latencyMs', obj('options', options).latencyMs ?? 0);
-    await this.#maybeAsync(true, 'report', str('kind', kind), str('value', value), str('context', context), failure, latencyMs);
+    await this.#maybeAsync(true, 'report', str('kind', kind), str('value', value), str('context', context), { ...spec, latencyMs });
   }
 
   /** Blocks a resource everywhere, or in one `context`; for `durationMs` or until unblocked. */
@@ -738,6 +838,7 @@ class Pool {
    * given up at once); later calls throw. Idempotent.
    */
   close() {
+    clearInterval(this.#prober);
     if (this.#subscribers.size !== 0) this.#pumpEvents();
     this.#native.close();
     for (const sub of this.#subscribers) {

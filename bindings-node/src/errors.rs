@@ -24,9 +24,15 @@ fn details(e: &Error) -> Map<String, Value> {
             put("field", json!(field));
             put("rule", json!(rule));
         }
-        Error::NoResourceAvailable { retry_after } => put("retryAfterMs", json!(retry_after.map(ns_to_ms))),
+        Error::NoResourceAvailable(r) => {
+            put("retryAfterMs", json!(r.retry_after.map(ns_to_ms)));
+            put("noneRegistered", json!(r.registered == 0));
+            put("blocked", json!(r.blocked));
+            put("rateLimited", json!(r.rate_limited));
+            put("cooling", json!(r.cooling));
+            put("leased", json!(r.leased));
+        }
         Error::RateLimited { retry_after } => put("retryAfterMs", json!(ns_to_ms(*retry_after))),
-        Error::StaleLease { current } => put("currentToken", json!(current.to_string())),
         Error::Leased { live } => put("live", json!(live)),
         Error::BudgetExhausted { budget, limit } => {
             put("budget", json!(budget));

@@ -44,7 +44,7 @@ impl From<Event> for EventData {
             EventKind::Unregistered { resource: r } => resource(&r),
             EventKind::Cooled { resource: r, context, until, cause } => {
                 resource(&r);
-                out.context = Some(context.as_str().to_owned());
+                out.context = context.map(|c| c.as_str().to_owned());
                 out.until_ms = Some(ns_to_ms(until));
                 out.cause = Some(cause.as_str());
             }

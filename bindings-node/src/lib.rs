@@ -14,6 +14,7 @@ mod clock;
 mod errors;
 mod events;
 mod link;
+mod outcome;
 mod pool;
 mod task;
 mod units;

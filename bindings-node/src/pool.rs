@@ -7,6 +7,7 @@
 //! may only do so on plain threads (the JS thread, libuv's workers).
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -14,14 +15,15 @@ use napi::bindgen_prelude::{AsyncTask, BigInt, Buffer, Uint8Array};
 use napi_derive::napi;
 use repute_host::providers::Exchange;
 use repute_host::{
-    parse_outcome, Clock, EmbeddedPool, Error, Lease, Mode, OwnersSpec, Policy, Pool, PoolOps, RateLimit, Sharing,
-    StoreSpec, Strategy, SystemClock, TenantConfig,
+    finish_probe, start_probes, Clock, EmbeddedPool, Error, Lease, Mode, OwnersSpec, Policy, Pool, PoolOps, RateLimit,
+    Recovery, Sharing, StoreSpec, Strategy, SystemClock, TenantConfig, Verdict,
 };
 
 use crate::clock::NativeClock;
 use crate::errors::{invalid, to_js, OrThrow};
 use crate::events::EventData;
 use crate::link::{LinkSlot, Target};
+use crate::outcome::{self, CooldownConfig, OutcomeSpec};
 use crate::task::Job;
 use crate::units::{ms_to_ns, ns_to_ms};
 use crate::views::{CellInfo, LeaseData, ProbeTarget, ResourceInfo, StatsInfo};
@@ -48,6 +50,10 @@ pub struct PoolConfig {
     /// Safety margin subtracted from the TTL for a lease's local deadline;
     /// a tenth of the TTL when absent.
     pub renew_margin_ms: Option<f64>,
+    /// `traffic` (the default), `probe` or `classic`.
+    pub recovery: Option<String>,
+    pub fail_open: Option<bool>,
+    pub cooldowns: Option<HashMap<String, CooldownConfig>>,
 }
 
 /// Long enough to ride out a slow renewal or two, short enough that a dead
@@ -105,6 +111,14 @@ fn policy(config: &PoolConfig) -> Result<Policy, Error> {
             return Err(invalid("rateLimit.burst", "must be >= 1"));
         }
         policy.rate_limit = Some(RateLimit { rate: rl.rate, burst: rl.burst });
+    }
+    if let Some(r) = &config.recovery {
+        policy.recovery =
+            Recovery::parse(r).map_err(|_| invalid("recovery", "must be one of traffic, probe, classic"))?;
+    }
+    policy.fail_open = config.fail_open.unwrap_or(false);
+    if let Some(c) = &config.cooldowns {
+        outcome::cooldowns(&mut policy, c)?;
     }
     Ok(policy)
 }
@@ -169,6 +183,8 @@ pub struct NativePool {
     pub(crate) shared: Arc<Shared>,
     /// On Redis: the pool's own connection on the event loop (see `link`).
     pub(crate) link: LinkSlot,
+    /// Probe leases handed to `index.js`'s probe loop, by lease id, until their verdict.
+    probes: Mutex<HashMap<u64, Lease>>,
 }
 
 impl NativePool {
@@ -181,6 +197,7 @@ impl NativePool {
         Ok(NativePool {
             shared: Arc::new(shared),
             link: LinkSlot { ready: RefCell::new(ready), open: RefCell::new(None) },
+            probes: Mutex::new(HashMap::new()),
         })
     }
 }
@@ -191,6 +208,37 @@ impl NativePool {
     #[napi(constructor)]
     pub fn new(config: PoolConfig, clock: Option<&NativeClock>) -> napi::Result<Self> {
         Shared::open(config, clock).and_then(NativePool::opened).or_throw()
+    }
+
+    /// One round of the host's probe loop: probe leases on up to `max` cells
+    /// due; `index.js` runs the user's probe on each and answers `probeFinish`.
+    #[napi]
+    pub fn probe_start(&self, max: u32) -> napi::Result<Vec<LeaseData>> {
+        let leases = self.shared.with(|p| start_probes(p, max as usize))?;
+        let mut probes = self.probes.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(leases
+            .into_iter()
+            .map(|l| {
+                let data = LeaseData::new(&l, None);
+                probes.insert(l.id, l);
+                data
+            })
+            .collect())
+    }
+
+    /// What the probe of lease `id` found: `healthy`, or an HTTP `status`.
+    #[napi]
+    pub fn probe_finish(&self, id: BigInt, healthy: bool, status: Option<u32>, latency_ms: f64) -> napi::Result<()> {
+        let id = u64_arg("id", &id).or_throw()?;
+        let Some(lease) = self.probes.lock().unwrap_or_else(|p| p.into_inner()).remove(&id) else {
+            return Err(invalid("id", "is not a probe lease of this pool")).or_throw();
+        };
+        let verdict = match (status, healthy) {
+            (Some(s), _) => Verdict::Http(u16::try_from(s).unwrap_or(0)),
+            (None, true) => Verdict::Healthy,
+            (None, false) => Verdict::Failed,
+        };
+        self.shared.with(|p| finish_probe(p, &lease, verdict, latency_ms))
     }
 
     /// `new` off the JS thread.
@@ -265,15 +313,8 @@ impl NativePool {
     }
 
     #[napi]
-    pub fn report(
-        &self,
-        kind: String,
-        value: String,
-        context: String,
-        failure: Option<String>,
-        latency_ms: f64,
-    ) -> napi::Result<()> {
-        self.shared.with(|p| p.report(&kind, &value, &context, &parse_outcome(failure.as_deref(), latency_ms)?))
+    pub fn report(&self, kind: String, value: String, context: String, spec: OutcomeSpec) -> napi::Result<()> {
+        self.shared.with(|p| p.report(&kind, &value, &context, &outcome::outcome(&spec)?))
     }
 
     #[napi]
@@ -282,10 +323,9 @@ impl NativePool {
         kind: String,
         value: String,
         context: String,
-        failure: Option<String>,
-        latency_ms: f64,
+        spec: OutcomeSpec,
     ) -> napi::Result<AsyncTask<Job<()>>> {
-        let outcome = parse_outcome(failure.as_deref(), latency_ms).or_throw()?;
+        let outcome = outcome::outcome(&spec).or_throw()?;
         let shared = self.shared.clone();
         Ok(AsyncTask::new(Job::new(move || shared.with(|p| p.report(&kind, &value, &context, &outcome)))))
     }

@@ -40,6 +40,7 @@ impl LeaseData {
                 LeaseKind::Client => "client",
                 LeaseKind::Trial => "trial",
                 LeaseKind::Probe => "probe",
+                LeaseKind::FailOpen => "fail_open",
             },
             granted_at_ms: ns_to_ms(lease.granted_at),
             expires_at_ms: ns_to_ms(lease.expires_at),

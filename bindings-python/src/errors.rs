@@ -10,7 +10,7 @@ use std::convert::Infallible;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::{create_exception, intern, BoundObject, PyTypeInfo};
-use repute_host::{Error, SnapshotError, StoreError as HostStoreError};
+use repute_host::{Error, Refusal, SnapshotError, StoreError as HostStoreError};
 
 use crate::time::ns_to_secs;
 
@@ -77,16 +77,24 @@ pub(crate) fn to_py(py: Python<'_>, failure: Failure) -> PyErr {
         }
         Error::UnknownResource => raise::<UnknownResource>(py, message, code, &[]),
         Error::UnknownLease => raise::<UnknownLease>(py, message, code, &[]),
-        Error::StaleLease { current } => raise::<StaleLease>(py, message, code, &[("current", any(py, current))]),
+        Error::StaleLease => raise::<StaleLease>(py, message, code, &[]),
         Error::LeaseExpired => raise::<LeaseExpired>(py, message, code, &[]),
         Error::Blocked => raise::<Blocked>(py, message, code, &[]),
-        Error::NoResourceAvailable { retry_after } => {
-            let retry_after = retry_after.map(ns_to_secs);
+        Error::NoResourceAvailable(r) => {
+            let retry_after = r.retry_after.map(ns_to_secs);
             let message = match retry_after {
-                Some(s) => format!("no resource available (retry after {s} s)"),
-                None => "no resource available".to_owned(),
+                Some(s) => format!("no resource available ({}; retry after {s} s)", Refusal { retry_after: None, ..r }),
+                None => format!("no resource available ({r})"),
             };
-            raise::<NoResourceAvailable>(py, message, code, &[("retry_after", any(py, retry_after))])
+            let attrs = [
+                ("retry_after", any(py, retry_after)),
+                ("none_registered", any(py, r.registered == 0)),
+                ("blocked", any(py, r.blocked)),
+                ("rate_limited", any(py, r.rate_limited)),
+                ("cooling", any(py, r.cooling)),
+                ("leased", any(py, r.leased)),
+            ];
+            raise::<NoResourceAvailable>(py, message, code, &attrs)
         }
         Error::Leased { live } => raise::<ResourceLeased>(py, message, code, &[("live", any(py, live))]),
         Error::BudgetExhausted { budget, limit } => {

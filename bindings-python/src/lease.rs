@@ -11,11 +11,12 @@ use std::sync::{Arc, Mutex};
 
 use pyo3::prelude::*;
 use pyo3::types::PyType;
-use repute_host::{parse_outcome, Error, Lease as HostLease, PoolOps};
+use repute_host::{Error, Lease as HostLease, Outcome, PoolOps};
 
 use crate::errors::{to_py, Failure};
+use crate::outcome;
 use crate::pool::Shared;
-use crate::time::{ns_to_secs, secs_to_ns};
+use crate::time::ns_to_secs;
 use crate::views::lease_kind;
 
 const HELD: u8 = 0;
@@ -89,7 +90,7 @@ impl Lease {
         let result = self.shared.with(|p| p.release(self.lease.id, self.lease.token));
         let gone = matches!(
             result,
-            Ok(()) | Err(Failure::Host(Error::LeaseExpired | Error::UnknownLease | Error::StaleLease { .. }))
+            Ok(()) | Err(Failure::Host(Error::LeaseExpired | Error::UnknownLease | Error::StaleLease))
         );
         if !gone {
             // A refusal for another reason (storage down, pool closed) may
@@ -106,14 +107,10 @@ impl Lease {
         }
     }
 
-    fn report(&self, py: Python<'_>, failure: Option<&str>, latency: f64) -> PyResult<()> {
-        let latency_ms = secs_to_ns("latency", latency).map_err(|f| to_py(py, f))? as f64 / 1e6;
+    fn report(&self, py: Python<'_>, outcome: Result<Outcome, Failure>) -> PyResult<()> {
+        let outcome = outcome.map_err(|f| to_py(py, f))?;
         let (id, context) = (&self.lease.resource, self.lease.context.as_str());
-        py.detach(|| {
-            let outcome = parse_outcome(failure, latency_ms)?;
-            self.shared.with(|p| p.report(id.kind(), id.value(), context, &outcome))
-        })
-        .map_err(|f: Failure| to_py(py, f))
+        py.detach(|| self.shared.with(|p| p.report(id.kind(), id.value(), context, &outcome))).map_err(|f| to_py(py, f))
     }
 }
 
@@ -215,12 +212,27 @@ impl Lease {
 
     /// Reports a successful use; `latency` in seconds.
     fn report_success(&self, py: Python<'_>, latency: f64) -> PyResult<()> {
-        self.report(py, None, latency)
+        self.report(py, outcome::outcome(None, latency, None))
     }
 
-    /// Reports a failed use; `kind` is a `FailureKind` or its name.
-    fn report_failure(&self, py: Python<'_>, kind: &str, latency: f64) -> PyResult<()> {
-        self.report(py, Some(kind), latency)
+    /// Reports a failed use; `kind` is a `FailureKind` or its name, and
+    /// `retry_after` (seconds) the wait a `rate_limited` or `quota_exhausted` answer gave.
+    #[pyo3(signature = (kind, latency, *, retry_after = None))]
+    fn report_failure(&self, py: Python<'_>, kind: &str, latency: f64, retry_after: Option<f64>) -> PyResult<()> {
+        self.report(py, outcome::outcome(Some(kind), latency, retry_after))
+    }
+
+    /// Reports the use by the upstream's HTTP answer: its status and headers
+    /// (`Retry-After` is read), mapped as the README's table says.
+    #[pyo3(signature = (status, latency = 0.0, headers = None))]
+    fn report_http(
+        &self,
+        py: Python<'_>,
+        status: u16,
+        latency: f64,
+        headers: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        self.report(py, outcome::http(status, latency, headers.as_ref()))
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {

@@ -10,7 +10,9 @@ mod clock;
 mod errors;
 mod fork;
 mod lease;
+mod outcome;
 mod pool;
+mod probe;
 mod time;
 mod views;
 

@@ -9,18 +9,19 @@
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyIterator, PyList, PyType};
+use pyo3::types::{PyBytes, PyDict, PyIterator, PyList, PyType};
 use repute_host::{
-    parse_outcome, Clock, EmbeddedPool, Error, Mode, OwnersSpec, Policy, Pool as HostPool, PoolOps, RateLimit, Sharing,
-    Store, StoreSpec, Strategy, SystemClock, TenantConfig,
+    Clock, EmbeddedPool, Error, Mode, Outcome, OwnersSpec, Policy, Pool as HostPool, PoolOps, RateLimit, Recovery,
+    Sharing, Store, StoreSpec, Strategy, SystemClock, TenantConfig,
 };
 
 use crate::clock::ManualClock;
 use crate::errors::{invalid, to_py, Failure};
 use crate::lease::Lease;
+use crate::outcome;
 use crate::time::{ns_to_secs, positive_duration, secs_to_duration, secs_to_ns};
 use crate::views::{event, Cell, Resource, Stats};
 
@@ -77,7 +78,7 @@ pub(crate) struct Shared {
     /// Fixed margin before a lease's TTL runs out; `None` is a tenth of the TTL.
     margin: Option<u64>,
     /// Mirrors `pool` being `None`, readable without waiting for the lock.
-    closed: AtomicBool,
+    pub(crate) closed: AtomicBool,
     generation: u64,
     pid: u32,
 }
@@ -121,12 +122,13 @@ impl Shared {
     }
 
     /// One acquire attempt; on "nothing now", waits (lock released) until a
-    /// permit may be free, the hint, the backoff or `until`, whichever is
+    /// permit may be free, the hint, the backoff or `until` (on the pool's
+    /// clock, so a `ManualClock` pool waits for its clock), whichever is
     /// first. `Ok(None)` means try again.
     fn acquire_step(
         &self,
         context: &str,
-        until: Option<Instant>,
+        until: Option<u64>,
         backoff: &mut Duration,
     ) -> Result<Option<(repute_host::Lease, u64)>, Failure> {
         let mut guard = self.lock();
@@ -138,11 +140,11 @@ impl Shared {
             Err(e) => return Err(e.into()),
         };
         let hint = match refusal {
-            Error::NoResourceAvailable { retry_after } => retry_after,
+            Error::NoResourceAvailable(refusal) => refusal.retry_after,
             Error::RateLimited { retry_after } => Some(retry_after),
             _ => None,
         };
-        let remaining = until.map(|u| u.saturating_duration_since(Instant::now()));
+        let remaining = until.map(|u| Duration::from_nanos(u.saturating_sub(self.clock.now())));
         if remaining == Some(Duration::ZERO) {
             // Out of time: the refusal just seen is the answer.
             return Err(refusal.into());
@@ -192,15 +194,10 @@ impl Pool {
         &self,
         py: Python<'_>,
         (kind, value, context): (&str, &str, &str),
-        failure: Option<&str>,
-        latency: f64,
+        outcome: Result<Outcome, Failure>,
     ) -> PyResult<()> {
-        let latency_ms = secs_to_ns("latency", latency).map_err(|f| to_py(py, f))? as f64 / 1e6;
-        py.detach(|| {
-            let outcome = parse_outcome(failure, latency_ms)?;
-            self.shared.with(|p| p.report(kind, value, context, &outcome))
-        })
-        .map_err(|f: Failure| to_py(py, f))
+        let outcome = outcome.map_err(|f| to_py(py, f))?;
+        py.detach(|| self.shared.with(|p| p.report(kind, value, context, &outcome))).map_err(|f| to_py(py, f))
     }
 }
 
@@ -210,7 +207,8 @@ impl Pool {
     #[pyo3(signature = (
         store = "memory", tenant = "default", lease_ttl = 30.0, strategy = None, seed = None, clock = None,
         *, probe_ttl = 15.0, renew_margin = None, max_resources = None, max_cells = None, rate = None, burst = 1,
-        mode = "sharded", owner_ttl = 10.0, owners = "store",
+        mode = "sharded", owner_ttl = 10.0, owners = "store", recovery = "traffic", fail_open = false,
+        cooldowns = None, probe = None, probe_concurrency = 4, probe_every = 1.0,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -230,7 +228,25 @@ impl Pool {
         mode: &str,
         owner_ttl: f64,
         owners: &str,
+        recovery: &str,
+        fail_open: bool,
+        cooldowns: Option<Bound<'_, PyDict>>,
+        probe: Option<Py<PyAny>>,
+        probe_concurrency: usize,
+        probe_every: f64,
     ) -> PyResult<Self> {
+        if probe.is_some() && recovery != "probe" {
+            return Err(to_py(py, invalid("probe", "goes with recovery=\"probe\"")));
+        }
+        if probe_concurrency == 0 {
+            return Err(to_py(py, invalid("probe_concurrency", "must be >= 1")));
+        }
+        let probe_every = positive_duration("probe_every", probe_every).map_err(|f| to_py(py, f))?;
+        let mut rules = Policy::default();
+        if let Some(c) = &cooldowns {
+            outcome::cooldowns(&mut rules, c).map_err(|f| to_py(py, f))?;
+        }
+        let rules = rules.rules;
         let clock: Arc<dyn Clock> = match clock {
             Some(c) => c.shared(),
             None => Arc::new(SystemClock::new()),
@@ -243,6 +259,10 @@ impl Pool {
                     max_resources,
                     max_cells,
                     rate_limit: rate.map(|rate| RateLimit { rate, burst }),
+                    recovery: Recovery::parse(recovery)
+                        .map_err(|_| invalid("recovery", "must be one of traffic, probe, classic"))?,
+                    fail_open,
+                    rules,
                     ..Policy::default()
                 };
                 if let Some(name) = strategy {
@@ -277,7 +297,11 @@ impl Pool {
                 })
             })
             .map_err(|f| to_py(py, f))?;
-        Ok(Pool { shared: Arc::new(shared) })
+        let shared = Arc::new(shared);
+        if let Some(probe) = probe {
+            crate::probe::spawn(Arc::downgrade(&shared), probe, probe_concurrency, probe_every);
+        }
+        Ok(Pool { shared })
     }
 
     /// The pool clock's reading, in seconds: the time base of every `at`,
@@ -321,7 +345,7 @@ impl Pool {
     #[pyo3(signature = (context, timeout = None))]
     fn acquire(&self, py: Python<'_>, context: &str, timeout: Option<f64>) -> PyResult<Lease> {
         let timeout = timeout.map(|t| secs_to_duration("timeout", t)).transpose().map_err(|f| to_py(py, f))?;
-        let until = timeout.map(|t| Instant::now() + t);
+        let until = timeout.map(|t| self.shared.clock.now().saturating_add(t.as_nanos() as u64));
         let mut backoff = MIN_BACKOFF;
         loop {
             match py.detach(|| self.shared.acquire_step(context, until, &mut backoff)) {
@@ -359,10 +383,13 @@ impl Pool {
 
     /// Reports a successful use of a resource in `context`; `latency` in seconds.
     fn report_success(&self, py: Python<'_>, kind: &str, value: &str, context: &str, latency: f64) -> PyResult<()> {
-        self.report(py, (kind, value, context), None, latency)
+        self.report(py, (kind, value, context), outcome::outcome(None, latency, None))
     }
 
-    /// Reports a failed use; `failure` is a `FailureKind` or its name.
+    /// Reports a failed use; `failure` is a `FailureKind` or its name, and
+    /// `retry_after` (seconds) the wait a `rate_limited` or `quota_exhausted` answer gave.
+    #[pyo3(signature = (kind, value, context, failure, latency, *, retry_after = None))]
+    #[allow(clippy::too_many_arguments)]
     fn report_failure(
         &self,
         py: Python<'_>,
@@ -371,8 +398,26 @@ impl Pool {
         context: &str,
         failure: &str,
         latency: f64,
+        retry_after: Option<f64>,
     ) -> PyResult<()> {
-        self.report(py, (kind, value, context), Some(failure), latency)
+        self.report(py, (kind, value, context), outcome::outcome(Some(failure), latency, retry_after))
+    }
+
+    /// Reports a use by the upstream's HTTP answer: its status and headers
+    /// (`Retry-After` is read), mapped as the README's table says.
+    #[pyo3(signature = (kind, value, context, status, latency = 0.0, headers = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn report_http(
+        &self,
+        py: Python<'_>,
+        kind: &str,
+        value: &str,
+        context: &str,
+        status: u16,
+        latency: f64,
+        headers: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        self.report(py, (kind, value, context), outcome::http(status, latency, headers.as_ref()))
     }
 
     /// Blocks a resource everywhere (`context` None) or in one context, for

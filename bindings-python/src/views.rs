@@ -22,6 +22,7 @@ pub(crate) fn lease_kind(kind: LeaseKind) -> &'static str {
         LeaseKind::Client => "client",
         LeaseKind::Trial => "trial",
         LeaseKind::Probe => "probe",
+        LeaseKind::FailOpen => "fail_open",
     }
 }
 
@@ -238,7 +239,8 @@ pub(crate) struct UnregisteredEvent {
     value: String,
 }
 
-/// A cell started cooling until `until` because of `cause`.
+/// A cell (or, `context` None, the whole resource) is not selected until
+/// `until` because of `cause`.
 #[pyclass(frozen, extends = Event, module = "repute")]
 pub(crate) struct CooledEvent {
     #[pyo3(get)]
@@ -246,7 +248,7 @@ pub(crate) struct CooledEvent {
     #[pyo3(get)]
     value: String,
     #[pyo3(get)]
-    context: String,
+    context: Option<String>,
     #[pyo3(get)]
     until: f64,
     cause: FailureKind,
@@ -382,7 +384,7 @@ pub(crate) fn event(py: Python<'_>, e: HostEvent) -> PyResult<Bound<'_, PyAny>> 
             base.add_subclass(CooledEvent {
                 kind: resource.kind().to_owned(),
                 value: resource.value().to_owned(),
-                context: context.as_str().to_owned(),
+                context: context.map(|c| c.as_str().to_owned()),
                 until: ns_to_secs(until),
                 cause,
             }),

@@ -103,25 +103,33 @@ def test_acquire_waits_for_a_release_in_another_thread(pool: repute.Pool) -> Non
     assert 0.04 <= waited < 5.0
 
 
-def test_acquire_times_out_with_the_retry_hint(pool: repute.Pool) -> None:
+def test_acquire_times_out_with_the_retry_hint(pool: repute.Pool, clock: repute.ManualClock) -> None:
     pool.register("proxy", "a")
     pool.acquire("example.com")
     started = time.monotonic()
+    # The timeout runs on the pool's clock: nothing ends it until the clock moves.
+    timer = threading.Timer(0.1, clock.advance, (0.1,))
+    timer.start()
     with pytest.raises(repute.NoResourceAvailable) as caught:
         pool.acquire("example.com", timeout=0.1)
+    timer.join()
     assert time.monotonic() - started >= 0.1
-    # The earliest timer is the held lease's expiry, 30 s away on the pool clock.
-    assert caught.value.retry_after == 30.0
+    # The held lease expires 30 s after it was granted, on the pool clock.
+    assert caught.value.retry_after == pytest.approx(29.9)
+    assert (caught.value.leased, caught.value.cooling, caught.value.none_registered) == (1, 0, False)
 
 
-def test_waiting_releases_the_gil(pool: repute.Pool) -> None:
+def test_waiting_releases_the_gil(pool: repute.Pool, clock: repute.ManualClock) -> None:
     waiter = threading.Thread(target=lambda: pytest.raises(repute.NoResourceAvailable, pool.acquire, "c", 0.3))
+    timer = threading.Timer(0.3, clock.advance, (0.3,))
     waiter.start()
+    timer.start()
     spins = 0
     until = time.monotonic() + 0.2
     while time.monotonic() < until:
         spins += 1
     waiter.join()
+    timer.join()
     assert spins > 10_000
 
 
@@ -164,7 +172,9 @@ def test_renew_margin_sets_the_local_deadline(clock: repute.ManualClock) -> None
     assert (lease.expires_at, lease.deadline) == (10.0, 7.5)
 
 
-def test_reports_move_reputation_and_cool_a_cell(pool: repute.Pool, clock: repute.ManualClock) -> None:
+def test_reports_move_reputation_and_cool_a_cell(clock: repute.ManualClock) -> None:
+    # Probes are the recovery of the classic (reputation-pool 0.5.0) rules.
+    pool = repute.Pool(clock=clock, strategy="first", seed=7, recovery="classic")
     pool.register("proxy", "a")
     with pool.acquire("shop") as lease:
         lease.report_failure(repute.FailureKind.TIMEOUT, latency=1.0)

@@ -6,7 +6,7 @@ use alloc::collections::VecDeque;
 use serde::{Deserialize, Serialize};
 
 use crate::outcome::{FailureKind, Outcome};
-use crate::policy::Policy;
+use crate::policy::{Policy, Recovery};
 
 pub const MIN_SCORE: i32 = -100;
 pub const MAX_SCORE: i32 = 100;
@@ -41,10 +41,32 @@ pub(crate) enum Phase {
     Recovering,
 }
 
+/// A wait the provider asked for (`rate_limited`, `quota_exhausted`): the
+/// cell (or resource) is not selectable until `until`, then simply is again,
+/// with no trial and no effect on the cooling cycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Pause {
+    pub until: u64,
+    pub cause: FailureKind,
+}
+
+impl Pause {
+    /// `current` extended to `until` if that is later: a pause never shortens.
+    pub fn extend(current: Option<Pause>, until: u64, cause: FailureKind) -> Option<Pause> {
+        match current {
+            Some(p) if p.until >= until => None,
+            _ => Some(Pause { until, cause }),
+        }
+    }
+}
+
 /// What applying one outcome changed, for events and re-indexing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Transition {
+    /// A cooldown began or was extended to this end.
     pub cooled: Option<(u64, FailureKind)>,
+    /// The cell's pause began or was extended.
+    pub paused: Option<Pause>,
     pub recovered: bool,
     pub left_cooling: bool,
 }
@@ -62,6 +84,8 @@ pub(crate) struct Cell {
     /// Exponentially weighted latency in milliseconds; 0 before any observation.
     pub latency_ms: f64,
     pub observations: u64,
+    /// A running `rate_limited` pause of this cell.
+    pub pause: Option<Pause>,
 }
 
 impl Cell {
@@ -76,12 +100,8 @@ impl Cell {
             failures: 0.0,
             latency_ms: 0.0,
             observations: 0,
+            pause: None,
         }
-    }
-
-    /// The cooldown is still running at `now`.
-    pub fn cooling_at(&self, now: u64) -> bool {
-        matches!(self.phase, Phase::Cooling { until, .. } if now < until)
     }
 
     /// Cooldown over but not yet recovered; `Some(cause)` of the cooldown.
@@ -103,14 +123,26 @@ impl Cell {
     /// Folds one outcome in. `gated` is false for the global layer, which keeps
     /// score and counters but never cools: it informs, it does not gate.
     pub fn apply(&mut self, outcome: &Outcome, now: u64, policy: &Policy, gated: bool) -> Transition {
-        let kind = match outcome {
-            Outcome::Success { .. } => None,
-            Outcome::Failure { kind, .. } => Some(*kind),
-        };
+        let kind = outcome.kind();
         self.score = (self.score + Policy::score_delta(kind)).clamp(MIN_SCORE, MAX_SCORE);
         self.window.push_back(*outcome);
         while self.window.len() > policy.window as usize {
             self.window.pop_front();
+        }
+        let mut t = Transition::default();
+        if let (Outcome::Failure { kind, retry_after, .. }, true) =
+            (*outcome, kind.is_some_and(|k| k.takes_retry_after()))
+        {
+            // A provider's "wait": says nothing about how well the resource
+            // works, so the Thompson counts, latency and streaks stay.
+            if gated && kind == FailureKind::RateLimited {
+                let until = now.saturating_add(retry_after.unwrap_or(policy.rule(kind).base));
+                t.paused = Pause::extend(self.pause, until, kind);
+                if t.paused.is_some() {
+                    self.pause = t.paused;
+                }
+            }
+            return t;
         }
         self.successes *= policy.decay;
         self.failures *= policy.decay;
@@ -122,6 +154,10 @@ impl Cell {
         self.latency_ms = if self.observations == 0 { latency } else { 0.8 * self.latency_ms + 0.2 * latency };
         self.observations += 1;
 
+        // A refused credential blocks the resource (the pool does that); it is no strike.
+        if kind == Some(FailureKind::AuthFailed) {
+            return t;
+        }
         if !gated {
             match kind {
                 None => {
@@ -133,18 +169,32 @@ impl Cell {
                     self.consecutive_successes = 0;
                 }
             }
-            return Transition::default();
+            return t;
         }
-        // A running cooldown absorbs outcomes: score and window move, nothing else.
-        if self.cooling_at(now) {
-            return Transition::default();
+        if let Phase::Cooling { until, .. } = self.phase {
+            if now < until {
+                // A running cooldown absorbs outcomes: score and window move.
+                // Outside the classic rules a failure restarts the cooldown
+                // from now (same exponent) when that ends later: a cooldown
+                // only ever extends.
+                if let (Some(kind), false) = (kind, policy.recovery == Recovery::Classic) {
+                    let end = now.saturating_add(policy.cooldown(kind, self.consecutive_failures));
+                    if end > until {
+                        self.phase = Phase::Cooling { until: end, cause: kind };
+                        t.cooled = Some((end, kind));
+                    }
+                }
+                return t;
+            }
         }
-        let mut t = Transition::default();
         match kind {
             Some(kind) => {
                 self.consecutive_failures = self.consecutive_failures.saturating_add(1);
                 self.consecutive_successes = 0;
-                if self.consecutive_failures >= policy.cool_after {
+                // A failed trial or probe (the cooldown has ended, the cell has
+                // not recovered) re-cools whatever its kind's `cool_after`.
+                let trial_failed = matches!(self.phase, Phase::Cooling { .. });
+                if trial_failed || self.consecutive_failures >= policy.rule(kind).cool_after {
                     let until = now.saturating_add(policy.cooldown(kind, self.consecutive_failures));
                     self.phase = Phase::Cooling { until, cause: kind };
                     t.cooled = Some((until, kind));

@@ -11,9 +11,9 @@ use core::cell::{Cell, RefCell};
 
 use crate::snapshot::SnapshotError;
 use crate::{
-    Authority, Block, CellState, CellView, Command, Context, Error, Event, EventKind, FailureKind, Lease, LeaseKind,
-    Outcome, Policy, Pool, Proposal, RateLimit, RejectReason, ResourceId, ResourceKey, ResourceView, Settled, Stats,
-    Strategy,
+    Authority, Block, CellState, CellView, Command, Context, CoolingRule, Error, Event, EventKind, FailureKind, Lease,
+    LeaseKind, Outcome, Policy, Pool, Proposal, RateLimit, Recovery, RejectReason, ResourceId, ResourceKey,
+    ResourceView, Settled, Stats, Strategy,
 };
 
 wit_bindgen::generate!({
@@ -407,13 +407,19 @@ fn kind_in(k: wit::FailureKind) -> FailureKind {
         wit::FailureKind::Timeout => FailureKind::Timeout,
         wit::FailureKind::Blocked => FailureKind::Blocked,
         wit::FailureKind::Slow => FailureKind::Slow,
+        wit::FailureKind::RateLimited => FailureKind::RateLimited,
+        wit::FailureKind::QuotaExhausted => FailureKind::QuotaExhausted,
+        wit::FailureKind::AuthFailed => FailureKind::AuthFailed,
     }
 }
 
 fn outcome_in(o: wit::Outcome) -> Result<Outcome, wit::Error> {
     match o {
         wit::Outcome::Success(latency) => Outcome::success(latency),
-        wit::Outcome::Failure(f) => Outcome::failure(kind_in(f.kind), f.latency_ms),
+        wit::Outcome::Failure(f) => match f.retry_after {
+            Some(wait) => Outcome::failure_retry_after(kind_in(f.kind), f.latency_ms, wait),
+            None => Outcome::failure(kind_in(f.kind), f.latency_ms),
+        },
     }
     .map_err(err_out)
 }
@@ -462,6 +468,19 @@ fn policy_in(p: wit::Policy) -> Policy {
         max_resources: p.max_resources,
         max_cells: p.max_cells,
         rate_limit: p.rate_limit.map(|r| RateLimit { rate: r.rate, burst: r.burst }),
+        recovery: match p.recovery {
+            wit::Recovery::Traffic => Recovery::Traffic,
+            wit::Recovery::Probe => Recovery::Probe,
+            wit::Recovery::Classic => Recovery::Classic,
+        },
+        fail_open: p.fail_open,
+        rules: p
+            .rules
+            .into_iter()
+            .map(|r| {
+                (kind_in(r.kind), CoolingRule { base: r.base, cool_after: r.cool_after, max_exponent: r.max_exponent })
+            })
+            .collect(),
     }
 }
 
@@ -478,6 +497,9 @@ fn kind_out(k: FailureKind) -> wit::FailureKind {
         FailureKind::Timeout => wit::FailureKind::Timeout,
         FailureKind::Blocked => wit::FailureKind::Blocked,
         FailureKind::Slow => wit::FailureKind::Slow,
+        FailureKind::RateLimited => wit::FailureKind::RateLimited,
+        FailureKind::QuotaExhausted => wit::FailureKind::QuotaExhausted,
+        FailureKind::AuthFailed => wit::FailureKind::AuthFailed,
     }
 }
 
@@ -490,10 +512,17 @@ fn err_out(e: Error) -> wit::Error {
         Error::InvalidInput { field, rule } => wit::Error::InvalidInput(invalid_out(field, rule)),
         Error::UnknownResource => wit::Error::UnknownResource,
         Error::UnknownLease => wit::Error::UnknownLease,
-        Error::StaleLease { current } => wit::Error::StaleLease(current),
+        Error::StaleLease => wit::Error::StaleLease,
         Error::LeaseExpired => wit::Error::LeaseExpired,
         Error::Blocked => wit::Error::Blocked,
-        Error::NoResourceAvailable { retry_after } => wit::Error::NoResourceAvailable(retry_after),
+        Error::NoResourceAvailable(r) => wit::Error::NoResourceAvailable(wit::Refusal {
+            registered: r.registered,
+            blocked: r.blocked,
+            rate_limited: r.rate_limited,
+            cooling: r.cooling,
+            leased: r.leased,
+            retry_after: r.retry_after,
+        }),
         Error::Leased { live } => wit::Error::Leased(live),
         Error::BudgetExhausted { budget, limit } => {
             wit::Error::BudgetExhausted(wit::Budget { name: budget.to_string(), limit })
@@ -517,6 +546,7 @@ fn lease_kind_out(k: LeaseKind) -> wit::LeaseKind {
         LeaseKind::Client => wit::LeaseKind::Client,
         LeaseKind::Trial => wit::LeaseKind::Trial,
         LeaseKind::Probe => wit::LeaseKind::Probe,
+        LeaseKind::FailOpen => wit::LeaseKind::FailOpen,
     }
 }
 
@@ -558,6 +588,7 @@ fn proposal_out(p: Proposal) -> wit::Proposal {
         ttl: p.ttl,
         at: p.at,
         refused: p.refused.into_iter().map(|(k, permit)| wit::RefusedPermit { resource: key_out(k), permit }).collect(),
+        fail_open: p.fail_open,
     }
 }
 
@@ -573,6 +604,7 @@ fn proposal_in(p: wit::Proposal) -> Proposal {
         ttl: p.ttl,
         at: p.at,
         refused: permits_in(p.refused),
+        fail_open: p.fail_open,
     }
 }
 
@@ -650,7 +682,7 @@ fn event_out(e: Event) -> wit::Event {
         EventKind::Unregistered { resource } => wit::EventKind::Unregistered(id_out(&resource)),
         EventKind::Cooled { resource, context, until, cause } => wit::EventKind::Cooled(wit::Cooled {
             resource: id_out(&resource),
-            context: context.as_str().into(),
+            context: context.map(|c| c.as_str().into()),
             until,
             cause: kind_out(cause),
         }),

@@ -3,6 +3,7 @@
 
 use core::fmt;
 
+use crate::refusal::Refusal;
 use crate::snapshot::SnapshotError;
 
 /// Why an operation was refused. Every refusal leaves the pool unchanged.
@@ -14,15 +15,17 @@ pub enum Error {
     UnknownResource,
     /// No lease with that id is live (released, expired, revoked or never granted).
     UnknownLease,
-    /// The lease exists but the token presented is not its current fencing token.
-    StaleLease { current: u64 },
+    /// The lease exists but the token presented is not its current fencing
+    /// token. The current one is not told: a holder fenced out must not
+    /// learn the token that fences it out.
+    StaleLease,
     /// The lease ran out before the call; its permit has been freed.
     LeaseExpired,
     /// The resource (or the resource in this context) is on the blocklist.
     Blocked,
-    /// Nothing selectable right now; `retry_after` (nanoseconds) is when the
-    /// earliest timer that could free a candidate fires, if any is pending.
-    NoResourceAvailable { retry_after: Option<u64> },
+    /// Nothing selectable right now: why, resource by resource, and when
+    /// the first of them may free up.
+    NoResourceAvailable(Refusal),
     /// Unregister without `force` while leases are live.
     Leased { live: u32 },
     /// A configured budget would be exceeded.
@@ -44,7 +47,7 @@ impl Error {
             Error::InvalidInput { .. } => "invalid_input",
             Error::UnknownResource => "unknown_resource",
             Error::UnknownLease => "unknown_lease",
-            Error::StaleLease { .. } => "stale_lease",
+            Error::StaleLease => "stale_lease",
             Error::LeaseExpired => "lease_expired",
             Error::Blocked => "blocked",
             Error::NoResourceAvailable { .. } => "no_resource_available",
@@ -62,15 +65,10 @@ impl fmt::Display for Error {
             Error::InvalidInput { field, rule } => write!(f, "invalid {field}: {rule}"),
             Error::UnknownResource => f.write_str("resource is not registered"),
             Error::UnknownLease => f.write_str("no live lease with that id"),
-            Error::StaleLease { current } => {
-                write!(f, "stale fencing token (current token is {current})")
-            }
+            Error::StaleLease => f.write_str("stale fencing token"),
             Error::LeaseExpired => f.write_str("lease expired"),
             Error::Blocked => f.write_str("resource is blocklisted"),
-            Error::NoResourceAvailable { retry_after: Some(ns) } => {
-                write!(f, "no resource available (retry after {ns} ns)")
-            }
-            Error::NoResourceAvailable { retry_after: None } => f.write_str("no resource available"),
+            Error::NoResourceAvailable(refusal) => write!(f, "no resource available ({refusal})"),
             Error::Leased { live } => write!(f, "resource has {live} live lease(s)"),
             Error::BudgetExhausted { budget, limit } => {
                 write!(f, "budget {budget} exhausted (limit {limit})")

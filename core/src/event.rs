@@ -34,9 +34,11 @@ pub enum EventKind {
     Unregistered {
         resource: ResourceId,
     },
+    /// A cell (or, with `context` `None`, the whole resource: a spent quota)
+    /// stops being selected until `until`.
     Cooled {
         resource: ResourceId,
-        context: Context,
+        context: Option<Context>,
         until: u64,
         cause: FailureKind,
     },

@@ -6,13 +6,15 @@ use serde::{Deserialize, Serialize};
 use crate::id::{Context, ResourceId};
 
 /// Why a lease was granted: a client lease, the single half-open trial of a
-/// cell cooled for `blocked`, or a probe of a cell cooled for anything else.
+/// cell whose cooldown ended, a probe of a cell due for one, or (policy
+/// `fail_open`) the least-bad candidate while nothing was selectable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LeaseKind {
     Client,
     Trial,
     Probe,
+    FailOpen,
 }
 
 /// A granted lease as the caller sees it.

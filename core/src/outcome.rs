@@ -3,6 +3,11 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::policy::SECOND;
+
+/// Longest `retry_after` an outcome may carry: 30 days. A provider that asks
+/// for longer is better answered by a block, which an operator can see and lift.
+pub const MAX_RETRY_AFTER: u64 = 30 * 24 * 3600 * SECOND;
 
 /// Why a use failed. The order is the wire order used by the WIT and the bindings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -13,15 +18,26 @@ pub enum FailureKind {
     Timeout,
     Blocked,
     Slow,
+    /// The provider asked to slow down (HTTP 429): only this cell pauses, for
+    /// the provider's `retry_after`; not a strike toward cooling.
+    RateLimited,
+    /// The resource's quota is spent until a reset: it pauses everywhere.
+    QuotaExhausted,
+    /// The credential was refused (HTTP 401/403): the resource is blocked
+    /// everywhere until someone unblocks it.
+    AuthFailed,
 }
 
 impl FailureKind {
-    pub const ALL: [FailureKind; 5] = [
+    pub const ALL: [FailureKind; 8] = [
         FailureKind::ConnectionReset,
         FailureKind::TlsHandshake,
         FailureKind::Timeout,
         FailureKind::Blocked,
         FailureKind::Slow,
+        FailureKind::RateLimited,
+        FailureKind::QuotaExhausted,
+        FailureKind::AuthFailed,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -31,6 +47,9 @@ impl FailureKind {
             FailureKind::Timeout => "timeout",
             FailureKind::Blocked => "blocked",
             FailureKind::Slow => "slow",
+            FailureKind::RateLimited => "rate_limited",
+            FailureKind::QuotaExhausted => "quota_exhausted",
+            FailureKind::AuthFailed => "auth_failed",
         }
     }
 
@@ -38,8 +57,19 @@ impl FailureKind {
     pub fn parse(s: &str) -> Result<Self> {
         FailureKind::ALL.into_iter().find(|k| k.as_str() == s).ok_or(Error::invalid(
             "failure.kind",
-            "must be one of connection_reset, tls_handshake, timeout, blocked, slow",
+            "must be one of connection_reset, tls_handshake, timeout, blocked, slow, rate_limited, quota_exhausted, auth_failed",
         ))
+    }
+
+    /// A strike counts toward `cool_after` and cools the cell with backoff;
+    /// the provider's own signals (rate limits, quotas, refused credentials) do not.
+    pub fn is_strike(self) -> bool {
+        !matches!(self, FailureKind::RateLimited | FailureKind::QuotaExhausted | FailureKind::AuthFailed)
+    }
+
+    /// The kinds that pause for a provider-given time instead of cooling.
+    pub fn takes_retry_after(self) -> bool {
+        matches!(self, FailureKind::RateLimited | FailureKind::QuotaExhausted)
     }
 }
 
@@ -47,8 +77,18 @@ impl FailureKind {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "result")]
 pub enum Outcome {
-    Success { latency_ms: f64 },
-    Failure { kind: FailureKind, latency_ms: f64 },
+    Success {
+        latency_ms: f64,
+    },
+    Failure {
+        kind: FailureKind,
+        latency_ms: f64,
+        /// How long the provider asked to wait (nanoseconds), for
+        /// `rate_limited` and `quota_exhausted`; `None`: the policy's base
+        /// for that kind.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        retry_after: Option<u64>,
+    },
 }
 
 impl Outcome {
@@ -59,7 +99,15 @@ impl Outcome {
 
     pub fn failure(kind: FailureKind, latency_ms: f64) -> Result<Self> {
         check_latency(latency_ms)?;
-        Ok(Outcome::Failure { kind, latency_ms })
+        Ok(Outcome::Failure { kind, latency_ms, retry_after: None })
+    }
+
+    /// A `rate_limited` or `quota_exhausted` failure with the wait the
+    /// provider gave (nanoseconds, at most [`MAX_RETRY_AFTER`]).
+    pub fn failure_retry_after(kind: FailureKind, latency_ms: f64, retry_after: u64) -> Result<Self> {
+        let outcome = Outcome::Failure { kind, latency_ms, retry_after: Some(retry_after) };
+        outcome.revalidate()?;
+        Ok(outcome)
     }
 
     pub fn latency_ms(&self) -> f64 {
@@ -72,8 +120,25 @@ impl Outcome {
         matches!(self, Outcome::Success { .. })
     }
 
+    /// The failure kind, `None` for a success.
+    pub fn kind(&self) -> Option<FailureKind> {
+        match *self {
+            Outcome::Success { .. } => None,
+            Outcome::Failure { kind, .. } => Some(kind),
+        }
+    }
+
     pub(crate) fn revalidate(&self) -> Result<()> {
-        check_latency(self.latency_ms())
+        check_latency(self.latency_ms())?;
+        if let Outcome::Failure { kind, retry_after: Some(wait), .. } = *self {
+            if !kind.takes_retry_after() {
+                return Err(Error::invalid("retry_after", "only rate_limited and quota_exhausted take one"));
+            }
+            if wait > MAX_RETRY_AFTER {
+                return Err(Error::invalid("retry_after", "must be at most 30 days"));
+            }
+        }
+        Ok(())
     }
 }
 

@@ -5,7 +5,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::outcome::FailureKind;
+use alloc::vec::Vec;
+
+use crate::outcome::{FailureKind, MAX_RETRY_AFTER};
 
 pub const SECOND: u64 = 1_000_000_000;
 
@@ -40,6 +42,69 @@ impl Strategy {
     }
 }
 
+/// How a cell whose cooldown ended comes back into service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Recovery {
+    /// Client traffic gets one trial lease at a time, whatever the cause:
+    /// no user code is needed for a pool to heal.
+    Traffic,
+    /// Every cooled-out cell waits in `due_for_probe` for a probe (the host
+    /// can run the loop with a probe the user supplies).
+    Probe,
+    /// reputation-pool 0.5.0: a trial for `blocked`, a probe for anything else;
+    /// outcomes during a running cooldown move the score and window only.
+    Classic,
+}
+
+impl Recovery {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Recovery::Traffic => "traffic",
+            Recovery::Probe => "probe",
+            Recovery::Classic => "classic",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<Self> {
+        match s {
+            "traffic" => Ok(Recovery::Traffic),
+            "probe" => Ok(Recovery::Probe),
+            "classic" => Ok(Recovery::Classic),
+            _ => Err(Error::invalid("policy.recovery", "must be one of traffic, probe, classic")),
+        }
+    }
+
+    /// A cell cooled for `cause` takes one client trial once its cooldown ended.
+    pub fn half_open(self, cause: FailureKind) -> bool {
+        match self {
+            Recovery::Traffic => true,
+            Recovery::Probe => false,
+            Recovery::Classic => cause == FailureKind::Blocked,
+        }
+    }
+
+    /// A cell cooled for `cause` is listed for a probe once its cooldown ended.
+    pub fn probes(self, cause: FailureKind) -> bool {
+        match self {
+            Recovery::Traffic => false,
+            Recovery::Probe => true,
+            Recovery::Classic => cause != FailureKind::Blocked,
+        }
+    }
+}
+
+/// How one failure kind cools a cell: after `cool_after` consecutive
+/// failures, for `base × 2^min(failures − 1, max_exponent)`. For
+/// `rate_limited` and `quota_exhausted` only `base` counts: the pause taken
+/// when the provider gave no `retry_after`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CoolingRule {
+    pub base: u64,
+    pub cool_after: u32,
+    pub max_exponent: u32,
+}
+
 /// Token bucket on acquire: `rate` tokens per second, at most `burst` stored.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct RateLimit {
@@ -69,6 +134,14 @@ pub struct Policy {
     pub max_resources: Option<u32>,
     pub max_cells: Option<u32>,
     pub rate_limit: Option<RateLimit>,
+    pub recovery: Recovery,
+    /// When nothing is selectable, grant the candidate whose cooldown or
+    /// pause ends soonest (a `fail_open` lease) rather than nothing.
+    /// Blocks are never crossed.
+    pub fail_open: bool,
+    /// Per-kind cooling rules that replace the defaults (`cooldown_base`,
+    /// `cool_after`, `max_exponent`); at most one per kind, none for `auth_failed`.
+    pub rules: Vec<(FailureKind, CoolingRule)>,
 }
 
 impl Default for Policy {
@@ -87,6 +160,9 @@ impl Default for Policy {
             max_resources: None,
             max_cells: None,
             rate_limit: None,
+            recovery: Recovery::Traffic,
+            fail_open: false,
+            rules: Vec::new(),
         }
     }
 }
@@ -128,6 +204,23 @@ impl Policy {
                 return Err(Error::invalid("policy.rate_limit.burst", "must be >= 1"));
             }
         }
+        for (i, (kind, rule)) in self.rules.iter().enumerate() {
+            if *kind == FailureKind::AuthFailed {
+                return Err(Error::invalid("policy.rules", "auth_failed blocks and has no cooling rule"));
+            }
+            if self.rules[..i].iter().any(|(k, _)| k == kind) {
+                return Err(Error::invalid("policy.rules", "must name each failure kind at most once"));
+            }
+            if rule.base == 0 || rule.base > MAX_RETRY_AFTER {
+                return Err(Error::invalid("policy.rules.base", "must be > 0 and at most 30 days"));
+            }
+            if rule.cool_after == 0 {
+                return Err(Error::invalid("policy.rules.cool_after", "must be >= 1"));
+            }
+            if rule.max_exponent > 21 {
+                return Err(Error::invalid("policy.rules.max_exponent", "must be in 0..=21"));
+            }
+        }
         Ok(())
     }
 
@@ -140,24 +233,37 @@ impl Policy {
             Some(FailureKind::ConnectionReset) => -10,
             Some(FailureKind::Timeout) => -5,
             Some(FailureKind::Slow) => -2,
+            Some(FailureKind::RateLimited | FailureKind::QuotaExhausted) => -1,
+            Some(FailureKind::AuthFailed) => -30,
         }
     }
 
-    /// Base cooldown of a failure kind, before doubling.
+    /// Default base cooldown of a failure kind, before doubling (for
+    /// `rate_limited` and `quota_exhausted`: the pause without a `retry_after`).
     pub fn cooldown_base(kind: FailureKind) -> u64 {
         SECOND
             * match kind {
-                FailureKind::Blocked => 3600,
+                FailureKind::Blocked | FailureKind::QuotaExhausted | FailureKind::AuthFailed => 3600,
                 FailureKind::TlsHandshake => 300,
                 FailureKind::ConnectionReset => 120,
-                FailureKind::Timeout => 60,
+                FailureKind::Timeout | FailureKind::RateLimited => 60,
                 FailureKind::Slow => 30,
             }
     }
 
-    /// base(kind) × 2^min(consecutive_failures − 1, max_exponent).
+    /// The cooling rule in force for `kind`: its override, else the defaults.
+    pub fn rule(&self, kind: FailureKind) -> CoolingRule {
+        self.rules.iter().find(|(k, _)| *k == kind).map(|(_, r)| *r).unwrap_or(CoolingRule {
+            base: Self::cooldown_base(kind),
+            cool_after: self.cool_after,
+            max_exponent: self.max_exponent,
+        })
+    }
+
+    /// base(kind) × 2^min(consecutive_failures − 1, max_exponent), by `kind`'s rule.
     pub fn cooldown(&self, kind: FailureKind, consecutive_failures: u32) -> u64 {
-        let exp = consecutive_failures.saturating_sub(1).min(self.max_exponent);
-        Self::cooldown_base(kind) << exp
+        let rule = self.rule(kind);
+        let exp = consecutive_failures.saturating_sub(1).min(rule.max_exponent);
+        rule.base.saturating_mul(1 << exp)
     }
 }

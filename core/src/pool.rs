@@ -9,7 +9,7 @@ use hashbrown::{HashMap, HashSet};
 use serde::{Deserialize, Serialize};
 
 use crate::authority::{Authority, Local};
-use crate::cell::{Cell, CellState, Phase};
+use crate::cell::{Cell, CellState, Pause, Phase};
 use crate::error::{Error, Result};
 use crate::event::{Event, EventKind, RejectReason};
 use crate::id::{Context, ResourceId};
@@ -51,6 +51,8 @@ pub(crate) struct Resource {
     /// Holders and last tokens; counters never shrink, so re-grown permits continue their sequence.
     pub permits: Permits,
     pub block: Option<Block>,
+    /// A running `quota_exhausted` pause: not selectable anywhere until it ends.
+    pub pause: Option<Pause>,
     pub global: Cell,
     pub contexts: Vec<u32>,
 }
@@ -75,6 +77,8 @@ pub(crate) enum Timer {
     Lease(u64),
     Cooldown(u32, u32),
     Block(u32, Option<u32>),
+    /// The end of a pause of a resource (`None`) or of one of its cells.
+    Pause(u32, Option<u32>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,6 +99,8 @@ pub struct CellView {
     pub effective_score: f64,
     pub consecutive_failures: u32,
     pub consecutive_successes: u32,
+    /// When the cell (or, for the global layer, the resource) may be selected
+    /// again: the later of a cooldown's and a pause's end.
     pub cooling_until: Option<u64>,
     pub cause: Option<FailureKind>,
     pub half_open: bool,
@@ -143,6 +149,8 @@ pub struct Proposal {
     pub at: u64,
     /// Permits the authority refused earlier in this acquire.
     pub refused: Vec<(ResourceKey, u32)>,
+    /// Chosen by the `fail_open` policy while nothing was selectable.
+    pub fail_open: bool,
 }
 
 /// What the authority's answer to a proposal led to.
@@ -320,6 +328,13 @@ impl Pool {
             Timer::Block(slot, Some(ctx)) => {
                 self.cells.get(&(slot, ctx)).is_some_and(|cc| cc.block.as_ref().and_then(|b| b.until) == Some(at))
             }
+            Timer::Pause(slot, None) => matches!(
+                self.resources.get(slot as usize),
+                Some(Some(r)) if r.pause.map(|p| p.until) == Some(at)
+            ),
+            Timer::Pause(slot, Some(ctx)) => {
+                self.cells.get(&(slot, ctx)).is_some_and(|cc| cc.cell.pause.map(|p| p.until) == Some(at))
+            }
         }
     }
 
@@ -331,9 +346,17 @@ impl Pool {
             Timer::Lease(id) => self.end_lease(id, End::Expired, at),
             Timer::Cooldown(slot, ctx) => {
                 let cc = &self.cells[&(slot, ctx)];
-                if cc.cell.cooled_out(at) != Some(FailureKind::Blocked) && cc.probe.is_none() {
+                if cc.cell.cooled_out(at).is_some_and(|c| self.policy.recovery.probes(c)) && cc.probe.is_none() {
                     self.probe_due.insert((slot, ctx));
                 }
+                self.reindex(slot);
+            }
+            Timer::Pause(slot, None) => {
+                self.res_mut(slot).pause = None;
+                self.reindex(slot);
+            }
+            Timer::Pause(slot, Some(ctx)) => {
+                self.cells.get_mut(&(slot, ctx)).expect("live timer").cell.pause = None;
                 self.reindex(slot);
             }
             Timer::Block(slot, None) => {
@@ -350,18 +373,6 @@ impl Pool {
                 self.emit(at, EventKind::Unblocked { resource, context: Some(context) });
             }
         }
-    }
-
-    /// Nanoseconds until the next live timer, a hint for `retry_after`;
-    /// drops stale timers from the front on the way.
-    fn next_timer_in(&mut self) -> Option<u64> {
-        while let Some(&(at, timer)) = self.timers.first() {
-            if self.timer_live(at, timer) {
-                return Some(at.saturating_sub(self.now));
-            }
-            self.timers.pop_first();
-        }
-        None
     }
 
     // ---- index ----
@@ -381,22 +392,24 @@ impl Pool {
         ((self.policy.exploration_floor * SCALE as f64) as i64).max(1)
     }
 
-    fn gate_open(cc: &ContextCell, now: u64) -> bool {
-        if cc.block.is_some() {
+    fn gate_open(&self, cc: &ContextCell) -> bool {
+        if cc.block.is_some() || cc.cell.pause.is_some() {
             return false;
         }
         match cc.cell.phase {
             Phase::Healthy | Phase::Recovering => true,
-            Phase::Cooling { until, cause } => now >= until && cause == FailureKind::Blocked && cc.trial.is_none(),
+            Phase::Cooling { until, cause } => {
+                self.now >= until && self.policy.recovery.half_open(cause) && cc.trial.is_none()
+            }
         }
     }
 
     /// Brings the index in line with one resource's current state.
     pub(crate) fn reindex(&mut self, slot: u32) {
         let r = self.res(slot);
-        let global = match r.block {
-            Some(_) => None,
-            None => Some(GlobalEntry {
+        let global = match (&r.block, r.pause) {
+            (Some(_), _) | (_, Some(_)) => None,
+            (None, None) => Some(GlobalEntry {
                 bucket: (r.global.score + 100) as u8,
                 weight: self.weight(None, &r.global),
                 free: r.permits.any_free(),
@@ -408,7 +421,7 @@ impl Pool {
             let ctx = r.contexts[i];
             let cc = &self.cells[&(slot, ctx)];
             let entry = ContextEntry {
-                open: Self::gate_open(cc, self.now),
+                open: self.gate_open(cc),
                 weight: self.weight(Some(&cc.cell), &r.global),
                 bucket: (score::blended(Some(&cc.cell), &r.global, self.policy.window) + 100) as u8,
             };
@@ -493,6 +506,7 @@ impl Pool {
             serial: self.take_serial(),
             permits: Permits::new(permits, fences),
             block: None,
+            pause: None,
             global: Cell::new(),
             contexts: Vec::new(),
         };
@@ -621,7 +635,11 @@ impl Pool {
             // A trial while the context's cell is half-open, else a client lease.
             let ctx = self.context_ids.get(context).copied();
             let cooled = ctx.and_then(|c| self.cells.get(&(slot, c))).and_then(|cc| cc.cell.cooled_out(self.now));
-            let kind = if cooled.is_some() { LeaseKind::Trial } else { LeaseKind::Client };
+            let kind = match (proposal.fail_open, cooled) {
+                (true, _) => LeaseKind::FailOpen,
+                (false, Some(_)) => LeaseKind::Trial,
+                (false, None) => LeaseKind::Client,
+            };
             let lease = self.hold(slot, proposal.permit as usize, token, context, ctx, kind, proposal.ttl, proposal.at);
             if let Some(b) = self.bucket.as_mut() {
                 b.take();
@@ -663,7 +681,11 @@ impl Pool {
             self.reindex(slot);
         }
         let ctx = self.context_ids.get(context).copied();
-        let next = self.select(ctx).map(|slot| self.proposal(slot, at, refused));
+        let next = match self.select(ctx) {
+            Some(slot) => Some(self.proposal(slot, at, refused, false)),
+            None if self.policy.fail_open => self.least_bad(ctx).map(|slot| self.proposal(slot, at, refused, true)),
+            None => None,
+        };
         for (slot, permit) in held {
             self.res_mut(slot).permits.free(permit);
             self.reindex(slot);
@@ -671,7 +693,7 @@ impl Pool {
         next
     }
 
-    fn proposal(&self, slot: u32, at: u64, refused: Vec<(ResourceKey, u32)>) -> Proposal {
+    fn proposal(&self, slot: u32, at: u64, refused: Vec<(ResourceKey, u32)>, fail_open: bool) -> Proposal {
         let r = self.res(slot);
         let permit = r.permits.first_free().expect("selected with a free permit");
         Proposal {
@@ -681,6 +703,7 @@ impl Pool {
             ttl: self.policy.lease_ttl,
             at,
             refused,
+            fail_open,
         }
     }
 
@@ -699,9 +722,10 @@ impl Pool {
     }
 
     fn no_candidates(&mut self, context: &Context) -> Error {
+        let refusal = self.refusal(context);
         let context = context.clone();
         self.emit(self.now, EventKind::Rejected { context, reason: RejectReason::NoCandidates });
-        Error::NoResourceAvailable { retry_after: self.next_timer_in() }
+        Error::NoResourceAvailable(refusal)
     }
 
     /// Takes a real lease on a cell that is due for probe, so that a probe and
@@ -715,10 +739,10 @@ impl Pool {
             return Err(Error::invalid("resource", "is not due for probe in this context"));
         };
         if !self.res(slot).permits.any_free() {
-            return Err(Error::NoResourceAvailable { retry_after: self.next_timer_in() });
+            return Err(Error::NoResourceAvailable(self.refusal_of(slot, Some(ctx))));
         }
         self.grant(slot, context, Some(ctx), LeaseKind::Probe, self.policy.probe_ttl)
-            .map_err(|_| Error::NoResourceAvailable { retry_after: self.next_timer_in() })
+            .map_err(|_| Error::NoResourceAvailable(self.refusal_of(slot, Some(ctx))))
     }
 
     /// Asks the authority for the first free permit of `slot`; `Err(permit)` if it refuses.
@@ -772,7 +796,7 @@ impl Pool {
             match kind {
                 LeaseKind::Trial => cc.trial = Some(id),
                 LeaseKind::Probe => cc.probe = Some(id),
-                LeaseKind::Client => {}
+                LeaseKind::Client | LeaseKind::FailOpen => {}
             }
         }
         if let (LeaseKind::Probe, Some(c)) = (kind, ctx) {
@@ -793,7 +817,7 @@ impl Pool {
     ) -> Result<&'a LeaseEntry> {
         match leases.get(&id) {
             Some(e) if e.lease.token == token => Ok(e),
-            Some(e) => Err(Error::StaleLease { current: e.lease.token }),
+            Some(_) => Err(Error::StaleLease),
             None if ended.contains(&id) => Err(Error::LeaseExpired),
             None => Err(Error::UnknownLease),
         }
@@ -852,7 +876,7 @@ impl Pool {
                 }
                 if cc.probe == Some(id) {
                     cc.probe = None;
-                    if matches!(cc.cell.cooled_out(now), Some(c) if c != FailureKind::Blocked) {
+                    if cc.cell.cooled_out(now).is_some_and(|c| self.policy.recovery.probes(c)) {
                         self.probe_due.insert((slot, ctx));
                     }
                 }
@@ -920,7 +944,34 @@ impl Pool {
         if let Some((until, cause)) = t.cooled {
             self.probe_due.remove(&(slot, ctx));
             self.timers.insert((until, Timer::Cooldown(slot, ctx)));
-            self.emit(now, EventKind::Cooled { resource: id.clone(), context: context.clone(), until, cause });
+            self.emit(now, EventKind::Cooled { resource: id.clone(), context: Some(context.clone()), until, cause });
+        }
+        if let Some(Pause { until, cause }) = t.paused {
+            self.timers.insert((until, Timer::Pause(slot, Some(ctx))));
+            self.emit(now, EventKind::Cooled { resource: id.clone(), context: Some(context.clone()), until, cause });
+        }
+        match outcome {
+            Outcome::Failure { kind: FailureKind::QuotaExhausted, retry_after, .. } => {
+                let until =
+                    now.saturating_add(retry_after.unwrap_or(self.policy.rule(FailureKind::QuotaExhausted).base));
+                let r = self.res_mut(slot);
+                if let Some(pause) = Pause::extend(r.pause, until, FailureKind::QuotaExhausted) {
+                    r.pause = Some(pause);
+                    self.timers.insert((until, Timer::Pause(slot, None)));
+                    let cause = pause.cause;
+                    self.emit(now, EventKind::Cooled { resource: id.clone(), context: None, until, cause });
+                }
+            }
+            Outcome::Failure { kind: FailureKind::AuthFailed, .. } => {
+                let r = self.res_mut(slot);
+                if r.block.as_ref().is_none_or(|b| b.until.is_some()) {
+                    let reason = Some(String::from(FailureKind::AuthFailed.as_str()));
+                    r.block = Some(Block { until: None, reason: reason.clone() });
+                    let resource = id.clone();
+                    self.emit(now, EventKind::Blocklisted { resource, context: None, until: None, reason });
+                }
+            }
+            _ => {}
         }
         if t.left_cooling {
             self.probe_due.remove(&(slot, ctx));
@@ -1026,13 +1077,13 @@ impl Pool {
         let r = self.res(slot);
         let now = self.now;
         let mut out = Vec::with_capacity(r.contexts.len() + 1);
-        out.push(self.view(&r.global, None, r.block.clone(), None, now));
+        out.push(self.view(&r.global, None, r.block.clone(), r.pause, None, now));
         let mut ctxs: Vec<u32> = r.contexts.clone();
         ctxs.sort_by(|a, b| self.contexts[*a as usize].cmp(&self.contexts[*b as usize]));
         for c in ctxs {
             let cc = &self.cells[&(slot, c)];
             let block = cc.block.clone().or_else(|| r.block.clone());
-            out.push(self.view(&cc.cell, Some((slot, c, cc)), block, Some(&r.global), now));
+            out.push(self.view(&cc.cell, Some((slot, c, cc)), block, None, Some(&r.global), now));
         }
         Ok(out)
     }
@@ -1042,21 +1093,33 @@ impl Pool {
         cell: &Cell,
         ctx: Option<(u32, u32, &ContextCell)>,
         block: Option<Block>,
+        pause: Option<Pause>,
         global: Option<&Cell>,
         now: u64,
     ) -> CellView {
-        let (cooling_until, cause) = match cell.phase {
-            Phase::Cooling { until, cause } => (Some(until), Some(cause)),
-            _ => (None, None),
+        let phase = match cell.phase {
+            Phase::Cooling { until, cause } => Some(Pause { until, cause }),
+            _ => None,
         };
-        let state = if block.is_some() { CellState::Blocklisted } else { cell.state() };
+        // The latest of the cell's cooldown, its pause and its resource's pause.
+        let slot_pause = ctx.map_or(pause, |(slot, _, _)| self.res(slot).pause);
+        let latest = [phase, cell.pause, slot_pause].into_iter().flatten().max_by_key(|p| p.until);
+        let (cooling_until, cause) = (latest.map(|p| p.until), latest.map(|p| p.cause));
+        let paused = cell.pause.is_some() || slot_pause.is_some();
+        let state = match (block.is_some(), paused) {
+            (true, _) => CellState::Blocklisted,
+            (false, true) => CellState::Cooling,
+            (false, false) => cell.state(),
+        };
         let effective = match global {
             Some(g) => score::blended(Some(cell), g, self.policy.window),
             None => score::blended(None, cell, self.policy.window),
         };
         let (half_open, due) = match ctx {
             Some((slot, c, cc)) => (
-                block.is_none() && cc.trial.is_none() && cell.cooled_out(now) == Some(FailureKind::Blocked),
+                block.is_none()
+                    && cc.trial.is_none()
+                    && cell.cooled_out(now).is_some_and(|c| self.policy.recovery.half_open(c)),
                 block.is_none() && self.probe_due.contains(&(slot, c)),
             ),
             None => (false, false),

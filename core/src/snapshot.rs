@@ -22,11 +22,11 @@ use core::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cell::{Cell, Phase, MAX_SCORE, MIN_SCORE};
+use crate::cell::{Cell, Pause, Phase, MAX_SCORE, MIN_SCORE};
 use crate::error::{Error, Result};
 use crate::id::{Context, ResourceId};
 use crate::lease::{Lease, LeaseEntry, LeaseKind};
-use crate::outcome::{FailureKind, Outcome};
+use crate::outcome::{FailureKind, Outcome, MAX_RETRY_AFTER};
 use crate::permits::{self, Permits};
 use crate::policy::Policy;
 use crate::pool::{Block, ContextCell, Pool, Resource, Timer, MAX_PERMITS, MAX_REASON_BYTES};
@@ -34,8 +34,8 @@ use crate::ratelimit::Bucket;
 use crate::rng::Rng;
 
 pub const MAGIC: [u8; 8] = *b"RPUTSNAP";
-/// The newest format this build writes and the newest it reads.
-pub const VERSION: u16 = 1;
+/// The format this build writes and the only one it reads.
+pub const VERSION: u16 = 2;
 const HEADER: usize = 8 + 2 + 2 + 4 + 4;
 const FLAG_LEASES: u16 = 1;
 
@@ -62,7 +62,7 @@ impl fmt::Display for SnapshotError {
             SnapshotError::Truncated => f.write_str("truncated"),
             SnapshotError::Foreign => f.write_str("not a repute snapshot"),
             SnapshotError::UnsupportedVersion { found, supported } => {
-                write!(f, "format version {found} is not supported (this build reads up to {supported})")
+                write!(f, "format version {found} is not supported (this build reads format {supported})")
             }
             SnapshotError::Checksum => f.write_str("checksum mismatch"),
             SnapshotError::Malformed => f.write_str("body does not decode"),
@@ -94,6 +94,7 @@ struct ResourceRecord {
     permits: u32,
     fences: Vec<u64>,
     block: Option<BlockRecord>,
+    pause: Option<PauseRecord>,
     global: CellRecordData,
 }
 
@@ -118,6 +119,12 @@ struct WindowEntry {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct PauseRecord {
+    remaining: u64,
+    cause: FailureKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 enum PhaseRecord {
     Healthy,
     Cooling { remaining: u64, cause: FailureKind },
@@ -135,6 +142,7 @@ struct CellRecordData {
     failures: f64,
     latency_ms: f64,
     observations: u64,
+    pause: Option<PauseRecord>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -165,6 +173,22 @@ fn block_in(b: Option<BlockRecord>, now: u64) -> Result<Option<Block>, SnapshotE
     Ok(Some(Block { until: b.remaining.map(|r| now.saturating_add(r)), reason: b.reason }))
 }
 
+fn pause_out(p: Option<Pause>, now: u64) -> Option<PauseRecord> {
+    p.map(|p| PauseRecord { remaining: p.until.saturating_sub(now), cause: p.cause })
+}
+
+/// A pause of `cause` (the one kind that pauses this layer); an ended one is dropped.
+fn pause_in(p: Option<PauseRecord>, now: u64, cause: FailureKind) -> Result<Option<Pause>, SnapshotError> {
+    let Some(p) = p else { return Ok(None) };
+    if p.cause != cause {
+        return Err(invalid("pause.cause", "must be rate_limited for a cell, quota_exhausted for a resource"));
+    }
+    if p.remaining > MAX_RETRY_AFTER {
+        return Err(invalid("pause.remaining", "must be at most 30 days"));
+    }
+    Ok((p.remaining > 0).then(|| Pause { until: now.saturating_add(p.remaining), cause }))
+}
+
 fn cell_out(c: &Cell, now: u64) -> CellRecordData {
     CellRecordData {
         score: c.score,
@@ -190,6 +214,7 @@ fn cell_out(c: &Cell, now: u64) -> CellRecordData {
         failures: c.failures,
         latency_ms: c.latency_ms,
         observations: c.observations,
+        pause: pause_out(c.pause, now),
     }
 }
 
@@ -213,8 +238,13 @@ fn cell_in(d: CellRecordData, now: u64, policy: &Policy) -> Result<Cell, Snapsho
         let latency_ms = finite_nonneg(w.latency_ms, "cell.window.latency")?;
         window.push_back(match w.failure {
             None => Outcome::Success { latency_ms },
-            Some(kind) => Outcome::Failure { kind, latency_ms },
+            Some(kind) => Outcome::Failure { kind, latency_ms, retry_after: None },
         });
+    }
+    if let PhaseRecord::Cooling { cause, .. } = d.phase {
+        if !cause.is_strike() {
+            return Err(invalid("cell.phase.cause", "only a strike failure kind cools a cell"));
+        }
     }
     Ok(Cell {
         score: d.score,
@@ -230,6 +260,7 @@ fn cell_in(d: CellRecordData, now: u64, policy: &Policy) -> Result<Cell, Snapsho
         failures: finite_nonneg(d.failures, "cell.failures")?,
         latency_ms: finite_nonneg(d.latency_ms, "cell.latency")?,
         observations: d.observations,
+        pause: pause_in(d.pause, now, FailureKind::RateLimited)?,
     })
 }
 
@@ -244,6 +275,7 @@ impl SnapshotData {
                 permits: r.permits.count() as u32,
                 fences: r.permits.fences().to_vec(),
                 block: block_out(&r.block, now),
+                pause: pause_out(r.pause, now),
                 global: cell_out(&r.global, now),
             })
             .collect();
@@ -323,6 +355,7 @@ impl SnapshotData {
                 serial,
                 permits: Permits::new(r.permits, r.fences),
                 block: block_in(r.block, now)?,
+                pause: pause_in(r.pause, now, FailureKind::QuotaExhausted)?,
                 global: cell_in(r.global, now, &self.policy)?,
                 contexts: Vec::new(),
             }));
@@ -385,7 +418,7 @@ impl SnapshotData {
                 match lease.kind {
                     LeaseKind::Trial => cc.trial = Some(lease.id),
                     LeaseKind::Probe => cc.probe = Some(lease.id),
-                    LeaseKind::Client => {}
+                    LeaseKind::Client | LeaseKind::FailOpen => {}
                 }
             }
             pool.timers.insert((lease.expires_at, Timer::Lease(lease.id)));
@@ -405,15 +438,21 @@ impl Pool {
             if let Some(until) = r.block.as_ref().and_then(|b| b.until) {
                 self.timers.insert((until, Timer::Block(slot as u32, None)));
             }
+            if let Some(p) = r.pause {
+                self.timers.insert((p.until, Timer::Pause(slot as u32, None)));
+            }
         }
         for (&(slot, ctx), cc) in &self.cells {
             if let Some(until) = cc.block.as_ref().and_then(|b| b.until) {
                 self.timers.insert((until, Timer::Block(slot, Some(ctx))));
             }
+            if let Some(p) = cc.cell.pause {
+                self.timers.insert((p.until, Timer::Pause(slot, Some(ctx))));
+            }
             if let Phase::Cooling { until, cause } = cc.cell.phase {
                 if until > now {
                     self.timers.insert((until, Timer::Cooldown(slot, ctx)));
-                } else if cause != FailureKind::Blocked && cc.probe.is_none() {
+                } else if self.policy.recovery.probes(cause) && cc.probe.is_none() {
                     self.probe_due.insert((slot, ctx));
                 }
             }
@@ -505,7 +544,8 @@ fn decode(bytes: &[u8]) -> Result<SnapshotData, SnapshotError> {
     let u16_at = |i: usize| u16::from_le_bytes([bytes[i], bytes[i + 1]]);
     let u32_at = |i: usize| u32::from_le_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]);
     let version = u16_at(8);
-    if version == 0 || version > VERSION {
+    // Format 1 lacked pauses and the recovery rules: it is refused, not guessed at.
+    if version != VERSION {
         return Err(SnapshotError::UnsupportedVersion { found: version, supported: VERSION });
     }
     let len = u32_at(12) as usize;
@@ -542,7 +582,7 @@ fn from_json(json: &str) -> Result<SnapshotData, SnapshotError> {
         format: u16,
     }
     let f: Format = serde_json::from_str(json).map_err(|_| SnapshotError::Malformed)?;
-    if f.format == 0 || f.format > VERSION {
+    if f.format != VERSION {
         return Err(SnapshotError::UnsupportedVersion { found: f.format, supported: VERSION });
     }
     #[derive(Deserialize)]

@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use common::*;
 use proptest::prelude::*;
 use repute_core::{
-    CellState, Error, FailureKind, Lease, LeaseKind, Outcome, Policy, Pool, ResourceId, Strategy as Pick, MAX_SCORE,
-    MIN_SCORE,
+    CellState, Error, FailureKind, Lease, LeaseKind, Outcome, Policy, Pool, Recovery, ResourceId, Strategy as Pick,
+    MAX_SCORE, MIN_SCORE,
 };
 
 const RESOURCES: [&str; 5] = ["r0", "r1", "r2", "r3", "r4"];
@@ -22,7 +22,7 @@ enum Cmd {
     Probe(usize, usize),
     Renew(usize),
     Release(usize),
-    Report(usize, usize, Option<FailureKind>),
+    Report(usize, usize, Option<FailureKind>, Option<u64>),
     Block(usize, Option<usize>, Option<u64>),
     Unblock(usize, Option<usize>),
     Advance(u64),
@@ -37,7 +37,14 @@ fn kind() -> impl Strategy<Value = Option<FailureKind>> {
         1 => Just(Some(FailureKind::ConnectionReset)),
         1 => Just(Some(FailureKind::Timeout)),
         1 => Just(Some(FailureKind::Slow)),
+        1 => Just(Some(FailureKind::RateLimited)),
+        1 => Just(Some(FailureKind::QuotaExhausted)),
+        1 => Just(Some(FailureKind::AuthFailed)),
     ]
+}
+
+fn recovery() -> impl Strategy<Value = Recovery> {
+    prop_oneof![Just(Recovery::Traffic), Just(Recovery::Probe), Just(Recovery::Classic)]
 }
 
 fn cmd() -> impl Strategy<Value = Cmd> {
@@ -50,7 +57,8 @@ fn cmd() -> impl Strategy<Value = Cmd> {
         2 => (r.clone(), c.clone()).prop_map(|(r, c)| Cmd::Probe(r, c)),
         3 => (0usize..8).prop_map(Cmd::Renew),
         4 => (0usize..8).prop_map(Cmd::Release),
-        10 => (r.clone(), c.clone(), kind()).prop_map(|(r, c, k)| Cmd::Report(r, c, k)),
+        10 => (r.clone(), c.clone(), kind(), proptest::option::of(0u64..900 * S))
+            .prop_map(|(r, c, k, wait)| Cmd::Report(r, c, k, wait)),
         1 => (r.clone(), proptest::option::of(c.clone()), proptest::option::of(1u64..7200))
             .prop_map(|(r, c, d)| Cmd::Block(r, c, d.map(|d| d * S))),
         1 => (r, proptest::option::of(c)).prop_map(|(r, c)| Cmd::Unblock(r, c)),
@@ -85,12 +93,13 @@ impl Checker {
         if let Some(cell) = cell {
             assert!(cell.block.is_none(), "granted a resource blocked in its context");
             let cooling_running = cell.cooling_until.is_some_and(|u| u > self.now);
+            let recovery = self.pool.policy().recovery;
             match lease.kind {
                 LeaseKind::Client => {
                     assert!(cell.state != CellState::Cooling, "client lease inside a cooldown: {cell:?}")
                 }
                 LeaseKind::Trial => {
-                    assert!(!cooling_running && cell.cause == Some(FailureKind::Blocked));
+                    assert!(!cooling_running && cell.cause.is_some_and(|c| recovery.half_open(c)), "{cell:?}");
                     let trials = self
                         .pool
                         .leases()
@@ -101,10 +110,12 @@ impl Checker {
                         .count();
                     assert_eq!(trials, 1, "more than one half-open trial");
                 }
-                LeaseKind::Probe => assert!(!cooling_running && cell.cause != Some(FailureKind::Blocked)),
+                LeaseKind::Probe => assert!(!cooling_running && cell.cause.is_some_and(|c| recovery.probes(c))),
+                LeaseKind::FailOpen => assert!(self.pool.policy().fail_open, "fail-open lease without the policy"),
             }
         } else {
-            assert_eq!(lease.kind, LeaseKind::Client);
+            let fail_open = self.pool.policy().fail_open;
+            assert!(lease.kind == LeaseKind::Client || (fail_open && lease.kind == LeaseKind::FailOpen));
         }
         self.held.push(lease);
     }
@@ -142,12 +153,15 @@ impl Checker {
                     let _ = self.pool.release(l.id, l.token, now);
                 }
             }
-            Cmd::Report(r, c, k) => {
+            Cmd::Report(r, c, k, wait) => {
                 let id = rid(RESOURCES[r]);
                 let before = self.pool.cells(&id, now).ok();
-                let outcome = match k {
-                    None => Outcome::success(5.0).unwrap(),
-                    Some(k) => Outcome::failure(k, 5.0).unwrap(),
+                let outcome = match (k, wait) {
+                    (None, _) => Outcome::success(5.0).unwrap(),
+                    (Some(k), Some(wait)) if k.takes_retry_after() => {
+                        Outcome::failure_retry_after(k, 5.0, wait).unwrap()
+                    }
+                    (Some(k), _) => Outcome::failure(k, 5.0).unwrap(),
                 };
                 if self.pool.report(&id, &ctx(CONTEXTS[c]), outcome, now).is_ok() {
                     let before = before.unwrap();
@@ -219,10 +233,12 @@ proptest! {
     #[test]
     fn invariants_hold_over_random_commands(
         strat in strategy(),
+        recovery in recovery(),
+        fail_open in any::<bool>(),
         seed in any::<u64>(),
         cmds in proptest::collection::vec(cmd(), 1..120),
     ) {
-        let pool = Pool::new(Policy { strategy: strat, ..Policy::default() }, seed).unwrap();
+        let pool = Pool::new(Policy { strategy: strat, recovery, fail_open, ..Policy::default() }, seed).unwrap();
         let mut checker = Checker { pool, now: 0, held: Vec::new(), max_token: HashMap::new() };
         for c in &cmds {
             checker.step(c);
@@ -232,11 +248,14 @@ proptest! {
     #[test]
     fn same_seed_and_commands_give_the_same_event_log(
         strat in strategy(),
+        recovery in recovery(),
+        fail_open in any::<bool>(),
         seed in any::<u64>(),
         cmds in proptest::collection::vec(cmd(), 1..120),
     ) {
         let run = || {
-            let pool = Pool::new(Policy { strategy: strat, ..Policy::default() }, seed).unwrap();
+            let policy = Policy { strategy: strat, recovery, fail_open, ..Policy::default() };
+            let pool = Pool::new(policy, seed).unwrap();
             let mut checker = Checker { pool, now: 0, held: Vec::new(), max_token: HashMap::new() };
             for c in &cmds {
                 checker.step(c);

@@ -4,8 +4,8 @@ mod common;
 
 use common::*;
 use repute_core::{
-    CellState, Context, Error, EventKind, FailureKind, LeaseKind, Outcome, Policy, Pool, RateLimit, RejectReason,
-    ResourceId, ResourceKey, SnapshotError, Strategy,
+    CellState, Context, Error, EventKind, FailureKind, LeaseKind, Outcome, Policy, Pool, RateLimit, Refusal,
+    RejectReason, ResourceId, ResourceKey, SnapshotError, Strategy,
 };
 
 // ---- 1. domain validation ----
@@ -165,7 +165,7 @@ fn three_failures_cool_with_doubling_per_kind() {
 
 #[test]
 fn failure_while_cooling_moves_score_only() {
-    let mut pool = first_pool();
+    let mut pool = classic_pool();
     pool.register(rid("a"), 1, 0).unwrap();
     for _ in 0..3 {
         pool.report(&rid("a"), &ctx("x"), fail(FailureKind::Timeout), 0).unwrap();
@@ -269,7 +269,7 @@ fn trial_release_without_report_reopens_the_half_open_slot() {
 
 #[test]
 fn other_causes_are_due_for_probe_and_probes_take_real_leases() {
-    let mut pool = first_pool();
+    let mut pool = classic_pool();
     pool.register(rid("a"), 1, 0).unwrap();
     for _ in 0..3 {
         pool.report(&rid("a"), &ctx("x"), fail(FailureKind::Timeout), 0).unwrap();
@@ -352,8 +352,8 @@ fn lease_cycle_with_exact_events() {
     assert_eq!((l.permit, l.token, l.granted_at, l.expires_at), (0, 1, S, 31 * S));
     let r = pool.renew(l.id, l.token, 20 * S).unwrap();
     assert_eq!(r.expires_at, 50 * S);
-    assert_eq!(pool.renew(l.id, 99, 20 * S).unwrap_err(), Error::StaleLease { current: 1 });
-    assert_eq!(pool.release(l.id, 0, 20 * S).unwrap_err(), Error::StaleLease { current: 1 });
+    assert_eq!(pool.renew(l.id, 99, 20 * S).unwrap_err(), Error::StaleLease);
+    assert_eq!(pool.release(l.id, 0, 20 * S).unwrap_err(), Error::StaleLease);
     assert_eq!(pool.renew(12345, 1, 20 * S).unwrap_err(), Error::UnknownLease);
     pool.release(l.id, l.token, 21 * S).unwrap();
     assert_eq!(pool.release(l.id, l.token, 21 * S).unwrap_err(), Error::UnknownLease);
@@ -369,7 +369,13 @@ fn expiry_frees_the_permit_and_emits_lease_expired() {
     pool.register(rid("a"), 1, 0).unwrap();
     let l = pool.acquire(&ctx("x"), 0).unwrap();
     assert!(
-        matches!(pool.acquire(&ctx("x"), 29 * S), Err(Error::NoResourceAvailable { retry_after: Some(r) }) if r == S)
+        pool.acquire(&ctx("x"), 29 * S)
+            == Err(Error::NoResourceAvailable(Refusal {
+                registered: 1,
+                leased: 1,
+                retry_after: Some(S),
+                ..Refusal::default()
+            }))
     );
     pool.drain_events();
     let next = pool.acquire(&ctx("x"), 30 * S).unwrap();
@@ -396,7 +402,10 @@ fn blocked_resources_are_neither_granted_nor_renewed() {
     pool.block(&rid("a"), None, None, Some("abuse report".into()), S).unwrap();
     assert_eq!(pool.renew(l.id, l.token, 2 * S).unwrap_err(), Error::Blocked);
     pool.release(l.id, l.token, 2 * S).unwrap();
-    assert!(matches!(pool.acquire(&ctx("x"), 3 * S), Err(Error::NoResourceAvailable { retry_after: None })));
+    assert_eq!(
+        pool.acquire(&ctx("x"), 3 * S),
+        Err(Error::NoResourceAvailable(Refusal { registered: 1, blocked: 1, ..Refusal::default() }))
+    );
     let rejected = pool.drain_events().into_iter().find_map(|e| match e.kind {
         EventKind::Rejected { context, reason } => Some((context, reason)),
         _ => None,
@@ -605,14 +614,17 @@ fn corrupt_truncated_foreign_and_newer_snapshots_are_refused_and_change_nothing(
     let last = corrupt.len() - 1;
     corrupt[last] ^= 0xff;
     let mut newer = good.clone();
-    newer[8] = 2;
+    newer[8] = 3;
+    let mut older = good.clone();
+    older[8] = 1;
     let cases: Vec<(Vec<u8>, SnapshotError)> = vec![
         (corrupt, SnapshotError::Checksum),
         (good[..good.len() - 3].to_vec(), SnapshotError::Truncated),
         (good[..12].to_vec(), SnapshotError::Truncated),
         (b"PK\x03\x04 definitely a zip".to_vec(), SnapshotError::Foreign),
         (Vec::new(), SnapshotError::Truncated),
-        (newer, SnapshotError::UnsupportedVersion { found: 2, supported: 1 }),
+        (newer, SnapshotError::UnsupportedVersion { found: 3, supported: 2 }),
+        (older, SnapshotError::UnsupportedVersion { found: 1, supported: 2 }),
     ];
     for (bytes, expected) in cases {
         assert_eq!(other.restore(&bytes, 0).unwrap_err(), Error::Snapshot(expected));
@@ -641,7 +653,7 @@ fn restored_leases_get_their_full_ttl_from_the_restore_instant() {
 
 #[test]
 fn cooldowns_are_rebased_on_the_restoring_clock() {
-    let mut pool = first_pool();
+    let mut pool = classic_pool();
     pool.register(rid("a"), 1, 0).unwrap();
     for _ in 0..3 {
         pool.report(&rid("a"), &ctx("x"), fail(FailureKind::Timeout), 0).unwrap();
@@ -700,4 +712,23 @@ fn a_resource_key_names_one_registration_only() {
     // A pool built from a snapshot numbers its registrations afresh.
     let fresh = Pool::from_snapshot(&bytes, 0).unwrap();
     assert_eq!(fresh.lease_key(lb.id), Some(ResourceKey { slot: 1, serial: 1 }));
+}
+
+#[test]
+fn a_stale_holder_is_never_told_the_token_that_fences_it_out() {
+    let mut pool = first_pool();
+    pool.register(rid("a"), 1, 0).unwrap();
+    let stale = pool.acquire(&ctx("x"), 0).unwrap();
+    let successor = pool.acquire(&ctx("x"), 30 * S).unwrap();
+    assert_eq!((stale.token, successor.token), (1, 2));
+    assert_eq!(pool.renew(stale.id, stale.token, 31 * S).unwrap_err(), Error::LeaseExpired);
+    // Naming the successor's lease with its own token tells it nothing more.
+    for e in [
+        pool.renew(successor.id, stale.token, 31 * S).unwrap_err(),
+        pool.release(successor.id, stale.token, 31 * S).unwrap_err(),
+    ] {
+        assert_eq!(e, Error::StaleLease);
+        assert_eq!(e.to_string(), "stale fencing token");
+    }
+    assert!(pool.lease(successor.id, 31 * S).is_some(), "the successor still holds its lease");
 }

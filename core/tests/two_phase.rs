@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use common::*;
 use proptest::prelude::*;
 use repute_core::{
-    Authority, Error, FailureKind, LeaseKind, Policy, Pool, Proposal, ResourceId, Settled, Strategy as Pick,
+    Authority, Error, FailureKind, LeaseKind, Policy, Pool, Proposal, Refusal, ResourceId, Settled, Strategy as Pick,
 };
 
 const RESOURCES: [&str; 4] = ["r0", "r1", "r2", "r3"];
@@ -195,7 +195,7 @@ fn refusals_move_on_to_other_candidates_and_then_run_out() {
     };
     assert_ne!(second.resource, first.resource);
     assert_eq!(second.refused, vec![(first.resource, 0)]);
-    assert_eq!(pool.settle(&c, second, None, &[]), Err(Error::NoResourceAvailable { retry_after: None }));
+    assert_eq!(pool.settle(&c, second, None, &[]), Err(Error::NoResourceAvailable(leased(2))));
     assert_eq!(pool.stats().available, 2, "refused permits are free again once the acquire ends");
 }
 
@@ -223,10 +223,10 @@ fn permits_in_flight_are_not_proposed_again() {
     let second = pool.propose(&c, 0, &[(first.resource, first.permit)]).unwrap();
     assert_ne!(second.resource, first.resource);
     let both = [(first.resource, first.permit), (second.resource, second.permit)];
-    assert_eq!(pool.propose(&c, 0, &both), Err(Error::NoResourceAvailable { retry_after: None }));
+    assert_eq!(pool.propose(&c, 0, &both), Err(Error::NoResourceAvailable(leased(2))));
     // A refusal moves on past the permits in flight too.
     let in_flight = [(second.resource, second.permit)];
-    assert_eq!(pool.settle(&c, first, None, &in_flight), Err(Error::NoResourceAvailable { retry_after: None }));
+    assert_eq!(pool.settle(&c, first, None, &in_flight), Err(Error::NoResourceAvailable(leased(2))));
     assert_eq!(pool.stats().available, 2, "nothing stays marked");
 }
 
@@ -235,7 +235,7 @@ fn a_token_not_above_the_last_seen_is_a_refusal() {
     let mut pool = pool_with(&["a"]);
     let c = ctx("c");
     let proposal = pool.propose(&c, 0, &[]).unwrap();
-    assert_eq!(pool.settle(&c, proposal, Some(0), &[]), Err(Error::NoResourceAvailable { retry_after: None }));
+    assert_eq!(pool.settle(&c, proposal, Some(0), &[]), Err(Error::NoResourceAvailable(leased(1))));
     assert_eq!(pool.stats().live_leases, 0);
 }
 
@@ -281,4 +281,9 @@ fn a_proposal_this_pool_did_not_make_is_refused() {
         assert_eq!(pool.settle(&c, forged, Some(1), &[]), Err(err));
     }
     assert_eq!(pool.stats().live_leases, 0);
+}
+
+/// The refusal of `n` resources whose permits the authority holds elsewhere.
+fn leased(n: u32) -> Refusal {
+    Refusal { registered: n, leased: n, ..Refusal::default() }
 }

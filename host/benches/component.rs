@@ -84,7 +84,7 @@ fn operations(c: &mut Criterion) {
                 b.iter(|| {
                     i += 1;
                     let outcome = if i.is_multiple_of(7) {
-                        Outcome::Failure { kind: FailureKind::Slow, latency_ms: 900.0 }
+                        Outcome::Failure { kind: FailureKind::Slow, latency_ms: 900.0, retry_after: None }
                     } else {
                         Outcome::Success { latency_ms: 30.0 }
                     };

@@ -5,7 +5,7 @@
 
 use repute_core::{
     Block, CellState, CellView, Command, Context, Event, EventKind, FailureKind, Lease, LeaseKind, Outcome, Policy,
-    RejectReason, ResourceId, ResourceView, Stats, Strategy,
+    Recovery, Refusal, RejectReason, ResourceId, ResourceView, Stats, Strategy,
 };
 
 use crate::bindings::repute::pool::types as wit;
@@ -34,6 +34,9 @@ pub(crate) fn kind_in(k: wit::FailureKind) -> FailureKind {
         wit::FailureKind::Timeout => FailureKind::Timeout,
         wit::FailureKind::Blocked => FailureKind::Blocked,
         wit::FailureKind::Slow => FailureKind::Slow,
+        wit::FailureKind::RateLimited => FailureKind::RateLimited,
+        wit::FailureKind::QuotaExhausted => FailureKind::QuotaExhausted,
+        wit::FailureKind::AuthFailed => FailureKind::AuthFailed,
     }
 }
 
@@ -44,6 +47,9 @@ fn kind_out(k: FailureKind) -> wit::FailureKind {
         FailureKind::Timeout => wit::FailureKind::Timeout,
         FailureKind::Blocked => wit::FailureKind::Blocked,
         FailureKind::Slow => wit::FailureKind::Slow,
+        FailureKind::RateLimited => wit::FailureKind::RateLimited,
+        FailureKind::QuotaExhausted => wit::FailureKind::QuotaExhausted,
+        FailureKind::AuthFailed => wit::FailureKind::AuthFailed,
     }
 }
 
@@ -52,8 +58,8 @@ fn kind_out(k: FailureKind) -> wit::FailureKind {
 pub(crate) fn outcome_out(o: &Outcome) -> wit::Outcome {
     match *o {
         Outcome::Success { latency_ms } => wit::Outcome::Success(latency_ms),
-        Outcome::Failure { kind, latency_ms } => {
-            wit::Outcome::Failure(wit::Failure { kind: kind_out(kind), latency_ms })
+        Outcome::Failure { kind, latency_ms, retry_after } => {
+            wit::Outcome::Failure(wit::Failure { kind: kind_out(kind), latency_ms, retry_after })
         }
     }
 }
@@ -61,7 +67,9 @@ pub(crate) fn outcome_out(o: &Outcome) -> wit::Outcome {
 pub(crate) fn outcome_in(o: &wit::Outcome) -> Outcome {
     match *o {
         wit::Outcome::Success(latency_ms) => Outcome::Success { latency_ms },
-        wit::Outcome::Failure(f) => Outcome::Failure { kind: kind_in(f.kind), latency_ms: f.latency_ms },
+        wit::Outcome::Failure(f) => {
+            Outcome::Failure { kind: kind_in(f.kind), latency_ms: f.latency_ms, retry_after: f.retry_after }
+        }
     }
 }
 
@@ -133,6 +141,22 @@ pub(crate) fn policy_out(p: &Policy) -> wit::Policy {
         max_resources: p.max_resources,
         max_cells: p.max_cells,
         rate_limit: p.rate_limit.map(|r| wit::RateLimit { rate: r.rate, burst: r.burst }),
+        recovery: match p.recovery {
+            Recovery::Traffic => wit::Recovery::Traffic,
+            Recovery::Probe => wit::Recovery::Probe,
+            Recovery::Classic => wit::Recovery::Classic,
+        },
+        fail_open: p.fail_open,
+        rules: p
+            .rules
+            .iter()
+            .map(|(kind, r)| wit::CoolingRule {
+                kind: kind_out(*kind),
+                base: r.base,
+                cool_after: r.cool_after,
+                max_exponent: r.max_exponent,
+            })
+            .collect(),
     }
 }
 
@@ -141,6 +165,7 @@ fn lease_kind_in(k: wit::LeaseKind) -> LeaseKind {
         wit::LeaseKind::Client => LeaseKind::Client,
         wit::LeaseKind::Trial => LeaseKind::Trial,
         wit::LeaseKind::Probe => LeaseKind::Probe,
+        wit::LeaseKind::FailOpen => LeaseKind::FailOpen,
     }
 }
 
@@ -238,7 +263,7 @@ pub(crate) fn event_in(e: wit::Event) -> Result<Event, Error> {
         wit::EventKind::Unregistered(r) => EventKind::Unregistered { resource: id_in(&r)? },
         wit::EventKind::Cooled(c) => EventKind::Cooled {
             resource: id_in(&c.resource)?,
-            context: ctx_in(&c.context)?,
+            context: opt_ctx_in(c.context)?,
             until: c.until,
             cause: kind_in(c.cause),
         },
@@ -293,10 +318,17 @@ pub(crate) fn err_in(e: wit::Error) -> Error {
         wit::Error::InvalidInput(i) => Error::InvalidInput { field: i.field, rule: i.rule },
         wit::Error::UnknownResource => Error::UnknownResource,
         wit::Error::UnknownLease => Error::UnknownLease,
-        wit::Error::StaleLease(current) => Error::StaleLease { current },
+        wit::Error::StaleLease => Error::StaleLease,
         wit::Error::LeaseExpired => Error::LeaseExpired,
         wit::Error::Blocked => Error::Blocked,
-        wit::Error::NoResourceAvailable(retry_after) => Error::NoResourceAvailable { retry_after },
+        wit::Error::NoResourceAvailable(r) => Error::NoResourceAvailable(Refusal {
+            registered: r.registered,
+            blocked: r.blocked,
+            rate_limited: r.rate_limited,
+            cooling: r.cooling,
+            leased: r.leased,
+            retry_after: r.retry_after,
+        }),
         wit::Error::Leased(live) => Error::Leased { live },
         wit::Error::BudgetExhausted(b) => Error::BudgetExhausted { budget: b.name, limit: b.limit },
         wit::Error::RateLimited(retry_after) => Error::RateLimited { retry_after },

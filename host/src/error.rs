@@ -6,6 +6,8 @@
 
 use std::fmt;
 
+use repute_core::Refusal;
+
 /// Why a host operation was refused. A refusal leaves the pool unchanged.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -17,13 +19,13 @@ pub enum Error {
     /// No lease with that id is live.
     UnknownLease,
     /// The lease exists but the token presented is not its current fencing token.
-    StaleLease { current: u64 },
+    StaleLease,
     /// The lease ran out (or its authority no longer recognises it); its permit is free.
     LeaseExpired,
     /// The resource, or the resource in this context, is blocklisted.
     Blocked,
-    /// Nothing selectable now; `retry_after` (ns) is when the earliest timer fires, if any.
-    NoResourceAvailable { retry_after: Option<u64> },
+    /// Nothing selectable now: why, resource by resource, and when the first may free up.
+    NoResourceAvailable(Refusal),
     /// Unregister without `force` while leases are live.
     Leased { live: u32 },
     /// A configured budget would be exceeded.
@@ -76,7 +78,7 @@ impl Error {
             Error::InvalidInput { .. } => "invalid_input",
             Error::UnknownResource => "unknown_resource",
             Error::UnknownLease => "unknown_lease",
-            Error::StaleLease { .. } => "stale_lease",
+            Error::StaleLease => "stale_lease",
             Error::LeaseExpired => "lease_expired",
             Error::Blocked => "blocked",
             Error::NoResourceAvailable { .. } => "no_resource_available",
@@ -104,15 +106,10 @@ impl fmt::Display for Error {
             Error::InvalidInput { field, rule } => write!(f, "invalid {field}: {rule}"),
             Error::UnknownResource => f.write_str("resource is not registered"),
             Error::UnknownLease => f.write_str("no live lease with that id"),
-            Error::StaleLease { current } => {
-                write!(f, "stale fencing token (current token is {current})")
-            }
+            Error::StaleLease => f.write_str("stale fencing token"),
             Error::LeaseExpired => f.write_str("lease expired"),
             Error::Blocked => f.write_str("resource is blocklisted"),
-            Error::NoResourceAvailable { retry_after: Some(ns) } => {
-                write!(f, "no resource available (retry after {ns} ns)")
-            }
-            Error::NoResourceAvailable { retry_after: None } => f.write_str("no resource available"),
+            Error::NoResourceAvailable(refusal) => write!(f, "no resource available ({refusal})"),
             Error::Leased { live } => write!(f, "resource has {live} live lease(s)"),
             Error::BudgetExhausted { budget, limit } => {
                 write!(f, "budget {budget} exhausted (limit {limit})")
@@ -197,10 +194,10 @@ impl From<repute_core::Error> for Error {
             E::InvalidInput { field, rule } => Error::invalid(field, rule),
             E::UnknownResource => Error::UnknownResource,
             E::UnknownLease => Error::UnknownLease,
-            E::StaleLease { current } => Error::StaleLease { current },
+            E::StaleLease => Error::StaleLease,
             E::LeaseExpired => Error::LeaseExpired,
             E::Blocked => Error::Blocked,
-            E::NoResourceAvailable { retry_after } => Error::NoResourceAvailable { retry_after },
+            E::NoResourceAvailable(refusal) => Error::NoResourceAvailable(refusal),
             E::Leased { live } => Error::Leased { live },
             E::BudgetExhausted { budget, limit } => Error::BudgetExhausted { budget: budget.to_owned(), limit },
             E::RateLimited { retry_after } => Error::RateLimited { retry_after },

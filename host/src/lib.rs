@@ -25,10 +25,12 @@ mod asynchronous;
 mod convert;
 mod embedded;
 mod error;
+mod http_outcome;
 mod names;
 pub mod native;
 mod ownership;
 mod pool;
+mod prober;
 pub mod providers;
 mod runtime;
 mod shard;
@@ -40,12 +42,15 @@ use std::time::Duration;
 pub use asynchronous::{AsyncPool, AsyncPoolSet};
 pub use embedded::{EmbeddedPool, Sharing};
 pub use error::{Error, Result, SnapshotError, StoreError};
+pub use http_outcome::{http_outcome, retry_after_header};
 pub use ownership::{Keeper, Ownership, Standing};
 pub use pool::{Pool, PoolOps, PoolSet, TenantPool};
+pub use prober::{finish_probe, start_probes, Verdict};
 pub use providers::{Clock, ManualClock, Providers, SystemClock};
 pub use repute_core::{
-    Block, CellState, CellView, Command, Context, Event, EventKind, FailureKind, Lease, LeaseKind, Outcome, Policy,
-    RateLimit, RejectReason, ResourceId, ResourceView, Stats, Strategy, SECOND,
+    Block, CellState, CellView, Command, Context, CoolingRule, Event, EventKind, FailureKind, Lease, LeaseKind,
+    Outcome, Policy, RateLimit, Recovery, Refusal, RejectReason, ResourceId, ResourceView, Stats, Strategy,
+    MAX_RETRY_AFTER, SECOND,
 };
 #[doc(hidden)]
 pub use runtime::{measure_cold_start, Variant};
@@ -86,13 +91,49 @@ impl Default for Limits {
 }
 
 /// Builds an outcome from the names every front end uses: no failure kind
-/// for a success, else one of `connection_reset`, `tls_handshake`,
-/// `timeout`, `blocked`, `slow`. The latency is checked by the core.
-pub fn parse_outcome(failure: Option<&str>, latency_ms: f64) -> Result<Outcome> {
-    Ok(match failure {
-        None => Outcome::Success { latency_ms },
-        Some(name) => Outcome::Failure { kind: FailureKind::parse(name)?, latency_ms },
+/// for a success, else one of the `FailureKind` names; `retry_after` (ns)
+/// goes with `rate_limited` or `quota_exhausted`. Latency and wait are
+/// checked by the core on the way in, so a bad one is refused by the same
+/// rule natively and in the component.
+pub fn parse_outcome(failure: Option<&str>, latency_ms: f64, retry_after: Option<u64>) -> Result<Outcome> {
+    Ok(match (failure, retry_after) {
+        (None, None) => Outcome::Success { latency_ms },
+        (None, Some(_)) => return Err(Error::invalid("retry_after", "only rate_limited and quota_exhausted take one")),
+        (Some(name), retry_after) => {
+            let kind = FailureKind::parse(name)?;
+            if retry_after.is_some() && !kind.takes_retry_after() {
+                return Err(Error::invalid("retry_after", "only rate_limited and quota_exhausted take one"));
+            }
+            Outcome::Failure { kind, latency_ms, retry_after }
+        }
     })
+}
+
+/// One cooling rule from a front end's options: `kind` by name, and any of
+/// `base` (ns), `cool_after`, `max_exponent` given, the rest taken from the
+/// rule `policy` has for that kind now. `Policy::validate` checks the result.
+pub fn cooling_rule(
+    policy: &Policy,
+    kind: &str,
+    base: Option<u64>,
+    cool_after: Option<u32>,
+    max_exponent: Option<u32>,
+) -> Result<(FailureKind, CoolingRule)> {
+    let kind = FailureKind::parse(kind).map_err(|_| {
+        Error::invalid(
+            "policy.rules.kind",
+            "must be one of connection_reset, tls_handshake, timeout, blocked, slow, rate_limited, quota_exhausted",
+        )
+    })?;
+    let rule = policy.rule(kind);
+    Ok((
+        kind,
+        CoolingRule {
+            base: base.unwrap_or(rule.base),
+            cool_after: cool_after.unwrap_or(rule.cool_after),
+            max_exponent: max_exponent.unwrap_or(rule.max_exponent),
+        },
+    ))
 }
 
 /// FNV-1a: a hash that is the same in every build, for names that must

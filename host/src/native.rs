@@ -99,7 +99,10 @@ fn ctx(name: &str) -> Result<Context> {
 fn checked(outcome: &Outcome) -> Result<Outcome> {
     Ok(match *outcome {
         Outcome::Success { latency_ms } => Outcome::success(latency_ms)?,
-        Outcome::Failure { kind, latency_ms } => Outcome::failure(kind, latency_ms)?,
+        Outcome::Failure { kind, latency_ms, retry_after: None } => Outcome::failure(kind, latency_ms)?,
+        Outcome::Failure { kind, latency_ms, retry_after: Some(wait) } => {
+            Outcome::failure_retry_after(kind, latency_ms, wait)?
+        }
     })
 }
 

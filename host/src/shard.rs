@@ -261,9 +261,9 @@ impl Shard {
         let options = Options { events: self.limits.max_pending_events > 0, own_authority };
         let handle = self.call(t, |store, pool| {
             if durable {
-                pool.call_open(store, policy, config.seed, true, options)
+                pool.call_open(store, &policy, config.seed, true, options)
             } else {
-                pool.call_create(store, policy, config.seed, options)
+                pool.call_create(store, &policy, config.seed, options)
             }
         })?;
         let handle = self.finish(t, handle)?;

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use repute_host::{
-    parse_outcome, Error, ManualClock, Outcome, Policy, Pool, PoolOps, Providers, SnapshotError, TenantConfig,
+    parse_outcome, Error, ManualClock, Outcome, Policy, Pool, PoolOps, Providers, Refusal, SnapshotError, TenantConfig,
 };
 
 fn pool() -> Pool {
@@ -44,13 +44,17 @@ fn latencies_and_failure_kinds_are_checked() {
     p.register("proxy", "a", 1).unwrap();
     let nan = Outcome::Success { latency_ms: f64::NAN };
     assert_eq!(p.report("proxy", "a", "x.com", &nan), Err(invalid("latency", "must be a finite number")));
-    let inf = parse_outcome(Some("timeout"), f64::INFINITY).unwrap();
+    let inf = parse_outcome(Some("timeout"), f64::INFINITY, None).unwrap();
     assert_eq!(p.report("proxy", "a", "x.com", &inf), Err(invalid("latency", "must be a finite number")));
-    let negative = parse_outcome(None, -1.0).unwrap();
+    let negative = parse_outcome(None, -1.0, None).unwrap();
     assert_eq!(p.report("proxy", "a", "x.com", &negative), Err(invalid("latency", "must be >= 0")));
     assert_eq!(
-        parse_outcome(Some("exploded"), 1.0),
-        Err(invalid("failure.kind", "must be one of connection_reset, tls_handshake, timeout, blocked, slow"))
+        parse_outcome(Some("exploded"), 1.0, None),
+        Err(invalid(
+            "failure.kind",
+            "must be one of connection_reset, tls_handshake, timeout, blocked, slow, rate_limited, quota_exhausted, \
+             auth_failed"
+        ))
     );
     // None of the refused reports reached the reputation.
     let cells = p.cells("proxy", "a").unwrap();
@@ -96,9 +100,17 @@ fn lease_misuse_is_typed() {
     let mut p = pool();
     p.register("proxy", "a", 1).unwrap();
     let lease = p.acquire("x.com").unwrap();
-    assert_eq!(p.release(lease.id, lease.token + 1), Err(Error::StaleLease { current: lease.token }));
+    assert_eq!(p.release(lease.id, lease.token + 1), Err(Error::StaleLease));
     assert_eq!(p.release(lease.id + 100, 1), Err(Error::UnknownLease));
-    assert_eq!(p.acquire("x.com"), Err(Error::NoResourceAvailable { retry_after: Some(30_000_000_000) }));
+    assert_eq!(
+        p.acquire("x.com"),
+        Err(Error::NoResourceAvailable(Refusal {
+            registered: 1,
+            leased: 1,
+            retry_after: Some(30_000_000_000),
+            ..Refusal::default()
+        }))
+    );
     assert_eq!(p.unregister("proxy", "a", false), Err(Error::Leased { live: 1 }));
     assert_eq!(p.unregister("proxy", "zz", false), Err(Error::UnknownResource));
 }

@@ -128,7 +128,11 @@ fn run(p: &mut dyn PoolOps, cmd: &Cmd, clock: &ManualClock, seen: &mut Vec<(u64,
         Cmd::Report(r, c, kind, latency) => {
             let outcome = match kind {
                 None => Outcome::Success { latency_ms: latency },
-                Some(kind) => Outcome::Failure { kind, latency_ms: latency },
+                // Half of the waits given, half left to the rule's base.
+                Some(kind) => {
+                    let retry_after = (kind.takes_retry_after() && latency > 500.0).then(|| latency as u64 * 1_000_000);
+                    Outcome::Failure { kind, latency_ms: latency, retry_after }
+                }
             };
             format!("{:?}", p.report(res(r).0, res(r).1, CONTEXTS[c], &outcome))
         }

@@ -53,7 +53,8 @@ fn state_and_fences_survive_a_restart() {
             tokens.push(lease.token);
             p.release(lease.id, lease.token).unwrap();
         }
-        let timeout = Outcome::Failure { kind: repute_host::FailureKind::Timeout, latency_ms: 5000.0 };
+        let timeout =
+            Outcome::Failure { kind: repute_host::FailureKind::Timeout, latency_ms: 5000.0, retry_after: None };
         p.report("proxy", "a", "y.com", &timeout).unwrap();
         assert_eq!(p.checkpoint(false), Ok(1));
         // After the checkpoint: a token the checkpoint does not know about,

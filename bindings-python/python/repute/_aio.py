@@ -22,7 +22,7 @@ import asyncio
 import functools
 import math
 from types import TracebackType
-from typing import Any, Callable, Generator, Iterator, Literal, TypeVar
+from typing import Any, Callable, Generator, Iterable, Iterator, Literal, Mapping, TypeVar
 
 from ._native import (
     Cell,
@@ -133,8 +133,15 @@ class AsyncLease:
     async def report_success(self, latency: float) -> None:
         await _run(self._lease.report_success, latency)
 
-    async def report_failure(self, kind: FailureKind | str, latency: float) -> None:
-        await _run(self._lease.report_failure, kind, latency)
+    async def report_failure(
+        self, kind: FailureKind | str, latency: float, *, retry_after: float | None = None
+    ) -> None:
+        await _run(self._lease.report_failure, kind, latency, retry_after=retry_after)
+
+    async def report_http(
+        self, status: int, latency: float = 0.0, headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None
+    ) -> None:
+        await _run(self._lease.report_http, status, latency, headers)
 
     async def __aenter__(self) -> AsyncLease:
         return self
@@ -215,6 +222,12 @@ class AsyncPool:
         mode: Literal["sharded", "shared"] = "sharded",
         owner_ttl: float = 10.0,
         owners: str = "store",
+        recovery: Literal["traffic", "probe", "classic"] = "traffic",
+        fail_open: bool = False,
+        cooldowns: Mapping[str, Mapping[str, float]] | None = None,
+        probe: Callable[[str, str, str], Any] | None = None,
+        probe_concurrency: int = 4,
+        probe_every: float = 1.0,
     ) -> AsyncPool:
         pool = await _run(
             Pool,
@@ -233,6 +246,12 @@ class AsyncPool:
             mode=mode,
             owner_ttl=owner_ttl,
             owners=owners,
+            recovery=recovery,
+            fail_open=fail_open,
+            cooldowns=None if cooldowns is None else {k: dict(v) for k, v in cooldowns.items()},
+            probe=probe,
+            probe_concurrency=probe_concurrency,
+            probe_every=probe_every,
         )
         return cls(pool)
 
@@ -302,9 +321,27 @@ class AsyncPool:
         await _run(self._pool.report_success, kind, value, context, latency)
 
     async def report_failure(
-        self, kind: str, value: str, context: str, failure: FailureKind | str, latency: float
+        self,
+        kind: str,
+        value: str,
+        context: str,
+        failure: FailureKind | str,
+        latency: float,
+        *,
+        retry_after: float | None = None,
     ) -> None:
-        await _run(self._pool.report_failure, kind, value, context, failure, latency)
+        await _run(self._pool.report_failure, kind, value, context, failure, latency, retry_after=retry_after)
+
+    async def report_http(
+        self,
+        kind: str,
+        value: str,
+        context: str,
+        status: int,
+        latency: float = 0.0,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
+    ) -> None:
+        await _run(self._pool.report_http, kind, value, context, status, latency, headers)
 
     async def block(
         self,

@@ -3,12 +3,17 @@
 # is checked against these by mypy in the test suite.
 
 from types import TracebackType
-from typing import Iterator, Literal, final
+from typing import Awaitable, Callable, Iterable, Iterator, Literal, Mapping, final
 
 from ._types import FailureKind
 
 _CellState = Literal["healthy", "cooling", "recovering", "blocklisted"]
-_LeaseKind = Literal["client", "trial", "probe"]
+_LeaseKind = Literal["client", "trial", "probe", "fail_open"]
+_Recovery = Literal["traffic", "probe", "classic"]
+# A probe: (kind, value, context) -> True/None healthy, False failed, or an HTTP status.
+_ProbeAnswer = bool | int | None
+_Probe = Callable[[str, str, str], _ProbeAnswer] | Callable[[str, str, str], Awaitable[_ProbeAnswer]]
+_Headers = Mapping[str, str] | Iterable[tuple[str, str]]
 
 class ReputeError(Exception):
     """Base class of every error repute raises."""
@@ -23,13 +28,21 @@ class UnknownResource(ReputeError): ...
 class UnknownLease(ReputeError): ...
 
 class StaleLease(ReputeError):
-    current: int
+    """The token is not the lease's current one; which token is, is not told."""
 
 class LeaseExpired(ReputeError): ...
 class Blocked(ReputeError): ...
 
 class NoResourceAvailable(ReputeError):
+    """Nothing selectable: each registered resource counted under the first
+    reason that holds it back, and when the first may free up."""
+
     retry_after: float | None
+    none_registered: bool
+    blocked: int
+    rate_limited: int
+    cooling: int
+    leased: int
 
 class ResourceLeased(ReputeError):
     live: int
@@ -163,7 +176,7 @@ class CooledEvent(Event):
     @property
     def value(self) -> str: ...
     @property
-    def context(self) -> str: ...
+    def context(self) -> str | None: ...
     @property
     def until(self) -> float: ...
     @property
@@ -279,7 +292,8 @@ class Lease:
     def renew(self) -> None: ...
     def release(self) -> None: ...
     def report_success(self, latency: float) -> None: ...
-    def report_failure(self, kind: FailureKind | str, latency: float) -> None: ...
+    def report_failure(self, kind: FailureKind | str, latency: float, *, retry_after: float | None = None) -> None: ...
+    def report_http(self, status: int, latency: float = 0.0, headers: _Headers | None = None) -> None: ...
     def __enter__(self) -> Lease: ...
     def __exit__(
         self,
@@ -312,6 +326,12 @@ class Pool:
         mode: Literal["sharded", "shared"] = "sharded",
         owner_ttl: float = 10.0,
         owners: str = "store",
+        recovery: _Recovery = "traffic",
+        fail_open: bool = False,
+        cooldowns: dict[str, dict[str, float]] | None = None,
+        probe: _Probe | None = None,
+        probe_concurrency: int = 4,
+        probe_every: float = 1.0,
     ) -> None: ...
     @property
     def now(self) -> float: ...
@@ -325,7 +345,23 @@ class Pool:
     def resume(self, lease_id: int, token: int) -> Lease: ...
     def report_success(self, kind: str, value: str, context: str, latency: float) -> None: ...
     def report_failure(
-        self, kind: str, value: str, context: str, failure: FailureKind | str, latency: float
+        self,
+        kind: str,
+        value: str,
+        context: str,
+        failure: FailureKind | str,
+        latency: float,
+        *,
+        retry_after: float | None = None,
+    ) -> None: ...
+    def report_http(
+        self,
+        kind: str,
+        value: str,
+        context: str,
+        status: int,
+        latency: float = 0.0,
+        headers: _Headers | None = None,
     ) -> None: ...
     def block(
         self,

@@ -17,6 +17,9 @@ class FailureKind(str, enum.Enum):
     TIMEOUT = "timeout"
     BLOCKED = "blocked"
     SLOW = "slow"
+    RATE_LIMITED = "rate_limited"
+    QUOTA_EXHAUSTED = "quota_exhausted"
+    AUTH_FAILED = "auth_failed"
 
     def __str__(self) -> str:
         return self.value

@@ -1,7 +1,9 @@
 //! Shared helpers for the core's integration tests.
 #![allow(dead_code)]
 
-use repute_core::{Context, Event, EventKind, FailureKind, Outcome, Policy, Pool, ResourceId, Strategy, SECOND};
+use repute_core::{
+    Context, Event, EventKind, FailureKind, Outcome, Policy, Pool, Recovery, ResourceId, Strategy, SECOND,
+};
 
 pub const S: u64 = SECOND;
 
@@ -24,6 +26,11 @@ pub fn fail(kind: FailureKind) -> Outcome {
 /// A pool with the deterministic `first` strategy.
 pub fn first_pool() -> Pool {
     Pool::new(Policy { strategy: Strategy::First, ..Policy::default() }, 7).unwrap()
+}
+
+/// A `first` pool under the reputation-pool 0.5.0 recovery rules.
+pub fn classic_pool() -> Pool {
+    Pool::new(Policy { strategy: Strategy::First, recovery: Recovery::Classic, ..Policy::default() }, 7).unwrap()
 }
 
 pub fn names(events: &[Event]) -> Vec<&'static str> {

@@ -417,3 +417,145 @@ fn sharded_on_etcd_answers_not_owner_and_takes_over_from_a_dead_owner() {
     assert_eq!(r.status, 200, "{}", r.body);
     assert!(r.body.contains("p1"), "the new owner has what the dead one acknowledged: {}", r.body);
 }
+
+#[test]
+fn outcomes_speak_http_and_refusals_say_why() {
+    let dir = tempdir("outcomes");
+    let s = Server::start(&["--no-auth", "--store", "memory", "--strategy", "first"], &dir);
+    for v in ["k1", "k2"] {
+        let r = call("POST", &s.url("/v1/resources"), NONE, Some(json!({"kind": "api-key", "value": v})));
+        assert_eq!(r.status, 204, "{}", r.body);
+    }
+    let report = |body: Value| call("POST", &s.url("/v1/outcomes"), NONE, Some(body));
+    let r = report(json!({
+        "kind": "api-key", "value": "k1", "context": "gpt", "http_status": 429, "headers": {"Retry-After": "120"}
+    }));
+    assert_eq!(r.status, 204, "{}", r.body);
+    let r = report(json!({"kind": "api-key", "value": "k2", "context": "gpt", "http_status": 401}));
+    assert_eq!(r.status, 204, "{}", r.body);
+    let cells = call("GET", &s.url("/v1/resources/api-key/k1/cells"), NONE, None).json();
+    assert_eq!((cells[1]["state"].as_str(), cells[1]["cause"].as_str()), (Some("cooling"), Some("rate_limited")));
+    let r = call("POST", &s.url("/v1/leases"), NONE, Some(json!({"context": "gpt"})));
+    let p = r.problem(409, "no_resource_available");
+    assert_eq!(
+        p["reasons"],
+        json!({"none_registered": false, "blocked": 1, "rate_limited": 1, "cooling": 0, "leased": 0})
+    );
+    let retry = p["retry_after"].as_f64().unwrap();
+    assert!(retry > 119.0 && retry <= 120.0, "retry after {retry}");
+    // Another model is not paused by k1's 429.
+    assert_eq!(call("POST", &s.url("/v1/leases"), NONE, Some(json!({"context": "claude"}))).status, 201);
+
+    let r = report(json!({
+        "kind": "api-key", "value": "k1", "context": "gpt", "outcome": "quota_exhausted", "retry_after_ms": 5000
+    }));
+    assert_eq!(r.status, 204, "{}", r.body);
+    let bad = [
+        (
+            json!({"kind": "api-key", "value": "k1", "context": "gpt", "outcome": "timeout", "retry_after_ms": 5}),
+            "retry_after_ms",
+            "only rate_limited and quota_exhausted take one",
+        ),
+        (
+            json!({"kind": "api-key", "value": "k1", "context": "gpt", "outcome": "success", "http_status": 200}),
+            "outcome",
+            "exactly one of outcome and http_status is required",
+        ),
+        (
+            json!({"kind": "api-key", "value": "k1", "context": "gpt"}),
+            "outcome",
+            "exactly one of outcome and http_status is required",
+        ),
+        (
+            json!({"kind": "api-key", "value": "k1", "context": "gpt", "http_status": 700}),
+            "http_status",
+            "must be an HTTP status code in 100..=599",
+        ),
+    ];
+    for (body, field, rule) in bad {
+        let p = report(body.clone()).problem(400, "invalid_input");
+        assert_eq!((p["field"].as_str(), p["rule"].as_str()), (Some(field), Some(rule)), "{body}");
+    }
+}
+
+/// A one-thread HTTP server answering 200 to paths with "good" in them and
+/// 503 to the rest; every request line it saw goes to the channel.
+fn probe_target() -> (String, mpsc::Receiver<String>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(200) {
+            let Ok(mut stream) = stream else { continue };
+            let mut line = String::new();
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            if reader.read_line(&mut line).is_err() {
+                continue;
+            }
+            // Read the headers out, so closing does not reset the connection.
+            let mut header = String::new();
+            while reader.read_line(&mut header).is_ok_and(|n| n > 2) {
+                header.clear();
+            }
+            let status = if line.contains("good") { "200 OK" } else { "503 Service Unavailable" };
+            let _ = tx.send(line.trim().to_owned());
+            let _ = std::io::Write::write_all(
+                &mut stream,
+                format!("HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n").as_bytes(),
+            );
+        }
+    });
+    (format!("http://{addr}"), rx)
+}
+
+#[test]
+fn the_server_runs_the_probe_loop_with_an_http_probe() {
+    let (target, seen) = probe_target();
+    let dir = tempdir("probe");
+    let url = format!("{target}/probe/{{kind}}/{{value}}?site={{context}}");
+    let args = [
+        "--no-auth",
+        "--store",
+        "memory",
+        "--recovery",
+        "probe",
+        "--probe-url",
+        &url,
+        "--probe-every",
+        "0.2",
+        "--cooldown",
+        "timeout=1:1:0",
+    ];
+    let s = Server::start(&args, &dir);
+    for v in ["good", "bad"] {
+        call("POST", &s.url("/v1/resources"), NONE, Some(json!({"kind": "proxy", "value": v})));
+        let r = call(
+            "POST",
+            &s.url("/v1/outcomes"),
+            NONE,
+            Some(json!({"kind": "proxy", "value": v, "context": "a b", "outcome": "timeout", "latency_ms": 1000})),
+        );
+        assert_eq!(r.status, 204, "{}", r.body);
+    }
+    let first = seen.recv_timeout(Duration::from_secs(20)).expect("a probe arrives once the cooldown ended");
+    assert!(first.starts_with("GET /probe/proxy/") && first.ends_with("?site=a%20b HTTP/1.1"), "{first}");
+    let state = |v: &str| call("GET", &s.url(&format!("/v1/resources/proxy/{v}/cells")), NONE, None).json()[1].clone();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let (good, bad) = (state("good"), state("bad"));
+        if good["state"] == "recovering" && bad["consecutive_failures"].as_u64() >= Some(2) {
+            assert_eq!(bad["cause"], "connection_reset", "a 503 probe re-cools as a reported 503 would");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "probes did not settle: {good} {bad}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(call("GET", &s.url("/v1/leases"), NONE, None).json().as_array().map(Vec::len), Some(0));
+    drop(s);
+    let p = Command::new(env!("CARGO_BIN_EXE_repute"))
+        .args(["serve", "--no-auth", "--store", "memory", "--probe-url", &url])
+        .output()
+        .unwrap();
+    assert!(!p.status.success());
+    assert!(String::from_utf8_lossy(&p.stderr).contains("--probe-url: goes with --recovery probe"));
+}

@@ -7,6 +7,7 @@
 
 pub mod auth;
 mod metrics;
+mod probe;
 pub mod problem;
 pub mod routes;
 mod state;
@@ -18,7 +19,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use repute_host::{Limits, Mode, OwnersSpec, Policy, PoolSet, StoreSpec, Strategy, SystemClock};
+use repute_host::{
+    CoolingRule, FailureKind, Limits, Mode, OwnersSpec, Policy, PoolSet, Recovery, StoreSpec, Strategy, SystemClock,
+};
 use tokio::sync::watch;
 
 use state::AppState;
@@ -69,12 +72,51 @@ pub struct Args {
     /// Seconds between checkpoints of every tenant (durable stores).
     #[arg(long, env = "REPUTE_CHECKPOINT_EVERY", default_value_t = 30.0)]
     pub checkpoint_every: f64,
+    /// How cooled cells of new pools come back: traffic (one client trial at
+    /// a time, the default), probe (a probe loop: see --probe-url) or classic.
+    #[arg(long, env = "REPUTE_RECOVERY")]
+    pub recovery: Option<String>,
+    /// New pools grant the candidate whose cooldown ends soonest rather than
+    /// nothing when everything is cooling (never a blocked one).
+    #[arg(long, env = "REPUTE_FAIL_OPEN")]
+    pub fail_open: bool,
+    /// A cooling rule of new pools, `KIND=BASE_SECONDS[:COOL_AFTER[:MAX_EXPONENT]]`
+    /// (e.g. `timeout=10:2:4`); repeatable, one per kind.
+    #[arg(long = "cooldown", value_name = "RULE")]
+    pub cooldowns: Vec<String>,
+    /// With --recovery probe: GET this URL template (`{kind}`, `{value}`,
+    /// `{context}` are filled in, percent-encoded) for every cell due for a
+    /// probe; 2xx-3xx is healthy, other statuses map like reported responses.
+    #[arg(long, env = "REPUTE_PROBE_URL")]
+    pub probe_url: Option<String>,
+    /// Probes in flight at once per tenant.
+    #[arg(long, env = "REPUTE_PROBE_CONCURRENCY", default_value_t = 4)]
+    pub probe_concurrency: usize,
+    /// Seconds between probe rounds.
+    #[arg(long, env = "REPUTE_PROBE_EVERY", default_value_t = 1.0)]
+    pub probe_every: f64,
     /// Seed of new pools' selection randomness.
     #[arg(long, env = "REPUTE_SEED", default_value_t = 0)]
     pub seed: u64,
     /// Log filter (tracing env-filter syntax), e.g. `info` or `repute_cli=debug`.
     #[arg(long, env = "REPUTE_LOG", default_value = "info")]
     pub log: String,
+}
+
+/// `--cooldown KIND=BASE_SECONDS[:COOL_AFTER[:MAX_EXPONENT]]` as a rule; the
+/// parts left out keep the kind's default.
+fn cooldown_flag(policy: &Policy, flag: &str) -> Result<(FailureKind, CoolingRule), String> {
+    let bad = || format!("--cooldown {flag:?}: must be KIND=BASE_SECONDS[:COOL_AFTER[:MAX_EXPONENT]]");
+    let (kind, rest) = flag.split_once('=').ok_or_else(bad)?;
+    let mut parts = rest.split(':');
+    let base = seconds(parts.next().ok_or_else(bad)?.parse().map_err(|_| bad())?, "--cooldown")?;
+    let number = |p: Option<&str>| p.map(|n| n.parse::<u32>().map_err(|_| bad())).transpose();
+    let (cool_after, max_exponent) = (number(parts.next())?, number(parts.next())?);
+    if parts.next().is_some() {
+        return Err(bad());
+    }
+    repute_host::cooling_rule(policy, kind, Some(base.as_nanos() as u64), cool_after, max_exponent)
+        .map_err(|e| format!("--cooldown {flag:?}: {e}"))
 }
 
 fn seconds(value: f64, flag: &str) -> Result<Duration, String> {
@@ -116,7 +158,23 @@ async fn run(args: &Args) -> Result<(), String> {
         policy.strategy =
             Strategy::parse(s).map_err(|_| format!("--strategy {s:?}: must be thompson, classic or first"))?;
     }
+    if let Some(r) = &args.recovery {
+        policy.recovery =
+            Recovery::parse(r).map_err(|_| format!("--recovery {r:?}: must be traffic, probe or classic"))?;
+    }
+    policy.fail_open = args.fail_open;
+    for rule in &args.cooldowns {
+        policy.rules.push(cooldown_flag(&policy, rule)?);
+    }
     policy.validate().map_err(|e| e.to_string())?;
+    let probe = match &args.probe_url {
+        Some(_) if policy.recovery != Recovery::Probe => {
+            return Err("--probe-url: goes with --recovery probe".into());
+        }
+        Some(url) => Some(probe::ProbeUrl::new(url, args.probe_concurrency, Duration::from_secs(10))?),
+        None => None,
+    };
+    let probe_every = seconds(args.probe_every, "--probe-every")?;
     let checkpoint_every = seconds(args.checkpoint_every, "--checkpoint-every")?;
     let shards = args.shards.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let set = PoolSet::new(shards, Limits::default()).map_err(|e| format!("cannot start the pool: {e}"))?;
@@ -158,11 +216,17 @@ async fn run(args: &Args) -> Result<(), String> {
         args.seed,
         keys,
         stop_rx.clone(),
+        probe,
     ));
     println!("listening on {addr}");
     tracing::info!(%addr, store = ?args.store, mode = args.mode.as_str(), shards, "serving");
 
-    let timers = Timers { checkpoint: checkpoint_every, renew: owner_ttl / 4, sync: shared.then_some(sync_every) };
+    let timers = Timers {
+        checkpoint: checkpoint_every,
+        renew: owner_ttl / 4,
+        sync: shared.then_some(sync_every),
+        probe: probe_every,
+    };
     let ticker = tokio::spawn(background(state.clone(), timers, stop_rx));
     state.ready.store(true, Ordering::Release);
     let app = routes::router(state.clone());
@@ -200,6 +264,8 @@ struct Timers {
     renew: Duration,
     /// Log folding (shared mode).
     sync: Option<Duration>,
+    /// Probe rounds (with --probe-url).
+    probe: Duration,
 }
 
 /// Publishes time-driven events every second, checkpoints on schedule,
@@ -235,6 +301,9 @@ async fn background(state: Arc<AppState>, timers: Timers, stop: watch::Receiver<
     }
     if let Some(period) = timers.sync {
         jobs.push(every(period, AppState::sync_all));
+    }
+    if state.probe.is_some() {
+        jobs.push(every(timers.probe, AppState::probe_all));
     }
     for job in jobs {
         let _ = job.await;

@@ -31,6 +31,31 @@ pub struct ProblemBody {
     pub retry_after: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
+    /// Why an acquire found nothing: resources counted by what holds them back.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasons: Option<Reasons>,
+}
+
+/// The counts of a refusal, by reason.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+pub struct Reasons {
+    pub none_registered: bool,
+    pub blocked: u32,
+    pub rate_limited: u32,
+    pub cooling: u32,
+    pub leased: u32,
+}
+
+impl From<&repute_host::Refusal> for Reasons {
+    fn from(r: &repute_host::Refusal) -> Reasons {
+        Reasons {
+            none_registered: r.registered == 0,
+            blocked: r.blocked,
+            rate_limited: r.rate_limited,
+            cooling: r.cooling,
+            leased: r.leased,
+        }
+    }
 }
 
 impl From<ProblemBody> for Problem {
@@ -50,6 +75,7 @@ impl ProblemBody {
             rule: None,
             retry_after: None,
             owner: None,
+            reasons: None,
         }
     }
 
@@ -102,11 +128,12 @@ impl From<repute_host::Error> for Problem {
             E::InvalidInput { field, rule } => ProblemBody::invalid(field, rule),
             E::UnknownResource => p(StatusCode::NOT_FOUND, "Resource is not registered"),
             E::UnknownLease => p(StatusCode::NOT_FOUND, "No live lease with that id"),
-            E::StaleLease { .. } => p(StatusCode::CONFLICT, "Stale fencing token"),
+            E::StaleLease => p(StatusCode::CONFLICT, "Stale fencing token"),
             E::LeaseExpired => p(StatusCode::CONFLICT, "Lease expired"),
             E::Blocked => p(StatusCode::CONFLICT, "Resource is blocklisted"),
-            E::NoResourceAvailable { retry_after } => ProblemBody {
-                retry_after: retry_after.map(seconds),
+            E::NoResourceAvailable(refusal) => ProblemBody {
+                retry_after: refusal.retry_after.map(seconds),
+                reasons: Some(Reasons::from(&refusal)),
                 ..p(StatusCode::CONFLICT, "No resource available")
             },
             E::Leased { .. } => p(StatusCode::CONFLICT, "Resource is leased"),

@@ -347,20 +347,51 @@ struct OutcomeIn {
     kind: String,
     value: String,
     context: String,
-    /// `success`, or the failure kind.
-    outcome: String,
+    /// `success`, or the failure kind; or, instead, `http_status`.
+    outcome: Option<String>,
+    /// With `rate_limited` or `quota_exhausted`: the provider's wait, in ms.
+    retry_after_ms: Option<u64>,
+    /// The upstream's HTTP status, mapped as the host's table says.
+    http_status: Option<u16>,
+    /// With `http_status`: the upstream's response headers (`Retry-After` is read).
+    #[serde(default)]
+    headers: std::collections::BTreeMap<String, String>,
     #[serde(default)]
     latency_ms: f64,
 }
 
 async fn report(State(state): State<Shared>, Tenant(t): Tenant, Body(b): Body<OutcomeIn>) -> AppResult<StatusCode> {
-    let failure = (b.outcome != "success").then_some(b.outcome.as_str());
-    let outcome = repute_host::parse_outcome(failure, b.latency_ms).map_err(|e| match e {
-        repute_host::Error::InvalidInput { rule, .. } if failure.is_some() => {
-            Problem::invalid("outcome", format!("must be success or {}", rule.trim_start_matches("must be one of ")))
+    let outcome = match (&b.outcome, b.http_status) {
+        (Some(outcome), None) => {
+            let failure = (outcome != "success").then_some(outcome.as_str());
+            let retry_after = b.retry_after_ms.map(|ms| ms.saturating_mul(1_000_000));
+            repute_host::parse_outcome(failure, b.latency_ms, retry_after).map_err(|e| match e {
+                repute_host::Error::InvalidInput { field, rule } if field == "failure.kind" => Problem::invalid(
+                    "outcome",
+                    format!("must be success or {}", rule.trim_start_matches("must be one of ")),
+                ),
+                repute_host::Error::InvalidInput { field, rule } if field == "retry_after" => {
+                    Problem::invalid("retry_after_ms", rule)
+                }
+                e => Problem::from(e),
+            })?
         }
-        e => Problem::from(e),
-    })?;
+        (None, Some(status)) => {
+            if b.retry_after_ms.is_some() {
+                return Err(Problem::invalid("retry_after_ms", "goes with outcome; with http_status send headers"));
+            }
+            let retry = repute_host::retry_after_header(b.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+            repute_host::http_outcome(status, retry, b.latency_ms, std::time::SystemTime::now()).map_err(
+                |e| match e {
+                    repute_host::Error::InvalidInput { field, rule } if field == "status" => {
+                        Problem::invalid("http_status", rule)
+                    }
+                    e => Problem::from(e),
+                },
+            )?
+        }
+        _ => return Err(Problem::invalid("outcome", "exactly one of outcome and http_status is required")),
+    };
     state.call(&t, move |p| p.report(&b.kind, &b.value, &b.context, &outcome)).await?;
     Ok(StatusCode::NO_CONTENT)
 }

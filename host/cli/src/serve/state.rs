@@ -10,6 +10,7 @@ use tokio::sync::{broadcast, watch};
 
 use super::auth::KeyRing;
 use super::metrics::Metrics;
+use super::probe::ProbeUrl;
 use super::problem::Problem;
 
 /// Events buffered per SSE subscriber before a slow one starts missing some.
@@ -30,6 +31,8 @@ pub struct AppState {
     pub ready: AtomicBool,
     /// Turns true when the server starts shutting down, ending event streams so draining can finish.
     pub stopping: watch::Receiver<bool>,
+    /// `--probe-url`: the probe loop this server runs for `--recovery probe`.
+    pub probe: Option<ProbeUrl>,
     opened: RwLock<HashSet<String>>,
     events: Mutex<HashMap<String, broadcast::Sender<Arc<Event>>>>,
 }
@@ -45,6 +48,7 @@ impl AppState {
         seed: u64,
         keys: Option<KeyRing>,
         stopping: watch::Receiver<bool>,
+        probe: Option<ProbeUrl>,
     ) -> Self {
         AppState {
             set,
@@ -57,6 +61,7 @@ impl AppState {
             metrics: Metrics::new(),
             ready: AtomicBool::new(false),
             stopping,
+            probe,
             opened: RwLock::new(HashSet::new()),
             events: Mutex::new(HashMap::new()),
         }

@@ -112,7 +112,7 @@ mod tests {
     use super::super::scenario::{Kind, World};
     use super::*;
 
-    const FAIL: Outcome = Outcome::Failure { kind: FailureKind::Timeout, latency_ms: 1.0 };
+    const FAIL: Outcome = Outcome::Failure { kind: FailureKind::Timeout, latency_ms: 1.0, retry_after: None };
 
     #[test]
     fn round_robin_skips_busy_proxies_and_wraps() {

@@ -283,7 +283,7 @@ impl World {
         } else {
             (FailureKind::Slow, 2000.0 + 1000.0 * (draw.kind - 0.75) / 0.25)
         };
-        Outcome::Failure { kind, latency_ms }
+        Outcome::Failure { kind, latency_ms, retry_after: None }
     }
 }
 
@@ -311,7 +311,10 @@ mod tests {
         }
         assert!((0..RESOURCES).all(|r| w.p(r, 1, 0) > BANNED_P && w.p(r, 2, 0) > BANNED_P));
         let draw = Draw { u: 0.5, kind: 0.0, z: 0.0 };
-        assert_eq!(w.outcome(rank[0], 0, 0, &draw), Outcome::Failure { kind: FailureKind::Blocked, latency_ms: 50.0 });
+        assert_eq!(
+            w.outcome(rank[0], 0, 0, &draw),
+            Outcome::Failure { kind: FailureKind::Blocked, latency_ms: 50.0, retry_after: None }
+        );
     }
 
     #[test]
@@ -327,7 +330,7 @@ mod tests {
     fn failure_kinds_follow_the_draw() {
         let w = World::new(Kind::Steady, 1, MINUTE);
         let kind = |k: f64| match w.outcome(0, 1, 0, &Draw { u: 0.999, kind: k, z: 0.0 }) {
-            Outcome::Failure { kind, latency_ms } => (kind, latency_ms),
+            Outcome::Failure { kind, latency_ms, .. } => (kind, latency_ms),
             other => panic!("expected a failure, got {other:?}"),
         };
         assert_eq!(kind(0.1), (FailureKind::Timeout, 3000.0));

@@ -1,0 +1,168 @@
+//! Why an acquire found nothing, and the `fail_open` fallback. Both scan the
+//! resources: they run only on the refusal path, never on a grant.
+
+use core::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cell::Phase;
+use crate::id::Context;
+use crate::pool::Pool;
+
+/// An acquire's refusal, resource by resource: each registered resource is
+/// counted once, under the first of blocked, rate limited, cooling, leased
+/// that holds it back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Refusal {
+    /// Resources registered; 0 means there was nothing to choose from.
+    pub registered: u32,
+    /// Blocked everywhere or in this context (`auth_failed` included).
+    pub blocked: u32,
+    /// Paused for a provider's wait (`rate_limited` here, `quota_exhausted` anywhere).
+    pub rate_limited: u32,
+    /// Cooling in this context, or cooled and waiting for its one trial or probe.
+    pub cooling: u32,
+    /// Every permit held (here or, as the authority said, elsewhere).
+    pub leased: u32,
+    /// Nanoseconds until the first of them may free up, when any end is known.
+    pub retry_after: Option<u64>,
+}
+
+impl Refusal {
+    fn soonest(&mut self, at: Option<u64>, now: u64) {
+        if let Some(at) = at {
+            let wait = at.saturating_sub(now);
+            self.retry_after = Some(self.retry_after.map_or(wait, |r| r.min(wait)));
+        }
+    }
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.registered == 0 {
+            return f.write_str("none registered");
+        }
+        let counts = [
+            (self.blocked, "blocked"),
+            (self.rate_limited, "rate limited"),
+            (self.cooling, "cooling"),
+            (self.leased, "leased"),
+        ];
+        let mut first = true;
+        for (n, what) in counts.into_iter().filter(|(n, _)| *n > 0) {
+            if !first {
+                f.write_str(", ")?;
+            }
+            write!(f, "{n} {what}")?;
+            first = false;
+        }
+        if let Some(ns) = self.retry_after {
+            write!(f, "; retry after {ns} ns")?;
+        }
+        Ok(())
+    }
+}
+
+/// Where one resource stands for an acquire in one context.
+enum Standing {
+    Blocked(Option<u64>),
+    RateLimited(u64),
+    Cooling(Option<u64>),
+    Leased(Option<u64>),
+}
+
+impl Pool {
+    /// The refusal of an acquire in `context` that found nothing. A permit
+    /// the authority refused, or another acquire holds in flight, is free
+    /// here and counts as leased.
+    pub(crate) fn refusal(&self, context: &Context) -> Refusal {
+        let ctx = self.context_ids.get(context).copied();
+        let mut refusal = Refusal::default();
+        for slot in 0..self.resources.len() as u32 {
+            if self.resources[slot as usize].is_some() {
+                self.count(&mut refusal, slot, ctx);
+            }
+        }
+        refusal
+    }
+
+    /// The refusal of a probe of one resource.
+    pub(crate) fn refusal_of(&self, slot: u32, ctx: Option<u32>) -> Refusal {
+        let mut refusal = Refusal::default();
+        self.count(&mut refusal, slot, ctx);
+        refusal
+    }
+
+    fn count(&self, refusal: &mut Refusal, slot: u32, ctx: Option<u32>) {
+        refusal.registered += 1;
+        let now = self.now;
+        match self.standing(slot, ctx) {
+            Standing::Blocked(until) => {
+                refusal.blocked += 1;
+                refusal.soonest(until, now);
+            }
+            Standing::RateLimited(until) => {
+                refusal.rate_limited += 1;
+                refusal.soonest(Some(until), now);
+            }
+            Standing::Cooling(until) => {
+                refusal.cooling += 1;
+                refusal.soonest(until, now);
+            }
+            Standing::Leased(until) => {
+                refusal.leased += 1;
+                refusal.soonest(until, now);
+            }
+        }
+    }
+
+    fn standing(&self, slot: u32, ctx: Option<u32>) -> Standing {
+        let r = self.res(slot);
+        let cc = ctx.and_then(|c| self.cells.get(&(slot, c)));
+        if let Some(block) = r.block.as_ref().or(cc.and_then(|cc| cc.block.as_ref())) {
+            return Standing::Blocked(block.until);
+        }
+        let pause = [r.pause, cc.and_then(|cc| cc.cell.pause)].into_iter().flatten().map(|p| p.until).max();
+        if let Some(until) = pause {
+            return Standing::RateLimited(until);
+        }
+        if let Some(cc) = cc {
+            if let Phase::Cooling { until, cause } = cc.cell.phase {
+                if self.now < until {
+                    return Standing::Cooling(Some(until));
+                }
+                if let Some(trial) = cc.trial.and_then(|id| self.leases.get(&id)) {
+                    return Standing::Cooling(Some(trial.lease.expires_at));
+                }
+                if !self.policy.recovery.half_open(cause) {
+                    // Waiting for a probe: when one succeeds is not known here.
+                    return Standing::Cooling(None);
+                }
+            }
+        }
+        let expiry = r.permits.held_from(0).filter_map(|id| self.leases.get(&id)).map(|e| e.lease.expires_at).min();
+        Standing::Leased(expiry)
+    }
+
+    /// The `fail_open` candidate: a resource with a free permit that only a
+    /// cooldown or pause holds back (never a block), the one whose wait ends
+    /// soonest; ties go to the lowest slot.
+    pub(crate) fn least_bad(&self, ctx: Option<u32>) -> Option<u32> {
+        let mut best: Option<(u64, u32)> = None;
+        for slot in 0..self.resources.len() as u32 {
+            let Some(r) = &self.resources[slot as usize] else { continue };
+            if !r.permits.any_free() {
+                continue;
+            }
+            let ready = match self.standing(slot, ctx) {
+                Standing::Blocked(_) | Standing::Leased(_) => continue,
+                Standing::RateLimited(until) => until,
+                Standing::Cooling(until) => until.unwrap_or(self.now),
+            };
+            if best.is_none_or(|(at, _)| ready < at) {
+                best = Some((ready, slot));
+            }
+        }
+        best.map(|(_, slot)| slot)
+    }
+}
