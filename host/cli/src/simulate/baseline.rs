@@ -337,13 +337,16 @@ impl LitellmCooldown {
     }
 }
 
-/// `_is_cooldown_required`: which failures run the cooldown logic at all.
-fn cooldown_required(wire: Wire) -> bool {
+/// The status LiteLLM's cooldown logic sees for a failure, `None` where
+/// `_is_cooldown_required` skips it: a dropped connection
+/// (`APIConnectionError`) and any 4xx but 401, 402, 404, 408 and 429. A
+/// client timeout is LiteLLM's `Timeout`, a 408.
+fn cooldown_status(wire: Wire) -> Option<u16> {
     match wire {
-        Wire::Reset => false,
-        Wire::Timeout => true,
-        Wire::Status(s) if (400..500).contains(&s) => matches!(s, 401 | 402 | 404 | 408 | 429),
-        Wire::Status(_) => true,
+        Wire::Reset => None,
+        Wire::Timeout => Some(408),
+        Wire::Status(s) if (400..500).contains(&s) => matches!(s, 401 | 402 | 404 | 408 | 429).then_some(s),
+        Wire::Status(s) => Some(s),
     }
 }
 
@@ -362,19 +365,12 @@ impl Chooser for LitellmCooldown {
 
     fn complete(&mut self, grant: Grant, site: usize, answer: Answer, now: u64) {
         let d = &mut self.deployments[grant.resource * CONTEXTS + site];
-        let status = match answer.wire {
-            Wire::Status(s) if s < 400 => {
-                d.successes.increment(now);
-                return;
-            }
-            Wire::Status(s) => s,
-            Wire::Timeout => 408,
-            Wire::Reset => 500,
-        };
-        d.fails.increment(now);
-        if !cooldown_required(answer.wire) {
+        if matches!(answer.wire, Wire::Status(s) if s < 400) {
+            d.successes.increment(now);
             return;
         }
+        d.fails.increment(now);
+        let Some(status) = cooldown_status(answer.wire) else { return };
         let (fails, total) = (d.fails.get(now), d.fails.get(now) + d.successes.get(now));
         let mostly_failing =
             fails as f64 / total as f64 > FAILURE_THRESHOLD_PERCENT && total >= FAILURE_THRESHOLD_MINIMUM_REQUESTS;
