@@ -130,13 +130,18 @@ impl Cell {
             (*outcome, kind.is_some_and(|k| k.takes_retry_after()))
         {
             // A provider's "wait" says nothing about how well the resource
-            // works: the window, Thompson counts, latency and streaks stay.
+            // works: the window, latency and streaks stay.
             if gated && kind == FailureKind::RateLimited {
                 let until = now.saturating_add(retry_after.unwrap_or(policy.rule(kind).base));
                 t.paused = Pause::extend(self.pause, until, kind);
                 if t.paused.is_some() {
                     self.pause = t.paused;
                 }
+                // A request that met the limit failed: Thompson, which
+                // estimates what a request sent here will get, counts it (no
+                // strike, no window entry), so a saturated key sheds load.
+                self.successes *= policy.decay;
+                self.failures = self.failures * policy.decay + 1.0;
             }
             return t;
         }

@@ -252,9 +252,15 @@ impl Policy {
     }
 
     /// The cooling rule in force for `kind`: its override, else the defaults.
+    /// Where a trial is the way back (any recovery but `classic`), `blocked`
+    /// starts at 300 s rather than an hour: a short ban then costs minutes.
     pub fn rule(&self, kind: FailureKind) -> CoolingRule {
+        let base = match (kind, self.recovery) {
+            (FailureKind::Blocked, Recovery::Traffic | Recovery::Probe) => 300 * SECOND,
+            _ => Self::cooldown_base(kind),
+        };
         self.rules.iter().find(|(k, _)| *k == kind).map(|(_, r)| *r).unwrap_or(CoolingRule {
-            base: Self::cooldown_base(kind),
+            base,
             cool_after: self.cool_after,
             max_exponent: self.max_exponent,
         })

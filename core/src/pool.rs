@@ -390,7 +390,7 @@ impl Pool {
             Strategy::Classic => (score::blended(context, global, self.policy.window) as i64 + 100) * SCALE,
             Strategy::First => SCALE,
             Strategy::Thompson => {
-                let (a, b) = score::posterior(context, global);
+                let (a, b) = score::posterior(context, global, self.now);
                 score::thompson_weight(a, b, self.floor())
             }
         }
@@ -466,7 +466,7 @@ impl Pool {
                     seen[i] = slot;
                     let r = self.res(slot);
                     let cell = ctx.and_then(|c| self.cells.get(&(slot, c))).map(|cc| &cc.cell);
-                    let (a, b) = score::posterior(cell, &r.global);
+                    let (a, b) = score::posterior(cell, &r.global, self.now);
                     let latency = cell.unwrap_or(&r.global).latency_ms;
                     let u = score::utility(self.rng.beta(a, b), latency);
                     if best.is_none_or(|(bu, _)| u > bu) {

@@ -56,9 +56,12 @@ pub(crate) fn blended(context: Option<&Cell>, global: &Cell, window: u32) -> i32
 }
 
 /// Beta posterior parameters for Thompson sampling.
-pub(crate) fn posterior(context: Option<&Cell>, global: &Cell) -> (f64, f64) {
+pub(crate) fn posterior(context: Option<&Cell>, global: &Cell, now: u64) -> (f64, f64) {
     let p_global = (1.0 + global.successes) / (2.0 + global.successes + global.failures);
-    let (s, f, streak) = context.map_or((0.0, 0.0, 0.0), |c| (c.successes, c.failures, c.consecutive_failures as f64));
+    // The cooldown was the price of the streak that caused it: once it has
+    // ended the cell is judged on its record, so its one trial comes soon.
+    let streak = |c: &Cell| if c.cooled_out(now).is_some() { 0.0 } else { c.consecutive_failures as f64 };
+    let (s, f, streak) = context.map_or((0.0, 0.0, 0.0), |c| (c.successes, c.failures, streak(c)));
     let s = s * libm::pow(STREAK_DISCOUNT, streak);
     (1.0 + s + PRIOR_STRENGTH * p_global, 1.0 + f + STREAK_WEIGHT * streak + PRIOR_STRENGTH * (1.0 - p_global))
 }

@@ -42,12 +42,21 @@ fn traffic_recovery_is_the_default() {
 }
 
 #[test]
+fn a_ban_costs_minutes_where_a_trial_is_the_way_back() {
+    for (recovery, base) in [(Recovery::Traffic, 300), (Recovery::Probe, 300), (Recovery::Classic, 3600)] {
+        let policy = Policy { recovery, ..Policy::default() };
+        assert_eq!(policy.rule(FailureKind::Blocked).base, base * S, "{recovery:?}");
+        assert_eq!(policy.rule(FailureKind::Timeout).base, 60 * S, "{recovery:?}");
+    }
+}
+
+#[test]
 fn every_cause_comes_back_through_one_trial_lease_at_a_time() {
     let bases = [
         (FailureKind::ConnectionReset, 120),
         (FailureKind::TlsHandshake, 300),
         (FailureKind::Timeout, 60),
-        (FailureKind::Blocked, 3600),
+        (FailureKind::Blocked, 300),
         (FailureKind::Slow, 30),
     ];
     for (kind, base) in bases {
@@ -99,10 +108,10 @@ fn a_failure_during_a_running_cooldown_extends_it_and_never_shortens_it() {
     pool.report(&rid("a"), &ctx("x"), fail(FailureKind::Slow), 101 * S).unwrap();
     assert_eq!(pool.cells(&rid("a"), 101 * S).unwrap()[1].cooling_until, Some(340 * S));
     assert!(pool.drain_events().is_empty());
-    // A block (3600 s base) ending later takes over the cause.
+    // A block (300 s base outside the classic rules) ending later takes over the cause.
     pool.report(&rid("a"), &ctx("x"), fail(FailureKind::Blocked), 102 * S).unwrap();
     let c = &pool.cells(&rid("a"), 102 * S).unwrap()[1];
-    assert_eq!((c.cooling_until, c.cause), (Some(102 * S + 4 * 3600 * S), Some(FailureKind::Blocked)));
+    assert_eq!((c.cooling_until, c.cause), (Some(102 * S + 4 * 300 * S), Some(FailureKind::Blocked)));
 }
 
 #[test]

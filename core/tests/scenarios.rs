@@ -149,7 +149,7 @@ fn three_failures_cool_with_doubling_per_kind() {
         (FailureKind::Timeout, 60),
         (FailureKind::Slow, 30),
     ] {
-        let mut pool = first_pool();
+        let mut pool = classic_pool();
         pool.register(rid("a"), 1, 0).unwrap();
         for t in 0..3 {
             pool.report(&rid("a"), &ctx("x"), fail(kind), t * S).unwrap();
@@ -224,7 +224,7 @@ fn recovery_needs_the_cooldown_to_end_then_consecutive_successes() {
 
 #[test]
 fn blocked_cause_gives_one_half_open_trial_and_a_failed_trial_recools_for_eight_hours() {
-    let mut pool = first_pool();
+    let mut pool = classic_pool();
     pool.register(rid("a"), 2, 0).unwrap();
     for _ in 0..3 {
         pool.report(&rid("a"), &ctx("x"), fail(FailureKind::Blocked), 0).unwrap();
