@@ -831,3 +831,60 @@ fn bench_against_a_server_removes_the_resources_it_registered() {
     let values: Vec<&str> = left.as_array().unwrap().iter().filter_map(|r| r["resource"]["value"].as_str()).collect();
     assert_eq!(values, ["mine"], "only what was there before the run");
 }
+
+#[test]
+fn a_second_server_on_one_sqlite_file_refuses_to_start_naming_the_first() {
+    let dir = tempdir("sqlite-twice");
+    let args = ["--no-auth", "--store", "sqlite:pool.db"];
+    let first = Server::start(&args, &dir);
+    let out = Command::new(env!("CARGO_BIN_EXE_repute"))
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(args)
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(out.stdout.is_empty(), "it never listened: {}", String::from_utf8_lossy(&out.stdout));
+    let err = String::from_utf8(out.stderr).unwrap();
+    let pid = first.child.id();
+    assert!(
+        err.contains(&format!("--store sqlite:pool.db: already served by process {pid} serving {}", first.base)),
+        "{err}"
+    );
+    // Logs off a terminal carry no colour codes.
+    assert!(!err.contains('\u{1b}'), "{err:?}");
+    drop(first);
+    let again = Server::start(&args, &dir);
+    assert_eq!(call("GET", &again.url("/healthz"), NONE, None).status, 200, "a stopped server frees the file");
+}
+
+#[test]
+fn the_rate_flag_limits_acquires_and_logs_carry_no_colour_codes() {
+    let dir = tempdir("rate");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_repute"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--log", "info", "--no-auth", "--store", "memory"])
+        .args(["--rate", "0.5", "--burst", "2", "--strategy", "first"])
+        .current_dir(&dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let base = format!("http://{}", line.trim().strip_prefix("listening on ").unwrap());
+    let url = |p: &str| format!("{base}{p}");
+    call("POST", &url("/v1/resources"), NONE, Some(json!({"kind": "p", "value": "a", "permits": 10})));
+    for _ in 0..2 {
+        assert_eq!(call("POST", &url("/v1/leases"), NONE, Some(json!({"context": "c"}))).status, 201);
+    }
+    let r = call("POST", &url("/v1/leases"), NONE, Some(json!({"context": "c"})));
+    let p = r.problem(429, "rate_limited");
+    assert!(p["retry_after"].as_f64().unwrap() > 1.0, "{p}");
+    assert_eq!(r.retry_after.as_deref(), Some("2"));
+    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    let mut logs = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut logs).unwrap();
+    child.wait().unwrap();
+    assert!(logs.contains("serving") && logs.contains("stopped"), "{logs}");
+    assert!(!logs.contains('\u{1b}'), "colour codes in a redirected log: {logs:?}");
+}

@@ -13,6 +13,7 @@ pub mod routes;
 mod state;
 pub mod tenant;
 
+use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -227,6 +228,10 @@ async fn run(args: &Args) -> Result<(), String> {
     let set = PoolSet::new(shards, Limits::default()).map_err(|e| format!("cannot start the pool: {e}"))?;
     let owner_ttl = seconds(args.owner_ttl, "--owner-ttl")?;
     let sync_every = seconds(args.sync_every, "--sync-every")?;
+    let mut server_lock = match &args.store {
+        StoreSpec::Sqlite(path) => Some(lock_sqlite(path)?),
+        _ => None,
+    };
     let listener =
         tokio::net::TcpListener::bind(args.listen).await.map_err(|e| format!("--listen {}: {e}", args.listen))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
@@ -236,6 +241,10 @@ async fn run(args: &Args) -> Result<(), String> {
         .map_err(|e| e.to_string())?
         .map_err(|e| format!("--store: {e}"))?;
     let advertise = args.advertise.clone().unwrap_or_else(|| format!("http://{addr}"));
+    if let Some(file) = &mut server_lock {
+        // Read by the next server refused the file, to say where this one is.
+        let _ = write!(file, "process {} serving {advertise}", std::process::id());
+    }
     let ownership = match args.mode {
         Mode::Sharded => {
             let (owners, store, advertise) = (args.owners.clone(), store.clone(), advertise.clone());
@@ -346,6 +355,35 @@ async fn serve(
     }
     drop(listener);
     graceful.shutdown().await;
+}
+
+/// Takes the lock file beside a SQLite database that says one server has it.
+/// Each tenant has its own lock too, but without this one a second server
+/// would start and answer 421 to every request; it is refused at start
+/// instead, naming the server that has the file. The OS drops the lock with
+/// the process, so a crash never locks a restart out.
+fn lock_sqlite(db: &std::path::Path) -> Result<std::fs::File, String> {
+    let mut name = db.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    name.push(".server");
+    let path = db.with_file_name(name);
+    let fail = |e: std::io::Error| format!("--store sqlite:{}: lock file {}: {e}", db.display(), path.display());
+    let mut file =
+        std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(fail)?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut holder = String::new();
+            let _ = file.read_to_string(&mut holder);
+            let holder = if holder.is_empty() { "another repute serve".to_owned() } else { holder };
+            return Err(format!(
+                "--store sqlite:{}: already served by {holder}; a SQLite file has one server (use that one, stop it, or use PostgreSQL for several)",
+                db.display()
+            ));
+        }
+        Err(std::fs::TryLockError::Error(e)) => return Err(fail(e)),
+    }
+    file.set_len(0).map_err(fail)?;
+    Ok(file)
 }
 
 /// How often tenants whose owner let go (as the coordination store's watch
