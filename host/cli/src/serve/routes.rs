@@ -136,10 +136,11 @@ impl<T: serde::de::DeserializeOwned> FromRequest<Shared> for Body<T> {
     type Rejection = Problem;
 
     async fn from_request(req: Request, state: &Shared) -> AppResult<Self> {
-        let json =
-            req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| {
-                v.split(';').next().is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
-            });
+        // `application/json` or a `+json` type, parameters (charset) aside, as axum's `Json` takes.
+        let json = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| {
+            let essence = v.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+            essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json"))
+        });
         if !json {
             return Err(Problem::invalid("body", "must be sent as Content-Type: application/json")
                 .with_status(StatusCode::UNSUPPORTED_MEDIA_TYPE));
