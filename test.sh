@@ -1,27 +1,83 @@
 #!/usr/bin/env bash
 # The one test command: formatting, lints, then every test suite in the repo —
-# the Rust workspace (core, component host, CLI/server), the Python binding
-# (pytest + mypy) and the Node binding (node:test + tsc). Everything builds in
-# release so wasmtime is compiled once and shared by cargo, maturin and napi.
+# the Rust workspace (core, component host, CLI/server, fault harness), the
+# Python binding (pytest + mypy) and the Node binding (node:test + tsc).
+#
+# On a fresh Debian machine, run as root, it first installs what is missing:
+# the Debian packages of the servers the tests run against and of the tools
+# the build needs, and the rustup components. As a normal user those must be
+# there already; it says which are not. It then starts throwaway PostgreSQL,
+# Redis and etcd servers on loopback (scripts/services.sh), unless
+# REPUTE_TEST_PG_URL, REPUTE_TEST_ETCD_URL and REPUTE_TEST_REDIS_URL name
+# running ones, and stops the ones it started when it ends, passed or failed.
+#
+# Everything builds in release with the `etcd` feature (repute-cli's turns
+# on repute-host's), so wasmtime is compiled once and shared by cargo,
+# maturin and napi.
 set -euo pipefail
 cd "$(dirname "$0")"
 
-# The PostgreSQL, etcd and Redis tests run against the servers
-# `scripts/services.sh start` put on loopback (or any others, named by
-# REPUTE_TEST_PG_URL, REPUTE_TEST_ETCD_URL and REPUTE_TEST_REDIS_URL).
-service_url() {
-    scripts/services.sh env | sed -n "s/^$1=//p"
-}
-export REPUTE_TEST_PG_URL="${REPUTE_TEST_PG_URL:-$(service_url REPUTE_TEST_PG_URL)}"
-export REPUTE_TEST_ETCD_URL="${REPUTE_TEST_ETCD_URL:-$(service_url REPUTE_TEST_ETCD_URL)}"
-export REPUTE_TEST_REDIS_URL="${REPUTE_TEST_REDIS_URL:-$(service_url REPUTE_TEST_REDIS_URL)}"
+# Debian packages the tests need, each named with a file that shows it is there.
+missing=()
+have_file() { compgen -G "$1" >/dev/null; }
+have_file '/usr/lib/postgresql/*/bin/initdb' || missing+=(postgresql postgresql-contrib)
+command -v redis-server >/dev/null || missing+=(redis-server)
+command -v etcd >/dev/null || missing+=(etcd-server)
+# protoc and its well-known types: etcd-client generates its gRPC code at build time.
+command -v protoc >/dev/null || missing+=(protobuf-compiler)
+have_file '/usr/include/google/protobuf/descriptor.proto' || missing+=(libprotobuf-dev)
+command -v cc >/dev/null || missing+=(build-essential)
+python3 -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
+if [ "${#missing[@]}" -gt 0 ]; then
+    if [ "$(id -u)" != 0 ]; then
+        echo "test.sh: missing Debian packages: ${missing[*]}" >&2
+        echo "install them (sudo apt-get install ${missing[*]}) or run ./test.sh as root" >&2
+        exit 1
+    fi
+    echo "test.sh: installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends ca-certificates "${missing[@]}" >/dev/null
+    # Installing may start the packaged servers on their default ports; the
+    # tests use throwaway ones, so those are stopped again.
+    for unit in postgresql redis-server etcd; do
+        service "$unit" stop >/dev/null 2>&1 || true
+    done
+fi
+
+python3 -c 'import sys; assert sys.version_info >= (3, 10), sys.version' \
+    || { echo "test.sh: python3 >= 3.10 is required" >&2; exit 1; }
+command -v node >/dev/null && node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)' \
+    || { echo "test.sh: Node.js >= 20 is required" >&2; exit 1; }
+
+# The rustup components the lints and the component build use.
+components=$(rustup component list --installed)
+[[ "$components" == *rustfmt* ]] || rustup component add rustfmt
+[[ "$components" == *clippy* ]] || rustup component add clippy
+[[ "$(rustup target list --installed)" == *wasm32-wasip2* ]] || rustup target add wasm32-wasip2
+
+# Throwaway servers unless the caller named its own. Servers that
+# scripts/services.sh already runs for this checkout are used and left running.
+if [ -z "${REPUTE_TEST_PG_URL:-}" ] || [ -z "${REPUTE_TEST_ETCD_URL:-}" ] || [ -z "${REPUTE_TEST_REDIS_URL:-}" ]; then
+    if ! compgen -G 'target/services/*.dir' >/dev/null; then
+        trap 'scripts/services.sh stop' EXIT
+    fi
+    scripts/services.sh start
+    service_url() {
+        scripts/services.sh env | sed -n "s/^$1=//p"
+    }
+    # Every suite below reads these, the Python and Node ones included.
+    export REPUTE_TEST_PG_URL="${REPUTE_TEST_PG_URL:-$(service_url REPUTE_TEST_PG_URL)}"
+    export REPUTE_TEST_ETCD_URL="${REPUTE_TEST_ETCD_URL:-$(service_url REPUTE_TEST_ETCD_URL)}"
+    export REPUTE_TEST_REDIS_URL="${REPUTE_TEST_REDIS_URL:-$(service_url REPUTE_TEST_REDIS_URL)}"
+fi
 
 cargo fmt --all --check
-cargo clippy --workspace --all-targets --release --locked -- -D warnings
+cargo clippy --workspace --all-targets --release --locked --features repute-cli/etcd -- -D warnings
 # The component glue only compiles for wasm; lint it there too.
 cargo clippy -p repute-core --target wasm32-wasip2 --features trap-test --release --locked -- -D warnings
 # The binding crates are extension modules: their symbols come from the
 # Python / Node process, so they are tested through their own suites below.
-cargo test --workspace --release --locked --exclude repute-python --exclude repute-node
+cargo test --workspace --release --locked --features repute-cli/etcd --exclude repute-python --exclude repute-node
 ./bindings-python/test.sh
 ./bindings-node/test.sh

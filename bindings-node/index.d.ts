@@ -344,9 +344,9 @@ export class NoResourceAvailableError extends ReputeError {
   readonly cooling: number;
   readonly leased: number;
 }
+/** The token is not the lease's current one; which token is, is not told. */
 export class StaleLeaseError extends ReputeError {
   readonly code: 'stale_lease';
-  readonly currentToken: bigint;
 }
 export class LeaseExpiredError extends ReputeError {
   readonly code: 'lease_expired';

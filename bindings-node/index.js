@@ -40,7 +40,6 @@ class NoResourceAvailableError extends ReputeError {
 class StaleLeaseError extends ReputeError {
   constructor(message, details = {}) {
     super(message, { code: 'stale_lease', ...details });
-    this.currentToken = details.currentToken === undefined ? undefined : BigInt(details.currentToken);
   }
 }
 

@@ -16,7 +16,10 @@ export PATH="$venv/bin:$PATH"
 "$py" -m pip install --quiet --disable-pip-version-check --upgrade "maturin>=1.5,<2" pytest mypy
 # maturin is already in the venv, so no isolated build environment is needed;
 # it builds in release, sharing the workspace target directory with cargo.
-"$py" -m pip install --quiet --disable-pip-version-check --no-build-isolation --force-reinstall --no-deps "$here"
+# With the `etcd` feature, as every build of the test command, for the etcd
+# owner tests (and one shared build of the dependencies).
+MATURIN_PEP517_ARGS="--features etcd" \
+    "$py" -m pip install --quiet --disable-pip-version-check --no-build-isolation --force-reinstall --no-deps "$here"
 
 cd "$here"
 set +e

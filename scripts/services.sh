@@ -5,7 +5,8 @@
 #   scripts/services.sh start                         initialise and start all three on 127.0.0.1
 #   scripts/services.sh restart [postgres|etcd|redis] restart one, keeping its data
 #                                                     (PostgreSQL by default: the fault tests call this)
-#   scripts/services.sh stop                          stop all three and delete their data
+#   scripts/services.sh stop                          stop the three this script started (by the pid
+#                                                     files in their data directories) and delete their data
 #   scripts/services.sh env                           print the variables the tests read
 #
 # Each data directory is a fresh temporary directory (PostgreSQL's owned by
@@ -176,22 +177,30 @@ redis_start() {
     exit 1
 }
 
+# Stops the server this script started in $1, by the pid file it wrote
+# there: never another Redis that happens to listen on the port.
 redis_halt() {
-    redis-cli -p "$REDIS_PORT" shutdown >/dev/null 2>&1 || true
+    local dir=$1 pid
+    [ -f "$dir/redis.pid" ] || return 0
+    pid=$(cat "$dir/redis.pid")
+    kill -TERM "$pid" 2>/dev/null || return 0
     for _ in $(seq 100); do
-        redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 || return 0
+        kill -0 "$pid" 2>/dev/null || return 0
         sleep 0.1
     done
+    kill -KILL "$pid" 2>/dev/null || true
 }
 
 redis_stop() {
     [ -f "$REDIS_DIR_FILE" ] || return 0
-    redis_halt
-    rm -rf "$(cat "$REDIS_DIR_FILE")" "$REDIS_DIR_FILE"
+    local dir
+    dir=$(cat "$REDIS_DIR_FILE")
+    redis_halt "$dir"
+    rm -rf "$dir" "$REDIS_DIR_FILE"
 }
 
 redis_restart() {
-    redis_halt
+    redis_halt "$(cat "$REDIS_DIR_FILE")"
     redis_start >/dev/null
 }
 

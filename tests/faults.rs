@@ -1,15 +1,18 @@
 //! Faults injected into a real cluster: three `repute serve` processes on
-//! one backend, for every way repute scales out, under a steady workload.
-//! Whatever the fault, no permit is ever held twice (I1, I2) and no
-//! acknowledged report is lost (I4); the report prints how long the cluster
-//! took to recover.
+//! one backend, for every way repute scales out, under a steady workload;
+//! and the embedded default, one `repute serve` on a SQLite file, killed and
+//! started again on the same file. Whatever the fault, no permit is ever
+//! held twice (I1, I2), no acknowledged report is lost (I4) and no
+//! acknowledged release comes back after a restart; the report prints how
+//! long the cluster took to recover.
 //!
 //! `REPUTE_FAULT_GRANTS` sets the grants per scenario (default 10 000).
 
+use std::path::PathBuf;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use repute_tests::checker::{reports_held, Report};
+use repute_tests::checker::{live_leases, reports_held, Report, Restart};
 use repute_tests::downstream;
 use repute_tests::http::{Client, Cluster};
 use repute_tests::proxy::Proxy;
@@ -133,6 +136,7 @@ fn scenario(setup: Setup, fault: Fault) {
         grants: total,
         contexts: 4,
         hold: (Duration::ZERO, Duration::from_millis(4)),
+        long_hold: None,
         timeout: Duration::from_millis(750),
         downstream_url: pg.clone(),
         downstream_table: table,
@@ -180,6 +184,99 @@ fn scenario(setup: Setup, fault: Fault) {
     let report = Report::new(&name, &records, Some(held));
     println!("{report}");
     report.assert_correct();
+}
+
+/// How many times the SQLite scenario kills its server, spread evenly over
+/// the run.
+const SQLITE_KILLS: usize = 3;
+
+/// A fresh directory for a SQLite file, removed when dropped.
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn serve_sqlite(db: &std::path::Path) -> Server {
+    Server::start(&[
+        "--no-auth".into(),
+        "--lease-ttl".into(),
+        LEASE_TTL.as_secs_f64().to_string(),
+        // As in the cluster scenarios: every kill lands near a checkpoint, and
+        // most leases and releases of the moment are not in the last one.
+        "--checkpoint-every".into(),
+        "1".into(),
+        "--store".into(),
+        format!("sqlite:{}", db.display()),
+    ])
+}
+
+/// The embedded default under the one fault it has: its process killed with
+/// SIGKILL mid-load (`SQLITE_KILLS` times) and started again on the same
+/// file, while the workers carry on. What the permit table and the log had
+/// acknowledged must survive each kill: permits granted since the last
+/// checkpoint stay held until their TTL ends, released ones stay released.
+fn sqlite_scenario() {
+    let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let pg = pg_url();
+    let name = "SQLite / server SIGKILL and restart";
+    let tenant = unique("Sqlite_KillServer");
+    let table = unique("downstream");
+    downstream::create_table(&pg, &table);
+    let dir = TempDir(std::env::temp_dir().join(unique("repute-faults-sqlite")));
+    std::fs::create_dir_all(&dir.0).expect("a temporary directory");
+    let db = dir.0.join("pool.db");
+
+    let mut server = serve_sqlite(&db);
+    let cluster = Cluster::new(vec![server.base().to_owned()]);
+    register(&cluster, &tenant, RESOURCES);
+
+    let total = grants();
+    let config = Config {
+        tenant: tenant.clone(),
+        workers: 8,
+        grants: total,
+        contexts: 4,
+        hold: (Duration::ZERO, Duration::from_millis(4)),
+        // Most workers are mid-way through a long hold when the server is
+        // killed: the permits the next process must not hand out again.
+        long_hold: Some((50, Duration::from_millis(800))),
+        timeout: Duration::from_millis(750),
+        downstream_url: pg.clone(),
+        downstream_table: table,
+        stall: Duration::from_secs(30),
+    };
+    let running = Running::start(config, &cluster);
+    let mut restarts = Vec::new();
+    for kill in 1..=SQLITE_KILLS {
+        running.wait_for(total * kill / (SQLITE_KILLS + 1));
+        running.fault("server SIGKILL");
+        let killed = Instant::now();
+        server.kill();
+        server = serve_sqlite(&db);
+        cluster.replace(0, server.base().to_owned());
+        let mut client = Client::new(&Cluster::new(vec![server.base().to_owned()]), &tenant, 0, Duration::from_secs(5));
+        restarts.push(Restart { killed, live: live_leases(&mut client) });
+    }
+
+    let records = running.finish();
+    // No last checkpoint: what was acknowledged must already be durable.
+    server.kill();
+    let fresh = serve_sqlite(&db);
+    let mut client = Client::new(&Cluster::new(vec![fresh.base().to_owned()]), &tenant, 0, Duration::from_secs(5));
+    let held = reports_held(&mut client);
+    let mut report = Report::new(name, &records, Some(held));
+    report.check_restarts(&records, &restarts);
+    println!("{report}");
+    report.assert_correct();
+    assert!(report.grants >= total, "{name}: {} grants, {total} asked for", report.grants);
+}
+
+#[test]
+fn sqlite_server_killed_and_restarted_on_its_file() {
+    sqlite_scenario();
 }
 
 #[test]

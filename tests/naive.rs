@@ -70,6 +70,7 @@ fn one_snapshot_restored_by_two_processes_grants_one_permit_twice() {
         grants: 40,
         contexts: 1,
         hold: (Duration::from_millis(5), Duration::from_millis(15)),
+        long_hold: None,
         timeout: Duration::from_secs(5),
         downstream_url: pg,
         downstream_table: table,

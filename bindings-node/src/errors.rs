@@ -33,7 +33,6 @@ fn details(e: &Error) -> Map<String, Value> {
             put("leased", json!(r.leased));
         }
         Error::RateLimited { retry_after } => put("retryAfterMs", json!(ns_to_ms(*retry_after))),
-        Error::StaleLease { current } => put("currentToken", json!(current.to_string())),
         Error::Leased { live } => put("live", json!(live)),
         Error::BudgetExhausted { budget, limit } => {
             put("budget", json!(budget));

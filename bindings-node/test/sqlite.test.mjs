@@ -35,10 +35,10 @@ test('state and fencing tokens survive from one process to the next', async (t) 
   assert.equal(shop.observations, 2, 'the checkpointed report and the logged one');
   assert.equal(shop.score, 0, '+5 then -5');
   // The first process died holding a's only permit, in a lease no
-  // checkpoint has: the new owner starts without it, and a's next token is
-  // above every token the first process issued (I2).
-  assert.equal(second.value, 'a');
-  assert.equal(second.token, '3');
+  // checkpoint has: the permit table keeps a held until that lease's TTL
+  // ends (I1), so the new owner grants b, whose fence starts at 1.
+  assert.equal(second.value, 'b');
+  assert.equal(second.token, '1');
 });
 
 test('a second process is refused the tenant while the first owns it', async (t) => {

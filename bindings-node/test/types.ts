@@ -45,8 +45,8 @@ export async function tour(): Promise<number> {
       const where: string = `${e.field}: ${e.rule}`;
       void where;
     } else if (e instanceof StaleLeaseError) {
-      const current: bigint = e.currentToken;
-      void current;
+      const code: 'stale_lease' = e.code;
+      void code;
     } else if (e instanceof ReputeError) {
       const code: string = e.code;
       void code;

@@ -3,7 +3,9 @@
     python bench/bench_acquire.py [--resources N] [--pairs N] [--runs N]
 
 Reports the best of several runs (the least disturbed by other load on the
-machine) and the median, for the plain calls and for the `with` form. Two
+machine) and the median, for the plain calls, the `with` form and the
+asyncio pair (`await apool.acquire()` + `await lease.release()`, with its
+ratio to the plain pair). Two
 reference calls attribute the cost: `dropped_events()` crosses the binding
 (argument handling, GIL release, pool lock) without calling the component,
 `stats()` adds one component call.
@@ -12,6 +14,7 @@ reference calls attribute the cost: `dropped_events()` crosses the binding
 from __future__ import annotations
 
 import argparse
+import asyncio
 import statistics
 import time
 
@@ -32,6 +35,18 @@ def scoped(pool: repute.Pool, pairs: int) -> float:
         with pool.acquire("example.com"):
             pass
     return (time.perf_counter_ns() - start) / pairs
+
+
+def asynchronous(pool: repute.Pool, pairs: int) -> float:
+    async def run() -> float:
+        apool = repute.AsyncPool(pool)
+        start = time.perf_counter_ns()
+        for _ in range(pairs):
+            lease = await apool.acquire("example.com")
+            await lease.release()
+        return (time.perf_counter_ns() - start) / pairs
+
+    return asyncio.run(run())
 
 
 def reference(pool: repute.Pool, pairs: int, call: str) -> float:
@@ -56,10 +71,13 @@ def main() -> None:
         pool.report_success("proxy", f"10.0.{i // 256}.{i % 256}:8080", "example.com", latency=0.05)
     plain(pool, 10_000)  # warm up caches and the allocator
     print(f"{args.resources} resources, {args.pairs} pairs per run, {args.runs} runs")
-    for name, bench in [("acquire().release()", plain), ("with acquire()", scoped)]:
+    bests = {}
+    for name, bench in [("acquire().release()", plain), ("with acquire()", scoped), ("asyncio pair", asynchronous)]:
         runs = [bench(pool, args.pairs) for _ in range(args.runs)]
         best, median = min(runs), statistics.median(runs)
+        bests[name] = best
         print(f"{name:22} best {best / 1e3:.2f} us/pair ({1e9 / best:,.0f} pairs/s), median {median / 1e3:.2f} us/pair")
+    print(f"asyncio / sync pair:   {bests['asyncio pair'] / bests['acquire().release()']:.2f}x")
     for call in ["dropped_events", "stats"]:
         runs = [reference(pool, args.pairs, call) for _ in range(args.runs)]
         print(f"{call + '()':22} best {min(runs) / 1e3:.2f} us/call")

@@ -77,7 +77,7 @@ pub(crate) fn to_py(py: Python<'_>, failure: Failure) -> PyErr {
         }
         Error::UnknownResource => raise::<UnknownResource>(py, message, code, &[]),
         Error::UnknownLease => raise::<UnknownLease>(py, message, code, &[]),
-        Error::StaleLease { current } => raise::<StaleLease>(py, message, code, &[("current", any(py, current))]),
+        Error::StaleLease => raise::<StaleLease>(py, message, code, &[]),
         Error::LeaseExpired => raise::<LeaseExpired>(py, message, code, &[]),
         Error::Blocked => raise::<Blocked>(py, message, code, &[]),
         Error::NoResourceAvailable(r) => {

@@ -90,7 +90,7 @@ impl Lease {
         let result = self.shared.with(|p| p.release(self.lease.id, self.lease.token));
         let gone = matches!(
             result,
-            Ok(()) | Err(Failure::Host(Error::LeaseExpired | Error::UnknownLease | Error::StaleLease { .. }))
+            Ok(()) | Err(Failure::Host(Error::LeaseExpired | Error::UnknownLease | Error::StaleLease))
         );
         if !gone {
             // A refusal for another reason (storage down, pool closed) may

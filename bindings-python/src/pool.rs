@@ -79,6 +79,9 @@ pub(crate) struct Shared {
     margin: Option<u64>,
     /// Mirrors `pool` being `None`, readable without waiting for the lock.
     pub(crate) closed: AtomicBool,
+    /// Calls wait for a PostgreSQL or Redis round trip (the asyncio layer
+    /// runs those on an executor; the others take microseconds and run inline).
+    network: bool,
     generation: u64,
     pid: u32,
 }
@@ -292,6 +295,7 @@ impl Pool {
                     clock,
                     margin,
                     closed: AtomicBool::new(false),
+                    network: matches!(spec, StoreSpec::Postgres(_) | StoreSpec::Redis(_)),
                     generation: crate::fork::generation(),
                     pid: std::process::id(),
                 })
@@ -309,6 +313,13 @@ impl Pool {
     #[getter]
     fn now(&self) -> f64 {
         ns_to_secs(self.shared.clock.now())
+    }
+
+    /// True when calls wait for a network store (PostgreSQL, Redis); memory
+    /// and SQLite calls take microseconds.
+    #[getter]
+    fn waits_on_network(&self) -> bool {
+        self.shared.network
     }
 
     /// Registers a resource with `permits` concurrent leases, or changes its

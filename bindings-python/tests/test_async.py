@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import os
+from pathlib import Path
 
 import pytest
 
@@ -98,3 +101,32 @@ def test_async_errors_are_the_same_exceptions() -> None:
         assert (await pool.stats()).live_leases == 0
 
     asyncio.run(main())
+
+
+class _CountingExecutor(concurrent.futures.ThreadPoolExecutor):
+    """The loop's default executor, counting what is handed to it."""
+
+    submitted = 0
+
+    def submit(self, fn, /, *args, **kwargs):  # type: ignore[no-untyped-def, override]
+        _CountingExecutor.submitted += 1
+        return super().submit(fn, *args, **kwargs)
+
+
+def test_calls_that_wait_on_no_network_run_inline(tmp_path: Path) -> None:
+    async def main(store: str) -> int:
+        asyncio.get_running_loop().set_default_executor(_CountingExecutor(max_workers=1))
+        pool = repute.AsyncPool(repute.Pool(store=store, tenant=f"inline-{os.getpid()}"))
+        _CountingExecutor.submitted = 0
+        await pool.register("proxy", "a")
+        async with pool.acquire("shop") as lease:
+            await lease.report_success(latency=0.1)
+            await lease.renew()
+        assert (await pool.stats()).live_leases == 0
+        submitted = _CountingExecutor.submitted
+        await pool.close()
+        return submitted
+
+    assert asyncio.run(main("memory")) == 0
+    assert asyncio.run(main(f"sqlite:{tmp_path / 'inline.db'}")) == 0
+    assert asyncio.run(main(os.environ["REPUTE_TEST_PG_URL"])) > 0, "network calls go to the executor"

@@ -1,4 +1,4 @@
-"""SQLite persistence across two Python processes."""
+"""SQLite persistence across two Python processes, and through kill -9."""
 
 from __future__ import annotations
 
@@ -6,7 +6,10 @@ import json
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
+
+import pytest
 
 
 def _run(script: str, *args: str) -> dict[str, object]:
@@ -90,3 +93,49 @@ def test_a_second_process_is_refused_while_the_first_owns_the_tenant(tmp_path: P
         refused = _run(HOLD, db)
     assert refused["error"] == "not_owner"
     assert "process" in str(refused["owner"])
+
+
+HOLDER = """
+    import json, sys, time
+    import repute
+
+    pool = repute.Pool(store="sqlite:" + sys.argv[1], tenant="shop", strategy="first", lease_ttl=2.0)
+    pool.register("proxy", "a")
+    pool.register("proxy", "b")
+    a = pool.acquire("example.com")
+    pool.checkpoint()  # lists the lease on a
+    b = pool.acquire("example.com")  # after the checkpoint: only the permit table knows it
+    a.release()  # after the checkpoint too
+    print(json.dumps({"a": [a.value, a.token], "b": [b.value, b.token], "at": time.monotonic()}), flush=True)
+    time.sleep(600)  # holding b until killed
+"""
+
+
+def test_a_process_killed_while_holding_a_lease_leaves_its_permit_held_until_the_ttl(tmp_path: Path) -> None:
+    import repute
+
+    db = str(tmp_path / "repute.db")
+    child = subprocess.Popen([sys.executable, "-c", textwrap.dedent(HOLDER), db], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None
+        line = child.stdout.readline()
+    finally:
+        child.kill()  # SIGKILL: no close, no checkpoint
+        child.wait()
+    seen = json.loads(line)
+    assert seen["a"][0] == "a" and seen["b"][0] == "b"
+
+    with repute.Pool(store="sqlite:" + db, tenant="shop", strategy="first", lease_ttl=2.0) as pool:
+        # The checkpoint's lease on a was released before the kill: it does not come back.
+        assert pool.stats().live_leases == 0
+        a = pool.acquire("example.com", timeout=0)
+        assert (a.value, a.token) == ("a", seen["a"][1] + 1)
+        a.release()
+        pool.block("proxy", "a")
+        # Only b is left to choose, and the killed process's lease holds it until its TTL ends.
+        with pytest.raises(repute.NoResourceAvailable):
+            pool.acquire("example.com", timeout=0)
+        b = pool.acquire("example.com", timeout=10)
+        waited = time.monotonic() - seen["at"]
+        assert (b.value, b.token) == ("b", seen["b"][1] + 1)
+        assert 1.9 <= waited < 4.0, waited

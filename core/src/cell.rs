@@ -125,16 +125,12 @@ impl Cell {
     pub fn apply(&mut self, outcome: &Outcome, now: u64, policy: &Policy, gated: bool) -> Transition {
         let kind = outcome.kind();
         self.score = (self.score + Policy::score_delta(kind)).clamp(MIN_SCORE, MAX_SCORE);
-        self.window.push_back(*outcome);
-        while self.window.len() > policy.window as usize {
-            self.window.pop_front();
-        }
         let mut t = Transition::default();
         if let (Outcome::Failure { kind, retry_after, .. }, true) =
             (*outcome, kind.is_some_and(|k| k.takes_retry_after()))
         {
-            // A provider's "wait": says nothing about how well the resource
-            // works, so the Thompson counts, latency and streaks stay.
+            // A provider's "wait" says nothing about how well the resource
+            // works: the window, Thompson counts, latency and streaks stay.
             if gated && kind == FailureKind::RateLimited {
                 let until = now.saturating_add(retry_after.unwrap_or(policy.rule(kind).base));
                 t.paused = Pause::extend(self.pause, until, kind);
@@ -143,6 +139,10 @@ impl Cell {
                 }
             }
             return t;
+        }
+        self.window.push_back(*outcome);
+        while self.window.len() > policy.window as usize {
+            self.window.pop_front();
         }
         self.successes *= policy.decay;
         self.failures *= policy.decay;

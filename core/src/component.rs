@@ -512,7 +512,7 @@ fn err_out(e: Error) -> wit::Error {
         Error::InvalidInput { field, rule } => wit::Error::InvalidInput(invalid_out(field, rule)),
         Error::UnknownResource => wit::Error::UnknownResource,
         Error::UnknownLease => wit::Error::UnknownLease,
-        Error::StaleLease { current } => wit::Error::StaleLease(current),
+        Error::StaleLease => wit::Error::StaleLease,
         Error::LeaseExpired => wit::Error::LeaseExpired,
         Error::Blocked => wit::Error::Blocked,
         Error::NoResourceAvailable(r) => wit::Error::NoResourceAvailable(wit::Refusal {

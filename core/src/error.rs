@@ -15,8 +15,10 @@ pub enum Error {
     UnknownResource,
     /// No lease with that id is live (released, expired, revoked or never granted).
     UnknownLease,
-    /// The lease exists but the token presented is not its current fencing token.
-    StaleLease { current: u64 },
+    /// The lease exists but the token presented is not its current fencing
+    /// token. The current one is not told: a holder fenced out must not
+    /// learn the token that fences it out.
+    StaleLease,
     /// The lease ran out before the call; its permit has been freed.
     LeaseExpired,
     /// The resource (or the resource in this context) is on the blocklist.
@@ -45,7 +47,7 @@ impl Error {
             Error::InvalidInput { .. } => "invalid_input",
             Error::UnknownResource => "unknown_resource",
             Error::UnknownLease => "unknown_lease",
-            Error::StaleLease { .. } => "stale_lease",
+            Error::StaleLease => "stale_lease",
             Error::LeaseExpired => "lease_expired",
             Error::Blocked => "blocked",
             Error::NoResourceAvailable { .. } => "no_resource_available",
@@ -63,9 +65,7 @@ impl fmt::Display for Error {
             Error::InvalidInput { field, rule } => write!(f, "invalid {field}: {rule}"),
             Error::UnknownResource => f.write_str("resource is not registered"),
             Error::UnknownLease => f.write_str("no live lease with that id"),
-            Error::StaleLease { current } => {
-                write!(f, "stale fencing token (current token is {current})")
-            }
+            Error::StaleLease => f.write_str("stale fencing token"),
             Error::LeaseExpired => f.write_str("lease expired"),
             Error::Blocked => f.write_str("resource is blocklisted"),
             Error::NoResourceAvailable(refusal) => write!(f, "no resource available ({refusal})"),
@@ -74,7 +74,7 @@ impl fmt::Display for Error {
                 write!(f, "budget {budget} exhausted (limit {limit})")
             }
             Error::RateLimited { retry_after } => {
-                write!(f, "rate limited (retry after {retry_after} ns)")
+                write!(f, "rate limited (retry after {} ms)", retry_after.div_ceil(1_000_000))
             }
             Error::Snapshot(e) => write!(f, "snapshot refused: {e}"),
         }

@@ -817,7 +817,7 @@ impl Pool {
     ) -> Result<&'a LeaseEntry> {
         match leases.get(&id) {
             Some(e) if e.lease.token == token => Ok(e),
-            Some(e) => Err(Error::StaleLease { current: e.lease.token }),
+            Some(_) => Err(Error::StaleLease),
             None if ended.contains(&id) => Err(Error::LeaseExpired),
             None => Err(Error::UnknownLease),
         }

@@ -57,7 +57,7 @@ impl fmt::Display for Refusal {
             first = false;
         }
         if let Some(ns) = self.retry_after {
-            write!(f, "; retry after {ns} ns")?;
+            write!(f, "; retry after {} ms", ns.div_ceil(1_000_000))?;
         }
         Ok(())
     }

@@ -189,7 +189,10 @@ fn a_pause_only_ever_extends() {
     pool.report(&rid("a"), &ctx("x"), wait(FailureKind::RateLimited, 10), S).unwrap();
     assert_eq!(pool.cells(&rid("a"), S).unwrap()[1].cooling_until, Some(30 * S));
     pool.report(&rid("a"), &ctx("x"), wait(FailureKind::RateLimited, 60), 2 * S).unwrap();
-    assert_eq!(pool.cells(&rid("a"), 2 * S).unwrap()[1].cooling_until, Some(62 * S));
+    let c = &pool.cells(&rid("a"), 2 * S).unwrap()[1];
+    assert_eq!(c.cooling_until, Some(62 * S));
+    // A wait says nothing of how well the resource works.
+    assert_eq!((c.score, c.success_rate, c.observations), (-3, None, 0));
     assert!(pool.acquire(&ctx("x"), 61 * S).is_err());
     assert!(pool.acquire(&ctx("x"), 62 * S).is_ok());
 }

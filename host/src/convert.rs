@@ -318,7 +318,7 @@ pub(crate) fn err_in(e: wit::Error) -> Error {
         wit::Error::InvalidInput(i) => Error::InvalidInput { field: i.field, rule: i.rule },
         wit::Error::UnknownResource => Error::UnknownResource,
         wit::Error::UnknownLease => Error::UnknownLease,
-        wit::Error::StaleLease(current) => Error::StaleLease { current },
+        wit::Error::StaleLease => Error::StaleLease,
         wit::Error::LeaseExpired => Error::LeaseExpired,
         wit::Error::Blocked => Error::Blocked,
         wit::Error::NoResourceAvailable(r) => Error::NoResourceAvailable(Refusal {

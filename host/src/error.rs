@@ -19,7 +19,7 @@ pub enum Error {
     /// No lease with that id is live.
     UnknownLease,
     /// The lease exists but the token presented is not its current fencing token.
-    StaleLease { current: u64 },
+    StaleLease,
     /// The lease ran out (or its authority no longer recognises it); its permit is free.
     LeaseExpired,
     /// The resource, or the resource in this context, is blocklisted.
@@ -78,7 +78,7 @@ impl Error {
             Error::InvalidInput { .. } => "invalid_input",
             Error::UnknownResource => "unknown_resource",
             Error::UnknownLease => "unknown_lease",
-            Error::StaleLease { .. } => "stale_lease",
+            Error::StaleLease => "stale_lease",
             Error::LeaseExpired => "lease_expired",
             Error::Blocked => "blocked",
             Error::NoResourceAvailable { .. } => "no_resource_available",
@@ -106,9 +106,7 @@ impl fmt::Display for Error {
             Error::InvalidInput { field, rule } => write!(f, "invalid {field}: {rule}"),
             Error::UnknownResource => f.write_str("resource is not registered"),
             Error::UnknownLease => f.write_str("no live lease with that id"),
-            Error::StaleLease { current } => {
-                write!(f, "stale fencing token (current token is {current})")
-            }
+            Error::StaleLease => f.write_str("stale fencing token"),
             Error::LeaseExpired => f.write_str("lease expired"),
             Error::Blocked => f.write_str("resource is blocklisted"),
             Error::NoResourceAvailable(refusal) => write!(f, "no resource available ({refusal})"),
@@ -117,7 +115,7 @@ impl fmt::Display for Error {
                 write!(f, "budget {budget} exhausted (limit {limit})")
             }
             Error::RateLimited { retry_after } => {
-                write!(f, "rate limited (retry after {retry_after} ns)")
+                write!(f, "rate limited (retry after {} ms)", retry_after.div_ceil(1_000_000))
             }
             Error::Snapshot(e) => write!(f, "snapshot refused: {e}"),
             Error::Store(e) => write!(f, "storage: {e}"),
@@ -196,7 +194,7 @@ impl From<repute_core::Error> for Error {
             E::InvalidInput { field, rule } => Error::invalid(field, rule),
             E::UnknownResource => Error::UnknownResource,
             E::UnknownLease => Error::UnknownLease,
-            E::StaleLease { current } => Error::StaleLease { current },
+            E::StaleLease => Error::StaleLease,
             E::LeaseExpired => Error::LeaseExpired,
             E::Blocked => Error::Blocked,
             E::NoResourceAvailable(refusal) => Error::NoResourceAvailable(refusal),

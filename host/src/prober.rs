@@ -62,7 +62,7 @@ pub fn finish_probe<P: PoolOps + ?Sized>(pool: &mut P, lease: &Lease, verdict: V
     };
     pool.report(kind, value, context, &outcome)?;
     match pool.release(lease.id, lease.token) {
-        Ok(()) | Err(Error::LeaseExpired | Error::UnknownLease | Error::StaleLease { .. }) => Ok(()),
+        Ok(()) | Err(Error::LeaseExpired | Error::UnknownLease | Error::StaleLease) => Ok(()),
         Err(e) => Err(e),
     }
 }

@@ -272,10 +272,29 @@ impl Shard {
             let restored = self.call(t, |store, pool| pool.call_restore(store, handle, &bytes))?;
             self.finish(t, restored)?;
         }
+        if durable {
+            self.drop_ended_leases(t, handle)?;
+        }
         if let Some(ctx) = self.store.data_mut().tenants[t].as_mut() {
             ctx.events.clear();
         }
         Ok(handle)
+    }
+
+    /// Ends the leases the checkpoint restored that the authority knows
+    /// ended after it was saved (released, or superseded by a newer token):
+    /// its record is newer than any checkpoint, and without this a lease
+    /// released before a crash would come back with a full TTL.
+    fn drop_ended_leases(&mut self, t: usize, handle: ResourceAny) -> Result<()> {
+        for lease in self.call(t, |store, pool| pool.call_leases(store, handle))? {
+            let fencing = &mut self.ctx(t)?.providers.fencing;
+            let permit = Permit { kind: &lease.resource.kind, value: &lease.resource.value, index: lease.permit };
+            if fencing.ended(permit, lease.token)? {
+                let released = self.call(t, |store, pool| pool.call_release(store, handle, lease.id, lease.token))?;
+                self.finish(t, released)?;
+            }
+        }
+        Ok(())
     }
 
     /// Replaces a trapped store: a fresh instance, and every tenant

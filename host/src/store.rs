@@ -195,10 +195,17 @@ impl OwnersSpec {
     pub fn ownership(&self, store: &Store, address: &str, ttl: Duration) -> Result<Option<Ownership>> {
         match (self, store) {
             (OwnersSpec::Store, _) => Ok(store.ownership(address, ttl)),
+            #[cfg(not(feature = "etcd"))]
+            (OwnersSpec::Etcd(_), _) => Err(Error::invalid(
+                "owners",
+                "etcd owner leases need a build with the `etcd` feature (cargo build --features etcd; it needs protoc)",
+            )),
+            #[cfg(feature = "etcd")]
             (OwnersSpec::Etcd(_), Store::Memory | Store::Sqlite(_)) => Err(Error::invalid(
                 "owners",
                 "etcd owner leases need a postgres:// or redis:// store: memory and SQLite cannot refuse an older owner's writes",
             )),
+            #[cfg(feature = "etcd")]
             (OwnersSpec::Etcd(endpoints), _) => {
                 let owners = crate::providers::EtcdOwners::connect(endpoints)?;
                 Ok(Some(Ownership::new(Box::new(owners), address, ttl)))
@@ -212,5 +219,24 @@ impl std::str::FromStr for OwnersSpec {
 
     fn from_str(s: &str) -> Result<Self> {
         OwnersSpec::parse(s)
+    }
+}
+
+/// Without the `etcd` feature an etcd owners URL still parses (it is a
+/// valid name), and opening it is refused naming the field.
+#[cfg(all(test, not(feature = "etcd")))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn etcd_owners_without_the_feature_are_refused_naming_the_field() {
+        let spec = OwnersSpec::parse("etcd://127.0.0.1:2379").unwrap();
+        match spec.ownership(&Store::Memory, "http://127.0.0.1:7070", Duration::from_secs(10)) {
+            Err(Error::InvalidInput { field, rule }) => {
+                assert_eq!(field, "owners");
+                assert!(rule.contains("`etcd` feature"), "{rule}");
+            }
+            other => panic!("expected invalid_input on owners, got {other:?}"),
+        }
     }
 }

@@ -1,6 +1,7 @@
 //! PostgreSQL as the shared store, against a real server: the database, not
 //! the client, refuses stale owners and second writers; the permit table
-//! never lets two pools hold one permit; tokens rise across restarts; every
+//! never lets two pools hold one permit, and a lease it saw released does
+//! not come back from an older checkpoint; tokens rise across restarts; every
 //! process folds the log in the same order; owner leases move only after
 //! they expire, with a higher epoch.
 //!
@@ -137,3 +138,20 @@ fn migrations_run_once() {
 }
 
 shared_store::shared_store_tests!(opener: opener, db: db, grants: 60);
+
+#[test]
+fn a_lease_released_after_the_checkpoint_does_not_come_back() {
+    let db = db();
+    let t = tenant("released");
+    let mut first = open(&db, &t, 0);
+    first.register("proxy", "p1", 1).unwrap();
+    let lease = first.acquire("x.com").unwrap();
+    assert_eq!(first.checkpoint(true), Ok(1));
+    first.release(lease.id, lease.token).unwrap();
+    drop(first); // no checkpoint after the release
+
+    let mut next = open(&db, &t, 0);
+    let live: Vec<u64> = next.leases().unwrap().iter().map(|l| l.id).collect();
+    assert!(live.is_empty(), "the released lease {} came back: {live:?}", lease.id);
+    assert_eq!(next.acquire("x.com").unwrap().token, lease.token + 1);
+}

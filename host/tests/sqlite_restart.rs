@@ -1,12 +1,18 @@
 //! SQLite as the durable store: a pool stopped and opened again on the same
 //! file gets its reputation, blocklist and fence counters back; tokens keep
-//! increasing; a second owner of the same tenant is refused.
+//! increasing; a second owner of the same tenant is refused; the permit
+//! table keeps every grant and release through `kill -9` (I1).
 
+use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use repute_host::providers::{SqliteStorage, Storage};
-use repute_host::{CellState, Error, ManualClock, Outcome, Pool, PoolOps, Providers, StoreError, TenantConfig, SECOND};
+use repute_host::{
+    CellState, Error, ManualClock, Outcome, Policy, Pool, PoolOps, Providers, StoreError, Strategy, TenantConfig,
+    SECOND,
+};
 
 /// A fresh database path under the system temp dir, removed on drop.
 struct TempDb(PathBuf);
@@ -78,6 +84,11 @@ fn state_and_fences_survive_a_restart() {
     assert_eq!((cell.observations, cell.consecutive_failures), (3, 3));
     assert_eq!(cell.state, CellState::Cooling);
 
+    // The lease taken after the checkpoint still holds "a": its holder may
+    // still be using it, so the permit is refused until that lease's TTL
+    // (30 s) has passed on the new owner's clock.
+    assert!(matches!(p.acquire("x.com"), Err(Error::NoResourceAvailable { .. })));
+    clock.advance(30 * SECOND);
     let lease = p.acquire("x.com").unwrap();
     let highest = *tokens.iter().max().unwrap();
     assert!(lease.token > highest, "token {} must exceed every earlier token ({tokens:?})", lease.token);
@@ -167,4 +178,152 @@ fn a_second_process_is_refused() {
     assert!(refused.contains("child: not_owner: not owner: process"), "{refused}");
     drop(pool);
     assert!(child().contains("child: opened"), "once the owner is gone, a new process may take over");
+}
+
+/// A pool that picks the first free resource in id order, so the tests know
+/// which permit each acquire takes.
+fn open_first(path: &std::path::Path, clock: &ManualClock) -> repute_host::Result<Pool> {
+    let providers = Providers::sqlite(path, "shop", Arc::new(clock.clone()))?;
+    let policy = Policy { strategy: Strategy::First, ..Policy::default() };
+    Pool::open(TenantConfig { durable: true, policy, ..TenantConfig::default() }, providers)
+}
+
+/// Run by `grants_and_releases_survive_kill_9` in a child process: holds
+/// `proxy:a` (in the checkpoint), releases `proxy:b` after the checkpoint
+/// that still lists its lease, takes `proxy:c` after the checkpoint, says
+/// so, and waits to be killed.
+#[test]
+#[ignore = "run as a child process by grants_and_releases_survive_kill_9"]
+fn child_holder() {
+    let Ok(path) = std::env::var("REPUTE_TEST_CHILD_HOLDER_DB") else { return };
+    let clock = ManualClock::new(SECOND);
+    let mut p = open_first(path.as_ref(), &clock).unwrap();
+    for value in ["a", "b", "c"] {
+        p.register("proxy", value, 1).unwrap();
+    }
+    let a = p.acquire("x.com").unwrap();
+    let b = p.acquire("x.com").unwrap();
+    assert_eq!(p.checkpoint(true), Ok(1));
+    let c = p.acquire("x.com").unwrap();
+    p.release(b.id, b.token).unwrap();
+    for lease in [&a, &b, &c] {
+        println!("child: {} {} {}", lease.resource.value(), lease.id, lease.token);
+    }
+    println!("child: ready");
+    loop {
+        std::thread::park();
+    }
+}
+
+/// One lease as the child printed it: value, id, token. The test harness
+/// may have printed its own words before the child's on the same line.
+fn parse_child(line: &str) -> Option<(String, u64, u64)> {
+    let (_, said) = line.split_once("child: ")?;
+    let mut words = said.split(' ');
+    let value = words.next()?.to_owned();
+    Some((value, words.next()?.parse().ok()?, words.next()?.parse().ok()?))
+}
+
+/// A child process, killed with SIGKILL (and reaped) when dropped, so a
+/// failed assertion leaves none behind.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn grants_and_releases_survive_kill_9() {
+    let db = TempDb::new("kill9");
+    let mut child = Killed(
+        Command::new(std::env::current_exe().unwrap())
+            .args(["--ignored", "--exact", "child_holder", "--nocapture", "--test-threads=1"])
+            .env("REPUTE_TEST_CHILD_HOLDER_DB", &db.0)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut leases = Vec::new();
+    for line in BufReader::new(child.0.stdout.take().unwrap()).lines() {
+        let line = line.unwrap();
+        if line.ends_with("child: ready") {
+            break;
+        }
+        leases.extend(parse_child(&line));
+    }
+    let values: Vec<&str> = leases.iter().map(|(v, _, _)| v.as_str()).collect();
+    assert_eq!(values, ["a", "b", "c"], "the child's leases, in order");
+    drop(child); // SIGKILL: no close, no checkpoint
+    let [(_, a_id, a_token), (_, _, b_token), (_, _, c_token)] = leases[..] else { unreachable!() };
+
+    let clock = ManualClock::new(7);
+    let mut p = open_first(&db.0, &clock).unwrap();
+    // The checkpoint listed a and b; b was released after it and stays released.
+    let live: Vec<u64> = p.leases().unwrap().iter().map(|l| l.id).collect();
+    assert_eq!(live, [a_id]);
+    // The restored lease keeps its holder (I5): it renews with its token.
+    assert_eq!(p.renew(a_id, a_token).unwrap().token, a_token);
+    let b = p.acquire("x.com").unwrap();
+    assert_eq!((b.resource.value(), b.token), ("b", b_token + 1), "the released permit is free");
+    p.release(a_id, a_token).unwrap();
+    p.release(b.id, b.token).unwrap();
+
+    // Only c is left to choose; it was granted after the checkpoint, and its
+    // holder keeps it until the lease's TTL ends.
+    p.block("proxy", "a", None, None, None).unwrap();
+    p.block("proxy", "b", None, None, None).unwrap();
+    assert!(matches!(p.acquire("x.com"), Err(Error::NoResourceAvailable { .. })));
+    clock.advance(20 * SECOND);
+    assert!(matches!(p.acquire("x.com"), Err(Error::NoResourceAvailable { .. })));
+    clock.advance(10 * SECOND);
+    let c = p.acquire("x.com").unwrap();
+    assert_eq!((c.resource.value(), c.token), ("c", c_token + 1));
+}
+
+#[test]
+fn a_wall_clock_stepped_back_holds_a_permit_one_ttl_at_most() {
+    let db = TempDb::new("stepped");
+    let clock = ManualClock::new(SECOND);
+    let mut p = open_first(&db.0, &clock).unwrap();
+    p.register("proxy", "a", 1).unwrap();
+    let lease = p.acquire("x.com").unwrap();
+    drop(p);
+    // As if the wall clock had run an hour ahead when the lease was granted.
+    let raw = rusqlite::Connection::open(&db.0).unwrap();
+    let hour = 3600 * SECOND as i64;
+    assert_eq!(raw.execute("UPDATE fences SET expires = expires + ?1", [hour]).unwrap(), 1);
+    drop(raw);
+
+    let clock = ManualClock::new(1);
+    let mut p = open_first(&db.0, &clock).unwrap();
+    assert!(matches!(p.acquire("x.com"), Err(Error::NoResourceAvailable { .. })));
+    clock.advance(30 * SECOND - 1);
+    assert!(matches!(p.acquire("x.com"), Err(Error::NoResourceAvailable { .. })));
+    clock.advance(1);
+    assert_eq!(p.acquire("x.com").unwrap().token, lease.token + 1);
+}
+
+#[test]
+fn a_file_from_before_the_permit_holders_opens_and_its_tokens_go_on() {
+    let db = TempDb::new("upgrade");
+    let raw = rusqlite::Connection::open(&db.0).unwrap();
+    raw.execute_batch(
+        "CREATE TABLE fences (
+             tenant TEXT NOT NULL, kind TEXT NOT NULL, value TEXT NOT NULL, permit INTEGER NOT NULL,
+             token INTEGER NOT NULL, PRIMARY KEY (tenant, kind, value, permit)
+         ) WITHOUT ROWID;
+         INSERT INTO fences VALUES ('shop', 'proxy', 'a', 0, 41);",
+    )
+    .unwrap();
+    drop(raw);
+    let clock = ManualClock::new(1);
+    let mut p = open_first(&db.0, &clock).unwrap();
+    p.register("proxy", "a", 1).unwrap();
+    assert_eq!(p.acquire("x.com").unwrap().token, 42);
+    drop(p);
+    let raw = rusqlite::Connection::open(&db.0).unwrap();
+    assert_eq!(raw.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)).unwrap(), 1);
 }

@@ -27,6 +27,9 @@ pub struct Report {
     pub counts: Counts,
     /// Reports repute holds for the tenant (`reports_held`); `None` when not measured.
     pub reports_held: Option<u64>,
+    /// Leases a restarted server listed as live although their release had
+    /// been acknowledged before the kill (`check_restarts`); `None` when not measured.
+    pub resurrected_releases: Option<usize>,
     /// Per fault: the longest time without a grant from the fault on.
     pub failover: Vec<(String, Duration)>,
     pub elapsed: Duration,
@@ -43,6 +46,7 @@ impl Report {
             token_regressions: 0,
             counts: records.counts,
             reports_held,
+            resurrected_releases: None,
             failover: Vec::new(),
             elapsed: records.span.map_or(Duration::ZERO, |(start, end)| end - start),
             examples: Vec::new(),
@@ -56,7 +60,14 @@ impl Report {
         }
         let mut times: Vec<Instant> = records.grants.iter().map(|g| g.granted).collect();
         times.sort_unstable();
-        report.failover = records.faults.iter().map(|f| (f.name.clone(), longest_gap(&times, f.at))).collect();
+        // Each fault's gap ends where the next fault begins: that one's own.
+        let ends = records.faults.iter().skip(1).map(|f| Some(f.at)).chain([None]);
+        report.failover = records
+            .faults
+            .iter()
+            .zip(ends)
+            .map(|(f, until)| (f.name.clone(), longest_gap(&times, f.at, until)))
+            .collect();
         report
     }
 
@@ -116,6 +127,24 @@ impl Report {
         }
     }
 
+    /// Counts the releases that came back: leases a server listed right
+    /// after a restart whose release had been acknowledged before the
+    /// process was killed. Tokens never repeat on a permit, so resource,
+    /// permit and token name one lease, whatever ids a restart reuses.
+    pub fn check_restarts(&mut self, records: &Records, restarts: &[Restart]) {
+        let mut resurrected = 0;
+        for restart in restarts {
+            for g in &records.grants {
+                let acknowledged = g.release_acknowledged.is_some_and(|at| at < restart.killed);
+                if acknowledged && restart.live.contains(&(g.resource.clone(), g.permit, g.token)) {
+                    resurrected += 1;
+                    self.example(format!("released before the kill, live after it: {}", describe(g)));
+                }
+            }
+        }
+        self.resurrected_releases = Some(resurrected);
+    }
+
     fn example(&mut self, text: String) {
         if self.examples.len() < EXAMPLES {
             self.examples.push(text);
@@ -147,15 +176,54 @@ impl Report {
         assert_eq!(self.double_grants(), 0, "{}: double grants\n{self}", self.name);
         assert_eq!(self.lost_reports(), Some(0), "{}: acknowledged reports lost\n{self}", self.name);
         assert_eq!(self.phantom_reports(), Some(0), "{}: reports folded twice\n{self}", self.name);
+        if let Some(resurrected) = self.resurrected_releases {
+            assert_eq!(resurrected, 0, "{}: acknowledged releases came back\n{self}", self.name);
+        }
     }
 }
 
-/// Longest time without a grant from `from` on. `times` is sorted.
-fn longest_gap(times: &[Instant], from: Instant) -> Duration {
+/// What a server restarted on the same store showed: the leases it listed
+/// as live right after it came up, and when its predecessor was killed.
+#[derive(Debug, Clone)]
+pub struct Restart {
+    pub killed: Instant,
+    /// `kind/value`, permit and token of each live lease.
+    pub live: Vec<(String, u32, u64)>,
+}
+
+/// The live leases of the tenant `client` serves (`GET /v1/leases`),
+/// waiting for a server that is still starting.
+pub fn live_leases(client: &mut Client) -> Vec<(String, u32, u64)> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok((_, r)) = client.send("GET", "/v1/leases", None) {
+            if r.status == 200 {
+                let leases = r.json();
+                let leases = leases.as_array().expect("a list of leases");
+                return leases
+                    .iter()
+                    .map(|l| {
+                        let text = |name: &str| l[name].as_str().expect("lease text field").to_owned();
+                        let number = |name: &str| l[name].as_u64().expect("lease number field");
+                        let permit = u32::try_from(number("permit")).expect("permits fit u32");
+                        (format!("{}/{}", text("kind"), text("value")), permit, number("token"))
+                    })
+                    .collect();
+            }
+        }
+        assert!(Instant::now() < deadline, "no lease list from a restarted server within 30 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Longest time without a grant from `from` on, up to `until` (the next
+/// fault) when given, else up to the last grant. `times` is sorted.
+fn longest_gap(times: &[Instant], from: Instant, until: Option<Instant>) -> Duration {
     let start = times.partition_point(|t| *t < from);
+    let end = until.map_or(times.len(), |u| times.partition_point(|t| *t < u));
     let mut previous = from;
     let mut longest = Duration::ZERO;
-    for &t in &times[start..] {
+    for &t in times[start..end].iter().chain(until.as_ref()) {
         longest = longest.max(t - previous);
         previous = t;
     }
@@ -186,6 +254,7 @@ impl fmt::Display for Report {
         row(f, "reports held by a fresh process", show(self.reports_held))?;
         row(f, "acknowledged reports lost (I4)", show(self.lost_reports()))?;
         row(f, "reports folded twice", show(self.phantom_reports()))?;
+        row(f, "releases resurrected by a restart", show(self.resurrected_releases.map(|n| n as u64)))?;
         for (fault, gap) in &self.failover {
             row(f, &format!("failover after {fault}"), format!("{gap:.2?}"))?;
         }
@@ -234,6 +303,7 @@ mod tests {
             sent: t0 + MS * sent as u32,
             granted: t0 + MS * granted as u32,
             released: t0 + MS * released as u32,
+            release_acknowledged: Some(t0 + MS * released as u32),
             ttl: Duration::from_secs(2),
         }
     }
@@ -283,10 +353,31 @@ mod tests {
     }
 
     #[test]
+    fn a_release_acknowledged_before_a_kill_must_not_be_live_after_it() {
+        let t0 = Instant::now();
+        let mut unacknowledged = grant(t0, 1, 4, 0, 1, 5);
+        unacknowledged.release_acknowledged = None;
+        let records = Records {
+            grants: vec![grant(t0, 0, 1, 0, 1, 5), grant(t0, 0, 2, 6, 7, 20), unacknowledged],
+            ..Records::default()
+        };
+        let live = |leases: &[(u32, u64)]| leases.iter().map(|&(p, t)| ("proxy/a".to_owned(), p, t)).collect();
+        let mut report = Report::new("t", &records, None);
+        // Killed at 10 ms: token 1 was released (at 5 ms), token 2 was not yet.
+        report.check_restarts(&records, &[Restart { killed: t0 + MS * 10, live: live(&[(0, 2), (1, 4)]) }]);
+        assert_eq!(report.resurrected_releases, Some(0), "{report}");
+        report.check_restarts(&records, &[Restart { killed: t0 + MS * 10, live: live(&[(0, 1), (0, 2)]) }]);
+        assert_eq!(report.resurrected_releases, Some(1), "{report}");
+    }
+
+    #[test]
     fn failover_is_the_longest_gap_after_the_fault() {
         let t0 = Instant::now();
         let times = [0, 10, 100, 150, 1150, 1160].map(|ms| t0 + MS * ms);
-        assert_eq!(longest_gap(&times, t0 + MS * 120), MS * 1000);
-        assert_eq!(longest_gap(&times, t0 + MS * 1155), MS * 5);
+        assert_eq!(longest_gap(&times, t0 + MS * 120, None), MS * 1000);
+        assert_eq!(longest_gap(&times, t0 + MS * 1155, None), MS * 5);
+        // A second fault at 1155 ms: the first one's gap is its own.
+        assert_eq!(longest_gap(&times, t0 + MS * 5, Some(t0 + MS * 1155)), MS * 1000);
+        assert_eq!(longest_gap(&times, t0 + MS * 5, Some(t0 + MS * 90)), MS * 80);
     }
 }

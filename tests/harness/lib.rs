@@ -1,6 +1,7 @@
 //! Cross-process fault harness for `repute serve`.
 //!
-//! The invariants in DESIGN.md are about many processes sharing one store, so
+//! The invariants in docs/ARCHITECTURE.md are about many processes sharing
+//! one store, and about one process killed and started again on its file, so
 //! they are tested that way: real `repute serve` processes, real PostgreSQL,
 //! Redis and etcd servers that are restarted or cut off, and clients that
 //! behave like careful users (fenced downstream writes, local lease

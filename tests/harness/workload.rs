@@ -34,6 +34,9 @@ pub struct Grant {
     /// ...until it sent the release (the authority frees the permit after
     /// that), or gave up on the lease.
     pub released: Instant,
+    /// When the release was acknowledged (204), if it was: from then on the
+    /// permit must never be held by this lease again.
+    pub release_acknowledged: Option<Instant>,
     /// The TTL the lease was granted with.
     pub ttl: Duration,
 }
@@ -103,6 +106,9 @@ pub struct Config {
     pub contexts: usize,
     /// A holder keeps a lease for a random time in this range.
     pub hold: (Duration, Duration),
+    /// One lease in `.0` is held for `.1` instead: holders still at work
+    /// when a fault strikes, long after the authority last saved its state.
+    pub long_hold: Option<(u64, Duration)>,
     /// A request without an answer by then goes to another server.
     pub timeout: Duration,
     pub downstream_url: String,
@@ -299,17 +305,21 @@ impl Worker {
                 sent,
                 granted,
                 released: granted,
+                release_acknowledged: None,
                 ttl: lease.ttl,
             };
             let (lo, hi) = shared.config.hold;
-            let hold = lo + Duration::from_micros(self.random((hi - lo).as_micros() as u64 + 1));
+            let hold = match shared.config.long_hold {
+                Some((one_in, long)) if self.random(one_in) == 0 => long,
+                _ => lo + Duration::from_micros(self.random((hi - lo).as_micros() as u64 + 1)),
+            };
             let used = self.use_lease(&grant, hold);
             if !used {
                 self.counts.leases_lost += 1;
             }
             self.report(&lease, &context, hold, used);
             grant.released = Instant::now();
-            self.release(&lease);
+            grant.release_acknowledged = self.release(&lease);
             self.grants.push(grant);
         }
         (self.grants, self.counts)
@@ -386,15 +396,17 @@ impl Worker {
         self.counts.reports_unacknowledged += 1;
     }
 
-    fn release(&mut self, lease: &Lease) {
+    /// When the release was acknowledged; `None` if it was not.
+    fn release(&mut self, lease: &Lease) -> Option<Instant> {
         let path = format!("/v1/leases/{}?token={}", lease.id, lease.token);
         for _ in 0..3 {
             match self.client.send("DELETE", &path, None) {
-                Ok((_, r)) if r.status == 204 => return,
+                Ok((_, r)) if r.status == 204 => return Some(Instant::now()),
                 Err(Unanswered::Unsent) => {}
                 Ok(_) | Err(Unanswered::Unknown) => break,
             }
         }
         self.counts.releases_failed += 1;
+        None
     }
 }

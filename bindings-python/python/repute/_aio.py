@@ -1,10 +1,13 @@
 """asyncio forms of the pool API.
 
-Every call that can block (on the pool's lock, or on IO with a durable store)
-runs on the event loop's default executor; the native call releases the GIL,
-so the loop keeps running meanwhile. Waiting for a free permit is a loop of
-single attempts separated by ``asyncio.sleep``, so it never holds an executor
-thread while it waits and a cancelled waiter stops at once.
+Calls on a pool whose store is in the process or a local file (memory,
+SQLite) take microseconds and run inline on the event loop: an executor hop
+would cost a hundred times the call. Calls that wait for a network store
+(PostgreSQL, Redis; ``Pool.waits_on_network``) run on the loop's default
+executor; the native call releases the GIL, so the loop keeps running
+meanwhile. Waiting for a free permit is a loop of single attempts separated
+by ``asyncio.sleep``, so it never holds an executor thread while it waits and
+a cancelled waiter stops at once.
 
 Usage::
 
@@ -51,6 +54,13 @@ async def _run(fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
     return await loop.run_in_executor(None, functools.partial(fn, *args, **kwargs))
 
 
+async def _call(inline: bool, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+    """``fn`` inline when it cannot wait on a network, else on the executor."""
+    if inline:
+        return fn(*args, **kwargs)
+    return await _run(fn, *args, **kwargs)
+
+
 def _quiet_release(lease: Lease) -> None:
     try:
         lease.release()
@@ -68,8 +78,9 @@ def _release_orphan(future: asyncio.Future[Lease]) -> None:
 class AsyncLease:
     """The asyncio handle of a :class:`Lease`; ``async with`` releases it."""
 
-    def __init__(self, lease: Lease) -> None:
+    def __init__(self, lease: Lease, inline: bool = False) -> None:
         self._lease = lease
+        self._inline = inline
 
     @property
     def lease(self) -> Lease:
@@ -125,23 +136,23 @@ class AsyncLease:
         return self._lease.released
 
     async def renew(self) -> None:
-        await _run(self._lease.renew)
+        await _call(self._inline, self._lease.renew)
 
     async def release(self) -> None:
-        await _run(self._lease.release)
+        await _call(self._inline, self._lease.release)
 
     async def report_success(self, latency: float) -> None:
-        await _run(self._lease.report_success, latency)
+        await _call(self._inline, self._lease.report_success, latency)
 
     async def report_failure(
         self, kind: FailureKind | str, latency: float, *, retry_after: float | None = None
     ) -> None:
-        await _run(self._lease.report_failure, kind, latency, retry_after=retry_after)
+        await _call(self._inline, self._lease.report_failure, kind, latency, retry_after=retry_after)
 
     async def report_http(
         self, status: int, latency: float = 0.0, headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None
     ) -> None:
-        await _run(self._lease.report_http, status, latency, headers)
+        await _call(self._inline, self._lease.report_http, status, latency, headers)
 
     async def __aenter__(self) -> AsyncLease:
         return self
@@ -201,6 +212,7 @@ class AsyncPool:
     """
 
     def __init__(self, pool: Pool) -> None:
+        self._inline = not pool.waits_on_network
         self._pool = pool
 
     @classmethod
@@ -265,14 +277,14 @@ class AsyncPool:
         return self._pool.now
 
     async def register(self, kind: str, value: str, permits: int = 1) -> bool:
-        return await _run(self._pool.register, kind, value, permits)
+        return await _call(self._inline, self._pool.register, kind, value, permits)
 
     async def unregister(self, kind: str, value: str, force: bool = False) -> None:
-        await _run(self._pool.unregister, kind, value, force)
+        await _call(self._inline, self._pool.unregister, kind, value, force)
 
     async def try_acquire(self, context: str) -> AsyncLease | None:
-        lease = await _run(self._pool.try_acquire, context)
-        return None if lease is None else AsyncLease(lease)
+        lease = await _call(self._inline, self._pool.try_acquire, context)
+        return None if lease is None else AsyncLease(lease, self._inline)
 
     def acquire(self, context: str, timeout: float | None = None) -> _Acquire:
         """The best lease for ``context``, waiting up to ``timeout`` seconds
@@ -290,7 +302,7 @@ class AsyncPool:
         backoff = _MIN_BACKOFF
         while True:
             try:
-                return AsyncLease(await self._attempt(context))
+                return AsyncLease(await self._attempt(context), self._inline)
             except (NoResourceAvailable, RateLimited) as refusal:
                 remaining = None if deadline is None else deadline - loop.time()
                 if remaining is not None and remaining <= 0:
@@ -303,6 +315,8 @@ class AsyncPool:
                 await asyncio.sleep(wait)
 
     async def _attempt(self, context: str) -> Lease:
+        if self._inline:
+            return self._pool.acquire(context, 0.0)
         loop = asyncio.get_running_loop()
         future = loop.run_in_executor(None, self._pool.acquire, context, 0.0)
         try:
@@ -312,13 +326,13 @@ class AsyncPool:
             raise
 
     async def acquire_for_probe(self, kind: str, value: str, context: str) -> AsyncLease:
-        return AsyncLease(await _run(self._pool.acquire_for_probe, kind, value, context))
+        return AsyncLease(await _call(self._inline, self._pool.acquire_for_probe, kind, value, context), self._inline)
 
     async def resume(self, lease_id: int, token: int) -> AsyncLease:
-        return AsyncLease(await _run(self._pool.resume, lease_id, token))
+        return AsyncLease(await _call(self._inline, self._pool.resume, lease_id, token), self._inline)
 
     async def report_success(self, kind: str, value: str, context: str, latency: float) -> None:
-        await _run(self._pool.report_success, kind, value, context, latency)
+        await _call(self._inline, self._pool.report_success, kind, value, context, latency)
 
     async def report_failure(
         self,
@@ -330,7 +344,7 @@ class AsyncPool:
         *,
         retry_after: float | None = None,
     ) -> None:
-        await _run(self._pool.report_failure, kind, value, context, failure, latency, retry_after=retry_after)
+        await _call(self._inline, self._pool.report_failure, kind, value, context, failure, latency, retry_after=retry_after)
 
     async def report_http(
         self,
@@ -341,7 +355,7 @@ class AsyncPool:
         latency: float = 0.0,
         headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
     ) -> None:
-        await _run(self._pool.report_http, kind, value, context, status, latency, headers)
+        await _call(self._inline, self._pool.report_http, kind, value, context, status, latency, headers)
 
     async def block(
         self,
@@ -351,46 +365,46 @@ class AsyncPool:
         context: str | None = None,
         reason: str | None = None,
     ) -> None:
-        await _run(self._pool.block, kind, value, seconds, context, reason)
+        await _call(self._inline, self._pool.block, kind, value, seconds, context, reason)
 
     async def unblock(self, kind: str, value: str, context: str | None = None) -> bool:
-        return await _run(self._pool.unblock, kind, value, context)
+        return await _call(self._inline, self._pool.unblock, kind, value, context)
 
     async def due_for_probe(self) -> list[tuple[str, str, str]]:
-        return await _run(self._pool.due_for_probe)
+        return await _call(self._inline, self._pool.due_for_probe)
 
     async def cells(self, kind: str, value: str) -> list[Cell]:
-        return await _run(self._pool.cells, kind, value)
+        return await _call(self._inline, self._pool.cells, kind, value)
 
     async def resources(self) -> list[Resource]:
-        return await _run(self._pool.resources)
+        return await _call(self._inline, self._pool.resources)
 
     async def stats(self) -> Stats:
-        return await _run(self._pool.stats)
+        return await _call(self._inline, self._pool.stats)
 
     async def snapshot(self, with_leases: bool = True) -> bytes:
-        return await _run(self._pool.snapshot, with_leases)
+        return await _call(self._inline, self._pool.snapshot, with_leases)
 
     async def snapshot_json(self, with_leases: bool = True) -> str:
-        return await _run(self._pool.snapshot_json, with_leases)
+        return await _call(self._inline, self._pool.snapshot_json, with_leases)
 
     async def restore(self, data: bytes) -> None:
-        await _run(self._pool.restore, data)
+        await _call(self._inline, self._pool.restore, data)
 
     async def restore_json(self, data: str) -> None:
-        await _run(self._pool.restore_json, data)
+        await _call(self._inline, self._pool.restore_json, data)
 
     async def checkpoint(self, with_leases: bool = True) -> int:
-        return await _run(self._pool.checkpoint, with_leases)
+        return await _call(self._inline, self._pool.checkpoint, with_leases)
 
     async def sync(self) -> int:
-        return await _run(self._pool.sync)
+        return await _call(self._inline, self._pool.sync)
 
     async def events(self) -> Iterator[Event]:
-        return await _run(self._pool.events)
+        return await _call(self._inline, self._pool.events)
 
     async def close(self, checkpoint: bool = True) -> None:
-        await _run(self._pool.close, checkpoint)
+        await _call(self._inline, self._pool.close, checkpoint)
 
     async def __aenter__(self) -> AsyncPool:
         return self

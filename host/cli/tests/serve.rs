@@ -380,7 +380,9 @@ fn openapi_document_lists_every_route() {
 
 /// Sharded mode with owner leases in etcd and the data in PostgreSQL: the
 /// second process answers 421 naming the owner, and takes the tenant over
-/// (with what the first one acknowledged) once the owner is killed.
+/// (with what the first one acknowledged) once the owner is killed. Needs
+/// the `etcd` feature, which the test command turns on.
+#[cfg(feature = "etcd")]
 #[test]
 fn sharded_on_etcd_answers_not_owner_and_takes_over_from_a_dead_owner() {
     let var = |name: &str| {

@@ -32,6 +32,17 @@ pub trait Fencing: Send {
     /// Ends the lease holding `token`, if it still holds the permit.
     fn revoke(&mut self, permit: Permit<'_>, token: u64) -> Result<(), StoreError>;
 
+    /// True when this authority knows the lease holding `token` ended: it
+    /// was revoked, or a newer token was issued for the permit. Asked at
+    /// open for every lease restored from the checkpoint, which can be older
+    /// than the authority's record: such a lease is dropped instead of
+    /// coming back to life for a whole TTL. An authority that keeps nothing
+    /// beyond the process knows of no ended lease.
+    fn ended(&mut self, permit: Permit<'_>, token: u64) -> Result<bool, StoreError> {
+        let _ = (permit, token);
+        Ok(false)
+    }
+
     /// True when this authority only ever sees the grants of the one pool
     /// it serves and keeps nothing beyond the process: that pool can then be
     /// its own authority, and no grant crosses the component boundary.
@@ -55,6 +66,9 @@ pub(crate) struct PermitState {
     pub last: u64,
     /// Expiry (on the tenant's clock) of the lease holding `last`, if held.
     pub held_until: Option<u64>,
+    /// Read from durable storage already: an authority that keeps permits
+    /// beyond the process loads each one the first time it is touched.
+    pub loaded: bool,
 }
 
 /// An in-process authority: permits and their newest tokens in a table.

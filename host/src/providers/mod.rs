@@ -4,6 +4,7 @@
 //! without touching the WIT or the core.
 
 mod clock;
+#[cfg(feature = "etcd")]
 mod etcd;
 mod fencing;
 mod owners;
@@ -13,6 +14,7 @@ mod sqlite;
 mod storage;
 
 pub use clock::{Clock, ManualClock, SystemClock};
+#[cfg(feature = "etcd")]
 pub use etcd::EtcdOwners;
 pub use fencing::{Fencing, MemoryFencing, Permit};
 pub use owners::{owner_margin, Claim, OwnerStore};

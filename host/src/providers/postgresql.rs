@@ -364,6 +364,24 @@ impl Fencing for PgFencing {
         Ok(row.is_some())
     }
 
+    /// Revoked (its expiry set to `-infinity`), or superseded by a newer
+    /// token: a checkpoint's lease that a new owner must not bring back.
+    fn ended(&mut self, permit: Permit<'_>, token: u64) -> Result<bool, StoreError> {
+        let mut inner = lock(&self.inner);
+        let tenant = inner.tenant.clone();
+        let row = inner.link.run(|c| {
+            c.query_opt(
+                "SELECT token, expires_at = '-infinity' FROM repute_permit
+                 WHERE tenant = $1 AND kind = $2 AND value = $3 AND permit = $4",
+                &[&tenant, &permit.kind, &permit.value, &(permit.index as i32)],
+            )
+        })?;
+        Ok(row.is_some_and(|r| {
+            let stored = r.get::<_, i64>(0) as u64;
+            stored > token || (stored == token && r.get::<_, bool>(1))
+        }))
+    }
+
     /// Shared mode: one rate limit for every process, as a GCRA on the
     /// database clock (the theoretical arrival time of the next acquire is
     /// the tenant's row). An owner's own bucket is already exact.

@@ -1,11 +1,18 @@
 //! SQLite, the embedded durable default: checkpoints conditional on owner
-//! epoch and version, the command log, and fence counters that survive
-//! restarts.
+//! epoch and version, the command log, and a permit table that is the
+//! tenant's lease authority across restarts.
 //!
 //! One pool owns a tenant of a file at a time. Ownership is an OS file lock
 //! beside the database (released by the OS if the process dies, so a restart
 //! is never locked out) plus an owner epoch in the database that every
 //! checkpoint and log write is checked against.
+//!
+//! Every grant, renewal and release is committed to the permit table before
+//! the pool acts on it, so a `kill -9` loses none of them (I1 through a
+//! crash): a permit granted after the last checkpoint stays held until its
+//! lease's TTL ends, and a lease released after it does not come back.
+//! Commits use `synchronous=NORMAL` in WAL mode: durable when the process
+//! dies, not when the machine loses power.
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, Write};
@@ -47,6 +54,34 @@ CREATE TABLE IF NOT EXISTS log (
 ) WITHOUT ROWID;
 ";
 
+/// Schema changes after `SCHEMA`, applied once each, in order, under the
+/// database's write lock; `PRAGMA user_version` counts those applied.
+///
+/// 1. The permit's holder: `token` is the newest token and so names the
+///    lease holding the permit; `expires` is that lease's deadline as wall
+///    clock unix nanoseconds (NULL: none recorded, as in rows written
+///    before this column existed), `ttl` its TTL in nanoseconds, and
+///    `released` is 1 once that lease was revoked.
+const MIGRATIONS: &[&str] = &["
+ALTER TABLE fences ADD COLUMN expires INTEGER;
+ALTER TABLE fences ADD COLUMN ttl INTEGER;
+ALTER TABLE fences ADD COLUMN released INTEGER NOT NULL DEFAULT 0;
+"];
+
+/// Creates the tables and brings them up to date. `BEGIN IMMEDIATE` takes
+/// the write lock first, so two processes opening tenants of one new file
+/// cannot both apply a migration.
+fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    tx.execute_batch(SCHEMA)?;
+    let done: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    for sql in MIGRATIONS.iter().skip(done.max(0) as usize) {
+        tx.execute_batch(sql)?;
+    }
+    tx.execute_batch(&format!("PRAGMA user_version = {}", MIGRATIONS.len()))?;
+    tx.commit()
+}
+
 struct Inner {
     conn: Connection,
     tenant: String,
@@ -60,13 +95,33 @@ pub struct SqliteStorage {
     inner: Arc<Mutex<Inner>>,
 }
 
-/// Fence counters of one tenant in the same file. Holders are kept in
-/// memory (they are only meaningful on this process's clock); the newest
-/// token of every permit is written before it is handed out, so no token is
-/// ever issued twice, restarts included.
+/// The permit table of one tenant in the same file: the newest token of
+/// every permit, and the deadline of the lease holding it, committed before
+/// a grant or renewal is handed out and before a release is acknowledged.
+/// No token is ever issued twice and no permit is held twice, restarts and
+/// `kill -9` included.
+///
+/// Which clock judges expiry: while the process runs, the tenant's own
+/// clock (`now`, the pool's monotonic clock), exactly as in memory: one
+/// clock per authority (I6), which no wall-clock step can move. Only one
+/// process owns a tenant of the file at a time, so nothing else needs to
+/// read the deadlines then. They matter to the next owner, after a restart,
+/// and no monotonic reading survives into it: the pool's clock counts from
+/// its own start, and `CLOCK_MONOTONIC` itself starts over at a reboot (a
+/// boot id would tell a reboot apart, but then every lease would have to
+/// count as expired, though holders on other machines may still use theirs).
+/// So each row also records the deadline as wall-clock unix time, and the
+/// first time the next owner touches a permit it holds it for what is left,
+/// `deadline − wall now`, on its own clock from then on. What is left is
+/// capped at the lease's TTL, so a wall clock stepped back while no process
+/// ran holds a permit at most one TTL longer than needed; a step forward of
+/// more than a holder's safety margin while none ran could shorten a hold,
+/// which is the one thing this choice trusts the wall clock for.
 pub struct SqliteFencing {
     inner: Arc<Mutex<Inner>>,
-    holders: MemoryFencing,
+    /// The live decisions, on the tenant's clock; each permit is loaded
+    /// from the table the first time this process touches it.
+    permits: MemoryFencing,
 }
 
 impl std::fmt::Debug for SqliteStorage {
@@ -119,12 +174,12 @@ impl SqliteStorage {
     pub fn open(path: impl AsRef<Path>, tenant: &str) -> crate::Result<Self> {
         let path = path.as_ref();
         let lock = claim(path, tenant)?;
-        let conn = Connection::open(path).map_err(StoreError::from)?;
-        let setup = || -> rusqlite::Result<u64> {
+        let mut conn = Connection::open(path).map_err(StoreError::from)?;
+        let mut setup = || -> rusqlite::Result<u64> {
             conn.busy_timeout(std::time::Duration::from_secs(5))?;
             conn.pragma_update(None, "journal_mode", "WAL")?;
             conn.pragma_update(None, "synchronous", "NORMAL")?;
-            conn.execute_batch(SCHEMA)?;
+            migrate(&mut conn)?;
             conn.query_row(
                 "INSERT INTO owners (tenant, epoch) VALUES (?1, 1)
                  ON CONFLICT (tenant) DO UPDATE SET epoch = epoch + 1
@@ -141,7 +196,7 @@ impl SqliteStorage {
 
     /// The fence counters of the same tenant, on the same connection.
     pub fn fencing(&self) -> SqliteFencing {
-        SqliteFencing { inner: self.inner.clone(), holders: MemoryFencing::default() }
+        SqliteFencing { inner: self.inner.clone(), permits: MemoryFencing::default() }
     }
 
     /// This owner's epoch.
@@ -249,16 +304,77 @@ impl Storage for SqliteStorage {
     }
 }
 
+/// Wall-clock unix nanoseconds: only for deadlines a later process reads.
+fn wall_ns() -> i64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    i64::try_from(since.as_nanos()).unwrap_or(i64::MAX)
+}
+
+/// A permit's row as the table holds it.
+struct Row {
+    token: u64,
+    /// Wall-clock deadline of the lease holding `token`, if one is recorded.
+    expires: Option<i64>,
+    ttl: Option<i64>,
+    released: bool,
+}
+
+fn read_row(inner: &Inner, permit: Permit<'_>) -> rusqlite::Result<Option<Row>> {
+    inner
+        .conn
+        .prepare_cached(
+            "SELECT token, expires, ttl, released FROM fences
+             WHERE tenant = ?1 AND kind = ?2 AND value = ?3 AND permit = ?4",
+        )?
+        .query_row(params![inner.tenant, permit.kind, permit.value, permit.index], |r| {
+            Ok(Row { token: r.get::<_, i64>(0)? as u64, expires: r.get(1)?, ttl: r.get(2)?, released: r.get(3)? })
+        })
+        .optional()
+}
+
+/// Records that the lease holding `token` holds the permit until `ttl` ns
+/// from now. The token never goes down, whatever the order of writes.
+fn write_held(inner: &Inner, permit: Permit<'_>, token: u64, ttl: u64) -> rusqlite::Result<()> {
+    let ttl = i64::try_from(ttl).unwrap_or(i64::MAX);
+    inner
+        .conn
+        .prepare_cached(
+            "INSERT INTO fences (tenant, kind, value, permit, token, expires, ttl, released)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 0)
+             ON CONFLICT (tenant, kind, value, permit) DO UPDATE
+             SET token = MAX(token, excluded.token), expires = excluded.expires, ttl = excluded.ttl, released = 0",
+        )?
+        .execute(params![
+            inner.tenant,
+            permit.kind,
+            permit.value,
+            permit.index,
+            token as i64,
+            wall_ns().saturating_add(ttl),
+            ttl
+        ])?;
+    Ok(())
+}
+
 impl SqliteFencing {
-    /// Brings the in-memory newest token of `permit` up to the durable one.
-    fn sync(&mut self, inner: &Inner, permit: Permit<'_>) -> Result<(), StoreError> {
-        let stored: Option<i64> = inner
-            .conn
-            .prepare_cached("SELECT token FROM fences WHERE tenant = ?1 AND kind = ?2 AND value = ?3 AND permit = ?4")?
-            .query_row(params![inner.tenant, permit.kind, permit.value, permit.index], |r| r.get(0))
-            .optional()?;
-        let state = self.holders.state(permit);
-        state.last = state.last.max(stored.unwrap_or(0) as u64);
+    /// The permit's live state, loaded from its row the first time: the
+    /// newest token, and what is left of its holder's lease (see the type's
+    /// doc) counted on the tenant's clock from `now`.
+    fn load(&mut self, inner: &Inner, permit: Permit<'_>, now: u64) -> Result<(), StoreError> {
+        if self.permits.state(permit).loaded {
+            return Ok(());
+        }
+        let row = read_row(inner, permit)?;
+        let state = self.permits.state(permit);
+        state.loaded = true;
+        let Some(row) = row else { return Ok(()) };
+        state.last = state.last.max(row.token);
+        if let (false, Some(expires), Some(ttl)) = (row.released, row.expires, row.ttl) {
+            let left = expires.saturating_sub(wall_ns()).min(ttl);
+            if left > 0 {
+                state.held_until = Some(now.saturating_add(left as u64));
+            }
+        }
         Ok(())
     }
 }
@@ -267,50 +383,59 @@ impl Fencing for SqliteFencing {
     fn grant(&mut self, permit: Permit<'_>, ttl: u64, last: u64, now: u64) -> Result<Option<u64>, StoreError> {
         let inner = self.inner.clone();
         let inner = lock(&inner);
-        self.sync(&inner, permit)?;
-        let state = self.holders.state(permit);
+        self.load(&inner, permit, now)?;
+        let state = self.permits.state(permit);
         let before = *state;
         let Some(token) = MemoryFencing::decide(state, ttl, last, now) else { return Ok(None) };
-        let written = inner
-            .conn
-            .prepare_cached(
-                "INSERT INTO fences (tenant, kind, value, permit, token) VALUES (?1, ?2, ?3, ?4, ?5)
-                 ON CONFLICT (tenant, kind, value, permit) DO UPDATE SET token = MAX(token, excluded.token)",
-            )
-            .and_then(|mut s| s.execute(params![inner.tenant, permit.kind, permit.value, permit.index, token as i64]));
-        if let Err(e) = written {
+        if let Err(e) = write_held(&inner, permit, token, ttl) {
             // Not durable, so not issued.
-            *self.holders.state(permit) = before;
+            *self.permits.state(permit) = before;
             return Err(e.into());
         }
         Ok(Some(token))
     }
 
+    /// A renewal, or a restored lease adopting its permit (see
+    /// `MemoryFencing::prolong`), is committed with its new deadline, so a
+    /// crash right after it cannot shorten the hold.
     fn extend(&mut self, permit: Permit<'_>, token: u64, ttl: u64, now: u64) -> Result<bool, StoreError> {
         let inner = self.inner.clone();
         let inner = lock(&inner);
-        self.sync(&inner, permit)?;
-        let known = self.holders.state(permit).last;
-        if !self.holders.extend(permit, token, ttl, now)? {
+        self.load(&inner, permit, now)?;
+        let state = self.permits.state(permit);
+        let before = *state;
+        if !MemoryFencing::prolong(state, token, ttl, now) {
             return Ok(false);
         }
-        if token == known {
-            return Ok(true);
+        if let Err(e) = write_held(&inner, permit, token, ttl) {
+            *self.permits.state(permit) = before;
+            return Err(e.into());
         }
-        // An adopted (restored) token must be durable too, or a restart could re-issue it.
-        inner
-            .conn
-            .prepare_cached(
-                "INSERT INTO fences (tenant, kind, value, permit, token) VALUES (?1, ?2, ?3, ?4, ?5)
-                 ON CONFLICT (tenant, kind, value, permit) DO UPDATE SET token = MAX(token, excluded.token)",
-            )
-            .and_then(|mut s| {
-                s.execute(params![inner.tenant, permit.kind, permit.value, permit.index, token as i64])
-            })?;
         Ok(true)
     }
 
+    /// The release is committed before the permit is freed here: if it
+    /// cannot be, the permit stays held until the lease's TTL ends, which
+    /// is what a restart would find.
     fn revoke(&mut self, permit: Permit<'_>, token: u64) -> Result<(), StoreError> {
-        self.holders.revoke(permit, token)
+        let inner = self.inner.clone();
+        let inner = lock(&inner);
+        if self.permits.state(permit).loaded && self.permits.state(permit).last != token {
+            return Ok(());
+        }
+        inner
+            .conn
+            .prepare_cached(
+                "UPDATE fences SET released = 1, expires = NULL
+                 WHERE tenant = ?1 AND kind = ?2 AND value = ?3 AND permit = ?4 AND token = ?5",
+            )?
+            .execute(params![inner.tenant, permit.kind, permit.value, permit.index, token as i64])?;
+        MemoryFencing::end(self.permits.state(permit), token);
+        Ok(())
+    }
+
+    fn ended(&mut self, permit: Permit<'_>, token: u64) -> Result<bool, StoreError> {
+        let inner = lock(&self.inner);
+        Ok(read_row(&inner, permit)?.is_some_and(|row| row.token > token || (row.token == token && row.released)))
     }
 }

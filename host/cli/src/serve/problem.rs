@@ -154,7 +154,7 @@ impl From<repute_host::Error> for Problem {
             E::InvalidInput { field, rule } => ProblemBody::invalid(request_field(&field), rule),
             E::UnknownResource => p(StatusCode::NOT_FOUND, "Resource is not registered"),
             E::UnknownLease => p(StatusCode::NOT_FOUND, "No live lease with that id"),
-            E::StaleLease { .. } => p(StatusCode::CONFLICT, "Stale fencing token"),
+            E::StaleLease => p(StatusCode::CONFLICT, "Stale fencing token"),
             E::LeaseExpired => p(StatusCode::CONFLICT, "Lease expired"),
             E::Blocked => p(StatusCode::CONFLICT, "Resource is blocklisted"),
             E::NoResourceAvailable(refusal) => ProblemBody {
