@@ -778,6 +778,15 @@ fn operator_caps_hold_and_a_snapshot_import_cannot_lift_them() {
     let r = call("PUT", &s.url("/v1/snapshot"), NONE, Some(snapshot.clone()));
     assert_eq!(r.status, 204, "{}", r.body);
     reg("c").problem(422, "budget_exhausted");
+    let report = |c: usize| {
+        let body = json!({"kind": "p", "value": "a", "context": format!("c{c}"), "outcome": "success"});
+        call("POST", &s.url("/v1/outcomes"), NONE, Some(body))
+    };
+    for c in 0..6 {
+        assert_eq!(report(c).status, 204, "cell {c} is within --max-cells 6");
+    }
+    let p = report(6).problem(422, "budget_exhausted");
+    assert_eq!(p["field"], "max_cells");
     let policy = call("GET", &s.url("/v1/snapshot?format=json"), NONE, None).json()["policy"].clone();
     assert_eq!((policy["max_resources"].as_u64(), policy["max_cells"].as_u64()), (Some(2), Some(6)));
     assert_eq!(policy["rate_limit"], json!({"rate": 50.0, "burst": 50}));
