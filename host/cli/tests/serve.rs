@@ -692,7 +692,7 @@ fn every_refusal_is_problem_json_naming_the_request_field() {
 }
 
 #[test]
-fn a_lower_case_bearer_works_and_new_keys_are_seen_without_a_restart() {
+fn a_lower_case_bearer_works_new_keys_are_seen_without_a_restart_and_metrics_can_want_a_key() {
     let dir = tempdir("keys");
     let key = |tenant: &str| {
         let out = Command::new(env!("CARGO_BIN_EXE_repute"))
@@ -704,13 +704,20 @@ fn a_lower_case_bearer_works_and_new_keys_are_seen_without_a_restart() {
         String::from_utf8(out.stdout).unwrap().trim().to_owned()
     };
     let acme = key("acme");
-    let s = Server::start(&["--store", "memory", "--keys", "keys"], &dir);
+    let s = Server::start(&["--store", "memory", "--keys", "keys", "--metrics-auth"], &dir);
     for scheme in ["bearer", "BEARER", "Bearer"] {
         let auth = format!("{scheme} {acme}");
         assert_eq!(call("GET", &s.url("/v1/resources"), &[("Authorization", &auth)], None).status, 200, "{scheme}");
     }
     call("GET", &s.url("/v1/resources"), &[("Authorization", &format!("Basic {acme}"))], None)
         .problem(401, "unauthorized");
+
+    call("GET", &s.url("/metrics"), NONE, None).problem(401, "unauthorized");
+    let metrics = call("GET", &s.url("/metrics"), &[("X-Api-Key", &acme)], None);
+    assert_eq!(
+        (metrics.status, metrics.content_type.as_str()),
+        (200, "application/openmetrics-text; version=1.0.0; charset=utf-8")
+    );
 
     let globex = key("globex");
     let auth = format!("Bearer {globex}");

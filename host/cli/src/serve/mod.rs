@@ -127,6 +127,10 @@ pub struct Args {
     /// without it they are sums over tenants.
     #[arg(long, env = "REPUTE_METRICS_TENANTS")]
     pub metrics_tenants: bool,
+    /// `/metrics` answers only a request with an API key (of any tenant)
+    /// from --keys; without it the page is open, like /healthz.
+    #[arg(long, env = "REPUTE_METRICS_AUTH", conflicts_with = "no_auth")]
+    pub metrics_auth: bool,
     /// Seed of new pools' selection randomness.
     #[arg(long, env = "REPUTE_SEED", default_value_t = 0)]
     pub seed: u64,
@@ -275,6 +279,7 @@ async fn run(args: &Args) -> Result<(), String> {
         probe,
         args.max_body_bytes,
         args.metrics_tenants,
+        args.metrics_auth,
     ));
     println!("listening on {addr}");
     tracing::info!(%addr, store = ?args.store, mode = args.mode.as_str(), shards, "serving");

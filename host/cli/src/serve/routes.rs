@@ -297,7 +297,15 @@ async fn readyz(State(state): State<Shared>) -> Response {
     }
 }
 
-async fn metrics(State(state): State<Shared>) -> Response {
+async fn metrics(State(state): State<Shared>, headers: HeaderMap) -> Response {
+    if let (true, Some(keys)) = (state.metrics_auth, &state.keys) {
+        let known = bearer(&headers).and_then(|k| keys.tenant_of(k));
+        if known.is_none() {
+            return Problem::new(StatusCode::UNAUTHORIZED, "unauthorized", "An API key is required")
+                .detail("this server's /metrics wants a key (--metrics-auth)")
+                .into_response();
+        }
+    }
     let s = state.clone();
     let _ = tokio::task::spawn_blocking(move || s.tick()).await;
     ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], state.metrics.render())

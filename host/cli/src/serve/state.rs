@@ -34,6 +34,8 @@ pub struct AppState {
     pub caps: Caps,
     /// `--max-body-bytes`.
     pub max_body_bytes: usize,
+    /// `--metrics-auth`: `/metrics` wants a key from the key file.
+    pub metrics_auth: bool,
     pub metrics: Metrics,
     pub ready: AtomicBool,
     /// Turns true when the server starts shutting down, ending event streams so draining can finish.
@@ -58,6 +60,7 @@ impl AppState {
         probe: Option<ProbeUrl>,
         max_body_bytes: usize,
         metrics_tenants: bool,
+        metrics_auth: bool,
     ) -> Self {
         let caps =
             Caps { max_resources: policy.max_resources, max_cells: policy.max_cells, rate_limit: policy.rate_limit };
@@ -71,6 +74,7 @@ impl AppState {
             keys,
             caps,
             max_body_bytes,
+            metrics_auth,
             metrics: Metrics::new(metrics_tenants),
             ready: AtomicBool::new(false),
             stopping,
