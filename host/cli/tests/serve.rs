@@ -915,3 +915,21 @@ fn the_rate_flag_limits_acquires_and_logs_carry_no_colour_codes() {
     assert!(logs.contains("serving") && logs.contains("stopped"), "{logs}");
     assert!(!logs.contains('\u{1b}'), "colour codes in a redirected log: {logs:?}");
 }
+
+#[test]
+fn connections_past_the_cap_wait_until_one_is_closed() {
+    let dir = tempdir("conn-cap");
+    let s = Server::start(&["--no-auth", "--store", "memory", "--max-connections", "2", "--header-timeout", "1"], &dir);
+    let addr = s.base.trim_start_matches("http://").to_owned();
+    // Two connections that send nothing hold both slots until the header timeout closes them.
+    let held: Vec<_> = (0..2).map(|_| std::net::TcpStream::connect(&addr).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(100));
+    let started = std::time::Instant::now();
+    assert_eq!(call("GET", &s.url("/healthz"), NONE, None).status, 200);
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_millis(700), "served after {waited:?}, while both slots were held");
+    drop(held);
+    let started = std::time::Instant::now();
+    assert_eq!(call("GET", &s.url("/healthz"), NONE, None).status, 200);
+    assert!(started.elapsed() < Duration::from_millis(700), "a free slot serves at once");
+}
