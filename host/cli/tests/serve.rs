@@ -933,3 +933,29 @@ fn connections_past_the_cap_wait_until_one_is_closed() {
     assert_eq!(call("GET", &s.url("/healthz"), NONE, None).status, 200);
     assert!(started.elapsed() < Duration::from_millis(700), "a free slot serves at once");
 }
+
+#[test]
+fn caps_set_after_a_tenant_was_saved_hold_over_its_checkpoint() {
+    let dir = tempdir("caps-later");
+    let open = ["--no-auth", "--store", "sqlite:pool.db"];
+    let s = Server::start(&open, &dir);
+    for v in ["a", "b", "c"] {
+        call("POST", &s.url("/v1/resources"), NONE, Some(json!({"kind": "p", "value": v})));
+    }
+    let policy = |s: &Server| call("GET", &s.url("/v1/snapshot?format=json"), NONE, None).json()["policy"].clone();
+    assert_eq!(policy(&s)["max_resources"], Value::Null);
+    assert!(s.terminate().success());
+
+    let s = Server::start(&[&open[..], &["--max-resources", "4", "--rate", "10"]].concat(), &dir);
+    let p = policy(&s);
+    assert_eq!((p["max_resources"].as_u64(), p["rate_limit"].clone()), (Some(4), json!({"rate": 10.0, "burst": 10})));
+    assert_eq!(call("POST", &s.url("/v1/resources"), NONE, Some(json!({"kind": "p", "value": "d"}))).status, 204);
+    call("POST", &s.url("/v1/resources"), NONE, Some(json!({"kind": "p", "value": "e"})))
+        .problem(422, "budget_exhausted");
+    assert!(s.terminate().success());
+
+    // Holding more than a cap now allows: kept as saved, budgets and all.
+    let s = Server::start(&[&open[..], &["--max-resources", "2"]].concat(), &dir);
+    assert_eq!(policy(&s)["max_resources"], 4);
+    assert_eq!(call("GET", &s.url("/v1/stats"), NONE, None).json()["resources"], 4);
+}

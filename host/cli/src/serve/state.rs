@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use repute_host::{Clock, Event, Ownership, Policy, PoolOps, PoolSet, Standing, Store, TenantConfig, TenantPool};
 use tokio::sync::{broadcast, watch};
 
-use repute_core::snapshot::Caps;
+use repute_core::snapshot::{capped, CappedInput, Caps};
 
 use super::auth::KeyFile;
 use super::metrics::Metrics;
@@ -126,8 +126,37 @@ impl AppState {
         let providers = self.store.providers(tenant, epoch, self.clock.clone())?;
         let config = TenantConfig { policy: self.policy.clone(), seed: self.seed, durable: self.store.durable() };
         self.set.open_tenant(tenant, config, providers)?;
+        if let Err(e) = self.hold_to_caps(tenant) {
+            let _ = self.set.close_tenant(tenant);
+            return Err(e);
+        }
         opened.insert(tenant.to_owned());
         tracing::info!(tenant, epoch, "tenant opened");
+        Ok(())
+    }
+
+    /// A tenant opened from a checkpoint has the policy it was saved with;
+    /// the operator's caps are held over it as over an import, so caps set or
+    /// tightened since then apply to every tenant, not only new ones. One
+    /// that already holds more than the caps allow is left as saved, with a
+    /// warning: which of its resources to drop is not the server's call.
+    fn hold_to_caps(&self, tenant: &str) -> Result<(), Problem> {
+        if self.caps == Caps::default() {
+            return Ok(());
+        }
+        let saved = self.set.with(tenant, |p| p.snapshot(true))??;
+        match capped(CappedInput::Binary(&saved), &self.caps) {
+            Ok(held) if held == saved => {}
+            Ok(held) => {
+                self.set.with(tenant, |p| p.restore(&held))??;
+                tracing::info!(tenant, "saved policy held to the operator's caps");
+            }
+            Err(e) => tracing::warn!(
+                tenant,
+                error = %e,
+                "the tenant holds more than the operator's caps allow: its saved policy is kept"
+            ),
+        }
         Ok(())
     }
 
