@@ -115,6 +115,7 @@ impl GuestState {
             pool.set_authority(Box::new(ImportedAuthority));
         }
         pool.set_record_events(options.events);
+        pool.raise_lease_ids(options.lease_id_floor);
         GuestState { pool: RefCell::new(pool), version: Cell::new(0), log_seq: Cell::new(0), log }
     }
 

@@ -226,6 +226,14 @@ impl Pool {
         }
     }
 
+    /// Lease ids from here on are at least `floor`. A host opening a tenant
+    /// under a new owner epoch passes a floor above any id the previous owner
+    /// could have handed out after its last checkpoint, so no id is reused
+    /// and a holder from before a crash never names someone else's lease.
+    pub fn raise_lease_ids(&mut self, floor: u64) {
+        self.next_lease_id = self.next_lease_id.max(floor);
+    }
+
     /// Puts a lease authority other than the pool's own counters in charge of
     /// granting permits and minting tokens.
     pub fn set_authority(&mut self, authority: Box<dyn Authority>) {

@@ -121,11 +121,13 @@ impl NativePool {
             (repute_core::Pool::new(config.policy, config.seed)?, 0, 0)
         };
         let own_authority = fencing.in_process();
+        let lease_id_floor = storage.lease_id_floor();
         let authority = ProviderAuthority { fencing, clock: clock.clone(), fault: fault.clone() };
         let mut native = NativePool { pool, clock, storage, fault, version, log_seq, log: config.durable };
         if !own_authority {
             native.pool.set_authority(Box::new(authority));
         }
+        native.pool.raise_lease_ids(lease_id_floor);
         if config.durable {
             native.fold(None)?;
         }

@@ -257,8 +257,9 @@ impl Shard {
     fn create(&mut self, t: usize, config: &TenantConfig) -> Result<ResourceAny> {
         let policy = convert::policy_out(&config.policy);
         let durable = config.durable;
-        let own_authority = self.ctx(t)?.providers.fencing.in_process();
-        let options = Options { events: self.limits.max_pending_events > 0, own_authority };
+        let providers = &self.ctx(t)?.providers;
+        let (own_authority, lease_id_floor) = (providers.fencing.in_process(), providers.storage.lease_id_floor());
+        let options = Options { events: self.limits.max_pending_events > 0, own_authority, lease_id_floor };
         let handle = self.call(t, |store, pool| {
             if durable {
                 pool.call_open(store, &policy, config.seed, true, options)

@@ -257,7 +257,7 @@ fn grants_and_releases_survive_kill_9() {
     let values: Vec<&str> = leases.iter().map(|(v, _, _)| v.as_str()).collect();
     assert_eq!(values, ["a", "b", "c"], "the child's leases, in order");
     drop(child); // SIGKILL: no close, no checkpoint
-    let [(_, a_id, a_token), (_, _, b_token), (_, _, c_token)] = leases[..] else { unreachable!() };
+    let [(_, a_id, a_token), (_, _, b_token), (_, c_id, c_token)] = leases[..] else { unreachable!() };
 
     let clock = ManualClock::new(7);
     let mut p = open_first(&db.0, &clock).unwrap();
@@ -268,6 +268,10 @@ fn grants_and_releases_survive_kill_9() {
     assert_eq!(p.renew(a_id, a_token).unwrap().token, a_token);
     let b = p.acquire("x.com").unwrap();
     assert_eq!((b.resource.value(), b.token), ("b", b_token + 1), "the released permit is free");
+    // Ids go on above any the dead process handed out after its checkpoint,
+    // so c's holder names no one else's lease.
+    assert!(b.id > c_id, "lease id {} reused (the dead process reached {c_id})", b.id);
+    assert_eq!(p.renew(c_id, c_token), Err(Error::UnknownLease));
     p.release(a_id, a_token).unwrap();
     p.release(b.id, b.token).unwrap();
 

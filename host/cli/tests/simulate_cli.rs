@@ -18,16 +18,19 @@ fn help_is_there_for_the_binary_and_the_subcommand() {
     assert!(stdout(&top).contains("simulate"));
     let sub = repute(&["simulate", "--help"]);
     assert!(sub.status.success());
-    for flag in ["--scenario", "--requests", "--seed", "--format", "--plot"] {
+    for flag in ["--scenario", "--requests", "--seed", "--prober", "--format", "--plot"] {
         assert!(stdout(&sub).contains(flag), "simulate --help lacks {flag}");
     }
 }
 
 #[test]
 fn bad_flags_are_one_clear_error_and_exit_code_two() {
-    for args in
-        [&["simulate", "--scenario", "nope"][..], &["simulate", "--requests", "0"], &["simulate", "--seed", "x"]]
-    {
+    for args in [
+        &["simulate", "--scenario", "nope"][..],
+        &["simulate", "--requests", "0"],
+        &["simulate", "--seed", "x"],
+        &["simulate", "--prober", "sometimes"],
+    ] {
         let o = repute(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}");
         assert!(String::from_utf8_lossy(&o.stderr).starts_with("error:"), "{args:?}");
@@ -42,13 +45,33 @@ fn json_output_is_identical_for_the_same_seed_and_lists_every_contender() {
     assert!(a.status.success());
     assert_eq!(stdout(&a), stdout(&b));
     let v: serde_json::Value = serde_json::from_str(&stdout(&a)).expect("valid JSON");
-    let names: Vec<&str> =
-        v[0]["strategies"].as_array().unwrap().iter().map(|s| s["strategy"].as_str().unwrap()).collect();
-    assert_eq!(names, ["oracle", "thompson", "classic", "envoy-ejection", "round-robin", "random"]);
-    assert_eq!(
-        (v[0]["scenario"].as_str(), v[0]["requests"].as_u64(), v[0]["seed"].as_u64()),
-        (Some("drift"), Some(500), Some(3))
-    );
+    let names = |i: usize| -> Vec<String> {
+        v[i]["strategies"].as_array().unwrap().iter().map(|s| s["strategy"].as_str().unwrap().to_string()).collect()
+    };
+    let proxies = [
+        "oracle",
+        "thompson",
+        "thompson-classic-recovery",
+        "classic",
+        "crawlee-sessions",
+        "litellm-cooldown",
+        "envoy-ejection",
+        "round-robin",
+        "random",
+    ];
+    assert_eq!(names(0), proxies);
+    let variants: Vec<_> =
+        v.as_array().unwrap().iter().map(|r| (r["scenario"].as_str(), r["prober"].as_bool())).collect();
+    assert_eq!(variants, [(Some("drift"), Some(true)), (Some("drift"), Some(false))]);
+    assert_eq!((v[0]["requests"].as_u64(), v[0]["seed"].as_u64()), (Some(500), Some(3)));
+    let keys =
+        repute(&["simulate", "--scenario", "api-keys", "--prober", "without", "--requests", "300", "--format", "json"]);
+    let k: serde_json::Value = serde_json::from_str(&stdout(&keys)).expect("valid JSON");
+    assert_eq!(k.as_array().unwrap().len(), 1);
+    let key_names: Vec<&str> =
+        k[0]["strategies"].as_array().unwrap().iter().map(|s| s["strategy"].as_str().unwrap()).collect();
+    assert_eq!(key_names[8], "round-robin-retry-after");
+    assert!(k[0]["strategies"][1]["rate_limited"].is_u64());
 }
 
 #[test]
@@ -58,11 +81,14 @@ fn the_table_marks_the_default_and_the_plot_is_an_svg() {
     let o = repute(&["simulate", "--requests", "300", "--plot", plot.to_str().unwrap()]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let table = stdout(&o);
-    assert_eq!(table.matches("scenario ").count(), 4);
-    assert_eq!(table.matches("thompson (default)").count(), 4);
+    assert_eq!(table.matches("scenario ").count(), 10);
+    assert_eq!(table.matches(" (no prober): ").count(), 5);
+    assert_eq!(table.matches("thompson (default)").count(), 10);
+    assert!(table.contains("scenario api-keys: 300 requests over"));
+    assert!(table.contains("20 keys, 4 models"));
     let svg = std::fs::read_to_string(&plot).expect("plot written");
     assert!(svg.starts_with("<svg"));
-    for name in ["steady", "drift", "context", "bursts", "envoy-ejection"] {
+    for name in ["steady", "drift", "context", "bursts", "api-keys", "crawlee-sessions", "litellm-cooldown"] {
         assert!(svg.contains(name), "plot lacks {name}");
     }
 }

@@ -316,6 +316,12 @@ impl Storage for PgStorage {
             .map(|r| Ok(LogEntry { seq: r.get::<_, i64>(0) as u64, command: decode_command(r.get(1))? }))
             .collect()
     }
+
+    /// A takeover raises the owner epoch, so the new owner's lease ids are
+    /// above any the deposed one handed out (0 in shared mode: ids are per process).
+    fn lease_id_floor(&self) -> u64 {
+        (lock(&self.inner).epoch as u64) << 32
+    }
 }
 
 impl Fencing for PgFencing {

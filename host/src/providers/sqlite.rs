@@ -302,6 +302,12 @@ impl Storage for SqliteStorage {
         }
         Ok(out)
     }
+
+    /// Every open raises the tenant's owner epoch, so a restarted process
+    /// hands out ids no lease of the crashed one had.
+    fn lease_id_floor(&self) -> u64 {
+        lock(&self.inner).epoch << 32
+    }
 }
 
 /// Wall-clock unix nanoseconds: only for deadlines a later process reads.

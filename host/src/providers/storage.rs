@@ -51,6 +51,14 @@ pub trait Storage: Send {
 
     /// Up to `limit` entries after `after`, in order.
     fn read_log(&mut self, after: u64, limit: u32) -> Result<Vec<LogEntry>, StoreError>;
+
+    /// The lowest lease id this owner may hand out: `epoch << 32` where the
+    /// store raises an owner epoch on every open or takeover, so leases
+    /// granted after a checkpoint by a crashed owner never share an id with
+    /// the next owner's (4 billion leases per epoch). 0 where ids need no floor.
+    fn lease_id_floor(&self) -> u64 {
+        0
+    }
 }
 
 /// Storage that lives as long as the process: for tests, simulations and

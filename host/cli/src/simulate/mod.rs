@@ -1,8 +1,10 @@
 //! `repute simulate`: the decision-quality benchmark. Every strategy faces the
 //! same seeded request stream against a hidden truth (see `scenario`), acquiring,
 //! reporting and releasing as a service would, on a simulated clock so that
-//! cooldowns, half-open trials and probes play out; the oracle that knows the
-//! truth bounds what any strategy could have done.
+//! cooldowns, half-open trials, pauses and probes play out; the oracle that
+//! knows the truth bounds what any strategy could have done. Every scenario
+//! runs twice: with the probe loop a deployment may write, and without one
+//! (what a new user runs).
 
 mod baseline;
 mod report;
@@ -14,14 +16,14 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::path::PathBuf;
 
-use repute_core::{Outcome, Policy, Strategy};
+use repute_core::{FailureKind, Policy, Recovery, Strategy};
 
 pub use report::{ScenarioReport, StrategyReport};
 pub use scenario::Kind;
 
-use baseline::{Envoy, Random, RoundRobin};
+use baseline::{CrawleeSessions, Envoy, LitellmCooldown, Random, RetryAfterRoundRobin, RoundRobin};
 use rng::Rng;
-use scenario::{Draw, Request, World, RESOURCES};
+use scenario::{Answer, Draw, Request, Windows, World, RESOURCES};
 use strategy::{Chooser, Grant, Oracle, PoolChooser, View};
 
 /// Points of the success-rate-over-time series each run keeps for the plot.
@@ -34,6 +36,7 @@ pub enum ScenarioArg {
     Drift,
     Context,
     Bursts,
+    ApiKeys,
 }
 
 impl ScenarioArg {
@@ -44,6 +47,25 @@ impl ScenarioArg {
             ScenarioArg::Drift => vec![Kind::Drift],
             ScenarioArg::Context => vec![Kind::Context],
             ScenarioArg::Bursts => vec![Kind::Bursts],
+            ScenarioArg::ApiKeys => vec![Kind::ApiKeys],
+        }
+    }
+}
+
+/// Which probe-loop variants of each scenario to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProberArg {
+    Both,
+    With,
+    Without,
+}
+
+impl ProberArg {
+    fn variants(self) -> Vec<bool> {
+        match self {
+            ProberArg::Both => vec![true, false],
+            ProberArg::With => vec![true],
+            ProberArg::Without => vec![false],
         }
     }
 }
@@ -58,11 +80,17 @@ pub enum Format {
 #[derive(Debug, Clone, clap::Args)]
 #[command(after_help = "\
 Scenarios (20 proxies, 4 sites, hidden per-site success probabilities and latencies):
-  steady   an unchanging pool of premium, standard and poor proxies
-  drift    proxies degrade for minutes at a time, then recover
-  context  proxies good on one site are banned (blocked) on another
-  bursts   waves of blocked failures take out a subnet on a site for 1-4 min
-Contenders: oracle (knows the truth), thompson, classic, envoy-ejection, round-robin, random.
+  steady    an unchanging pool of premium, standard and poor proxies
+  drift     proxies degrade for minutes at a time, then recover
+  context   proxies good on one site are banned (blocked) on another
+  bursts    waves of blocked failures take out a subnet on a site for 1-4 min
+  api-keys  20 API keys, 4 models: 20 rpm per key and model (429 + Retry-After),
+            keys revoked at random (401), some (key, model) pairs overloaded
+Each runs with the probe loop a deployment may write and without one (no prober);
+the default strategy never runs one.
+Contenders: oracle (knows the truth), thompson (the default), thompson-classic-recovery,
+classic, crawlee-sessions, litellm-cooldown, envoy-ejection, round-robin,
+round-robin-retry-after (api-keys), random.
 The same seed always gives the same output.")]
 pub struct Args {
     /// Scenario to run.
@@ -79,6 +107,9 @@ pub struct Args {
     /// Seed of the hidden truth, the request stream and every strategy's randomness.
     #[arg(long, default_value_t = 1, env = "REPUTE_SIMULATE_SEED")]
     pub seed: u64,
+    /// Run each scenario with the probe loop, without it, or both.
+    #[arg(long, value_enum, default_value = "both", env = "REPUTE_SIMULATE_PROBER")]
+    pub prober: ProberArg,
     /// Output format.
     #[arg(long, value_enum, default_value = "table", env = "REPUTE_SIMULATE_FORMAT")]
     pub format: Format,
@@ -89,8 +120,13 @@ pub struct Args {
 
 /// The `simulate` subcommand: runs, prints, plots.
 pub fn main(args: &Args) -> Result<(), String> {
-    let reports: Vec<ScenarioReport> =
-        args.scenario.kinds().into_iter().map(|k| run_scenario(k, args.requests, args.seed)).collect();
+    let reports: Vec<ScenarioReport> = args
+        .scenario
+        .kinds()
+        .into_iter()
+        .flat_map(|k| args.prober.variants().into_iter().map(move |p| (k, p)))
+        .map(|(k, prober)| run_scenario(k, prober, args.requests, args.seed))
+        .collect();
     match args.format {
         Format::Table => print!("{}", report::table(&reports)),
         Format::Json => println!("{}", report::json(&reports)),
@@ -105,53 +141,101 @@ pub fn main(args: &Args) -> Result<(), String> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Contender {
     Oracle,
-    Pool(Strategy),
+    /// `Policy::default()`, used as a new user does: no probe loop.
+    Thompson,
+    /// Thompson with the reputation-pool 0.5.0 recovery, which needs the
+    /// probe loop for every cause but `blocked`.
+    ThompsonClassicRecovery,
+    /// reputation-pool 0.5.0: the classic strategy and recovery.
+    Classic,
+    CrawleeSessions,
+    LitellmCooldown,
     EnvoyEjection,
     RoundRobin,
+    RetryAfterRoundRobin,
     Random,
 }
 
 impl Contender {
     /// Every contender, oracle first; the pool's `first` strategy is for tests and is left out.
-    pub const ALL: [Contender; 6] = [
+    pub const ALL: [Contender; 10] = [
         Contender::Oracle,
-        Contender::Pool(Strategy::Thompson),
-        Contender::Pool(Strategy::Classic),
+        Contender::Thompson,
+        Contender::ThompsonClassicRecovery,
+        Contender::Classic,
+        Contender::CrawleeSessions,
+        Contender::LitellmCooldown,
         Contender::EnvoyEjection,
         Contender::RoundRobin,
+        Contender::RetryAfterRoundRobin,
         Contender::Random,
     ];
+
+    /// The contenders of a scenario: the Retry-After round-robin only where
+    /// there are 429s and 401s to honour (elsewhere it is round-robin).
+    pub fn of(kind: Kind) -> Vec<Contender> {
+        Contender::ALL.into_iter().filter(|&c| c != Contender::RetryAfterRoundRobin || kind == Kind::ApiKeys).collect()
+    }
 
     pub fn name(self) -> &'static str {
         match self {
             Contender::Oracle => "oracle",
-            Contender::Pool(s) => s.as_str(),
+            Contender::Thompson => "thompson",
+            Contender::ThompsonClassicRecovery => "thompson-classic-recovery",
+            Contender::Classic => "classic",
+            Contender::CrawleeSessions => "crawlee-sessions",
+            Contender::LitellmCooldown => "litellm-cooldown",
             Contender::EnvoyEjection => "envoy-ejection",
             Contender::RoundRobin => "round-robin",
+            Contender::RetryAfterRoundRobin => "round-robin-retry-after",
             Contender::Random => "random",
         }
     }
 
-    fn chooser(self, seed: u64) -> Box<dyn Chooser> {
+    /// The pool policy of a repute contender.
+    pub fn policy(self) -> Option<Policy> {
+        let classic = |strategy: Strategy| Policy { strategy, recovery: Recovery::Classic, ..Policy::default() };
         match self {
+            Contender::Thompson => Some(Policy::default()),
+            Contender::ThompsonClassicRecovery => Some(classic(Strategy::Thompson)),
+            Contender::Classic => Some(classic(Strategy::Classic)),
+            _ => None,
+        }
+    }
+
+    /// Whether a probe loop runs for this contender when the scenario has one:
+    /// never for the default, which a new user runs without.
+    fn probes(self) -> bool {
+        self.policy().is_some_and(|p| p != Policy::default())
+    }
+
+    fn chooser(self, kind: Kind, seed: u64, prober: bool) -> Box<dyn Chooser> {
+        match self {
+            Contender::Thompson | Contender::ThompsonClassicRecovery | Contender::Classic => {
+                let policy = self.policy().expect("a pool contender has a policy");
+                Box::new(PoolChooser::new(policy, kind, seed, prober && self.probes()))
+            }
             Contender::Oracle => Box::new(Oracle),
-            Contender::Pool(s) => Box::new(PoolChooser::new(s, seed)),
+            Contender::CrawleeSessions => Box::new(CrawleeSessions::new(seed)),
+            Contender::LitellmCooldown => Box::new(LitellmCooldown::new(seed)),
             Contender::EnvoyEjection => Box::new(Envoy::default()),
             Contender::RoundRobin => Box::new(RoundRobin::default()),
+            Contender::RetryAfterRoundRobin => Box::new(RetryAfterRoundRobin::default()),
             Contender::Random => Box::new(Random::new(seed)),
         }
     }
 }
 
-/// Runs every contender on one scenario.
-pub fn run_scenario(kind: Kind, requests: u32, seed: u64) -> ScenarioReport {
+/// Runs every contender on one scenario, with or without the probe loop.
+pub fn run_scenario(kind: Kind, prober: bool, requests: u32, seed: u64) -> ScenarioReport {
     let stream = scenario::requests(kind, requests, seed);
     let horizon = stream.last().map_or(0, |r| r.at) + 60 * repute_core::SECOND;
     let world = World::new(kind, seed, horizon);
-    let default = Policy::default().strategy;
-    let runs: Vec<(Contender, Tally)> =
-        Contender::ALL.iter().map(|&c| (c, run(&world, &stream, c.chooser(seed), seed))).collect();
-    report::scenario(kind, requests, seed, &stream, &runs, default)
+    let runs: Vec<(Contender, Tally)> = Contender::of(kind)
+        .into_iter()
+        .map(|c| (c, run(&world, &stream, c.chooser(kind, seed, prober), seed)))
+        .collect();
+    report::scenario(kind, prober, requests, seed, &stream, &runs)
 }
 
 /// What one contender did on one scenario.
@@ -160,18 +244,20 @@ pub struct Tally {
     pub successes: u32,
     pub unserved: u32,
     pub probes: u32,
+    /// Client requests answered 429.
+    pub rate_limited: u32,
     /// Latency of every served client request, in milliseconds.
     pub latencies: Vec<f64>,
     /// Per request: whether it succeeded.
     pub hits: Vec<bool>,
 }
 
-/// One use of a proxy in flight, ending at a known simulated instant.
+/// One use of a resource in flight, ending at a known simulated instant.
 #[derive(Debug)]
 struct InFlight {
     grant: Grant,
     site: usize,
-    outcome: Outcome,
+    answer: Answer,
 }
 
 /// The simulated side of the leases: which proxies are in use and until when.
@@ -184,12 +270,12 @@ struct Uses {
 }
 
 impl Uses {
-    fn start(&mut self, grant: Grant, site: usize, outcome: Outcome, now: u64) {
-        assert!(self.free[grant.resource], "proxy {} was granted while in use", grant.resource);
+    fn start(&mut self, grant: Grant, site: usize, answer: Answer, now: u64) {
+        assert!(self.free[grant.resource], "resource {} was granted while in use", grant.resource);
         self.free[grant.resource] = false;
-        let end = now + (outcome.latency_ms() * 1e6) as u64;
+        let end = now + (answer.outcome.latency_ms() * 1e6) as u64;
         self.ends.push(Reverse((end, self.in_flight.len())));
-        self.in_flight.push(Some(InFlight { grant, site, outcome }));
+        self.in_flight.push(Some(InFlight { grant, site, answer }));
     }
 
     /// Reports and releases, in time order, every use that ended by `t`.
@@ -201,34 +287,37 @@ impl Uses {
             self.ends.pop();
             let f = self.in_flight[key].take().expect("each use ends once");
             self.free[f.grant.resource] = true;
-            chooser.complete(f.grant, f.site, f.outcome, end);
+            chooser.complete(f.grant, f.site, f.answer, end);
         }
     }
 }
 
 /// The event loop: before each arrival, finish every use that ended by then,
-/// start the probes that are due (as a deployment's probe loop would), then
+/// start the probes that are due (when the chooser runs a probe loop), then
 /// serve the request. A request nothing can serve counts as a failure.
 fn run(world: &World, stream: &[Request], mut chooser: Box<dyn Chooser>, seed: u64) -> Tally {
     let mut uses = Uses { free: [true; RESOURCES], ends: BinaryHeap::new(), in_flight: Vec::new() };
+    let mut windows = Windows::new();
     let mut probe_rng = Rng::stream(seed, 300);
     let mut tally = Tally { hits: Vec::with_capacity(stream.len()), ..Tally::default() };
     for req in stream {
         let now = req.at;
         uses.finish_until(now, chooser.as_mut());
         for (grant, site) in chooser.probes(now) {
-            let outcome = world.outcome(grant.resource, site, now, &Draw::new(&mut probe_rng));
+            let answer = world.answer(grant.resource, site, now, &Draw::new(&mut probe_rng), &mut windows);
             tally.probes += 1;
-            uses.start(grant, site, outcome, now);
+            uses.start(grant, site, answer, now);
         }
-        let view = View { free: &uses.free, world };
+        let view = View { free: &uses.free, world, windows: &windows };
         match chooser.acquire(req.site, now, &view) {
             Some(grant) => {
-                let outcome = world.outcome(grant.resource, req.site, now, &req.draw);
-                tally.successes += outcome.is_success() as u32;
-                tally.hits.push(outcome.is_success());
-                tally.latencies.push(outcome.latency_ms());
-                uses.start(grant, req.site, outcome, now);
+                let answer = world.answer(grant.resource, req.site, now, &req.draw, &mut windows);
+                let ok = answer.outcome.is_success();
+                tally.successes += ok as u32;
+                tally.rate_limited += (answer.outcome.kind() == Some(FailureKind::RateLimited)) as u32;
+                tally.hits.push(ok);
+                tally.latencies.push(answer.outcome.latency_ms());
+                uses.start(grant, req.site, answer, now);
             }
             None => {
                 tally.unserved += 1;

@@ -4,10 +4,10 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use plotters::prelude::*;
-use repute_core::{Strategy, SECOND};
+use repute_core::{Policy, SECOND};
 use serde::Serialize;
 
-use super::scenario::{Kind, Request, RESOURCES, SITES};
+use super::scenario::{Kind, Request, CONTEXTS, RESOURCES};
 use super::{Contender, Tally, SERIES_POINTS};
 
 /// One contender's result on one scenario.
@@ -17,8 +17,10 @@ pub struct StrategyReport {
     /// The strategy `Policy::default()` gives new pools.
     pub default: bool,
     pub successes: u32,
-    /// Requests nothing could serve (every proxy busy, cooling or banned); counted as failures.
+    /// Requests nothing could serve (every resource busy, cooling, paused or blocked); counted as failures.
     pub unserved: u32,
+    /// Requests answered 429 (api-keys).
+    pub rate_limited: u32,
     pub success_rate: f64,
     /// Success rate as a share of the oracle's.
     pub of_oracle: f64,
@@ -28,7 +30,7 @@ pub struct StrategyReport {
     /// Latency of the served requests, milliseconds (nearest rank).
     pub p50_ms: f64,
     pub p99_ms: f64,
-    /// Probe leases run (the pool's strategies only).
+    /// Probe leases run (the pool's strategies with a probe loop only).
     pub probes: u32,
     /// Success rate per stretch of the run, for the plot.
     #[serde(skip)]
@@ -37,7 +39,11 @@ pub struct StrategyReport {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ScenarioReport {
+    #[serde(skip)]
+    pub kind: Kind,
     pub scenario: String,
+    /// Whether the contenders that need a probe loop ran one.
+    pub prober: bool,
     pub requests: u32,
     pub seed: u64,
     /// Simulated time the run covers.
@@ -51,6 +57,15 @@ pub struct ScenarioReport {
 impl ScenarioReport {
     pub fn get(&self, strategy: &str) -> Option<&StrategyReport> {
         self.strategies.iter().find(|s| s.strategy == strategy)
+    }
+
+    /// `steady`, `steady (no prober)`, ...
+    pub fn title(&self) -> String {
+        if self.prober {
+            self.scenario.clone()
+        } else {
+            format!("{} (no prober)", self.scenario)
+        }
     }
 }
 
@@ -75,11 +90,11 @@ fn stretches(n: usize) -> Vec<(usize, usize)> {
 
 pub(super) fn scenario(
     kind: Kind,
+    prober: bool,
     requests: u32,
     seed: u64,
     stream: &[Request],
     runs: &[(Contender, Tally)],
-    default: Strategy,
 ) -> ScenarioReport {
     let oracle = runs.iter().find(|(c, _)| *c == Contender::Oracle).map_or(0, |(_, t)| t.successes);
     let n = requests.max(1) as f64;
@@ -92,9 +107,10 @@ pub(super) fn scenario(
             let rate = t.successes as f64 / n;
             StrategyReport {
                 strategy: c.name().to_string(),
-                default: *c == Contender::Pool(default),
+                default: c.policy() == Some(Policy::default()),
                 successes: t.successes,
                 unserved: t.unserved,
+                rate_limited: t.rate_limited,
                 success_rate: rate,
                 of_oracle: if oracle == 0 { 0.0 } else { t.successes as f64 / oracle as f64 },
                 regret: oracle as i64 - t.successes as i64,
@@ -110,7 +126,9 @@ pub(super) fn scenario(
         })
         .collect();
     ScenarioReport {
+        kind,
         scenario: kind.name().to_string(),
+        prober,
         requests,
         seed,
         minutes: minutes(stream.last().map_or(0, |r| r.at)),
@@ -126,27 +144,36 @@ pub fn table(reports: &[ScenarioReport]) -> String {
         if i > 0 {
             out.push('\n');
         }
+        let (_, resources, contexts) = r.kind.nouns();
         let _ = writeln!(
             out,
-            "scenario {}: {} requests over {:.1} simulated minutes, {} proxies, {} sites, seed {}",
-            r.scenario,
+            "scenario {}: {} requests over {:.1} simulated minutes, {} {resources}, {} {contexts}, seed {}",
+            r.title(),
             r.requests,
             r.minutes,
             RESOURCES,
-            SITES.len(),
+            CONTEXTS,
             r.seed
         );
         let _ = writeln!(
             out,
-            "{:<20} {:>8} {:>9} {:>7} {:>10} {:>7} {:>7} {:>8} {:>6}",
-            "strategy", "success", "of oracle", "regret", "regret/req", "p50 ms", "p99 ms", "unserved", "probes"
+            "{:<27} {:>8} {:>9} {:>7} {:>10} {:>7} {:>7} {:>8} {:>6} {:>6}",
+            "strategy",
+            "success",
+            "of oracle",
+            "regret",
+            "regret/req",
+            "p50 ms",
+            "p99 ms",
+            "unserved",
+            "429s",
+            "probes"
         );
         for s in &r.strategies {
-            let name = if s.default { format!("{} (default)", s.strategy) } else { s.strategy.clone() };
             let _ = writeln!(
                 out,
-                "{:<20} {:>7.2}% {:>8.2}% {:>7} {:>10.4} {:>7.0} {:>7.0} {:>8} {:>6}",
-                name,
+                "{:<27} {:>7.2}% {:>8.2}% {:>7} {:>10.4} {:>7.0} {:>7.0} {:>8} {:>6} {:>6}",
+                label(s),
                 100.0 * s.success_rate,
                 100.0 * s.of_oracle,
                 s.regret,
@@ -154,6 +181,7 @@ pub fn table(reports: &[ScenarioReport]) -> String {
                 s.p50_ms,
                 s.p99_ms,
                 s.unserved,
+                s.rate_limited,
                 s.probes
             );
         }
@@ -165,15 +193,33 @@ pub fn json(reports: &[ScenarioReport]) -> String {
     serde_json::to_string_pretty(reports).expect("reports serialize")
 }
 
+/// A contender's name as the table and the plot show it.
+fn label(s: &StrategyReport) -> String {
+    if s.default {
+        format!("{} (default)", s.strategy)
+    } else {
+        s.strategy.clone()
+    }
+}
+
 /// Line colours, one per contender in `Contender::ALL` order.
-const COLOURS: [RGBColor; 6] = [
+const COLOURS: [RGBColor; Contender::ALL.len()] = [
     RGBColor(0, 0, 0),
     RGBColor(214, 39, 40),
+    RGBColor(227, 119, 194),
     RGBColor(31, 119, 180),
+    RGBColor(140, 86, 75),
+    RGBColor(23, 190, 207),
     RGBColor(255, 127, 14),
     RGBColor(44, 160, 44),
+    RGBColor(188, 189, 34),
     RGBColor(148, 103, 189),
 ];
+
+fn colour(strategy: &str) -> RGBColor {
+    let i = Contender::ALL.iter().position(|c| c.name() == strategy).expect("reports name known contenders");
+    COLOURS[i]
+}
 
 /// Success rate over time, one panel per scenario, one line per contender.
 /// SVG only: it needs no font files or image libraries on the machine.
@@ -187,20 +233,19 @@ pub fn plot(reports: &[ScenarioReport], path: &Path) -> Result<(), Box<dyn std::
         let y_min = (libm::floor(lowest * 10.0) / 10.0).clamp(0.0, 0.9);
         let x_max = r.series_minutes.last().copied().unwrap_or(1.0).max(1e-3);
         let mut chart = ChartBuilder::on(area)
-            .caption(format!("{}: success rate over time (seed {})", r.scenario, r.seed), ("sans-serif", 18))
+            .caption(format!("{}: success rate over time (seed {})", r.title(), r.seed), ("sans-serif", 18))
             .margin(12)
             .x_label_area_size(36)
             .y_label_area_size(48)
             .build_cartesian_2d(0.0..x_max, y_min..1.0)?;
         chart.configure_mesh().x_desc("simulated minutes").y_desc("success rate").draw()?;
-        for (i, s) in r.strategies.iter().enumerate() {
-            let colour = COLOURS[i % COLOURS.len()];
+        for s in &r.strategies {
             let width = if s.default || s.strategy == "oracle" { 3 } else { 1 };
-            let style = colour.stroke_width(width);
+            let style = colour(&s.strategy).stroke_width(width);
             let points = r.series_minutes.iter().copied().zip(s.series.iter().copied());
             chart
                 .draw_series(LineSeries::new(points, style))?
-                .label(if s.default { format!("{} (default)", s.strategy) } else { s.strategy.clone() })
+                .label(label(s))
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
         }
         chart

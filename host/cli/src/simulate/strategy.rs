@@ -4,17 +4,18 @@
 
 use std::collections::HashMap;
 
-use repute_core::{Context, Lease, Outcome, Policy, Pool, ResourceId, Strategy};
+use repute_core::{Context, Lease, Policy, Pool, ResourceId};
 
-use super::scenario::{World, RESOURCES, SITES};
+use super::scenario::{Answer, Kind, Windows, World, RESOURCES};
 
-/// What a strategy may look at when choosing: which proxies have a free
+/// What a strategy may look at when choosing: which resources have a free
 /// permit (the simulator tracks leases for the baselines) and, for the oracle
-/// only, the truth.
+/// only, the truth and the provider's rpm log.
 #[derive(Debug)]
 pub struct View<'a> {
     pub free: &'a [bool],
     pub world: &'a World,
+    pub windows: &'a Windows,
 }
 
 /// One granted use of a proxy, with the pool lease when a pool granted it.
@@ -24,38 +25,42 @@ pub struct Grant {
     pub lease: Option<Lease>,
 }
 
-/// A way of choosing proxies. `acquire` returns a proxy that is free in `view`;
+/// A way of choosing resources. `acquire` returns one that is free in `view`;
 /// `complete` is the report + release once the use is over.
 pub trait Chooser {
     fn acquire(&mut self, site: usize, now: u64, view: &View) -> Option<Grant>;
-    fn complete(&mut self, grant: Grant, site: usize, outcome: Outcome, now: u64);
+    fn complete(&mut self, grant: Grant, site: usize, answer: Answer, now: u64);
     /// Probe leases a real deployment would run now, each with its site.
     fn probes(&mut self, _now: u64) -> Vec<(Grant, usize)> {
         Vec::new()
     }
 }
 
-/// A `repute_core::Pool` used exactly as a service would use it.
+/// A `repute_core::Pool` used exactly as a service would use it: acquire,
+/// report what the client saw, release; and, when `prober` is set, the
+/// probe loop a deployment writes (`due_for_probe` → `acquire_for_probe`).
 #[derive(Debug)]
 pub struct PoolChooser {
     pool: Pool,
     ids: Vec<ResourceId>,
     index: HashMap<ResourceId, usize>,
     sites: Vec<Context>,
+    prober: bool,
 }
 
 impl PoolChooser {
-    pub fn new(strategy: Strategy, seed: u64) -> PoolChooser {
-        let mut pool = Pool::new(Policy { strategy, ..Policy::default() }, seed).expect("default policy is valid");
+    pub fn new(policy: Policy, kind: Kind, seed: u64, prober: bool) -> PoolChooser {
+        let mut pool = Pool::new(policy, seed).expect("simulated policies are valid");
+        let (noun, ..) = kind.nouns();
         let ids: Vec<ResourceId> =
-            (0..RESOURCES).map(|r| ResourceId::new("proxy", format!("r{r:02}")).expect("valid id")).collect();
+            (0..RESOURCES).map(|r| ResourceId::new(noun, kind.resource_name(r)).expect("valid id")).collect();
         for id in &ids {
             pool.register(id.clone(), 1, 0).expect("fresh pool accepts a resource");
         }
         let index = ids.iter().cloned().enumerate().map(|(i, id)| (id, i)).collect();
-        let sites = SITES.iter().map(|s| Context::new(*s).expect("valid context")).collect();
+        let sites = kind.contexts().iter().map(|s| Context::new(*s).expect("valid context")).collect();
         pool.drain_events();
-        PoolChooser { pool, ids, index, sites }
+        PoolChooser { pool, ids, index, sites, prober }
     }
 }
 
@@ -68,10 +73,10 @@ impl Chooser for PoolChooser {
         Some(Grant { resource: self.index[&lease.resource], lease: Some(lease) })
     }
 
-    fn complete(&mut self, grant: Grant, site: usize, outcome: Outcome, now: u64) {
+    fn complete(&mut self, grant: Grant, site: usize, answer: Answer, now: u64) {
         let lease = grant.lease.expect("a pool grant carries its lease");
         self.pool
-            .report(&self.ids[grant.resource], &self.sites[site], outcome, now)
+            .report(&self.ids[grant.resource], &self.sites[site], answer.outcome, now)
             .expect("report on a known resource");
         self.pool.release(lease.id, lease.token, now).expect("uses end well within the lease TTL");
         self.pool.drain_events();
@@ -79,6 +84,9 @@ impl Chooser for PoolChooser {
 
     fn probes(&mut self, now: u64) -> Vec<(Grant, usize)> {
         let mut out = Vec::new();
+        if !self.prober {
+            return out;
+        }
         for (id, context) in self.pool.due_for_probe(now) {
             // A busy proxy cannot be probed now; it stays due and is tried on the next request.
             if let Ok(lease) = self.pool.acquire_for_probe(&id, &context, now) {
@@ -91,19 +99,21 @@ impl Chooser for PoolChooser {
     }
 }
 
-/// Knows the truth: takes the free proxy with the highest true success
-/// probability for the site at that instant. The bound every strategy is measured against.
+/// Knows the truth: takes the free resource with the highest true success
+/// probability for the context at that instant, passing over keys whose rpm
+/// window is full. The bound every strategy is measured against.
 #[derive(Debug, Default)]
 pub struct Oracle;
 
 impl Chooser for Oracle {
     fn acquire(&mut self, site: usize, now: u64, view: &View) -> Option<Grant> {
+        let p = |r: usize| if view.windows.has_room(r, site, now) { view.world.p(r, site, now) } else { 0.0 };
         (0..RESOURCES)
             .filter(|&r| view.free[r])
-            .map(|r| (view.world.p(r, site, now), r))
+            .map(|r| (p(r), r))
             .max_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)))
             .map(|(_, resource)| Grant { resource, lease: None })
     }
 
-    fn complete(&mut self, _grant: Grant, _site: usize, _outcome: Outcome, _now: u64) {}
+    fn complete(&mut self, _grant: Grant, _site: usize, _answer: Answer, _now: u64) {}
 }
