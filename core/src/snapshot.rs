@@ -28,7 +28,7 @@ use crate::id::{Context, ResourceId};
 use crate::lease::{Lease, LeaseEntry, LeaseKind};
 use crate::outcome::{FailureKind, Outcome, MAX_RETRY_AFTER};
 use crate::permits::{self, Permits};
-use crate::policy::Policy;
+use crate::policy::{Policy, RateLimit};
 use crate::pool::{Block, ContextCell, Pool, Resource, Timer, MAX_PERMITS, MAX_REASON_BYTES};
 use crate::ratelimit::Bucket;
 use crate::rng::Rng;
@@ -38,6 +38,14 @@ pub const MAGIC: [u8; 8] = *b"RPUTSNAP";
 pub const VERSION: u16 = 2;
 const HEADER: usize = 8 + 2 + 2 + 4 + 4;
 const FLAG_LEASES: u16 = 1;
+/// Every flag this build knows; a snapshot with any other bit set was
+/// written by something this build does not understand, so it is refused.
+const KNOWN_FLAGS: u16 = FLAG_LEASES;
+/// Largest lease id, fence counter or observation count a snapshot may
+/// carry. Each only ever grows by one per operation, so a value past half the
+/// range was not written by a pool; accepting it would let the counter wrap
+/// to ids and tokens already handed out.
+pub const MAX_COUNTER: u64 = u64::MAX / 2;
 
 /// Why a snapshot was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,6 +81,19 @@ impl fmt::Display for SnapshotError {
 
 fn invalid(field: &'static str, rule: &'static str) -> SnapshotError {
     SnapshotError::Invalid { field, rule }
+}
+
+const COUNTER_RULE: &str = "must be at most u64::MAX / 2 (a counter this high could wrap)";
+
+fn counter(value: u64, field: &'static str) -> Result<u64, SnapshotError> {
+    if value > MAX_COUNTER {
+        return Err(invalid(field, COUNTER_RULE));
+    }
+    Ok(value)
+}
+
+fn counters(values: &[u64], field: &'static str) -> Result<(), SnapshotError> {
+    values.iter().try_for_each(|&v| counter(v, field).map(drop))
 }
 
 /// The serialized state. Field order is part of the binary format.
@@ -259,7 +280,7 @@ fn cell_in(d: CellRecordData, now: u64, policy: &Policy) -> Result<Cell, Snapsho
         successes: finite_nonneg(d.successes, "cell.successes")?,
         failures: finite_nonneg(d.failures, "cell.failures")?,
         latency_ms: finite_nonneg(d.latency_ms, "cell.latency")?,
-        observations: d.observations,
+        observations: counter(d.observations, "cell.observations")?,
         pause: pause_in(d.pause, now, FailureKind::RateLimited)?,
     })
 }
@@ -329,7 +350,17 @@ impl SnapshotData {
         let id_err = |_| invalid("resource", "kind and value must be valid resource ids");
         let mut pool = Pool::empty(self.policy.clone(), self.rng, now);
         pool.next_serial = first_serial;
-        pool.next_lease_id = self.next_lease_id.max(1);
+        pool.next_lease_id = counter(self.next_lease_id, "next_lease_id")?.max(1);
+        if let Some(max) = self.policy.max_resources {
+            if self.resources.len() > max as usize {
+                return Err(invalid("resources", "must not outnumber policy.max_resources"));
+            }
+        }
+        if let Some(max) = self.policy.max_cells {
+            if self.cells.len() > max as usize {
+                return Err(invalid("cells", "must not outnumber policy.max_cells"));
+            }
+        }
         if let (Some(limit), Some(tokens)) = (self.policy.rate_limit, self.rate_tokens) {
             if !(tokens.is_finite() && tokens <= limit.burst as f64) {
                 return Err(invalid("rate_tokens", "must be finite and at most the burst"));
@@ -344,6 +375,7 @@ impl SnapshotData {
             if r.fences.len() < r.permits as usize {
                 return Err(invalid("resource.fences", "one counter per permit at least"));
             }
+            counters(&r.fences, "resource.fences")?;
             if pool.by_id.contains_key(&r.resource) {
                 return Err(invalid("resource", "listed twice"));
             }
@@ -383,6 +415,7 @@ impl SnapshotData {
             if pool.by_id.contains_key(&id) {
                 return Err(invalid("retired_fences", "must not name a registered resource"));
             }
+            counters(&fences, "retired_fences")?;
             pool.retired_fences.insert(id, fences);
         }
         for l in self.leases.unwrap_or_default() {
@@ -559,8 +592,15 @@ fn decode(bytes: &[u8]) -> Result<SnapshotData, SnapshotError> {
     if crc32fast::hash(body) != u32_at(16) {
         return Err(SnapshotError::Checksum);
     }
-    let data: SnapshotData = postcard::from_bytes(body).map_err(|_| SnapshotError::Malformed)?;
-    if data.leases.is_some() != (u16_at(10) & FLAG_LEASES != 0) {
+    let flags = u16_at(10);
+    if flags & !KNOWN_FLAGS != 0 {
+        return Err(invalid("flags", "unknown flag bits are set"));
+    }
+    let (data, rest): (SnapshotData, _) = postcard::take_from_bytes(body).map_err(|_| SnapshotError::Malformed)?;
+    if !rest.is_empty() {
+        return Err(invalid("body", "must end where its data ends (trailing bytes)"));
+    }
+    if data.leases.is_some() != (flags & FLAG_LEASES != 0) {
         return Err(SnapshotError::Malformed);
     }
     Ok(data)
@@ -606,4 +646,56 @@ pub fn json_to_binary(json: &str) -> Result<Vec<u8>, SnapshotError> {
     let data = from_json(json)?;
     data.clone().build(0, 0)?;
     Ok(encode(&data))
+}
+
+/// Limits an operator sets over whatever a snapshot's own policy says.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Caps {
+    pub max_resources: Option<u32>,
+    pub max_cells: Option<u32>,
+    pub rate_limit: Option<RateLimit>,
+}
+
+fn tighter(snapshot: Option<u32>, cap: Option<u32>) -> Option<u32> {
+    match (snapshot, cap) {
+        (Some(s), Some(c)) => Some(s.min(c)),
+        (s, c) => s.or(c),
+    }
+}
+
+impl Caps {
+    /// Each budget becomes the tighter of the snapshot's and the cap, so a
+    /// tenant cannot lift an operator's limit by importing a policy without it.
+    fn apply(&self, data: &mut SnapshotData) {
+        let p = &mut data.policy;
+        p.max_resources = tighter(p.max_resources, self.max_resources);
+        p.max_cells = tighter(p.max_cells, self.max_cells);
+        p.rate_limit = match (p.rate_limit, self.rate_limit) {
+            (Some(s), Some(c)) => Some(RateLimit { rate: s.rate.min(c.rate), burst: s.burst.min(c.burst) }),
+            (s, c) => s.or(c),
+        };
+        if let (Some(limit), Some(tokens)) = (p.rate_limit, data.rate_tokens.as_mut()) {
+            *tokens = tokens.min(limit.burst as f64);
+        }
+    }
+}
+
+/// A binary snapshot (`bytes`) or its JSON view (`json`) as a binary
+/// snapshot whose policy is held to `caps`; validated by building it, so a
+/// snapshot holding more than the caps allow is refused.
+pub fn capped(input: CappedInput<'_>, caps: &Caps) -> Result<Vec<u8>, SnapshotError> {
+    let mut data = match input {
+        CappedInput::Binary(bytes) => decode(bytes)?,
+        CappedInput::Json(json) => from_json(json)?,
+    };
+    caps.apply(&mut data);
+    data.clone().build(0, 0)?;
+    Ok(encode(&data))
+}
+
+/// The two forms `capped` reads.
+#[derive(Debug, Clone, Copy)]
+pub enum CappedInput<'a> {
+    Binary(&'a [u8]),
+    Json(&'a str),
 }

@@ -136,7 +136,11 @@ fn policy(args: &Args) -> Result<Policy, String> {
     Ok(p)
 }
 
-fn targets(args: &Args) -> Result<Vec<Box<dyn Target>>, String> {
+/// The load's targets, and for a server the resources registered for the
+/// run, which `run` removes again once it ends.
+type Targets = (Vec<Box<dyn Target>>, Option<(Remote, Vec<String>)>);
+
+fn targets(args: &Args) -> Result<Targets, String> {
     let kinds = (0..args.resources).map(|i| format!("10.{}.{}.{}:8080", i >> 16 & 255, i >> 8 & 255, i & 255));
     if args.target == "embedded" {
         let tenants = args.tenants.max(1);
@@ -152,11 +156,12 @@ fn targets(args: &Args) -> Result<Vec<Box<dyn Target>>, String> {
                 set.with(&name, |p| p.register("proxy", &v, 1)).and_then(|r| r).map_err(|e| e.to_string())?;
             }
         }
-        return Ok((0..args.threads)
+        let targets = (0..args.threads)
             .map(|i| {
                 Box::new(Embedded { set: set.clone(), tenant: format!("bench-{}", i % tenants) }) as Box<dyn Target>
             })
-            .collect());
+            .collect();
+        return Ok((targets, None));
     }
     let remote = |_| Remote {
         agent: ureq::AgentBuilder::new().timeout(Duration::from_secs(10)).build(),
@@ -164,10 +169,29 @@ fn targets(args: &Args) -> Result<Vec<Box<dyn Target>>, String> {
         key: args.api_key.clone(),
     };
     let first = remote(0);
+    let mut registered = Vec::with_capacity(args.resources);
     for v in kinds {
-        first.send("POST", "/v1/resources", Some(serde_json::json!({"kind": "proxy", "value": v})))?;
+        let sent = first.send("POST", "/v1/resources", Some(serde_json::json!({"kind": "proxy", "value": v})));
+        if let Err(e) = sent {
+            remove(&first, &registered)?;
+            return Err(e);
+        }
+        registered.push(v);
     }
-    Ok((0..args.threads).map(|i| Box::new(remote(i)) as Box<dyn Target>).collect())
+    let targets = (0..args.threads).map(|i| Box::new(remote(i)) as Box<dyn Target>).collect();
+    Ok((targets, Some((first, registered))))
+}
+
+/// Unregisters what a run registered on a server (revoking leases a failed
+/// pair left), so a bench leaves the tenant as it found it.
+fn remove(remote: &Remote, values: &[String]) -> Result<(), String> {
+    for v in values {
+        let value = percent_encoding::utf8_percent_encode(v, percent_encoding::NON_ALPHANUMERIC);
+        remote
+            .send("DELETE", &format!("/v1/resources/proxy/{value}?force=true"), None)
+            .map_err(|e| format!("removing the bench's resource proxy/{v}: {e}"))?;
+    }
+    Ok(())
 }
 
 /// Runs the load and returns its summary.
@@ -178,7 +202,7 @@ pub fn run(args: &Args, progress: bool) -> Result<Summary, String> {
     if !(args.duration.is_finite() && args.duration > 0.0) {
         return Err("--duration: must be a positive number of seconds".into());
     }
-    let targets = targets(args)?;
+    let (targets, registered) = targets(args)?;
     let deadline = Duration::from_secs_f64(args.duration);
     let done = Arc::new(AtomicU64::new(0));
     let errors = Arc::new(AtomicU64::new(0));
@@ -230,10 +254,14 @@ pub fn run(args: &Args, progress: bool) -> Result<Summary, String> {
         bar.finish_and_clear();
     }
     let mut hist = Histogram::<u64>::new(3).expect("valid precision");
-    for h in handles {
-        hist.add(h.join().map_err(|_| "a load thread panicked".to_owned())?).map_err(|e| e.to_string())?;
-    }
+    let joined: Result<Vec<_>, _> = handles.into_iter().map(|h| h.join()).collect();
     let seconds = start.elapsed().as_secs_f64();
+    if let Some((remote, values)) = &registered {
+        remove(remote, values)?;
+    }
+    for h in joined.map_err(|_| "a load thread panicked".to_owned())? {
+        hist.add(h).map_err(|e| e.to_string())?;
+    }
     let us = |q: f64| hist.value_at_quantile(q) as f64 / 1000.0;
     Ok(Summary {
         pairs: hist.len(),

@@ -19,7 +19,8 @@ enum Command {
     /// Decision-quality benchmark: every strategy against baselines and an oracle on built-in scenarios.
     Simulate(simulate::Args),
     /// Serve the pool over HTTP/JSON: leases, outcomes, events (SSE), metrics.
-    Serve(serve::Args),
+    /// Boxed: its many flags make it far larger than the other variants.
+    Serve(Box<serve::Args>),
     /// API keys for `serve`.
     Key(serve::KeyArgs),
     /// Load generator: acquire + release pairs against an embedded pool or a running server.

@@ -166,7 +166,7 @@ fn bad_input_is_a_problem_naming_field_and_rule() {
     let s = Server::start(&["--no-auth", "--store", "memory"], &dir);
     let p = call("POST", &s.url("/v1/resources"), NONE, Some(json!({"kind": "", "value": "x"})))
         .problem(400, "invalid_input");
-    assert_eq!((p["field"].as_str(), p["rule"].as_str()), (Some("resource.kind"), Some("must not be empty")));
+    assert_eq!((p["field"].as_str(), p["rule"].as_str()), (Some("kind"), Some("must not be empty")));
     let long = "v".repeat(300);
     let p = call("POST", &s.url("/v1/resources"), NONE, Some(json!({"kind": "proxy", "value": long})))
         .problem(400, "invalid_input");
@@ -187,11 +187,11 @@ fn bad_input_is_a_problem_naming_field_and_rule() {
         Some(json!({"kind": "proxy", "value": "a", "context": "x", "outcome": "slow", "latency_ms": -1.0})),
     )
     .problem(400, "invalid_input");
-    assert_eq!((p["field"].as_str(), p["rule"].as_str()), (Some("latency"), Some("must be >= 0")));
+    assert_eq!((p["field"].as_str(), p["rule"].as_str()), (Some("latency_ms"), Some("must be >= 0")));
     let p = call("POST", &s.url("/v1/leases"), NONE, Some(json!({"context": "*"}))).problem(400, "invalid_input");
     assert_eq!(p["field"], "context");
     let p = call("POST", &s.url("/v1/leases"), NONE, Some(json!({"ctx": "a"}))).problem(400, "invalid_input");
-    assert_eq!(p["field"], "body");
+    assert_eq!(p["field"], "ctx");
     let p = call("DELETE", &s.url("/v1/leases/1"), NONE, None).problem(400, "invalid_input");
     assert_eq!(p["field"], "token");
     let p = call(
@@ -253,7 +253,7 @@ fn api_keys_are_bound_to_one_tenant() {
 #[test]
 fn events_stream_in_order_and_metrics_move() {
     let dir = tempdir("sse");
-    let s = Server::start(&["--no-auth", "--store", "memory"], &dir);
+    let s = Server::start(&["--no-auth", "--store", "memory", "--metrics-tenants"], &dir);
     call("POST", &s.url("/v1/resources"), NONE, Some(json!({"kind": "proxy", "value": "a"})));
     let (tx, rx) = mpsc::channel::<(String, Value)>();
     let url = s.url("/v1/events");
@@ -558,4 +558,404 @@ fn the_server_runs_the_probe_loop_with_an_http_probe() {
         .unwrap();
     assert!(!p.status.success());
     assert!(String::from_utf8_lossy(&p.stderr).contains("--probe-url: goes with --recovery probe"));
+}
+
+/// One request over a fresh TCP connection, as sent; the whole answer back.
+fn raw(base: &str, request: &str) -> String {
+    let mut stream = std::net::TcpStream::connect(base.trim_start_matches("http://")).unwrap();
+    std::io::Write::write_all(&mut stream, request.as_bytes()).unwrap();
+    let mut out = String::new();
+    stream.read_to_string(&mut out).unwrap();
+    out
+}
+
+/// `call` with a raw body of this content type.
+fn send(method: &str, url: &str, content_type: &str, body: &[u8]) -> Reply {
+    let res = match ureq::request(method, url).set("Content-Type", content_type).send_bytes(body) {
+        Ok(r) => r,
+        Err(ureq::Error::Status(_, r)) => r,
+        Err(e) => panic!("{method} {url}: {e}"),
+    };
+    Reply {
+        status: res.status(),
+        content_type: res.header("content-type").unwrap_or_default().to_owned(),
+        location: None,
+        retry_after: None,
+        body: res.into_string().unwrap(),
+    }
+}
+
+/// The values each label of a metric takes on the page.
+fn label_values(page: &str, metric: &str, label: &str) -> std::collections::BTreeSet<String> {
+    let prefix = format!("{metric}{{");
+    page.lines()
+        .filter_map(|l| l.strip_prefix(&prefix))
+        .filter_map(|l| {
+            let start = l.find(&format!("{label}=\""))? + label.len() + 2;
+            Some(l[start..start + l[start..].find('"')?].to_owned())
+        })
+        .collect()
+}
+
+#[test]
+fn invented_methods_and_paths_leave_the_metrics_page_bounded() {
+    let dir = tempdir("metrics");
+    let s = Server::start(&["--no-auth", "--store", "memory"], &dir);
+    for t in ["acme", "globex"] {
+        call("POST", &s.url("/v1/resources"), &[("Repute-Tenant", t)], Some(json!({"kind": "p", "value": "a"})));
+        call("POST", &s.url("/v1/leases"), &[("Repute-Tenant", t)], Some(json!({"context": "c"})));
+    }
+    let invent = |round: usize| {
+        for i in round * 1000..(round + 1) * 1000 {
+            let method = format!("M{i}{}", "X".repeat(i % 50));
+            let path = if i % 2 == 0 { format!("/invented/{i}") } else { "/v1/leases".to_owned() };
+            let reply = raw(&s.base, &format!("{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+            assert!(reply.starts_with("HTTP/1.1 40"), "{reply}");
+        }
+        // Scraped twice, so the page shows its own route's series too.
+        call("GET", &s.url("/metrics"), NONE, None);
+        call("GET", &s.url("/metrics"), NONE, None).body
+    };
+    let first = invent(0);
+    let page = invent(1);
+    // The second 1,000 invented requests add no series: only counts and sums move.
+    let digits = |p: &str| p.chars().filter(|c| !c.is_ascii_digit() && *c != '.' && *c != 'e' && *c != '-').count();
+    assert_eq!(digits(&page), digits(&first), "the page grew from {} to {} bytes", first.len(), page.len());
+    let metric = "repute_http_request_duration_seconds_count";
+    let set = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<std::collections::BTreeSet<_>>();
+    assert_eq!(label_values(&page, metric, "method"), set(&["GET", "POST", "other"]));
+    assert_eq!(label_values(&page, metric, "route"), set(&["/metrics", "/v1/leases", "/v1/resources", "unmatched"]));
+    assert_eq!(label_values(&page, metric, "status"), set(&["200", "201", "204", "404", "405"]));
+    // Pool figures are sums: no tenant names unless --metrics-tenants.
+    assert!(!page.contains("acme") && !page.contains("globex"), "{page}");
+    assert!(page.contains("\nrepute_leases_granted_total{} 2\n"), "{page}");
+    assert!(page.contains("\nrepute_leases_live{} 2\n"), "{page}");
+}
+
+#[test]
+fn every_refusal_is_problem_json_naming_the_request_field() {
+    let dir = tempdir("refusals");
+    let s = Server::start(&["--no-auth", "--store", "memory", "--max-body-bytes", "1000"], &dir);
+    let field_rule = |p: &Value| (p["field"].as_str().map(str::to_owned), p["rule"].as_str().map(str::to_owned));
+    let some = |f: &str, r: &str| (Some(f.to_owned()), Some(r.to_owned()));
+
+    let p = call("GET", &s.url("/v1/leases/abc"), NONE, None).problem(400, "invalid_input");
+    assert_eq!(field_rule(&p), some("id", "must be an integer in 0..=18446744073709551615"));
+    let p = call("GET", &s.url("/v1/leases/18446744073709551616"), NONE, None).problem(400, "invalid_input");
+    assert_eq!(p["field"], "id");
+    let p = call("DELETE", &s.url("/v1/leases/1?token=x"), NONE, None).problem(400, "invalid_input");
+    assert_eq!(field_rule(&p), some("token", "invalid digit found in string"));
+    let p = call("DELETE", &s.url("/v1/resources/p/a?force=maybe"), NONE, None).problem(400, "invalid_input");
+    assert_eq!(p["field"], "force");
+    let p = call("GET", &s.url("/v1/snapshot?leases=2"), NONE, None).problem(400, "invalid_input");
+    assert_eq!(p["field"], "leases");
+
+    let r = call("PATCH", &s.url("/v1/leases"), NONE, None);
+    r.problem(405, "method_not_allowed");
+    let allow = ureq::request("PATCH", &s.url("/v1/leases")).call().unwrap_err();
+    let ureq::Error::Status(405, res) = allow else { panic!("{allow}") };
+    assert_eq!(res.header("allow"), Some("POST,GET,HEAD"));
+    call("GET", &s.url("/v2/nothing"), NONE, None).problem(404, "not_found");
+
+    let big = json!({"kind": "p", "value": "v".repeat(2000)});
+    let p = call("POST", &s.url("/v1/resources"), NONE, Some(big)).problem(413, "payload_too_large");
+    assert_eq!(field_rule(&p), some("body", "must be at most 1000 bytes"));
+    let p =
+        send("PUT", &s.url("/v1/snapshot"), "application/octet-stream", &[0u8; 5000]).problem(413, "payload_too_large");
+    assert_eq!(p["field"], "body");
+
+    let p = send("POST", &s.url("/v1/leases"), "application/json", b"{\"context\": ").problem(400, "invalid_input");
+    assert_eq!(field_rule(&p), some("body", "must be valid JSON: EOF while parsing a value"));
+    let p = send("POST", &s.url("/v1/leases"), "text/plain", b"{}").problem(415, "invalid_input");
+    assert_eq!(p["field"], "body");
+    let p = call("POST", &s.url("/v1/leases"), NONE, Some(json!({"context": 5}))).problem(400, "invalid_input");
+    assert_eq!(field_rule(&p), some("context", "invalid type: integer `5`, expected a string"));
+    let p = call("POST", &s.url("/v1/leases"), NONE, Some(json!({}))).problem(400, "invalid_input");
+    assert_eq!(field_rule(&p), some("context", "is required"));
+    let p = call("POST", &s.url("/v1/leases"), NONE, Some(json!({"context": "c", "ctx": "a"})))
+        .problem(400, "invalid_input");
+    assert_eq!(field_rule(&p), some("ctx", "is not a field of this request"));
+    let p = call("POST", &s.url("/v1/resources"), NONE, Some(json!({"kind": "p", "value": "a", "permits": -1})))
+        .problem(400, "invalid_input");
+    assert_eq!(p["field"], "permits");
+    let p =
+        call("PUT", &s.url("/v1/resources/p/a/block"), NONE, Some(json!({"seconds": 0}))).problem(400, "invalid_input");
+    assert_eq!(p["field"], "seconds");
+    let p = call(
+        "POST",
+        &s.url("/v1/outcomes"),
+        NONE,
+        Some(json!({"kind": "p", "value": "a", "context": "x", "outcome": "slow", "latency_ms": "fast"})),
+    )
+    .problem(400, "invalid_input");
+    assert_eq!(p["field"], "latency_ms");
+}
+
+#[test]
+fn a_lower_case_bearer_works_new_keys_are_seen_without_a_restart_and_metrics_can_want_a_key() {
+    let dir = tempdir("keys");
+    let key = |tenant: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_repute"))
+            .args(["key", "new", "--tenant", tenant, "--keys", "keys"])
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    };
+    let acme = key("acme");
+    let s = Server::start(&["--store", "memory", "--keys", "keys", "--metrics-auth"], &dir);
+    for scheme in ["bearer", "BEARER", "Bearer"] {
+        let auth = format!("{scheme} {acme}");
+        assert_eq!(call("GET", &s.url("/v1/resources"), &[("Authorization", &auth)], None).status, 200, "{scheme}");
+    }
+    call("GET", &s.url("/v1/resources"), &[("Authorization", &format!("Basic {acme}"))], None)
+        .problem(401, "unauthorized");
+
+    call("GET", &s.url("/metrics"), NONE, None).problem(401, "unauthorized");
+    let metrics = call("GET", &s.url("/metrics"), &[("X-Api-Key", &acme)], None);
+    assert_eq!(
+        (metrics.status, metrics.content_type.as_str()),
+        (200, "application/openmetrics-text; version=1.0.0; charset=utf-8")
+    );
+
+    let globex = key("globex");
+    let auth = format!("Bearer {globex}");
+    let added = std::time::Instant::now();
+    loop {
+        let r = call("GET", &s.url("/v1/resources"), &[("Authorization", &auth)], None);
+        if r.status == 200 {
+            break;
+        }
+        r.problem(401, "unauthorized");
+        assert!(added.elapsed() < Duration::from_secs(5), "the new key was never seen");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn slow_and_idle_connections_are_closed_after_the_header_timeout() {
+    let dir = tempdir("timeouts");
+    let s = Server::start(&["--no-auth", "--store", "memory", "--header-timeout", "1"], &dir);
+    let addr = s.base.trim_start_matches("http://").to_owned();
+    let closed_within = |stream: &mut std::net::TcpStream, limit: Duration| {
+        stream.set_read_timeout(Some(limit)).unwrap();
+        let started = std::time::Instant::now();
+        let mut buf = [0u8; 4096];
+        loop {
+            match stream.read(&mut buf) {
+                Ok(0) => return started.elapsed(),
+                Ok(_) => continue,
+                Err(e) => panic!("still open after {:?}: {e}", started.elapsed()),
+            }
+        }
+    };
+    // Half the headers, then nothing.
+    let mut slow = std::net::TcpStream::connect(&addr).unwrap();
+    std::io::Write::write_all(&mut slow, b"GET /healthz HTTP/1.1\r\nHost: x\r\n").unwrap();
+    let took = closed_within(&mut slow, Duration::from_secs(5));
+    assert!(took >= Duration::from_millis(900), "closed after {took:?}");
+    // A finished request on a kept-alive connection, then silence.
+    let mut idle = std::net::TcpStream::connect(&addr).unwrap();
+    std::io::Write::write_all(&mut idle, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut first = [0u8; 17];
+    idle.read_exact(&mut first).unwrap();
+    assert_eq!(&first, b"HTTP/1.1 200 OK\r\n");
+    closed_within(&mut idle, Duration::from_secs(5));
+    assert_eq!(call("GET", &s.url("/healthz"), NONE, None).status, 200, "the server itself goes on");
+}
+
+#[test]
+fn operator_caps_hold_and_a_snapshot_import_cannot_lift_them() {
+    let dir = tempdir("caps");
+    let args = ["--no-auth", "--store", "memory", "--max-resources", "2", "--max-cells", "6", "--rate", "50"];
+    let s = Server::start(&args, &dir);
+    let reg = |v: &str| call("POST", &s.url("/v1/resources"), NONE, Some(json!({"kind": "p", "value": v})));
+    assert_eq!(reg("a").status, 204);
+    assert_eq!(reg("b").status, 204);
+    let p = reg("c").problem(422, "budget_exhausted");
+    assert_eq!(p["field"], "max_resources");
+
+    let mut snapshot = call("GET", &s.url("/v1/snapshot?format=json"), NONE, None).json();
+    assert_eq!(snapshot["policy"]["max_resources"], 2);
+    assert_eq!(snapshot["policy"]["rate_limit"], json!({"rate": 50.0, "burst": 50}));
+    snapshot["policy"]["max_resources"] = Value::Null;
+    snapshot["policy"]["max_cells"] = json!(1_000_000);
+    snapshot["policy"]["rate_limit"] = Value::Null;
+    let r = call("PUT", &s.url("/v1/snapshot"), NONE, Some(snapshot.clone()));
+    assert_eq!(r.status, 204, "{}", r.body);
+    reg("c").problem(422, "budget_exhausted");
+    let report = |c: usize| {
+        let body = json!({"kind": "p", "value": "a", "context": format!("c{c}"), "outcome": "success"});
+        call("POST", &s.url("/v1/outcomes"), NONE, Some(body))
+    };
+    for c in 0..6 {
+        assert_eq!(report(c).status, 204, "cell {c} is within --max-cells 6");
+    }
+    let p = report(6).problem(422, "budget_exhausted");
+    assert_eq!(p["field"], "max_cells");
+    let policy = call("GET", &s.url("/v1/snapshot?format=json"), NONE, None).json()["policy"].clone();
+    assert_eq!((policy["max_resources"].as_u64(), policy["max_cells"].as_u64()), (Some(2), Some(6)));
+    assert_eq!(policy["rate_limit"], json!({"rate": 50.0, "burst": 50}));
+
+    // Holding more than the caps allow, or counters that could wrap: refused, nothing changes.
+    let before = call("GET", &s.url("/v1/snapshot?format=json"), NONE, None).body;
+    let open = Server::start(&["--no-auth", "--store", "memory"], &dir);
+    for v in ["x", "y", "z"] {
+        call("POST", &open.url("/v1/resources"), NONE, Some(json!({"kind": "p", "value": v})));
+    }
+    let mut three = Vec::new();
+    ureq::get(&open.url("/v1/snapshot")).call().unwrap().into_reader().read_to_end(&mut three).unwrap();
+    let p = send("PUT", &s.url("/v1/snapshot"), "application/octet-stream", &three).problem(422, "invalid_snapshot");
+    assert_eq!(
+        (p["field"].as_str(), p["rule"].as_str()),
+        (Some("resources"), Some("must not outnumber policy.max_resources"))
+    );
+    let mut wrap = snapshot.clone();
+    wrap["next_lease_id"] = json!(u64::MAX);
+    let p = call("PUT", &s.url("/v1/snapshot"), NONE, Some(wrap)).problem(422, "invalid_snapshot");
+    assert_eq!(p["field"], "next_lease_id");
+    assert_eq!(p["rule"], "must be at most u64::MAX / 2 (a counter this high could wrap)");
+    assert_eq!(call("GET", &s.url("/v1/snapshot?format=json"), NONE, None).body, before);
+}
+
+#[test]
+fn the_default_body_limit_takes_back_a_7500_resource_export() {
+    let dir = tempdir("big");
+    let s = Server::start(&["--no-auth", "--store", "memory"], &dir);
+    let agent = ureq::agent();
+    for i in 0..7500 {
+        let r = agent
+            .post(&s.url("/v1/resources"))
+            .send_json(json!({"kind": "proxy", "value": format!("10.0.{}.{}:8080", i / 256, i % 256)}));
+        assert_eq!(r.map(|r| r.status()).ok(), Some(204));
+    }
+    for (i, outcome) in ["slow", "timeout", "success"].iter().enumerate() {
+        let body = json!({"kind": "proxy", "value": format!("10.0.0.{i}:8080"), "context": "c", "outcome": outcome});
+        call("POST", &s.url("/v1/outcomes"), NONE, Some(body));
+    }
+    let export = call("GET", &s.url("/v1/snapshot?format=json"), NONE, None);
+    assert!(export.body.len() > 2 << 20, "{} bytes: over the old 2 MiB limit", export.body.len());
+    let r = send("PUT", &s.url("/v1/snapshot"), "application/json", export.body.as_bytes());
+    assert_eq!(r.status, 204, "{}", r.body);
+    assert_eq!(call("GET", &s.url("/v1/stats"), NONE, None).json()["resources"], 7500);
+}
+
+#[test]
+fn bench_against_a_server_removes_the_resources_it_registered() {
+    let dir = tempdir("bench-target");
+    let s = Server::start(&["--no-auth", "--store", "memory"], &dir);
+    call("POST", &s.url("/v1/resources"), NONE, Some(json!({"kind": "proxy", "value": "mine"})));
+    let out = Command::new(env!("CARGO_BIN_EXE_repute"))
+        .args(["bench", "--target", &s.base, "--count", "50", "--resources", "5", "--report"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("errors 0"));
+    let left = call("GET", &s.url("/v1/resources"), NONE, None).json();
+    let values: Vec<&str> = left.as_array().unwrap().iter().filter_map(|r| r["resource"]["value"].as_str()).collect();
+    assert_eq!(values, ["mine"], "only what was there before the run");
+}
+
+#[test]
+fn a_second_server_on_one_sqlite_file_refuses_to_start_naming_the_first() {
+    let dir = tempdir("sqlite-twice");
+    let args = ["--no-auth", "--store", "sqlite:pool.db"];
+    let first = Server::start(&args, &dir);
+    let out = Command::new(env!("CARGO_BIN_EXE_repute"))
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(args)
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(out.stdout.is_empty(), "it never listened: {}", String::from_utf8_lossy(&out.stdout));
+    let err = String::from_utf8(out.stderr).unwrap();
+    let pid = first.child.id();
+    assert!(
+        err.contains(&format!("--store sqlite:pool.db: already served by process {pid} serving {}", first.base)),
+        "{err}"
+    );
+    // Logs off a terminal carry no colour codes.
+    assert!(!err.contains('\u{1b}'), "{err:?}");
+    drop(first);
+    let again = Server::start(&args, &dir);
+    assert_eq!(call("GET", &again.url("/healthz"), NONE, None).status, 200, "a stopped server frees the file");
+}
+
+#[test]
+fn the_rate_flag_limits_acquires_and_logs_carry_no_colour_codes() {
+    let dir = tempdir("rate");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_repute"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--log", "info", "--no-auth", "--store", "memory"])
+        .args(["--rate", "0.5", "--burst", "2", "--strategy", "first"])
+        .current_dir(&dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let base = format!("http://{}", line.trim().strip_prefix("listening on ").unwrap());
+    let url = |p: &str| format!("{base}{p}");
+    call("POST", &url("/v1/resources"), NONE, Some(json!({"kind": "p", "value": "a", "permits": 10})));
+    for _ in 0..2 {
+        assert_eq!(call("POST", &url("/v1/leases"), NONE, Some(json!({"context": "c"}))).status, 201);
+    }
+    let r = call("POST", &url("/v1/leases"), NONE, Some(json!({"context": "c"})));
+    let p = r.problem(429, "rate_limited");
+    // One token takes 2 s at 0.5/s: the wait is what is left of it.
+    let wait = p["retry_after"].as_f64().unwrap();
+    assert!(wait > 0.0 && wait <= 2.0, "{p}");
+    assert_eq!(r.retry_after.as_deref(), Some(format!("{}", wait.ceil().max(1.0) as u64).as_str()));
+    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    let mut logs = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut logs).unwrap();
+    child.wait().unwrap();
+    assert!(logs.contains("serving") && logs.contains("stopped"), "{logs}");
+    assert!(!logs.contains('\u{1b}'), "colour codes in a redirected log: {logs:?}");
+}
+
+#[test]
+fn connections_past_the_cap_wait_until_one_is_closed() {
+    let dir = tempdir("conn-cap");
+    let s = Server::start(&["--no-auth", "--store", "memory", "--max-connections", "2", "--header-timeout", "1"], &dir);
+    let addr = s.base.trim_start_matches("http://").to_owned();
+    // Two connections that send nothing hold both slots until the header timeout closes them.
+    let held: Vec<_> = (0..2).map(|_| std::net::TcpStream::connect(&addr).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(100));
+    let started = std::time::Instant::now();
+    assert_eq!(call("GET", &s.url("/healthz"), NONE, None).status, 200);
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_millis(700), "served after {waited:?}, while both slots were held");
+    drop(held);
+    let started = std::time::Instant::now();
+    assert_eq!(call("GET", &s.url("/healthz"), NONE, None).status, 200);
+    assert!(started.elapsed() < Duration::from_millis(700), "a free slot serves at once");
+}
+
+#[test]
+fn caps_set_after_a_tenant_was_saved_hold_over_its_checkpoint() {
+    let dir = tempdir("caps-later");
+    let open = ["--no-auth", "--store", "sqlite:pool.db"];
+    let s = Server::start(&open, &dir);
+    for v in ["a", "b", "c"] {
+        call("POST", &s.url("/v1/resources"), NONE, Some(json!({"kind": "p", "value": v})));
+    }
+    let policy = |s: &Server| call("GET", &s.url("/v1/snapshot?format=json"), NONE, None).json()["policy"].clone();
+    assert_eq!(policy(&s)["max_resources"], Value::Null);
+    assert!(s.terminate().success());
+
+    let s = Server::start(&[&open[..], &["--max-resources", "4", "--rate", "10"]].concat(), &dir);
+    let p = policy(&s);
+    assert_eq!((p["max_resources"].as_u64(), p["rate_limit"].clone()), (Some(4), json!({"rate": 10.0, "burst": 10})));
+    assert_eq!(call("POST", &s.url("/v1/resources"), NONE, Some(json!({"kind": "p", "value": "d"}))).status, 204);
+    call("POST", &s.url("/v1/resources"), NONE, Some(json!({"kind": "p", "value": "e"})))
+        .problem(422, "budget_exhausted");
+    assert!(s.terminate().success());
+
+    // Holding more than a cap now allows: kept as saved, budgets and all.
+    let s = Server::start(&[&open[..], &["--max-resources", "2"]].concat(), &dir);
+    assert_eq!(policy(&s)["max_resources"], 4);
+    assert_eq!(call("GET", &s.url("/v1/stats"), NONE, None).json()["resources"], 4);
 }

@@ -3,7 +3,9 @@
 
 use std::fs;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::RwLock;
+use std::time::SystemTime;
 
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
@@ -61,6 +63,51 @@ impl KeyRing {
     }
 }
 
+/// What says a key file changed: its modification time and length.
+type Stamp = (Option<SystemTime>, u64);
+
+fn stamp(path: &Path) -> Option<Stamp> {
+    fs::metadata(path).ok().map(|m| (m.modified().ok(), m.len()))
+}
+
+/// The key file a server checks keys against, re-read when it changes so a
+/// key made with `repute key new` while the server runs works at once (the
+/// server looks every second; see `reload_if_changed`).
+#[derive(Debug)]
+pub struct KeyFile {
+    path: PathBuf,
+    ring: RwLock<(KeyRing, Option<Stamp>)>,
+}
+
+impl KeyFile {
+    pub fn load(path: &Path) -> Result<KeyFile, String> {
+        let seen = stamp(path);
+        let ring = KeyRing::load(path)?;
+        Ok(KeyFile { path: path.to_owned(), ring: RwLock::new((ring, seen)) })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ring.read().unwrap_or_else(|p| p.into_inner()).0.is_empty()
+    }
+
+    pub fn tenant_of(&self, key: &str) -> Option<String> {
+        self.ring.read().unwrap_or_else(|p| p.into_inner()).0.tenant_of(key).map(str::to_owned)
+    }
+
+    /// Re-reads the file if its time or length moved. A file that no longer
+    /// parses keeps the keys last read (and says why), so a half-written
+    /// edit does not lock every client out.
+    pub fn reload_if_changed(&self) -> Result<bool, String> {
+        let now = stamp(&self.path);
+        if self.ring.read().unwrap_or_else(|p| p.into_inner()).1 == now {
+            return Ok(false);
+        }
+        let ring = KeyRing::load(&self.path)?;
+        *self.ring.write().unwrap_or_else(|p| p.into_inner()) = (ring, now);
+        Ok(true)
+    }
+}
+
 /// Makes a new key for `tenant`, appends its hash to the key file and returns the key.
 pub fn new_key(tenant: &str, path: &Path) -> Result<String, String> {
     crate::serve::tenant::check(tenant).map_err(|rule| format!("tenant {tenant:?}: {rule}"))?;
@@ -95,5 +142,22 @@ mod tests {
         let text = fs::read_to_string(&dir).unwrap();
         assert!(!text.contains(&a), "the key itself is never stored");
         fs::remove_file(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_key_file_is_re_read_when_it_changes() {
+        let path = std::env::temp_dir().join(format!("repute-keyfile-{}", std::process::id()));
+        let _ = fs::remove_file(&path);
+        let a = new_key("acme", &path).unwrap();
+        let file = KeyFile::load(&path).unwrap();
+        assert_eq!(file.reload_if_changed(), Ok(false));
+        let b = new_key("globex", &path).unwrap();
+        assert_eq!(file.tenant_of(&b), None);
+        assert_eq!(file.reload_if_changed(), Ok(true));
+        assert_eq!((file.tenant_of(&a).as_deref(), file.tenant_of(&b).as_deref()), (Some("acme"), Some("globex")));
+        fs::write(&path, "acme not-hex\n").unwrap();
+        assert!(file.reload_if_changed().unwrap_err().contains("line 1"));
+        assert_eq!(file.tenant_of(&b).as_deref(), Some("globex"), "a bad file keeps the keys last read");
+        fs::remove_file(&path).unwrap();
     }
 }

@@ -1,8 +1,14 @@
 //! Prometheus metrics: lease grants and refusals, occupancy, reputation
 //! transitions (all counted from the pool's own events) and request latency.
+//!
+//! Every label comes from a fixed set, so nothing a client sends can grow
+//! the page: request latency by route template and one of a few methods;
+//! pool figures summed over tenants unless `--metrics-tenants` asks for one
+//! series per tenant (bounded then by the tenants the operator keys).
 
 use std::time::Duration;
 
+use axum::http::Method;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -11,37 +17,38 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 use repute_host::{Event, EventKind, RejectReason, Stats};
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct TenantLabel {
-    pub tenant: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct RejectLabel {
-    pub tenant: String,
-    pub reason: String,
-}
+/// A tenant label, or none when tenants are summed.
+type Labels = Vec<(&'static str, String)>;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RouteLabel {
-    pub method: String,
+    pub method: &'static str,
     pub route: String,
     pub status: u16,
+}
+
+/// Methods the API answers get their own label value; any other is `other`.
+pub fn method_label(method: &Method) -> &'static str {
+    const KNOWN: [Method; 7] =
+        [Method::GET, Method::HEAD, Method::POST, Method::PUT, Method::DELETE, Method::PATCH, Method::OPTIONS];
+    KNOWN.iter().find(|m| *m == method).map_or("other", Method::as_str)
 }
 
 type Hist = Family<RouteLabel, Histogram, fn() -> Histogram>;
 
 pub struct Metrics {
     registry: Registry,
-    granted: Family<TenantLabel, Counter>,
-    rejected: Family<RejectLabel, Counter>,
-    expired: Family<TenantLabel, Counter>,
-    cooled: Family<TenantLabel, Counter>,
-    recovered: Family<TenantLabel, Counter>,
-    blocklisted: Family<TenantLabel, Counter>,
-    live_leases: Family<TenantLabel, Gauge>,
-    available: Family<TenantLabel, Gauge>,
-    resources: Family<TenantLabel, Gauge>,
+    /// `--metrics-tenants`: one series per tenant rather than sums.
+    per_tenant: bool,
+    granted: Family<Labels, Counter>,
+    rejected: Family<Labels, Counter>,
+    expired: Family<Labels, Counter>,
+    cooled: Family<Labels, Counter>,
+    recovered: Family<Labels, Counter>,
+    blocklisted: Family<Labels, Counter>,
+    live_leases: Family<Labels, Gauge>,
+    available: Family<Labels, Gauge>,
+    resources: Family<Labels, Gauge>,
     latency: Hist,
 }
 
@@ -50,9 +57,10 @@ fn latency_histogram() -> Histogram {
 }
 
 impl Metrics {
-    pub fn new() -> Metrics {
+    pub fn new(per_tenant: bool) -> Metrics {
         let mut registry = Registry::with_prefix("repute");
         let m = Metrics {
+            per_tenant,
             granted: Family::default(),
             rejected: Family::default(),
             expired: Family::default(),
@@ -78,8 +86,16 @@ impl Metrics {
         Metrics { registry, ..m }
     }
 
+    fn tenant(&self, tenant: &str) -> Labels {
+        if self.per_tenant {
+            vec![("tenant", tenant.to_owned())]
+        } else {
+            Vec::new()
+        }
+    }
+
     pub fn observe_events(&self, tenant: &str, events: &[Event]) {
-        let t = || TenantLabel { tenant: tenant.to_owned() };
+        let t = || self.tenant(tenant);
         for e in events {
             match &e.kind {
                 EventKind::Leased { .. } => {
@@ -90,9 +106,9 @@ impl Metrics {
                         RejectReason::NoCandidates => "no_candidates",
                         RejectReason::RateLimited => "rate_limited",
                     };
-                    self.rejected
-                        .get_or_create(&RejectLabel { tenant: tenant.to_owned(), reason: reason.into() })
-                        .inc();
+                    let mut labels = t();
+                    labels.push(("reason", reason.into()));
+                    self.rejected.get_or_create(&labels).inc();
                 }
                 EventKind::LeaseExpired { .. } => {
                     self.expired.get_or_create(&t()).inc();
@@ -111,15 +127,32 @@ impl Metrics {
         }
     }
 
-    pub fn observe_stats(&self, tenant: &str, stats: &Stats) {
-        let t = TenantLabel { tenant: tenant.to_owned() };
-        self.live_leases.get_or_create(&t).set(stats.live_leases as i64);
-        self.available.get_or_create(&t).set(stats.available as i64);
-        self.resources.get_or_create(&t).set(stats.resources as i64);
+    /// The occupancy gauges from every open tenant's stats: one series per
+    /// tenant, or their sums.
+    pub fn observe_stats(&self, all: &[(String, Stats)]) {
+        let mut totals = [0i64; 3];
+        for (tenant, s) in all {
+            let figures = [s.live_leases as i64, s.available as i64, s.resources as i64];
+            if self.per_tenant {
+                let t = self.tenant(tenant);
+                self.live_leases.get_or_create(&t).set(figures[0]);
+                self.available.get_or_create(&t).set(figures[1]);
+                self.resources.get_or_create(&t).set(figures[2]);
+            }
+            for (total, f) in totals.iter_mut().zip(figures) {
+                *total += f;
+            }
+        }
+        if !self.per_tenant {
+            let none = Vec::new();
+            self.live_leases.get_or_create(&none).set(totals[0]);
+            self.available.get_or_create(&none).set(totals[1]);
+            self.resources.get_or_create(&none).set(totals[2]);
+        }
     }
 
-    pub fn observe_request(&self, method: &str, route: &str, status: u16, took: Duration) {
-        let label = RouteLabel { method: method.to_owned(), route: route.to_owned(), status };
+    pub fn observe_request(&self, method: &'static str, route: &str, status: u16, took: Duration) {
+        let label = RouteLabel { method, route: route.to_owned(), status };
         self.latency.get_or_create(&label).observe(took.as_secs_f64());
     }
 

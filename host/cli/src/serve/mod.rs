@@ -13,6 +13,7 @@ pub mod routes;
 mod state;
 pub mod tenant;
 
+use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -20,7 +21,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use repute_host::{
-    CoolingRule, FailureKind, Limits, Mode, OwnersSpec, Policy, PoolSet, Recovery, StoreSpec, Strategy, SystemClock,
+    CoolingRule, FailureKind, Limits, Mode, OwnersSpec, Policy, PoolSet, RateLimit, Recovery, StoreSpec, Strategy,
+    SystemClock,
 };
 use tokio::sync::watch;
 
@@ -54,7 +56,8 @@ pub struct Args {
     /// Seconds between folds of the other processes' log entries (shared mode).
     #[arg(long, env = "REPUTE_SYNC_EVERY", default_value_t = 0.2)]
     pub sync_every: f64,
-    /// API key file, as written by `repute key new`.
+    /// API key file, as written by `repute key new`. Checked every second and
+    /// re-read when it changed, so keys added while the server runs work at once.
     #[arg(long, env = "REPUTE_KEYS", default_value = "repute.keys")]
     pub keys: PathBuf,
     /// Serve without API keys (tenant from the Repute-Tenant header). For local use only.
@@ -95,6 +98,39 @@ pub struct Args {
     /// Seconds between probe rounds.
     #[arg(long, env = "REPUTE_PROBE_EVERY", default_value_t = 1.0)]
     pub probe_every: f64,
+    /// Most resources one tenant may register (new pools, and a cap on any
+    /// snapshot a tenant imports: an import can lower it, never lift it).
+    #[arg(long, env = "REPUTE_MAX_RESOURCES")]
+    pub max_resources: Option<u32>,
+    /// Most (resource, context) cells one tenant may hold; capped on import likewise.
+    #[arg(long, env = "REPUTE_MAX_CELLS")]
+    pub max_cells: Option<u32>,
+    /// Acquires per second one tenant may make (a token bucket; 429 past it);
+    /// capped on import likewise.
+    #[arg(long, env = "REPUTE_RATE")]
+    pub rate: Option<f64>,
+    /// Acquires the bucket of --rate holds at most (default: the rate, at least 1).
+    #[arg(long, env = "REPUTE_BURST", requires = "rate")]
+    pub burst: Option<u32>,
+    /// Largest request body, in bytes; larger ones get a 413. The default
+    /// takes back the export of a pool of 7,500 resources with their cells.
+    #[arg(long, env = "REPUTE_MAX_BODY_BYTES", default_value_t = 16 << 20)]
+    pub max_body_bytes: usize,
+    /// Seconds a connection may take to send a request's headers, and may sit
+    /// idle between requests, before it is closed.
+    #[arg(long, env = "REPUTE_HEADER_TIMEOUT", default_value_t = 10.0)]
+    pub header_timeout: f64,
+    /// Connections served at once; further ones wait in the listen backlog.
+    #[arg(long, env = "REPUTE_MAX_CONNECTIONS", default_value_t = 1024)]
+    pub max_connections: usize,
+    /// Label the pool metrics with tenant names (one series per tenant);
+    /// without it they are sums over tenants.
+    #[arg(long, env = "REPUTE_METRICS_TENANTS")]
+    pub metrics_tenants: bool,
+    /// `/metrics` answers only a request with an API key (of any tenant)
+    /// from --keys; without it the page is open, like /healthz.
+    #[arg(long, env = "REPUTE_METRICS_AUTH", conflicts_with = "no_auth")]
+    pub metrics_auth: bool,
     /// Seed of new pools' selection randomness.
     #[arg(long, env = "REPUTE_SEED", default_value_t = 0)]
     pub seed: u64,
@@ -130,6 +166,8 @@ pub fn main(args: &Args) -> Result<(), String> {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_new(&args.log).map_err(|e| format!("--log: {e}"))?)
         .with_writer(std::io::stderr)
+        // Colour codes only for a person at a terminal, never into a log file.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -143,7 +181,7 @@ async fn run(args: &Args) -> Result<(), String> {
         tracing::warn!("serving without API keys (--no-auth): any local process can use every tenant");
         None
     } else {
-        let ring = auth::KeyRing::load(&args.keys)?;
+        let ring = auth::KeyFile::load(&args.keys)?;
         if ring.is_empty() {
             return Err(format!(
                 "no API keys in {}: create one with `repute key new --tenant NAME`, or pass --no-auth for local use",
@@ -163,10 +201,24 @@ async fn run(args: &Args) -> Result<(), String> {
             Recovery::parse(r).map_err(|_| format!("--recovery {r:?}: must be traffic, probe or classic"))?;
     }
     policy.fail_open = args.fail_open;
+    policy.max_resources = args.max_resources;
+    policy.max_cells = args.max_cells;
+    if let Some(rate) = args.rate {
+        let burst = args.burst.unwrap_or_else(|| (rate.ceil() as u32).max(1));
+        policy.rate_limit = Some(RateLimit { rate, burst });
+    }
     for rule in &args.cooldowns {
         policy.rules.push(cooldown_flag(&policy, rule)?);
     }
-    policy.validate().map_err(|e| e.to_string())?;
+    policy.validate().map_err(|e| match e {
+        repute_core::Error::InvalidInput { field: "policy.rate_limit.rate", rule } => format!("--rate: {rule}"),
+        repute_core::Error::InvalidInput { field: "policy.rate_limit.burst", rule } => format!("--burst: {rule}"),
+        e => e.to_string(),
+    })?;
+    let header_timeout = seconds(args.header_timeout, "--header-timeout")?;
+    if args.max_connections == 0 {
+        return Err("--max-connections: must be >= 1".into());
+    }
     let probe = match &args.probe_url {
         Some(_) if policy.recovery != Recovery::Probe => {
             return Err("--probe-url: goes with --recovery probe".into());
@@ -180,6 +232,10 @@ async fn run(args: &Args) -> Result<(), String> {
     let set = PoolSet::new(shards, Limits::default()).map_err(|e| format!("cannot start the pool: {e}"))?;
     let owner_ttl = seconds(args.owner_ttl, "--owner-ttl")?;
     let sync_every = seconds(args.sync_every, "--sync-every")?;
+    let mut server_lock = match &args.store {
+        StoreSpec::Sqlite(path) => Some(lock_sqlite(path)?),
+        _ => None,
+    };
     let listener =
         tokio::net::TcpListener::bind(args.listen).await.map_err(|e| format!("--listen {}: {e}", args.listen))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
@@ -189,6 +245,10 @@ async fn run(args: &Args) -> Result<(), String> {
         .map_err(|e| e.to_string())?
         .map_err(|e| format!("--store: {e}"))?;
     let advertise = args.advertise.clone().unwrap_or_else(|| format!("http://{addr}"));
+    if let Some(file) = &mut server_lock {
+        // Read by the next server refused the file, to say where this one is.
+        let _ = write!(file, "process {} serving {advertise}", std::process::id());
+    }
     let ownership = match args.mode {
         Mode::Sharded => {
             let (owners, store, advertise) = (args.owners.clone(), store.clone(), advertise.clone());
@@ -217,6 +277,9 @@ async fn run(args: &Args) -> Result<(), String> {
         keys,
         stop_rx.clone(),
         probe,
+        args.max_body_bytes,
+        args.metrics_tenants,
+        args.metrics_auth,
     ));
     println!("listening on {addr}");
     tracing::info!(%addr, store = ?args.store, mode = args.mode.as_str(), shards, "serving");
@@ -230,14 +293,12 @@ async fn run(args: &Args) -> Result<(), String> {
     let ticker = tokio::spawn(background(state.clone(), timers, stop_rx));
     state.ready.store(true, Ordering::Release);
     let app = routes::router(state.clone());
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown_signal().await;
-            tracing::info!("shutting down: draining requests");
-            let _ = stop_tx.send(true);
-        })
-        .await
-        .map_err(|e| format!("server: {e}"))?;
+    let shutdown = async move {
+        shutdown_signal().await;
+        tracing::info!("shutting down: draining requests");
+        let _ = stop_tx.send(true);
+    };
+    serve(listener, app, header_timeout, args.max_connections, shutdown).await;
     state.ready.store(false, Ordering::Release);
     ticker.abort();
     let s = state.clone();
@@ -251,6 +312,86 @@ async fn run(args: &Args) -> Result<(), String> {
     .map_err(|e| e.to_string())?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Serves HTTP/1.1 connections until `shutdown`, then drains them. Unlike
+/// `axum::serve` it bounds what a client can hold without sending anything:
+/// a connection has `header_timeout` to send each request's headers (also
+/// the limit on idling between requests), and at most `max_connections` are
+/// served at once.
+async fn serve(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    header_timeout: Duration,
+    max_connections: usize,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    use hyper_util::service::TowerToHyperService;
+
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let slots = Arc::new(tokio::sync::Semaphore::new(max_connections));
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new()).header_read_timeout(header_timeout);
+    tokio::pin!(shutdown);
+    loop {
+        let slot = tokio::select! {
+            slot = slots.clone().acquire_owned() => slot.expect("the semaphore is never closed"),
+            () = &mut shutdown => break,
+        };
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Out of file descriptors and the like: back off rather than spin.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app.clone())));
+        tokio::spawn(async move {
+            let _ = conn.await;
+            drop(slot);
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+}
+
+/// Takes the lock file beside a SQLite database that says one server has it.
+/// Each tenant has its own lock too, but without this one a second server
+/// would start and answer 421 to every request; it is refused at start
+/// instead, naming the server that has the file. The OS drops the lock with
+/// the process, so a crash never locks a restart out.
+// `File::try_lock` is newer than the declared MSRV, as in the host's SQLite
+// provider, which the CLI links anyway: the build already needs Rust 1.89.
+#[allow(clippy::incompatible_msrv)]
+fn lock_sqlite(db: &std::path::Path) -> Result<std::fs::File, String> {
+    let mut name = db.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    name.push(".server");
+    let path = db.with_file_name(name);
+    let fail = |e: std::io::Error| format!("--store sqlite:{}: lock file {}: {e}", db.display(), path.display());
+    let mut file =
+        std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(fail)?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let mut holder = String::new();
+            let _ = file.read_to_string(&mut holder);
+            let holder = if holder.is_empty() { "another repute serve".to_owned() } else { holder };
+            return Err(format!(
+                "--store sqlite:{}: already served by {holder}; a SQLite file has one server (use that one, stop it, or use PostgreSQL for several)",
+                db.display()
+            ));
+        }
+        Err(std::fs::TryLockError::Error(e)) => return Err(fail(e)),
+    }
+    file.set_len(0).map_err(fail)?;
+    Ok(file)
 }
 
 /// How often tenants whose owner let go (as the coordination store's watch
@@ -292,6 +433,9 @@ async fn background(state: Arc<AppState>, timers: Timers, stop: watch::Receiver<
         })
     };
     let mut jobs = vec![every(Duration::from_secs(1), AppState::tick)];
+    if state.keys.is_some() {
+        jobs.push(every(Duration::from_secs(1), AppState::reload_keys));
+    }
     if state.store.durable() {
         jobs.push(every(timers.checkpoint, AppState::checkpoint_all));
     }

@@ -103,6 +103,17 @@ impl Problem {
         Problem::new(StatusCode::NOT_FOUND, "not_found", format!("No such {what}"))
     }
 
+    /// A body over `--max-body-bytes`.
+    pub fn too_large(max: usize) -> Problem {
+        ProblemBody {
+            field: Some("body".into()),
+            rule: Some(format!("must be at most {max} bytes")),
+            detail: Some(format!("the body is over this server's --max-body-bytes ({max})")),
+            ..ProblemBody::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", "Request body too large")
+        }
+        .into()
+    }
+
     pub fn detail(mut self, detail: impl Into<String>) -> Problem {
         self.0.detail = Some(detail.into());
         self
@@ -111,6 +122,21 @@ impl Problem {
     pub fn with_status(mut self, status: StatusCode) -> Problem {
         self.0.status = status.as_u16();
         self
+    }
+}
+
+/// The request field a pool error's field comes from. The pool names its own
+/// values (`resource.kind`, `latency`); a client needs the name it sent.
+fn request_field(pool_field: &str) -> &str {
+    match pool_field {
+        "resource.kind" => "kind",
+        "resource.value" => "value",
+        "latency" => "latency_ms",
+        "retry_after" => "retry_after_ms",
+        "duration" => "seconds",
+        "failure.kind" => "outcome",
+        "status" => "http_status",
+        other => other,
     }
 }
 
@@ -125,7 +151,7 @@ impl From<repute_host::Error> for Problem {
         let detail = Some(e.to_string());
         let p = |status, title: &str| ProblemBody { detail: detail.clone(), ..ProblemBody::new(status, code, title) };
         let body = match e {
-            E::InvalidInput { field, rule } => ProblemBody::invalid(field, rule),
+            E::InvalidInput { field, rule } => ProblemBody::invalid(request_field(&field), rule),
             E::UnknownResource => p(StatusCode::NOT_FOUND, "Resource is not registered"),
             E::UnknownLease => p(StatusCode::NOT_FOUND, "No live lease with that id"),
             E::StaleLease => p(StatusCode::CONFLICT, "Stale fencing token"),
@@ -143,6 +169,11 @@ impl From<repute_host::Error> for Problem {
             E::RateLimited { retry_after } => ProblemBody {
                 retry_after: Some(seconds(retry_after)),
                 ..p(StatusCode::TOO_MANY_REQUESTS, "Rate limited")
+            },
+            E::Snapshot(repute_host::SnapshotError::Invalid { field, rule }) => ProblemBody {
+                field: Some(field),
+                rule: Some(rule),
+                ..p(StatusCode::UNPROCESSABLE_ENTITY, "Snapshot refused")
             },
             E::Snapshot(_) => p(StatusCode::UNPROCESSABLE_ENTITY, "Snapshot refused"),
             E::Store(_) => p(StatusCode::SERVICE_UNAVAILABLE, "Store refused or failed"),

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::body::Bytes;
-use axum::extract::rejection::JsonRejection;
-use axum::extract::{FromRequest, FromRequestParts, MatchedPath, Path, Query, Request, State};
+use axum::extract::rejection::PathRejection;
+use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, MatchedPath, Path, Request, State};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
@@ -17,6 +17,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use futures_util::stream::{Stream, StreamExt as _};
+use repute_core::snapshot::{capped, CappedInput};
 use repute_host::{CellView, Lease, LeaseKind, PoolOps, ResourceView, Stats, SECOND};
 use serde::{Deserialize, Serialize};
 use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
@@ -56,17 +57,25 @@ pub fn router(state: Shared) -> Router {
         .route("/metrics", get(metrics))
         .route("/openapi.json", get(|| async { ([(header::CONTENT_TYPE, "application/json")], OPENAPI) }))
         .fallback(|| async { Problem::not_found("route") })
+        // The method router still adds the `Allow` header to this answer.
+        .method_not_allowed_fallback(|| async {
+            Problem::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "Method not allowed")
+                .detail("the Allow header lists the methods of this route")
+        })
+        .layer(DefaultBodyLimit::max(state.max_body_bytes))
         .layer(middleware::from_fn_with_state(state.clone(), observe))
         .with_state(state)
 }
 
-/// Times every request into the latency histogram, by route template.
+/// Times every request into the latency histogram, by route template and
+/// method: both from fixed sets, so invented paths and methods cannot grow
+/// the metrics page.
 async fn observe(State(state): State<Shared>, req: Request, next: Next) -> Response {
     let route = req.extensions().get::<MatchedPath>().map_or("unmatched", |m| m.as_str()).to_owned();
-    let method = req.method().to_string();
+    let method = super::metrics::method_label(req.method());
     let start = Instant::now();
     let res = next.run(req).await;
-    state.metrics.observe_request(&method, &route, res.status().as_u16(), start.elapsed());
+    state.metrics.observe_request(method, &route, res.status().as_u16(), start.elapsed());
     tracing::debug!(%method, %route, status = res.status().as_u16(), "request");
     res
 }
@@ -104,40 +113,142 @@ impl FromRequestParts<Shared> for Tenant {
                 Err(Problem::new(StatusCode::FORBIDDEN, "forbidden", "The key is for another tenant")
                     .detail(format!("this key may act on tenant {owner:?} only")))
             }
-            _ => Ok(Tenant(owner.to_owned())),
+            _ => Ok(Tenant(owner)),
         }
     }
 }
 
+/// The key of `Authorization: Bearer KEY` (the scheme is case-insensitive,
+/// RFC 9110 11.1) or of `X-Api-Key`.
 fn bearer(headers: &HeaderMap) -> Option<&str> {
     if let Some(v) = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
-        return v.strip_prefix("Bearer ").map(str::trim);
+        let (scheme, key) = v.trim_start().split_once(' ')?;
+        return scheme.eq_ignore_ascii_case("bearer").then(|| key.trim());
     }
     headers.get("x-api-key").and_then(|v| v.to_str().ok())
 }
 
-/// `Json` whose refusals are problem+json naming the body and the rule.
+/// A JSON body whose refusals are problem+json naming the request's field
+/// (the path serde was at) and the rule; an oversized body is a 413.
 pub struct Body<T>(pub T);
 
-impl<T: serde::de::DeserializeOwned, S: Send + Sync> FromRequest<S> for Body<T> {
+impl<T: serde::de::DeserializeOwned> FromRequest<Shared> for Body<T> {
     type Rejection = Problem;
 
-    async fn from_request(req: Request, state: &S) -> AppResult<Self> {
-        match Json::<T>::from_request(req, state).await {
-            Ok(Json(v)) => Ok(Body(v)),
-            Err(e) => Err(json_problem(e)),
+    async fn from_request(req: Request, state: &Shared) -> AppResult<Self> {
+        // `application/json` or a `+json` type, parameters (charset) aside, as axum's `Json` takes.
+        let json = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| {
+            let essence = v.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+            essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json"))
+        });
+        if !json {
+            return Err(Problem::invalid("body", "must be sent as Content-Type: application/json")
+                .with_status(StatusCode::UNSUPPORTED_MEDIA_TYPE));
+        }
+        let Raw(bytes) = Raw::from_request(req, state).await?;
+        let mut de = serde_json::Deserializer::from_slice(&bytes);
+        let value = serde_path_to_error::deserialize(&mut de).map_err(json_problem)?;
+        de.end().map_err(|e| Problem::invalid("body", format!("must be one JSON value: {}", serde_rule(&e))))?;
+        Ok(Body(value))
+    }
+}
+
+/// A serde_json error's message without its position.
+fn serde_rule(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    let at = format!(" at line {} column {}", e.line(), e.column());
+    text.strip_suffix(&at).unwrap_or(&text).to_owned()
+}
+
+/// The name inside serde's "missing field `x`" / "unknown field `x`, …".
+fn named_in(message: &str, prefix: &str) -> Option<String> {
+    let rest = message.strip_prefix(prefix)?;
+    Some(rest[..rest.find('`')?].to_owned())
+}
+
+fn json_problem(e: serde_path_to_error::Error<serde_json::Error>) -> Problem {
+    let path = e.path().to_string();
+    let inner = e.into_inner();
+    let rule = serde_rule(&inner);
+    if inner.is_syntax() || inner.is_eof() {
+        return Problem::invalid("body", format!("must be valid JSON: {rule}"));
+    }
+    if let Some(field) = named_in(&rule, "missing field `") {
+        let field = if path == "." { field } else { format!("{path}.{field}") };
+        return Problem::invalid(field, "is required");
+    }
+    if let Some(field) = named_in(&rule, "unknown field `") {
+        // The path already ends at the unknown key.
+        return Problem::invalid(if path == "." { field } else { path }, "is not a field of this request");
+    }
+    Problem::invalid(if path == "." { "body".to_owned() } else { path }, rule)
+}
+
+/// The raw body, at most `--max-body-bytes`; a longer one is a 413 problem.
+pub struct Raw(pub Bytes);
+
+impl FromRequest<Shared> for Raw {
+    type Rejection = Problem;
+
+    async fn from_request(req: Request, state: &Shared) -> AppResult<Self> {
+        match Bytes::from_request(req, state).await {
+            Ok(b) => Ok(Raw(b)),
+            Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => Err(Problem::too_large(state.max_body_bytes)),
+            Err(e) => Err(Problem::invalid("body", e.body_text()).with_status(e.status())),
         }
     }
 }
 
-fn json_problem(e: JsonRejection) -> Problem {
-    let (status, rule) = match &e {
-        JsonRejection::MissingJsonContentType(_) => {
-            (StatusCode::UNSUPPORTED_MEDIA_TYPE, "must be sent as Content-Type: application/json".to_owned())
+/// Path parameters, refused as problem+json naming the parameter.
+pub struct P<T>(pub T);
+
+impl<T: serde::de::DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for P<T> {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> AppResult<Self> {
+        use axum::extract::path::ErrorKind;
+        match Path::<T>::from_request_parts(parts, state).await {
+            Ok(Path(v)) => Ok(P(v)),
+            Err(PathRejection::FailedToDeserializePathParams(e)) => Err(match e.into_kind() {
+                ErrorKind::ParseErrorAtKey { key, expected_type, .. } => {
+                    Problem::invalid(key, path_rule(expected_type))
+                }
+                ErrorKind::InvalidUtf8InPathParam { key } => {
+                    Problem::invalid(key, "must be UTF-8 once percent-decoded")
+                }
+                ErrorKind::DeserializeError { key, message, .. } => Problem::invalid(key, message),
+                kind => Problem::invalid("path", kind.to_string()),
+            }),
+            Err(e) => Err(Problem::invalid("path", e.body_text()).with_status(e.status())),
         }
-        _ => (StatusCode::BAD_REQUEST, e.body_text()),
-    };
-    Problem::invalid("body", rule).with_status(status)
+    }
+}
+
+fn path_rule(expected_type: &str) -> String {
+    match expected_type {
+        "u64" => "must be an integer in 0..=18446744073709551615".to_owned(),
+        other => format!("must be a {other}"),
+    }
+}
+
+/// The query string, refused as problem+json naming the parameter.
+pub struct Q<T>(pub T);
+
+impl<T: serde::de::DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Q<T> {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> AppResult<Self> {
+        let query = parts.uri.query().unwrap_or_default();
+        let de = serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
+        serde_path_to_error::deserialize(de).map(Q).map_err(|e| {
+            let path = e.path().to_string();
+            let rule = e.into_inner().to_string();
+            match named_in(&rule, "missing field `") {
+                Some(field) => Problem::invalid(field, "is required"),
+                None => Problem::invalid(if path == "." { "query".to_owned() } else { path }, rule),
+            }
+        })
+    }
 }
 
 // ---- views ----
@@ -186,7 +297,15 @@ async fn readyz(State(state): State<Shared>) -> Response {
     }
 }
 
-async fn metrics(State(state): State<Shared>) -> Response {
+async fn metrics(State(state): State<Shared>, headers: HeaderMap) -> Response {
+    if let (true, Some(keys)) = (state.metrics_auth, &state.keys) {
+        let known = bearer(&headers).and_then(|k| keys.tenant_of(k));
+        if known.is_none() {
+            return Problem::new(StatusCode::UNAUTHORIZED, "unauthorized", "An API key is required")
+                .detail("this server's /metrics wants a key (--metrics-auth)")
+                .into_response();
+        }
+    }
     let s = state.clone();
     let _ = tokio::task::spawn_blocking(move || s.tick()).await;
     ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], state.metrics.render())
@@ -215,6 +334,19 @@ async fn resources(State(state): State<Shared>, Tenant(t): Tenant) -> AppResult<
     Ok(Json(state.call(&t, |p| p.resources()).await?))
 }
 
+/// `{kind}/{value}` of a resource path.
+#[derive(Deserialize)]
+struct KindValue {
+    kind: String,
+    value: String,
+}
+
+/// `{id}` of a lease path.
+#[derive(Deserialize)]
+struct LeaseId {
+    id: u64,
+}
+
 #[derive(Deserialize)]
 struct ForceQuery {
     #[serde(default)]
@@ -224,8 +356,8 @@ struct ForceQuery {
 async fn unregister(
     State(state): State<Shared>,
     Tenant(t): Tenant,
-    Path((kind, value)): Path<(String, String)>,
-    Query(q): Query<ForceQuery>,
+    P(KindValue { kind, value }): P<KindValue>,
+    Q(q): Q<ForceQuery>,
 ) -> AppResult<StatusCode> {
     state.call(&t, move |p| p.unregister(&kind, &value, q.force)).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -234,7 +366,7 @@ async fn unregister(
 async fn cells(
     State(state): State<Shared>,
     Tenant(t): Tenant,
-    Path((kind, value)): Path<(String, String)>,
+    P(KindValue { kind, value }): P<KindValue>,
 ) -> AppResult<Json<Vec<CellView>>> {
     Ok(Json(state.call(&t, move |p| p.cells(&kind, &value)).await?))
 }
@@ -250,7 +382,7 @@ struct BlockIn {
 async fn block(
     State(state): State<Shared>,
     Tenant(t): Tenant,
-    Path((kind, value)): Path<(String, String)>,
+    P(KindValue { kind, value }): P<KindValue>,
     Body(b): Body<BlockIn>,
 ) -> AppResult<StatusCode> {
     let duration = b.seconds.map(|s| nanos(s, "seconds")).transpose()?;
@@ -266,8 +398,8 @@ struct ContextQuery {
 async fn unblock(
     State(state): State<Shared>,
     Tenant(t): Tenant,
-    Path((kind, value)): Path<(String, String)>,
-    Query(q): Query<ContextQuery>,
+    P(KindValue { kind, value }): P<KindValue>,
+    Q(q): Q<ContextQuery>,
 ) -> AppResult<StatusCode> {
     let lifted = state.call(&t, move |p| p.unblock(&kind, &value, q.context.as_deref())).await?;
     if lifted {
@@ -302,7 +434,11 @@ async fn leases(State(state): State<Shared>, Tenant(t): Tenant) -> AppResult<Jso
     Ok(Json(all.iter().map(|l| lease_out(l, now)).collect()))
 }
 
-async fn lease(State(state): State<Shared>, Tenant(t): Tenant, Path(id): Path<u64>) -> AppResult<Json<LeaseOut>> {
+async fn lease(
+    State(state): State<Shared>,
+    Tenant(t): Tenant,
+    P(LeaseId { id }): P<LeaseId>,
+) -> AppResult<Json<LeaseOut>> {
     let clock = state.clock.clone();
     let (found, now) = state.call(&t, move |p| p.lease(id).map(|l| (l, clock.now()))).await?;
     found.map(|l| Json(lease_out(&l, now))).ok_or_else(|| Problem::not_found("lease"))
@@ -316,8 +452,8 @@ struct TokenQuery {
 async fn release(
     State(state): State<Shared>,
     Tenant(t): Tenant,
-    Path(id): Path<u64>,
-    Query(q): Query<TokenQuery>,
+    P(LeaseId { id }): P<LeaseId>,
+    Q(q): Q<TokenQuery>,
 ) -> AppResult<StatusCode> {
     let token = q.token.ok_or_else(|| Problem::invalid("token", "is required (the lease's fencing token)"))?;
     state.call(&t, move |p| p.release(id, token)).await?;
@@ -333,7 +469,7 @@ struct RenewIn {
 async fn renew(
     State(state): State<Shared>,
     Tenant(t): Tenant,
-    Path(id): Path<u64>,
+    P(LeaseId { id }): P<LeaseId>,
     Body(b): Body<RenewIn>,
 ) -> AppResult<Json<LeaseOut>> {
     let clock = state.clock.clone();
@@ -370,9 +506,6 @@ async fn report(State(state): State<Shared>, Tenant(t): Tenant, Body(b): Body<Ou
                     "outcome",
                     format!("must be success or {}", rule.trim_start_matches("must be one of ")),
                 ),
-                repute_host::Error::InvalidInput { field, rule } if field == "retry_after" => {
-                    Problem::invalid("retry_after_ms", rule)
-                }
                 e => Problem::from(e),
             })?
         }
@@ -381,14 +514,7 @@ async fn report(State(state): State<Shared>, Tenant(t): Tenant, Body(b): Body<Ou
                 return Err(Problem::invalid("retry_after_ms", "goes with outcome; with http_status send headers"));
             }
             let retry = repute_host::retry_after_header(b.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-            repute_host::http_outcome(status, retry, b.latency_ms, std::time::SystemTime::now()).map_err(
-                |e| match e {
-                    repute_host::Error::InvalidInput { field, rule } if field == "status" => {
-                        Problem::invalid("http_status", rule)
-                    }
-                    e => Problem::from(e),
-                },
-            )?
+            repute_host::http_outcome(status, retry, b.latency_ms, std::time::SystemTime::now())?
         }
         _ => return Err(Problem::invalid("outcome", "exactly one of outcome and http_status is required")),
     };
@@ -428,9 +554,7 @@ async fn probe(State(state): State<Shared>, Tenant(t): Tenant, Body(b): Body<Pro
 }
 
 async fn stats(State(state): State<Shared>, Tenant(t): Tenant) -> AppResult<Json<Stats>> {
-    let s = state.call(&t, |p| p.stats()).await?;
-    state.metrics.observe_stats(&t, &s);
-    Ok(Json(s))
+    Ok(Json(state.call(&t, |p| p.stats()).await?))
 }
 
 #[derive(Deserialize)]
@@ -439,7 +563,7 @@ struct ExportQuery {
     leases: Option<bool>,
 }
 
-async fn export(State(state): State<Shared>, Tenant(t): Tenant, Query(q): Query<ExportQuery>) -> AppResult<Response> {
+async fn export(State(state): State<Shared>, Tenant(t): Tenant, Q(q): Q<ExportQuery>) -> AppResult<Response> {
     let with_leases = q.leases.unwrap_or(true);
     match q.format.as_deref() {
         None | Some("binary") => {
@@ -454,22 +578,32 @@ async fn export(State(state): State<Shared>, Tenant(t): Tenant, Query(q): Query<
     }
 }
 
+/// Restores a binary or JSON snapshot, its policy held to the operator's caps
+/// first (`--max-resources`, `--max-cells`, `--rate`), so an import can lower
+/// a budget but never lift one.
 async fn import(
     State(state): State<Shared>,
     Tenant(t): Tenant,
     headers: HeaderMap,
-    body: Bytes,
+    Raw(body): Raw,
 ) -> AppResult<StatusCode> {
     let json = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("application/json"));
-    if json {
-        let text = String::from_utf8(body.to_vec()).map_err(|_| Problem::invalid("body", "must be UTF-8 JSON"))?;
-        state.call(&t, move |p| p.restore_json(&text)).await?;
-    } else {
-        state.call(&t, move |p| p.restore(&body)).await?;
-    }
+    let caps = state.caps;
+    let bytes = tokio::task::spawn_blocking(move || {
+        let input = if json {
+            let text = std::str::from_utf8(&body).map_err(|_| Problem::invalid("body", "must be UTF-8 JSON"))?;
+            capped(CappedInput::Json(text), &caps)
+        } else {
+            capped(CappedInput::Binary(&body), &caps)
+        };
+        input.map_err(|e| Problem::from(repute_host::Error::Snapshot(e.into())))
+    })
+    .await
+    .map_err(|e| Problem::from(repute_host::Error::Runtime { message: e.to_string() }))??;
+    state.call(&t, move |p| p.restore(&bytes)).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

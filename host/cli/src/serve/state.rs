@@ -8,7 +8,9 @@ use std::sync::{Arc, Mutex, RwLock};
 use repute_host::{Clock, Event, Ownership, Policy, PoolOps, PoolSet, Standing, Store, TenantConfig, TenantPool};
 use tokio::sync::{broadcast, watch};
 
-use super::auth::KeyRing;
+use repute_core::snapshot::{capped, CappedInput, Caps};
+
+use super::auth::KeyFile;
 use super::metrics::Metrics;
 use super::probe::ProbeUrl;
 use super::problem::Problem;
@@ -26,7 +28,14 @@ pub struct AppState {
     pub policy: Policy,
     pub seed: u64,
     /// `None` only with `--no-auth`.
-    pub keys: Option<KeyRing>,
+    pub keys: Option<KeyFile>,
+    /// The operator's budgets (`--max-resources`, `--max-cells`, `--rate`),
+    /// which a snapshot import may tighten but never lift.
+    pub caps: Caps,
+    /// `--max-body-bytes`.
+    pub max_body_bytes: usize,
+    /// `--metrics-auth`: `/metrics` wants a key from the key file.
+    pub metrics_auth: bool,
     pub metrics: Metrics,
     pub ready: AtomicBool,
     /// Turns true when the server starts shutting down, ending event streams so draining can finish.
@@ -46,10 +55,15 @@ impl AppState {
         clock: Arc<dyn Clock>,
         policy: Policy,
         seed: u64,
-        keys: Option<KeyRing>,
+        keys: Option<KeyFile>,
         stopping: watch::Receiver<bool>,
         probe: Option<ProbeUrl>,
+        max_body_bytes: usize,
+        metrics_tenants: bool,
+        metrics_auth: bool,
     ) -> Self {
+        let caps =
+            Caps { max_resources: policy.max_resources, max_cells: policy.max_cells, rate_limit: policy.rate_limit };
         AppState {
             set,
             store,
@@ -58,7 +72,10 @@ impl AppState {
             policy,
             seed,
             keys,
-            metrics: Metrics::new(),
+            caps,
+            max_body_bytes,
+            metrics_auth,
+            metrics: Metrics::new(metrics_tenants),
             ready: AtomicBool::new(false),
             stopping,
             probe,
@@ -109,8 +126,37 @@ impl AppState {
         let providers = self.store.providers(tenant, epoch, self.clock.clone())?;
         let config = TenantConfig { policy: self.policy.clone(), seed: self.seed, durable: self.store.durable() };
         self.set.open_tenant(tenant, config, providers)?;
+        if let Err(e) = self.hold_to_caps(tenant) {
+            let _ = self.set.close_tenant(tenant);
+            return Err(e);
+        }
         opened.insert(tenant.to_owned());
         tracing::info!(tenant, epoch, "tenant opened");
+        Ok(())
+    }
+
+    /// A tenant opened from a checkpoint has the policy it was saved with;
+    /// the operator's caps are held over it as over an import, so caps set or
+    /// tightened since then apply to every tenant, not only new ones. One
+    /// that already holds more than the caps allow is left as saved, with a
+    /// warning: which of its resources to drop is not the server's call.
+    fn hold_to_caps(&self, tenant: &str) -> Result<(), Problem> {
+        if self.caps == Caps::default() {
+            return Ok(());
+        }
+        let saved = self.set.with(tenant, |p| p.snapshot(true))??;
+        match capped(CappedInput::Binary(&saved), &self.caps) {
+            Ok(held) if held == saved => {}
+            Ok(held) => {
+                self.set.with(tenant, |p| p.restore(&held))??;
+                tracing::info!(tenant, "saved policy held to the operator's caps");
+            }
+            Err(e) => tracing::warn!(
+                tenant,
+                error = %e,
+                "the tenant holds more than the operator's caps allow: its saved policy is kept"
+            ),
+        }
         Ok(())
     }
 
@@ -218,11 +264,13 @@ impl AppState {
     /// Lets time-driven changes (lease expiry, cooldown ends, block expiry)
     /// happen and be published even when no request arrives.
     pub fn tick(&self) {
-        for tenant in self.set.tenants() {
-            if let Ok(stats) = self.call_blocking(&tenant, |p| p.stats()) {
-                self.metrics.observe_stats(&tenant, &stats);
-            }
-        }
+        let all: Vec<_> = self
+            .set
+            .tenants()
+            .into_iter()
+            .filter_map(|tenant| self.call_blocking(&tenant, |p| p.stats()).ok().map(|s| (tenant, s)))
+            .collect();
+        self.metrics.observe_stats(&all);
     }
 
     /// Checkpoints every open tenant (with leases, so holders keep them across a restart).
@@ -232,6 +280,16 @@ impl AppState {
                 Ok(version) => tracing::debug!(tenant, version, "checkpoint saved"),
                 Err(e) => tracing::error!(tenant, problem = ?e, "checkpoint failed"),
             }
+        }
+    }
+
+    /// Picks up keys added to (or removed from) the key file since it was read.
+    pub fn reload_keys(&self) {
+        let Some(keys) = &self.keys else { return };
+        match keys.reload_if_changed() {
+            Ok(true) => tracing::info!("key file changed: keys re-read"),
+            Ok(false) => {}
+            Err(e) => tracing::error!(error = %e, "key file changed but does not parse: keeping the keys last read"),
         }
     }
 
