@@ -46,7 +46,7 @@ pub use event::{Event, EventKind, RejectReason};
 pub use id::{Context, ResourceId, GLOBAL_CONTEXT, MAX_ID_BYTES};
 pub use key::ResourceKey;
 pub use lease::{Lease, LeaseKind};
-pub use outcome::{FailureKind, Outcome, MAX_RETRY_AFTER};
+pub use outcome::{check_retry_after, FailureKind, Outcome, MAX_RETRY_AFTER};
 pub use policy::{CoolingRule, Policy, RateLimit, Recovery, Strategy, SECOND};
 pub use pool::{Block, CellView, Pool, Proposal, ResourceView, Settled, Stats, MAX_PERMITS, MAX_REASON_BYTES};
 pub use refusal::Refusal;

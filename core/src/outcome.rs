@@ -131,15 +131,23 @@ impl Outcome {
     pub(crate) fn revalidate(&self) -> Result<()> {
         check_latency(self.latency_ms())?;
         if let Outcome::Failure { kind, retry_after: Some(wait), .. } = *self {
-            if !kind.takes_retry_after() {
-                return Err(Error::invalid("retry_after", "only rate_limited and quota_exhausted take one"));
-            }
-            if wait > MAX_RETRY_AFTER {
-                return Err(Error::invalid("retry_after", "must be at most 30 days"));
-            }
+            check_retry_after(Some(kind), wait)?;
         }
         Ok(())
     }
+}
+
+/// The rules of a provider's wait (ns) on an outcome of `kind` (`None`: a
+/// success): only `rate_limited` and `quota_exhausted` take one, of at most
+/// [`MAX_RETRY_AFTER`]. Front ends that parse a wait check it here first.
+pub fn check_retry_after(kind: Option<FailureKind>, wait: u64) -> Result<()> {
+    if !kind.is_some_and(FailureKind::takes_retry_after) {
+        return Err(Error::invalid("retry_after", "only rate_limited and quota_exhausted take one"));
+    }
+    if wait > MAX_RETRY_AFTER {
+        return Err(Error::invalid("retry_after", "must be at most 30 days"));
+    }
+    Ok(())
 }
 
 fn check_latency(latency_ms: f64) -> Result<()> {

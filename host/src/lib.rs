@@ -96,16 +96,13 @@ impl Default for Limits {
 /// checked by the core on the way in, so a bad one is refused by the same
 /// rule natively and in the component.
 pub fn parse_outcome(failure: Option<&str>, latency_ms: f64, retry_after: Option<u64>) -> Result<Outcome> {
-    Ok(match (failure, retry_after) {
-        (None, None) => Outcome::Success { latency_ms },
-        (None, Some(_)) => return Err(Error::invalid("retry_after", "only rate_limited and quota_exhausted take one")),
-        (Some(name), retry_after) => {
-            let kind = FailureKind::parse(name)?;
-            if retry_after.is_some() && !kind.takes_retry_after() {
-                return Err(Error::invalid("retry_after", "only rate_limited and quota_exhausted take one"));
-            }
-            Outcome::Failure { kind, latency_ms, retry_after }
-        }
+    let kind = failure.map(FailureKind::parse).transpose()?;
+    if let Some(wait) = retry_after {
+        repute_core::check_retry_after(kind, wait)?;
+    }
+    Ok(match kind {
+        None => Outcome::Success { latency_ms },
+        Some(kind) => Outcome::Failure { kind, latency_ms, retry_after },
     })
 }
 

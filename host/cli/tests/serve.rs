@@ -108,6 +108,17 @@ fn tempdir(name: &str) -> PathBuf {
 
 const NONE: &[(&str, &str)] = &[];
 
+/// `repute key new --tenant TENANT --keys keys` in `dir`: the key it prints.
+fn new_key(dir: &Path, tenant: &str) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_repute"))
+        .args(["key", "new", "--tenant", tenant, "--keys", "keys"])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
 #[test]
 fn full_lease_cycle_and_conflicts() {
     let dir = tempdir("cycle");
@@ -209,15 +220,7 @@ fn bad_input_is_a_problem_naming_field_and_rule() {
 #[test]
 fn api_keys_are_bound_to_one_tenant() {
     let dir = tempdir("auth");
-    let key = |tenant: &str| {
-        let out = Command::new(env!("CARGO_BIN_EXE_repute"))
-            .args(["key", "new", "--tenant", tenant, "--keys", "keys"])
-            .current_dir(&dir)
-            .output()
-            .unwrap();
-        assert!(out.status.success());
-        String::from_utf8(out.stdout).unwrap().trim().to_owned()
-    };
+    let key = |tenant: &str| new_key(&dir, tenant);
     let acme = key("acme");
     let globex = key("globex");
     let stored = std::fs::read_to_string(dir.join("keys")).unwrap();
@@ -694,15 +697,7 @@ fn every_refusal_is_problem_json_naming_the_request_field() {
 #[test]
 fn a_lower_case_bearer_works_new_keys_are_seen_without_a_restart_and_metrics_can_want_a_key() {
     let dir = tempdir("keys");
-    let key = |tenant: &str| {
-        let out = Command::new(env!("CARGO_BIN_EXE_repute"))
-            .args(["key", "new", "--tenant", tenant, "--keys", "keys"])
-            .current_dir(&dir)
-            .output()
-            .unwrap();
-        assert!(out.status.success());
-        String::from_utf8(out.stdout).unwrap().trim().to_owned()
-    };
+    let key = |tenant: &str| new_key(&dir, tenant);
     let acme = key("acme");
     let s = Server::start(&["--store", "memory", "--keys", "keys", "--metrics-auth"], &dir);
     for scheme in ["bearer", "BEARER", "Bearer"] {
