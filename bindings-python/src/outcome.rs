@@ -42,9 +42,28 @@ pub(crate) fn http(status: u16, latency: f64, headers: Option<&Bound<'_, PyAny>>
     Ok(http_outcome(status, retry, latency_ms, SystemTime::now())?)
 }
 
-/// `Pool(cooldowns={kind: {"base": s, "cool_after": n, "max_exponent": n}})`
-/// into `policy.rules`; what a kind's entry leaves out keeps its default.
-pub(crate) fn cooldowns(policy: &mut Policy, cooldowns: &Bound<'_, PyDict>) -> Result<(), Failure> {
+/// One entry of `Pool(cooldowns={kind: {"base": s, "cool_after": n, "max_exponent": n}})`.
+pub(crate) struct Cooldown {
+    kind: String,
+    base: Option<u64>,
+    cool_after: Option<u32>,
+    max_exponent: Option<u32>,
+}
+
+impl Cooldown {
+    /// Into `policy.rules`, what the entry leaves out keeping the kind's
+    /// default under that policy (its recovery decides `blocked`'s base).
+    pub(crate) fn apply(self, policy: &mut Policy) -> Result<(), Failure> {
+        let rule = repute_host::cooling_rule(policy, &self.kind, self.base, self.cool_after, self.max_exponent)?;
+        policy.rules.push(rule);
+        Ok(())
+    }
+}
+
+/// The `cooldowns` dict read into entries (under the GIL; applied to the
+/// policy once it is built).
+pub(crate) fn cooldowns(cooldowns: &Bound<'_, PyDict>) -> Result<Vec<Cooldown>, Failure> {
+    let mut out = Vec::new();
     let keys = "keys are base (seconds), cool_after and max_exponent";
     for (kind, rule) in cooldowns.iter() {
         let kind = kind.cast::<PyString>().map_err(|_| invalid("cooldowns", "keys must be failure kinds"))?;
@@ -61,8 +80,7 @@ pub(crate) fn cooldowns(policy: &mut Policy, cooldowns: &Bound<'_, PyDict>) -> R
                 _ => return Err(invalid("cooldowns", keys)),
             }
         }
-        let rule = repute_host::cooling_rule(policy, kind, base, cool_after, max_exponent)?;
-        policy.rules.push(rule);
+        out.push(Cooldown { kind: kind.to_owned(), base, cool_after, max_exponent });
     }
-    Ok(())
+    Ok(out)
 }

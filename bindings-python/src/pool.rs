@@ -245,11 +245,7 @@ impl Pool {
             return Err(to_py(py, invalid("probe_concurrency", "must be >= 1")));
         }
         let probe_every = positive_duration("probe_every", probe_every).map_err(|f| to_py(py, f))?;
-        let mut rules = Policy::default();
-        if let Some(c) = &cooldowns {
-            outcome::cooldowns(&mut rules, c).map_err(|f| to_py(py, f))?;
-        }
-        let rules = rules.rules;
+        let cooldowns = cooldowns.map(|c| outcome::cooldowns(&c)).transpose().map_err(|f| to_py(py, f))?;
         let clock: Arc<dyn Clock> = match clock {
             Some(c) => c.shared(),
             None => Arc::new(SystemClock::new()),
@@ -265,11 +261,13 @@ impl Pool {
                     recovery: Recovery::parse(recovery)
                         .map_err(|_| invalid("recovery", "must be one of traffic, probe, classic"))?,
                     fail_open,
-                    rules,
                     ..Policy::default()
                 };
                 if let Some(name) = strategy {
                     policy.strategy = Strategy::parse(name).map_err(Error::from)?;
+                }
+                for cooldown in cooldowns.into_iter().flatten() {
+                    cooldown.apply(&mut policy)?;
                 }
                 let margin = renew_margin.map(|m| secs_to_ns("renew_margin", m)).transpose()?;
                 if margin.is_some_and(|m| m >= policy.lease_ttl.min(policy.probe_ttl)) {

@@ -204,3 +204,11 @@ def test_a_probe_needs_probe_recovery() -> None:
     with pytest.raises(repute.InvalidInput) as caught:
         repute.Pool(probe=lambda kind, value, context: True)
     assert (caught.value.field, caught.value.rule) == ("probe", 'goes with recovery="probe"')
+
+
+def test_cooldowns_fill_in_from_the_pools_own_recovery(clock: repute.ManualClock) -> None:
+    # Under the classic recovery a ban's base is an hour; an entry that sets
+    # only cool_after keeps that base, not the traffic recovery's 300 s.
+    pool = keys(clock, recovery="classic", cooldowns={"blocked": {"cool_after": 1}})
+    pool.report_failure("api-key", "k1", "gpt", "blocked", latency=0.1)
+    assert pool.cells("api-key", "k1")[1].cooling_until == 3600.0
