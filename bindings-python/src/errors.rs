@@ -125,6 +125,7 @@ pub(crate) fn to_py(py: Python<'_>, failure: Failure) -> PyErr {
             raise::<StoreError>(py, message, code, &attrs)
         }
         Error::NotOwner { owner } => raise::<NotOwner>(py, message, code, &[("owner", any(py, owner))]),
+        Error::Closed => raise::<PoolClosed>(py, message, code, &[]),
         // `Trap`, `Runtime` and any case a newer host adds.
         _ => raise::<InternalError>(py, message, code, &[]),
     }

@@ -43,6 +43,8 @@ pub enum Error {
     Trap { message: String },
     /// The wasm runtime could not load or instantiate the component.
     Runtime { message: String },
+    /// The pool was closed; an embedded pool answers every later call so.
+    Closed,
 }
 
 /// Why a snapshot was refused; mirrors `repute_core::SnapshotError`.
@@ -92,6 +94,7 @@ impl Error {
             Error::NotOwner { .. } => "not_owner",
             Error::Trap { .. } => "trap",
             Error::Runtime { .. } => "runtime",
+            Error::Closed => "closed",
         }
     }
 
@@ -122,6 +125,7 @@ impl fmt::Display for Error {
             Error::NotOwner { owner } => write!(f, "not owner: {owner}"),
             Error::Trap { message } => write!(f, "component trapped (shard rebuilt): {message}"),
             Error::Runtime { message } => write!(f, "wasm runtime: {message}"),
+            Error::Closed => f.write_str("pool is closed"),
         }
     }
 }
