@@ -35,16 +35,13 @@ create_exception!(repute, InternalError, ReputeError, "The pool's runtime failed
 #[derive(Debug)]
 pub(crate) enum Failure {
     Host(Error),
-    /// `Pool.close()` ran.
-    Closed,
     /// The pool was opened in the parent of a fork; its runtime state (locks,
     /// the wasm instance, the store's connection) belongs to that process.
     Forked {
         opened_in: u32,
     },
-    /// The holder's own verdict on a lease (I7): a renewal failed or the
-    /// local deadline passed, so the lease must not be relied on any more.
-    Lost,
+    /// Python raised while the call waited (Ctrl-C between waits).
+    Python(PyErr),
 }
 
 impl From<Error> for Failure {
@@ -56,17 +53,13 @@ impl From<Error> for Failure {
 /// The exception class, message and attributes of one failure.
 pub(crate) fn to_py(py: Python<'_>, failure: Failure) -> PyErr {
     let e = match failure {
-        Failure::Closed => return raise::<PoolClosed>(py, "pool is closed".into(), "closed", &[]),
         Failure::Forked { opened_in } => {
             let message = format!(
                 "this Pool was opened in process {opened_in}, before os.fork(); open a new Pool in this process"
             );
             return raise::<PoolClosed>(py, message, "forked", &[]);
         }
-        Failure::Lost => {
-            let message = "lease was lost (a renewal failed or its local deadline passed); acquire a new one";
-            return raise::<LeaseExpired>(py, message.into(), "lease_expired", &[]);
-        }
+        Failure::Python(e) => return e,
         Failure::Host(e) => e,
     };
     let code = e.code();

@@ -1,116 +1,54 @@
-//! `repute.Lease`: the holder's handle on one granted lease.
-//!
-//! The handle keeps the holder's side of invariant I7: a lease counts as held
-//! only until its local deadline, `send time + TTL - margin`, where the send
-//! time is the clock reading taken just before the acquire or renew went out.
-//! A renewal that fails, or a deadline that passes, demotes the handle for
-//! good (`valid` False): the authority may already have handed the permit on.
+//! `repute.Lease`: the holder's handle on one granted lease, over the host's
+//! [`HeldLease`], which keeps the local deadline of invariant I7, renews
+//! automatically when asked and says once when the lease is lost.
 
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use pyo3::prelude::*;
 use pyo3::types::PyType;
-use repute_host::{Error, Lease as HostLease, Outcome, PoolOps};
+use repute_host::holder::{Released, Waiting as HostWaiting};
+use repute_host::{HeldLease, Outcome};
 
 use crate::errors::{to_py, Failure};
 use crate::outcome;
 use crate::pool::Shared;
-use crate::time::ns_to_secs;
+use crate::time::{ns_to_secs, secs_to_ns};
 use crate::views::lease_kind;
-
-const HELD: u8 = 0;
-const RELEASED: u8 = 1;
-const LOST: u8 = 2;
 
 #[pyclass(frozen, module = "repute")]
 pub(crate) struct Lease {
     shared: Arc<Shared>,
-    /// As granted; its `expires_at` is superseded by the field below.
-    lease: HostLease,
-    expires_at: AtomicU64,
-    deadline: AtomicU64,
-    status: AtomicU8,
-    /// Serialises renew and release of this handle. Taken only while
-    /// detached from the interpreter, so it can never wait on the GIL.
-    op: Mutex<()>,
+    held: Arc<HeldLease>,
 }
 
 impl Lease {
-    /// A handle for a lease the authority granted after the clock read `sent`.
-    pub(crate) fn new(shared: Arc<Shared>, lease: HostLease, sent: u64) -> Self {
-        let deadline = shared.deadline(sent, lease.ttl);
-        Lease {
-            expires_at: AtomicU64::new(lease.expires_at),
-            deadline: AtomicU64::new(deadline),
-            status: AtomicU8::new(HELD),
-            op: Mutex::new(()),
-            shared,
-            lease,
-        }
+    pub(crate) fn new(shared: Arc<Shared>, held: Arc<HeldLease>) -> Self {
+        Lease { shared, held }
     }
 
-    fn op(&self) -> std::sync::MutexGuard<'_, ()> {
-        self.op.lock().unwrap_or_else(|p| p.into_inner())
+    /// A granted lease, auto-renewed when `hold` is `Some(max_hold)`.
+    pub(crate) fn held(shared: Arc<Shared>, held: Arc<HeldLease>, hold: Option<Option<u64>>) -> Self {
+        if let Some(max_hold) = hold {
+            held.auto_renew(max_hold);
+        }
+        Lease::new(shared, held)
     }
 
-    fn renew_detached(&self) -> Result<(), Failure> {
-        let _op = self.op();
-        self.shared.check()?;
-        let status = self.status.load(Ordering::SeqCst);
-        if status == LOST {
-            return Err(Failure::Lost);
-        }
-        let sent = self.shared.clock.now();
-        if status == HELD && sent >= self.deadline.load(Ordering::SeqCst) {
-            self.status.store(LOST, Ordering::SeqCst);
-            return Err(Failure::Lost);
-        }
-        match self.shared.with(|p| p.renew(self.lease.id, self.lease.token)) {
-            Ok(renewed) => {
-                self.expires_at.store(renewed.expires_at, Ordering::SeqCst);
-                self.deadline.store(self.shared.deadline(sent, renewed.ttl), Ordering::SeqCst);
-                Ok(())
-            }
-            Err(e) => {
-                if status == HELD {
-                    self.status.store(LOST, Ordering::SeqCst);
-                }
-                Err(e)
-            }
-        }
-    }
-
-    fn release_detached(&self) -> Result<(), Failure> {
-        let _op = self.op();
-        let status = self.status.load(Ordering::SeqCst);
-        if status == RELEASED {
-            return Ok(());
-        }
-        let result = self.shared.with(|p| p.release(self.lease.id, self.lease.token));
-        let gone = matches!(
-            result,
-            Ok(()) | Err(Failure::Host(Error::LeaseExpired | Error::UnknownLease | Error::StaleLease))
-        );
-        if !gone {
-            // A refusal for another reason (storage down, pool closed) may
-            // leave the permit held: the holder can retry.
-            return result;
-        }
-        self.status.store(RELEASED, Ordering::SeqCst);
-        self.shared.notify_freed();
-        match result {
-            // A lost lease already told its holder it is gone; its release is
-            // only a courtesy to free the permit early.
-            Err(_) if status == LOST => Ok(()),
-            r => r,
-        }
+    fn run<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&HeldLease) -> repute_host::Result<T> + Send,
+    ) -> PyResult<T> {
+        py.detach(|| {
+            self.shared.check()?;
+            f(&self.held).map_err(Failure::from)
+        })
+        .map_err(|f| to_py(py, f))
     }
 
     fn report(&self, py: Python<'_>, outcome: Result<Outcome, Failure>) -> PyResult<()> {
         let outcome = outcome.map_err(|f| to_py(py, f))?;
-        let (id, context) = (&self.lease.resource, self.lease.context.as_str());
-        py.detach(|| self.shared.with(|p| p.report(id.kind(), id.value(), context, &outcome))).map_err(|f| to_py(py, f))
+        self.run(py, |held| held.report(&outcome))
     }
 }
 
@@ -119,95 +57,126 @@ impl Lease {
     /// The lease id, unique for the life of the pool.
     #[getter]
     fn id(&self) -> u64 {
-        self.lease.id
+        self.held.lease().id
     }
 
     #[getter]
     fn kind(&self) -> &str {
-        self.lease.resource.kind()
+        self.held.lease().resource.kind()
     }
 
     #[getter]
     fn value(&self) -> &str {
-        self.lease.resource.value()
+        self.held.lease().resource.value()
     }
 
     #[getter]
     fn context(&self) -> &str {
-        self.lease.context.as_str()
+        self.held.lease().context.as_str()
     }
 
     #[getter]
     fn permit(&self) -> u32 {
-        self.lease.permit
+        self.held.lease().permit
     }
 
     /// The fencing token: strictly increasing per (resource, permit).
     #[getter]
     fn token(&self) -> u64 {
-        self.lease.token
+        self.held.lease().token
     }
 
-    /// "client", "trial" (a half-open trial) or "probe".
+    /// "client", "trial" (a half-open trial), "probe" or "fail_open".
     #[getter]
     fn lease_kind(&self) -> &'static str {
-        lease_kind(self.lease.kind)
+        lease_kind(self.held.lease().kind)
     }
 
     #[getter]
     fn ttl(&self) -> f64 {
-        ns_to_secs(self.lease.ttl)
+        ns_to_secs(self.held.lease().ttl)
     }
 
     #[getter]
     fn granted_at(&self) -> f64 {
-        ns_to_secs(self.lease.granted_at)
+        ns_to_secs(self.held.lease().granted_at)
     }
 
     /// When the authority lets the lease lapse (pool clock seconds).
     #[getter]
     fn expires_at(&self) -> f64 {
-        ns_to_secs(self.expires_at.load(Ordering::SeqCst))
+        ns_to_secs(self.held.expires_at())
     }
 
     /// The local deadline (pool clock seconds), before `expires_at` by the margin.
     #[getter]
     fn deadline(&self) -> f64 {
-        ns_to_secs(self.deadline.load(Ordering::SeqCst))
+        ns_to_secs(self.held.deadline())
     }
 
     /// Seconds left until the local deadline; 0 once the lease is not valid.
     #[getter]
     fn expires_in(&self) -> f64 {
-        if self.status.load(Ordering::SeqCst) != HELD {
-            return 0.0;
-        }
-        ns_to_secs(self.deadline.load(Ordering::SeqCst).saturating_sub(self.shared.clock.now()))
+        ns_to_secs(self.held.expires_in())
     }
 
-    /// True while the lease may be relied on: not released, no renewal has
-    /// failed, and the local deadline has not passed.
+    /// True while the lease may be relied on: not released, not lost, and
+    /// the local deadline has not passed.
     #[getter]
     fn valid(&self) -> bool {
-        self.status.load(Ordering::SeqCst) == HELD && self.shared.clock.now() < self.deadline.load(Ordering::SeqCst)
+        self.held.valid()
     }
 
     /// True once `release()` has ended the lease.
     #[getter]
     fn released(&self) -> bool {
-        self.status.load(Ordering::SeqCst) == RELEASED
+        self.held.released()
+    }
+
+    /// True once the lease is lost: a renewal was refused, the resource was
+    /// blocked, the tenant's ownership was lost, the local deadline passed,
+    /// `max_hold` was reached or the pool closed.
+    #[getter]
+    fn lost(&self) -> bool {
+        self.held.lost().is_some()
+    }
+
+    /// Why the lease was lost ("expired", "renewal_refused", "blocked",
+    /// "owner_lost", "max_hold", "closed"), or None.
+    #[getter]
+    fn loss(&self) -> Option<&'static str> {
+        self.held.lost().map(|l| l.as_str())
+    }
+
+    /// Calls `callback(loss)` once when the lease is lost (at once if it
+    /// already is), from the thread that noticed: the pool's renewal thread,
+    /// or the caller of a failed `renew()`. A released lease is never lost.
+    /// An exception in the callback is reported as unraisable.
+    fn on_lost(&self, py: Python<'_>, callback: Py<PyAny>) {
+        let held = self.held.clone();
+        py.detach(move || {
+            held.on_lost(Box::new(move |loss| {
+                Python::attach(|py| {
+                    if let Err(e) = callback.call1(py, (loss.as_str(),)) {
+                        e.write_unraisable(py, Some(callback.bind(py)));
+                    }
+                })
+            }))
+        });
     }
 
     /// Extends the lease by its TTL from now. A failure, or a call after the
     /// local deadline, loses the lease for good and raises.
     fn renew(&self, py: Python<'_>) -> PyResult<()> {
-        py.detach(|| self.renew_detached()).map_err(|f| to_py(py, f))
+        self.run(py, |held| held.renew())
     }
 
-    /// Ends the lease and frees its permit. Calling it again is a no-op; on a
-    /// lease already lost it only frees the permit if the authority still has it.
-    fn release(&self, py: Python<'_>) -> PyResult<()> {
-        py.detach(|| self.release_detached()).map_err(|f| to_py(py, f))
+    /// Ends the lease and frees its permit. True if the lease was held up to
+    /// now; False if it had been lost, in which case its grant is still
+    /// revoked at the authority (conditionally on its token), so the permit
+    /// frees at once if nobody holds it. Calling it again does nothing.
+    fn release(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.run(py, |held| held.release())? == Released::Held)
     }
 
     /// Reports a successful use; `latency` in seconds.
@@ -239,8 +208,10 @@ impl Lease {
         slf
     }
 
-    /// Releases the lease. A release error is raised only when the block
-    /// itself succeeded; otherwise the block's exception is what matters.
+    /// Releases the lease. When the block itself succeeded, a release error
+    /// is raised, and so is `LeaseExpired` if the lease was lost while the
+    /// block ran without anything telling the holder (its work was not
+    /// protected to the end); otherwise the block's exception is what matters.
     fn __exit__(
         &self,
         py: Python<'_>,
@@ -248,23 +219,49 @@ impl Lease {
         _exc: Option<Bound<'_, PyAny>>,
         _tb: Option<Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
-        let released = self.release(py);
-        if exc_type.is_none() {
-            released?;
+        let released = self.run(py, |held| held.release());
+        if exc_type.is_none() && released? == Released::LostUnseen {
+            return Err(to_py(py, repute_host::Error::LeaseExpired.into()));
         }
         Ok(false)
     }
 
     fn __repr__(&self) -> String {
+        let lease = self.held.lease();
         format!(
             "Lease(id={}, kind={:?}, value={:?}, context={:?}, permit={}, token={}, valid={})",
-            self.lease.id,
-            self.lease.resource.kind(),
-            self.lease.resource.value(),
-            self.lease.context.as_str(),
-            self.lease.permit,
-            self.lease.token,
-            self.valid()
+            lease.id,
+            lease.resource.kind(),
+            lease.resource.value(),
+            lease.context.as_str(),
+            lease.permit,
+            lease.token,
+            if self.held.valid() { "True" } else { "False" }
         )
+    }
+}
+
+/// The host's waiting plan for one asyncio acquire: how long to sleep on
+/// the event loop after each refusal, on the pool's clock.
+#[pyclass(module = "repute")]
+pub(crate) struct Waiting {
+    shared: Arc<Shared>,
+    plan: HostWaiting,
+}
+
+impl Waiting {
+    pub(crate) fn new(shared: Arc<Shared>, timeout: Option<u64>) -> Self {
+        let plan = shared.holder.waiting(timeout);
+        Waiting { shared, plan }
+    }
+}
+
+#[pymethods]
+impl Waiting {
+    /// After a refusal whose `retry_after` (seconds) is the pool's hint: the
+    /// seconds to sleep before the next attempt, or None once time is up.
+    fn next(&mut self, py: Python<'_>, retry_after: Option<f64>) -> PyResult<Option<f64>> {
+        let hint = retry_after.map(|s| secs_to_ns("retry_after", s)).transpose().map_err(|f| to_py(py, f))?;
+        Ok(self.plan.next(hint, self.shared.now()).map(|d| d.as_secs_f64()))
     }
 }

@@ -22,6 +22,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add_class::<pool::Pool>()?;
     m.add_class::<lease::Lease>()?;
+    m.add_class::<lease::Waiting>()?;
     m.add_class::<clock::ManualClock>()?;
     m.add_class::<views::Cell>()?;
     m.add_class::<views::Resource>()?;

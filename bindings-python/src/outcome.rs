@@ -5,7 +5,8 @@ use std::time::SystemTime;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
-use repute_host::{http_outcome, parse_outcome, retry_after_header, Outcome, Policy};
+use repute_host::holder::Cooldown;
+use repute_host::{http_outcome, parse_outcome, retry_after_header, Outcome};
 
 use crate::errors::{invalid, Failure};
 use crate::time::secs_to_ns;
@@ -42,26 +43,8 @@ pub(crate) fn http(status: u16, latency: f64, headers: Option<&Bound<'_, PyAny>>
     Ok(http_outcome(status, retry, latency_ms, SystemTime::now())?)
 }
 
-/// One entry of `Pool(cooldowns={kind: {"base": s, "cool_after": n, "max_exponent": n}})`.
-pub(crate) struct Cooldown {
-    kind: String,
-    base: Option<u64>,
-    cool_after: Option<u32>,
-    max_exponent: Option<u32>,
-}
-
-impl Cooldown {
-    /// Into `policy.rules`, what the entry leaves out keeping the kind's
-    /// default under that policy (its recovery decides `blocked`'s base).
-    pub(crate) fn apply(self, policy: &mut Policy) -> Result<(), Failure> {
-        let rule = repute_host::cooling_rule(policy, &self.kind, self.base, self.cool_after, self.max_exponent)?;
-        policy.rules.push(rule);
-        Ok(())
-    }
-}
-
-/// The `cooldowns` dict read into entries (under the GIL; applied to the
-/// policy once it is built).
+/// The `cooldowns` dict read into entries (under the GIL; the host applies
+/// them to the policy it builds).
 pub(crate) fn cooldowns(cooldowns: &Bound<'_, PyDict>) -> Result<Vec<Cooldown>, Failure> {
     let mut out = Vec::new();
     let keys = "keys are base (seconds), cool_after and max_exponent";

@@ -1,87 +1,48 @@
-//! `repute.Pool`: one tenant's pool, a thin shell over `repute_host::Pool`.
+//! `repute.Pool`: one tenant's pool, a thin shell over the host's
+//! [`Holder`](repute_host::Holder), which owns the open options and their
+//! defaults, the waiting acquire, the lease handles and close.
 //!
 //! Every call detaches from the interpreter (releases the GIL) before it
 //! touches the host, so other Python threads run while a call waits for the
-//! pool's lock, the component or the store (a PostgreSQL round trip). The
-//! host pool sits behind one mutex; one `Pool` is safe to share across
-//! threads.
+//! pool's lock, the component or the store (a PostgreSQL round trip). One
+//! `Pool` is safe to share across threads.
 
-use std::hash::BuildHasher;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Duration;
+use std::sync::Arc;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyIterator, PyList, PyType};
-use repute_host::{
-    Clock, EmbeddedPool, Error, Mode, Outcome, OwnersSpec, Policy, Pool as HostPool, PoolOps, RateLimit, Recovery,
-    Sharing, Store, StoreSpec, Strategy, SystemClock, TenantConfig,
-};
+use repute_host::holder::{Field, OpenOptions};
+use repute_host::{Clock, Holder, Outcome, Pool as HostPool, PoolOps};
 
 use crate::clock::ManualClock;
 use crate::errors::{invalid, to_py, Failure};
 use crate::lease::Lease;
 use crate::outcome;
-use crate::time::{ns_to_secs, positive_duration, secs_to_duration, secs_to_ns};
+use crate::time::{ns_to_secs, positive_duration, secs_to_ns};
 use crate::views::{event, Cell, Resource, Stats};
 
-/// Waiting for a permit polls with exponential backoff between these bounds:
-/// a release in this process wakes waiters at once (see `Shared::freed`), but
-/// expiry, cooldown ends and releases by other processes have no signal.
-const MIN_BACKOFF: Duration = Duration::from_millis(1);
-const MAX_BACKOFF: Duration = Duration::from_millis(50);
-
-/// An open pool, and whether closing it saves a last checkpoint.
-struct Open {
-    pool: EmbeddedPool,
-    /// Durable stores save one on close, except in shared mode: there every
-    /// change is in the log already, and a checkpoint of one copy would only
-    /// race the others'.
-    last_checkpoint: bool,
-}
-
-impl Open {
-    fn new(
-        store: &Store,
-        sharing: &Sharing,
-        tenant: &str,
-        config: TenantConfig,
-        clock: Arc<dyn Clock>,
-    ) -> repute_host::Result<Open> {
-        let last_checkpoint = config.durable && !(store.is_shared() && sharing.mode == Mode::Shared);
-        Ok(Open { pool: EmbeddedPool::open(store, sharing, tenant, config, clock)?, last_checkpoint })
-    }
-
-    fn serve(&mut self) -> repute_host::Result<&mut HostPool> {
-        self.pool.serve()
-    }
-
-    /// Saves a last checkpoint if asked, then gives the tenant up.
-    fn close(mut self, checkpoint: bool) -> repute_host::Result<()> {
-        let saved = if checkpoint && self.last_checkpoint {
-            self.pool.serve().and_then(|p| p.checkpoint(true)).map(drop)
-        } else {
-            Ok(())
-        };
-        drop(self.pool.close());
-        saved
+/// The Python spelling of the options the host validates.
+fn field_name(field: Field) -> &'static str {
+    match field {
+        Field::Store => "store",
+        Field::Tenant => "tenant",
+        Field::Mode => "mode",
+        Field::OwnerTtl => "owner_ttl",
+        Field::Owners => "owners",
+        Field::LeaseTtl => "lease_ttl",
+        Field::ProbeTtl => "probe_ttl",
+        Field::Strategy => "strategy",
+        Field::RenewMargin => "renew_margin",
+        Field::Recovery => "recovery",
+        Field::RateLimitRate => "rate",
+        Field::RateLimitBurst => "burst",
     }
 }
 
-/// What a `Pool` and its leases share.
+/// What a `Pool` and its leases share: the host's holder, and the process
+/// it was opened in (a pool is not usable across `os.fork()`).
 pub(crate) struct Shared {
-    /// `None` once closed.
-    pool: Mutex<Option<Open>>,
-    /// Signalled whenever a permit may have come free here.
-    freed: Condvar,
-    pub(crate) clock: Arc<dyn Clock>,
-    /// Fixed margin before a lease's TTL runs out; `None` is a tenth of the TTL.
-    margin: Option<u64>,
-    /// Mirrors `pool` being `None`, readable without waiting for the lock.
-    pub(crate) closed: AtomicBool,
-    /// Calls wait for a PostgreSQL or Redis round trip (the asyncio layer
-    /// runs those on an executor; the others take microseconds and run inline).
-    network: bool,
+    pub(crate) holder: Arc<Holder>,
     generation: u64,
     pid: u32,
 }
@@ -96,69 +57,14 @@ impl Shared {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Option<Open>> {
-        // The host pool is consistent after a panic (it contains traps and
-        // refuses half-applied changes), so a poisoned lock is still usable.
-        self.pool.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// The pool behind the lock, if open and still ours to serve: every
-    /// operation passes here.
-    fn serve<'a>(&self, guard: &'a mut Option<Open>) -> Result<&'a mut HostPool, Failure> {
-        self.check()?;
-        Ok(guard.as_mut().ok_or(Failure::Closed)?.serve()?)
-    }
-
-    /// Runs one host operation under the pool lock. Call only while detached.
+    /// Runs one host operation, if this process may. Call only while detached.
     pub(crate) fn with<T>(&self, f: impl FnOnce(&mut HostPool) -> repute_host::Result<T>) -> Result<T, Failure> {
-        Ok(f(self.serve(&mut self.lock())?)?)
+        self.check()?;
+        Ok(self.holder.with(f)?)
     }
 
-    pub(crate) fn notify_freed(&self) {
-        self.freed.notify_all();
-    }
-
-    /// The holder's local deadline for a lease sent at `sent` (I7).
-    pub(crate) fn deadline(&self, sent: u64, ttl: u64) -> u64 {
-        let margin = self.margin.unwrap_or(ttl / 10);
-        sent.saturating_add(ttl.saturating_sub(margin))
-    }
-
-    /// One acquire attempt; on "nothing now", waits (lock released) until a
-    /// permit may be free, the hint, the backoff or `until` (on the pool's
-    /// clock, so a `ManualClock` pool waits for its clock), whichever is
-    /// first. `Ok(None)` means try again.
-    fn acquire_step(
-        &self,
-        context: &str,
-        until: Option<u64>,
-        backoff: &mut Duration,
-    ) -> Result<Option<(repute_host::Lease, u64)>, Failure> {
-        let mut guard = self.lock();
-        let pool = self.serve(&mut guard)?;
-        let sent = self.clock.now();
-        let refusal = match pool.acquire(context) {
-            Ok(lease) => return Ok(Some((lease, sent))),
-            Err(e @ (Error::NoResourceAvailable { .. } | Error::RateLimited { .. })) => e,
-            Err(e) => return Err(e.into()),
-        };
-        let hint = match refusal {
-            Error::NoResourceAvailable(refusal) => refusal.retry_after,
-            Error::RateLimited { retry_after } => Some(retry_after),
-            _ => None,
-        };
-        let remaining = until.map(|u| Duration::from_nanos(u.saturating_sub(self.clock.now())));
-        if remaining == Some(Duration::ZERO) {
-            // Out of time: the refusal just seen is the answer.
-            return Err(refusal.into());
-        }
-        let mut wait = (*backoff).min(hint.map_or(MAX_BACKOFF, Duration::from_nanos)).max(Duration::from_micros(50));
-        if let Some(remaining) = remaining {
-            wait = wait.min(remaining);
-        }
-        *backoff = (*backoff * 2).min(MAX_BACKOFF);
-        drop(self.freed.wait_timeout(guard, wait).unwrap_or_else(|p| p.into_inner()));
-        Ok(None)
+    pub(crate) fn now(&self) -> u64 {
+        self.holder.now()
     }
 }
 
@@ -166,10 +72,8 @@ impl Drop for Shared {
     fn drop(&mut self) {
         if self.check().is_err() {
             // In a forked child the host pool's locks, instance and store
-            // connections, and the owner lease's renewal thread, belong to
-            // the parent: never run their destructors here.
-            let pool = self.pool.get_mut().unwrap_or_else(|p| p.into_inner()).take();
-            std::mem::forget(pool);
+            // connections belong to the parent: never run their destructors here.
+            self.holder.abandon();
         }
     }
 }
@@ -189,8 +93,15 @@ impl Pool {
         py.detach(|| self.shared.with(f)).map_err(|e| to_py(py, e))
     }
 
-    fn lease(&self, lease: repute_host::Lease, sent: u64) -> Lease {
-        Lease::new(self.shared.clone(), lease, sent)
+    /// Runs a host operation that may free a permit, then wakes waiters.
+    fn call_freeing<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut HostPool) -> repute_host::Result<T> + Send,
+    ) -> PyResult<T> {
+        let r = self.call(py, f);
+        self.shared.holder.notify_freed();
+        r
     }
 
     fn report(
@@ -200,7 +111,35 @@ impl Pool {
         outcome: Result<Outcome, Failure>,
     ) -> PyResult<()> {
         let outcome = outcome.map_err(|f| to_py(py, f))?;
-        py.detach(|| self.shared.with(|p| p.report(kind, value, context, &outcome))).map_err(|f| to_py(py, f))
+        self.call(py, |p| p.report(kind, value, context, &outcome))
+    }
+
+    /// A grant by `f` as a `Lease`, auto-renewed if asked.
+    fn grant(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut HostPool) -> repute_host::Result<repute_host::Lease> + Send,
+    ) -> PyResult<Lease> {
+        let held = py
+            .detach(|| {
+                self.shared.check()?;
+                self.shared.holder.grant(f).map_err(Failure::from)
+            })
+            .map_err(|f| to_py(py, f))?;
+        Ok(Lease::new(self.shared.clone(), held))
+    }
+}
+
+/// `auto_renew` and `max_hold` as the host takes them.
+pub(crate) fn hold(auto_renew: bool, max_hold: Option<f64>) -> Result<Option<Option<u64>>, Failure> {
+    let max_hold = match max_hold {
+        Some(s) => Some(positive_duration("max_hold", s)?.as_nanos() as u64),
+        None => None,
+    };
+    match (auto_renew, max_hold) {
+        (false, Some(_)) => Err(invalid("max_hold", "goes with auto_renew=True")),
+        (false, None) => Ok(None),
+        (true, max_hold) => Ok(Some(max_hold)),
     }
 }
 
@@ -244,62 +183,30 @@ impl Pool {
         if probe_concurrency == 0 {
             return Err(to_py(py, invalid("probe_concurrency", "must be >= 1")));
         }
+        let secs = |field, s| secs_to_ns(field, s).map_err(|f| to_py(py, f));
         let probe_every = positive_duration("probe_every", probe_every).map_err(|f| to_py(py, f))?;
         let cooldowns = cooldowns.map(|c| outcome::cooldowns(&c)).transpose().map_err(|f| to_py(py, f))?;
-        let clock: Arc<dyn Clock> = match clock {
-            Some(c) => c.shared(),
-            None => Arc::new(SystemClock::new()),
+        let options = OpenOptions {
+            store: Some(store.to_owned()),
+            tenant: Some(tenant.to_owned()),
+            mode: Some(mode.to_owned()),
+            owner_ttl: Some(secs("owner_ttl", owner_ttl)?),
+            owners: Some(owners.to_owned()),
+            lease_ttl: Some(secs("lease_ttl", lease_ttl)?),
+            probe_ttl: Some(secs("probe_ttl", probe_ttl)?),
+            strategy: strategy.map(str::to_owned),
+            seed,
+            max_resources,
+            max_cells,
+            rate_limit: rate.map(|rate| (rate, burst)),
+            renew_margin: renew_margin.map(|m| secs("renew_margin", m)).transpose()?,
+            recovery: Some(recovery.to_owned()),
+            fail_open,
+            cooldowns: cooldowns.unwrap_or_default(),
         };
-        let shared = py
-            .detach(|| -> Result<Shared, Failure> {
-                let mut policy = Policy {
-                    lease_ttl: secs_to_ns("lease_ttl", lease_ttl)?,
-                    probe_ttl: secs_to_ns("probe_ttl", probe_ttl)?,
-                    max_resources,
-                    max_cells,
-                    rate_limit: rate.map(|rate| RateLimit { rate, burst }),
-                    recovery: Recovery::parse(recovery)
-                        .map_err(|_| invalid("recovery", "must be one of traffic, probe, classic"))?,
-                    fail_open,
-                    ..Policy::default()
-                };
-                if let Some(name) = strategy {
-                    policy.strategy = Strategy::parse(name).map_err(Error::from)?;
-                }
-                for cooldown in cooldowns.into_iter().flatten() {
-                    cooldown.apply(&mut policy)?;
-                }
-                let margin = renew_margin.map(|m| secs_to_ns("renew_margin", m)).transpose()?;
-                if margin.is_some_and(|m| m >= policy.lease_ttl.min(policy.probe_ttl)) {
-                    return Err(invalid("renew_margin", "must be below lease_ttl and probe_ttl"));
-                }
-                if tenant.is_empty() {
-                    return Err(invalid("tenant", "must not be empty"));
-                }
-                // Without a seed, selection randomness differs per pool, as
-                // users expect from an unseeded generator.
-                let seed = seed.unwrap_or_else(|| std::hash::RandomState::new().hash_one(std::process::id()));
-                let spec = StoreSpec::parse(store)?;
-                let sharing = Sharing {
-                    mode: Mode::parse(mode)?,
-                    owner_ttl: positive_duration("owner_ttl", owner_ttl)?,
-                    owners: OwnersSpec::parse(owners)?,
-                };
-                let config = TenantConfig { policy, seed, durable: spec.durable() };
-                let open = Open::new(&spec.open()?, &sharing, tenant, config, clock.clone())?;
-                Ok(Shared {
-                    pool: Mutex::new(Some(open)),
-                    freed: Condvar::new(),
-                    clock,
-                    margin,
-                    closed: AtomicBool::new(false),
-                    network: matches!(spec, StoreSpec::Postgres(_) | StoreSpec::Redis(_)),
-                    generation: crate::fork::generation(),
-                    pid: std::process::id(),
-                })
-            })
-            .map_err(|f| to_py(py, f))?;
-        let shared = Arc::new(shared);
+        let clock: Option<Arc<dyn Clock>> = clock.map(|c| c.shared());
+        let holder = py.detach(|| Holder::open(options, clock, field_name)).map_err(|e| to_py(py, e.into()))?;
+        let shared = Arc::new(Shared { holder, generation: crate::fork::generation(), pid: std::process::id() });
         if let Some(probe) = probe {
             crate::probe::spawn(Arc::downgrade(&shared), probe, probe_concurrency, probe_every);
         }
@@ -310,23 +217,21 @@ impl Pool {
     /// `until` and `expires_at` this pool reports.
     #[getter]
     fn now(&self) -> f64 {
-        ns_to_secs(self.shared.clock.now())
+        ns_to_secs(self.shared.now())
     }
 
     /// True when calls wait for a network store (PostgreSQL, Redis); memory
     /// and SQLite calls take microseconds.
     #[getter]
     fn waits_on_network(&self) -> bool {
-        self.shared.network
+        self.shared.holder.waits_on_network()
     }
 
     /// Registers a resource with `permits` concurrent leases, or changes its
     /// permits. True if anything changed.
     #[pyo3(signature = (kind, value, permits = 1))]
     fn register(&self, py: Python<'_>, kind: &str, value: &str, permits: u32) -> PyResult<bool> {
-        let changed = self.call(py, |p| p.register(kind, value, permits))?;
-        self.shared.notify_freed();
-        Ok(changed)
+        self.call_freeing(py, |p| p.register(kind, value, permits))
     }
 
     /// Removes a resource; refused while leased unless `force` (which revokes the leases).
@@ -336,58 +241,69 @@ impl Pool {
     }
 
     /// The best lease for `context` now, or None if nothing is available.
-    fn try_acquire(&self, py: Python<'_>, context: &str) -> PyResult<Option<Lease>> {
-        let r = py.detach(|| {
-            let sent = self.shared.clock.now();
-            self.shared.with(|p| p.acquire(context)).map(|l| (l, sent))
-        });
-        match r {
-            Ok((lease, sent)) => Ok(Some(self.lease(lease, sent))),
-            Err(Failure::Host(Error::NoResourceAvailable { .. })) => Ok(None),
-            Err(e) => Err(to_py(py, e)),
-        }
+    #[pyo3(signature = (context, *, auto_renew = false, max_hold = None))]
+    fn try_acquire(
+        &self,
+        py: Python<'_>,
+        context: &str,
+        auto_renew: bool,
+        max_hold: Option<f64>,
+    ) -> PyResult<Option<Lease>> {
+        let hold = hold(auto_renew, max_hold).map_err(|f| to_py(py, f))?;
+        let held = py
+            .detach(|| {
+                self.shared.check()?;
+                self.shared.holder.try_acquire(context).map_err(Failure::from)
+            })
+            .map_err(|f| to_py(py, f))?;
+        Ok(held.map(|held| Lease::held(self.shared.clone(), held, hold)))
     }
 
     /// The best lease for `context`, waiting up to `timeout` seconds (None:
     /// without limit) for one to come free. Raises `NoResourceAvailable` or
-    /// `RateLimited` when the time is up.
-    #[pyo3(signature = (context, timeout = None))]
-    fn acquire(&self, py: Python<'_>, context: &str, timeout: Option<f64>) -> PyResult<Lease> {
-        let timeout = timeout.map(|t| secs_to_duration("timeout", t)).transpose().map_err(|f| to_py(py, f))?;
-        let until = timeout.map(|t| self.shared.clock.now().saturating_add(t.as_nanos() as u64));
-        let mut backoff = MIN_BACKOFF;
-        loop {
-            match py.detach(|| self.shared.acquire_step(context, until, &mut backoff)) {
-                Ok(Some((lease, sent))) => return Ok(self.lease(lease, sent)),
+    /// `RateLimited` when the time is up. With `auto_renew`, a thread of the
+    /// pool renews the lease until it is released, lost, or held for
+    /// `max_hold` seconds.
+    #[pyo3(signature = (context, timeout = None, *, auto_renew = false, max_hold = None))]
+    fn acquire(
+        &self,
+        py: Python<'_>,
+        context: &str,
+        timeout: Option<f64>,
+        auto_renew: bool,
+        max_hold: Option<f64>,
+    ) -> PyResult<Lease> {
+        let timeout = timeout.map(|t| secs_to_ns("timeout", t)).transpose().map_err(|f| to_py(py, f))?;
+        let hold = hold(auto_renew, max_hold).map_err(|f| to_py(py, f))?;
+        let held = py
+            .detach(|| {
+                self.shared.check()?;
                 // Between waits, so that Ctrl-C interrupts a long wait.
-                Ok(None) => py.check_signals()?,
-                Err(e) => return Err(to_py(py, e)),
-            }
-        }
+                let between = || Python::attach(|py| py.check_signals()).map_err(Failure::Python);
+                self.shared.holder.acquire(context, timeout, between)
+            })
+            .map_err(|f| to_py(py, f))?;
+        Ok(Lease::held(self.shared.clone(), held, hold))
     }
 
     /// A probe lease on a cell that `due_for_probe` lists.
     fn acquire_for_probe(&self, py: Python<'_>, kind: &str, value: &str, context: &str) -> PyResult<Lease> {
-        let (lease, sent) = py
-            .detach(|| {
-                let sent = self.shared.clock.now();
-                self.shared.with(|p| p.acquire_for_probe(kind, value, context)).map(|l| (l, sent))
-            })
-            .map_err(|f| to_py(py, f))?;
-        Ok(self.lease(lease, sent))
+        self.grant(py, |p| p.acquire_for_probe(kind, value, context))
     }
 
     /// A handle on a live lease from its id and fencing token (handed over
     /// from another thread or task): renews it under that token, so a wrong
     /// token raises `StaleLease` and an ended lease `LeaseExpired`.
     fn resume(&self, py: Python<'_>, lease_id: u64, token: u64) -> PyResult<Lease> {
-        let (lease, sent) = py
-            .detach(|| {
-                let sent = self.shared.clock.now();
-                self.shared.with(|p| p.renew(lease_id, token)).map(|l| (l, sent))
-            })
-            .map_err(|f| to_py(py, f))?;
-        Ok(self.lease(lease, sent))
+        self.grant(py, |p| p.renew(lease_id, token))
+    }
+
+    /// The waiting plan of an acquire that may wait `timeout` seconds, for
+    /// the asyncio layer, which sleeps on its event loop.
+    #[pyo3(signature = (timeout = None))]
+    fn _waiting(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<crate::lease::Waiting> {
+        let timeout = timeout.map(|t| secs_to_ns("timeout", t)).transpose().map_err(|f| to_py(py, f))?;
+        Ok(crate::lease::Waiting::new(self.shared.clone(), timeout))
     }
 
     /// Reports a successful use of a resource in `context`; `latency` in seconds.
@@ -448,9 +364,7 @@ impl Pool {
     /// Lifts a block; True if one was in place.
     #[pyo3(signature = (kind, value, context = None))]
     fn unblock(&self, py: Python<'_>, kind: &str, value: &str, context: Option<&str>) -> PyResult<bool> {
-        let lifted = self.call(py, |p| p.unblock(kind, value, context))?;
-        self.shared.notify_freed();
-        Ok(lifted)
+        self.call_freeing(py, |p| p.unblock(kind, value, context))
     }
 
     /// Cells waiting for a probe, as (kind, value, context), sorted.
@@ -488,16 +402,12 @@ impl Pool {
 
     /// Replaces the state with a snapshot; a refused one (`InvalidSnapshot`) changes nothing.
     fn restore(&self, py: Python<'_>, data: &[u8]) -> PyResult<()> {
-        self.call(py, |p| p.restore(data))?;
-        self.shared.notify_freed();
-        Ok(())
+        self.call_freeing(py, |p| p.restore(data))
     }
 
     /// `restore` from JSON.
     fn restore_json(&self, py: Python<'_>, data: &str) -> PyResult<()> {
-        self.call(py, |p| p.restore_json(data))?;
-        self.shared.notify_freed();
-        Ok(())
+        self.call_freeing(py, |p| p.restore_json(data))
     }
 
     /// Saves a checkpoint to the store, conditional on the version last
@@ -512,9 +422,7 @@ impl Pool {
     /// serves the tenant); returns how many entries. Call it periodically,
     /// or before reading state another process may have changed.
     fn sync(&self, py: Python<'_>) -> PyResult<u32> {
-        let folded = self.call(py, |p| p.sync())?;
-        self.shared.notify_freed();
-        Ok(folded)
+        self.call_freeing(py, |p| p.sync())
     }
 
     /// The events since the last call, oldest first.
@@ -535,7 +443,7 @@ impl Pool {
     /// True once `close()` has run.
     #[getter]
     fn closed(&self) -> bool {
-        self.shared.closed.load(Ordering::SeqCst)
+        self.shared.holder.is_closed()
     }
 
     /// Closes the pool: a durable store first saves a checkpoint (unless
@@ -547,10 +455,7 @@ impl Pool {
     fn close(&self, py: Python<'_>, checkpoint: bool) -> PyResult<()> {
         py.detach(|| -> Result<(), Failure> {
             self.shared.check()?;
-            let pool = self.shared.lock().take();
-            self.shared.closed.store(true, Ordering::SeqCst);
-            self.shared.notify_freed();
-            pool.map_or(Ok(()), |open| open.close(checkpoint)).map_err(Failure::Host)
+            Ok(self.shared.holder.close(checkpoint)?)
         })
         .map_err(|f| to_py(py, f))
     }

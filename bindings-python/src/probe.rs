@@ -3,7 +3,6 @@
 //! each cell due. Which cells, the probe leases and the outcomes are the
 //! host's prober; this only runs rounds and converts the probe's answer.
 
-use std::sync::atomic::Ordering;
 use std::sync::Weak;
 use std::time::{Duration, Instant};
 
@@ -30,7 +29,7 @@ fn run(pool: Weak<Shared>, probe: Py<PyAny>, concurrency: usize, every: Duration
         let until = Instant::now() + every;
         while Instant::now() < until {
             std::thread::sleep(LOOK.min(until.saturating_duration_since(Instant::now())));
-            if pool.upgrade().is_none_or(|s| s.closed.load(Ordering::SeqCst)) {
+            if pool.upgrade().is_none_or(|s| s.holder.is_closed()) {
                 return;
             }
         }

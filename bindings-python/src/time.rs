@@ -21,10 +21,6 @@ pub(crate) fn secs_to_ns(field: &str, seconds: f64) -> Result<u64, Failure> {
     Ok(ns as u64)
 }
 
-pub(crate) fn secs_to_duration(field: &str, seconds: f64) -> Result<Duration, Failure> {
-    secs_to_ns(field, seconds).map(Duration::from_nanos)
-}
-
 /// A length that zero would make meaningless (a lease nobody can hold).
 pub(crate) fn positive_duration(field: &str, seconds: f64) -> Result<Duration, Failure> {
     match secs_to_ns(field, seconds)? {

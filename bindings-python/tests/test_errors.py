@@ -75,10 +75,10 @@ def test_invalid_pool_arguments() -> None:
         assert caught.value.field == "owner_ttl"
     with pytest.raises(repute.InvalidInput) as caught:
         repute.Pool(strategy="psychic")  # type: ignore[arg-type]
-    assert caught.value.field == "policy.strategy"
+    assert (caught.value.field, caught.value.rule) == ("strategy", "must be one of classic, thompson, first")
     with pytest.raises(repute.InvalidInput) as caught:
         repute.Pool(lease_ttl=0.0)
-    assert caught.value.field == "policy.lease_ttl"
+    assert (caught.value.field, caught.value.rule) == ("lease_ttl", "must be > 0")
     with pytest.raises(repute.InvalidInput) as caught:
         repute.Pool(lease_ttl=10.0, renew_margin=10.0)
     assert caught.value.field == "renew_margin"

@@ -141,12 +141,14 @@ def test_local_deadline_demotes_the_lease(pool: repute.Pool, clock: repute.Manua
     clock.advance(0.1)  # 27 s: the local deadline, 3 s before the authority's expiry
     assert not lease.valid
     assert lease.expires_in == 0.0
-    with pytest.raises(repute.LeaseExpired, match="lost"):
+    with pytest.raises(repute.LeaseExpired, match="lease expired"):
         lease.renew()
     assert not lease.valid
-    # The authority still holds it: releasing frees the permit early.
+    assert (lease.lost, lease.loss) == (True, "expired")
+    # The authority still holds it: releasing frees the permit early, and
+    # says the lease had been lost instead of raising.
     assert pool.stats().live_leases == 1
-    lease.release()
+    assert lease.release() is False
     assert pool.stats().live_leases == 0
 
 

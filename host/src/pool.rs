@@ -264,6 +264,13 @@ impl Pool {
         self.shard.release_deferred(self.tenant, id, token)
     }
 
+    /// Revokes a grant at the authority that this pool no longer counts as a
+    /// lease (it expired here while its reply was on the way, say): frees the
+    /// permit for other processes now instead of at the authority's TTL.
+    pub fn revoke(&mut self, revoke: &Revoke) -> Result<()> {
+        self.shard.revoke(self.tenant, revoke)
+    }
+
     /// Closes the pool and hands back its providers, releasing any ownership
     /// they hold once they are dropped.
     pub fn close(mut self) -> Option<Providers> {

@@ -512,6 +512,20 @@ impl Shard {
         released.map(|()| revokes.pop())
     }
 
+    /// Revokes `token` on a permit at the tenant's authority, outside the
+    /// pool: for a lease the pool already counts as ended whose grant the
+    /// authority may still hold. The revoke is conditional on the token, so
+    /// a newer holder is never touched.
+    pub(crate) fn revoke(&mut self, t: usize, revoke: &Revoke) -> Result<()> {
+        let fencing = &mut self.ctx(t)?.providers.fencing;
+        if fencing.in_process() {
+            // The pool is its own authority: what it ended is free already.
+            return Ok(());
+        }
+        let permit = Permit { kind: revoke.resource.kind(), value: revoke.resource.value(), index: revoke.permit };
+        Ok(fencing.revoke(permit, revoke.token)?)
+    }
+
     pub(crate) fn lease(&mut self, t: usize, id: u64) -> Result<Option<repute_core::Lease>> {
         let lease = op!(self, t, |s, p, h| p.call_get_lease(s, h, id).map(Ok))?;
         lease.map(convert::lease_in).transpose()

@@ -6,8 +6,9 @@ would cost a hundred times the call. Calls that wait for a network store
 (PostgreSQL, Redis; ``Pool.waits_on_network``) run on the loop's default
 executor; the native call releases the GIL, so the loop keeps running
 meanwhile. Waiting for a free permit is a loop of single attempts separated
-by ``asyncio.sleep``, so it never holds an executor thread while it waits and
-a cancelled waiter stops at once.
+by ``asyncio.sleep`` for as long as the pool's waiting plan says (the same
+plan as the blocking ``Pool.acquire``, on the pool's clock), so it never
+holds an executor thread while it waits and a cancelled waiter stops at once.
 
 Usage::
 
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import math
 from types import TracebackType
 from typing import Any, Callable, Generator, Iterable, Iterator, Literal, Mapping, TypeVar
 
@@ -42,12 +42,6 @@ from ._native import (
 from ._types import FailureKind
 
 _T = TypeVar("_T")
-
-# Same bounds as the blocking `Pool.acquire`: retry soon after a refusal, back
-# off to at most 50 ms, never later than the pool's own `retry_after` hint.
-_MIN_BACKOFF = 0.001
-_MAX_BACKOFF = 0.05
-
 
 async def _run(fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
     loop = asyncio.get_running_loop()
@@ -135,11 +129,27 @@ class AsyncLease:
     def released(self) -> bool:
         return self._lease.released
 
+    @property
+    def lost(self) -> bool:
+        return self._lease.lost
+
+    @property
+    def loss(self) -> str | None:
+        return self._lease.loss
+
+    def on_lost(self, callback: Callable[[str], object]) -> None:
+        """``callback(loss)`` once when the lease is lost; it runs on the
+        thread that noticed, so use ``loop.call_soon_threadsafe`` to reach
+        the event loop."""
+        self._lease.on_lost(callback)
+
     async def renew(self) -> None:
         await _call(self._inline, self._lease.renew)
 
-    async def release(self) -> None:
-        await _call(self._inline, self._lease.release)
+    async def release(self) -> bool:
+        """True if the lease was held up to now; False if it had been lost
+        (its grant is still revoked at the authority)."""
+        return await _call(self._inline, self._lease.release)
 
     async def report_success(self, latency: float) -> None:
         await _call(self._inline, self._lease.report_success, latency)
@@ -163,10 +173,10 @@ class AsyncLease:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        # As the blocking form: a release error surfaces only when the block
-        # itself succeeded.
+        # As the blocking form: a release error, or a lease lost while the
+        # block ran, surfaces only when the block itself succeeded.
         if exc_type is None:
-            await self.release()
+            await _call(self._inline, self._lease.__exit__, None, None, None)
             return
         try:
             await self.release()
@@ -177,20 +187,31 @@ class AsyncLease:
         return f"Async{self._lease!r}"
 
 
+class _Hold:
+    """How a lease is held once granted: auto-renewed (up to ``max_hold``
+    seconds), and whether its loss cancels the task that acquired it."""
+
+    def __init__(self, auto_renew: bool, max_hold: float | None, cancel_on_loss: bool) -> None:
+        self.auto_renew = auto_renew
+        self.max_hold = max_hold
+        self.cancel_on_loss = cancel_on_loss
+
+
 class _Acquire:
     """``await pool.acquire(...)`` gives the lease; ``async with`` also releases it."""
 
-    def __init__(self, pool: AsyncPool, context: str, timeout: float | None) -> None:
+    def __init__(self, pool: AsyncPool, context: str, timeout: float | None, hold: _Hold) -> None:
         self._pool = pool
         self._context = context
         self._timeout = timeout
+        self._hold = hold
         self._lease: AsyncLease | None = None
 
     def __await__(self) -> Generator[Any, None, AsyncLease]:
-        return self._pool._acquire(self._context, self._timeout).__await__()
+        return self._pool._acquire(self._context, self._timeout, self._hold).__await__()
 
     async def __aenter__(self) -> AsyncLease:
-        self._lease = await self._pool._acquire(self._context, self._timeout)
+        self._lease = await self._pool._acquire(self._context, self._timeout, self._hold)
         return self._lease
 
     async def __aexit__(
@@ -282,43 +303,56 @@ class AsyncPool:
     async def unregister(self, kind: str, value: str, force: bool = False) -> None:
         await _call(self._inline, self._pool.unregister, kind, value, force)
 
-    async def try_acquire(self, context: str) -> AsyncLease | None:
-        lease = await _call(self._inline, self._pool.try_acquire, context)
+    async def try_acquire(
+        self, context: str, *, auto_renew: bool = False, max_hold: float | None = None
+    ) -> AsyncLease | None:
+        lease = await _call(self._inline, self._pool.try_acquire, context, auto_renew=auto_renew, max_hold=max_hold)
         return None if lease is None else AsyncLease(lease, self._inline)
 
-    def acquire(self, context: str, timeout: float | None = None) -> _Acquire:
+    def acquire(
+        self,
+        context: str,
+        timeout: float | None = None,
+        *,
+        auto_renew: bool = False,
+        max_hold: float | None = None,
+        cancel_on_loss: bool = False,
+    ) -> _Acquire:
         """The best lease for ``context``, waiting up to ``timeout`` seconds
-        (None: without limit); raises ``NoResourceAvailable`` or
-        ``RateLimited`` when the time is up."""
-        return _Acquire(self, context, timeout)
+        (None: without limit); raises ``NoResourceAvailableError`` or
+        ``RateLimitedError`` when the time is up. With ``auto_renew`` the
+        pool's thread renews the lease until it is released, lost or held for
+        ``max_hold`` seconds; with ``cancel_on_loss`` a lost lease cancels the
+        task that acquired it (so ``async with`` leaves its block)."""
+        return _Acquire(self, context, timeout, _Hold(auto_renew, max_hold, cancel_on_loss))
 
-    async def _acquire(self, context: str, timeout: float | None) -> AsyncLease:
-        if timeout is not None and not (0.0 <= timeout < math.inf):
-            # The blocking form checks its argument before touching the pool,
-            # so this raises the same InvalidInput without blocking.
-            self._pool.acquire(context, timeout)
-        loop = asyncio.get_running_loop()
-        deadline = None if timeout is None else loop.time() + timeout
-        backoff = _MIN_BACKOFF
+    async def _acquire(self, context: str, timeout: float | None, hold: _Hold) -> AsyncLease:
+        # Checks `timeout` (InvalidInputError) before touching the pool.
+        waiting = self._pool._waiting(timeout)
         while True:
             try:
-                return AsyncLease(await self._attempt(context), self._inline)
+                lease = AsyncLease(await self._attempt(context, hold), self._inline)
+                break
             except (NoResourceAvailable, RateLimited) as refusal:
-                remaining = None if deadline is None else deadline - loop.time()
-                if remaining is not None and remaining <= 0:
+                wait = waiting.next(refusal.retry_after)
+                if wait is None:
                     raise
-                hint: float | None = refusal.retry_after
-                wait = backoff if hint is None else min(backoff, hint)
-                if remaining is not None:
-                    wait = min(wait, remaining)
-                backoff = min(backoff * 2, _MAX_BACKOFF)
                 await asyncio.sleep(wait)
+        if hold.cancel_on_loss:
+            loop = asyncio.get_running_loop()
+            task = asyncio.current_task()
+            assert task is not None, "acquire runs in a task"
+            lease.on_lost(lambda _loss: loop.call_soon_threadsafe(task.cancel))
+        return lease
 
-    async def _attempt(self, context: str) -> Lease:
+    async def _attempt(self, context: str, hold: _Hold) -> Lease:
+        attempt = functools.partial(
+            self._pool.acquire, context, 0.0, auto_renew=hold.auto_renew, max_hold=hold.max_hold
+        )
         if self._inline:
-            return self._pool.acquire(context, 0.0)
+            return attempt()
         loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(None, self._pool.acquire, context, 0.0)
+        future = loop.run_in_executor(None, attempt)
         try:
             return await asyncio.shield(future)
         except asyncio.CancelledError:

@@ -8,6 +8,12 @@ use std::time::Instant;
 /// Monotonic nanoseconds. Implementations must never go backwards.
 pub trait Clock: Send + Sync {
     fn now(&self) -> u64;
+
+    /// False for a clock that moves only when told to: whoever waits for
+    /// one of its readings must look again often instead of sleeping until then.
+    fn follows_real_time(&self) -> bool {
+        true
+    }
 }
 
 /// The process's monotonic clock (`Instant`), counted from when it was made.
@@ -61,5 +67,9 @@ impl ManualClock {
 impl Clock for ManualClock {
     fn now(&self) -> u64 {
         self.now.load(Ordering::SeqCst)
+    }
+
+    fn follows_real_time(&self) -> bool {
+        false
     }
 }

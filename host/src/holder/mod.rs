@@ -1,0 +1,226 @@
+//! The holder's side of an embedded pool, once for every front end that
+//! embeds one (the Python and Node bindings): the open options and their
+//! defaults ([`OpenOptions`]), the pool handle ([`Holder`]) with its
+//! waiting acquire and its close, and the lease handle ([`HeldLease`]) with
+//! the local deadline of invariant I7, auto-renewal and the loss signal.
+//! Bindings convert values and errors to their language and nothing else,
+//! so both behave alike: same defaults, same waits, same errors.
+
+mod lease;
+mod options;
+mod waiting;
+mod watch;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+pub use lease::{HeldLease, Loss, Released};
+pub use options::{Cooldown, Field, Names, OpenOptions, DEFAULT_OWNER_TTL};
+pub use waiting::{refusal_hint, Waiting};
+
+use crate::embedded::EmbeddedPool;
+use crate::error::{Error, Result};
+use crate::pool::Pool;
+use crate::providers::{Clock, RedisWire, SystemClock};
+use crate::store::{Mode, StoreSpec};
+use crate::{Lease, PoolOps};
+
+/// An open pool and whether closing it saves a last checkpoint.
+struct Open {
+    pool: EmbeddedPool,
+    /// Durable stores save one on close, except in shared mode: there every
+    /// change is in the log already, and a checkpoint of one copy would only
+    /// race the others'.
+    last_checkpoint: bool,
+}
+
+/// One tenant's embedded pool as its holders use it. Safe to share between
+/// threads: every call takes the pool's one lock, and waiting acquires wait
+/// with that lock released.
+pub struct Holder {
+    /// `None` once closed.
+    pool: Mutex<Option<Open>>,
+    /// Signalled whenever a permit may have come free here.
+    freed: Condvar,
+    clock: Arc<dyn Clock>,
+    /// Fixed margin before a lease's TTL runs out; `None` is a tenth of the TTL.
+    margin: Option<u64>,
+    /// Mirrors `pool` being `None`, readable without waiting for the lock.
+    closed: AtomicBool,
+    /// Calls wait for a PostgreSQL or Redis round trip.
+    network: bool,
+    durable: bool,
+    watch: watch::Watch,
+}
+
+impl Holder {
+    /// Opens the pool the options describe, on `clock` (the system's
+    /// monotonic clock when `None`). `names` spells the fields in errors.
+    pub fn open(options: OpenOptions, clock: Option<Arc<dyn Clock>>, names: Names) -> Result<Arc<Holder>> {
+        let resolved = options.resolve(names)?;
+        let clock = clock.unwrap_or_else(|| Arc::new(SystemClock::new()));
+        let store = resolved.store.open()?;
+        let last_checkpoint =
+            resolved.config.durable && !(store.is_shared() && resolved.sharing.mode == Mode::Shared);
+        let pool = EmbeddedPool::open(&store, &resolved.sharing, &resolved.tenant, resolved.config, clock.clone())?;
+        Ok(Arc::new(Holder {
+            pool: Mutex::new(Some(Open { pool, last_checkpoint })),
+            freed: Condvar::new(),
+            clock,
+            margin: resolved.margin,
+            closed: AtomicBool::new(false),
+            network: matches!(resolved.store, StoreSpec::Postgres(_) | StoreSpec::Redis(_)),
+            durable: resolved.store.durable(),
+            watch: watch::Watch::default(),
+        }))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Option<Open>> {
+        // The host pool is consistent after a panic (it contains traps and
+        // refuses half-applied changes), so a poisoned lock is still usable.
+        self.pool.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs one pool operation, if the pool is open and still this
+    /// process's to serve: every operation passes here.
+    pub fn with<T>(&self, f: impl FnOnce(&mut Pool) -> Result<T>) -> Result<T> {
+        let mut guard = self.lock();
+        f(guard.as_mut().ok_or(Error::Closed)?.pool.serve()?)
+    }
+
+    /// The pool clock's reading: the time base of every instant this pool reports.
+    pub fn now(&self) -> u64 {
+        self.clock.now()
+    }
+
+    /// True when calls wait for a network store (PostgreSQL, Redis).
+    pub fn waits_on_network(&self) -> bool {
+        self.network
+    }
+
+    /// True when grants and reports write to durable storage.
+    pub fn durable(&self) -> bool {
+        self.durable
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    /// The tenant's grants and revokes as bytes, for a front end that runs
+    /// them on a connection of its own event loop (see [`EmbeddedPool::wire`]).
+    pub fn wire(&self) -> Option<RedisWire> {
+        self.lock().as_ref().and_then(|open| open.pool.wire().cloned())
+    }
+
+    /// Wakes waiting acquires: call after anything that may free a permit.
+    pub fn notify_freed(&self) {
+        self.freed.notify_all();
+    }
+
+    /// The holder's local deadline for a lease sent at `sent` (I7).
+    fn deadline(&self, sent: u64, ttl: u64) -> u64 {
+        let margin = self.margin.unwrap_or(ttl / 10).min(ttl);
+        sent.saturating_add(ttl - margin)
+    }
+
+    /// The handle on a lease the pool granted on a request sent when the
+    /// clock read `sent` (read before the request went out, so the local
+    /// deadline can only be early).
+    pub fn adopt(self: &Arc<Self>, lease: Lease, sent: u64) -> Arc<HeldLease> {
+        HeldLease::new(self.clone(), lease, sent)
+    }
+
+    /// A grant by `f` (an acquire, a probe acquire, a resume), as a handle.
+    pub fn grant(self: &Arc<Self>, f: impl FnOnce(&mut Pool) -> Result<Lease>) -> Result<Arc<HeldLease>> {
+        let sent = self.now();
+        let lease = self.with(f)?;
+        Ok(self.adopt(lease, sent))
+    }
+
+    /// The best lease for `context` now, or `None` when nothing is selectable.
+    pub fn try_acquire(self: &Arc<Self>, context: &str) -> Result<Option<Arc<HeldLease>>> {
+        match self.grant(|p| p.acquire(context)) {
+            Ok(lease) => Ok(Some(lease)),
+            Err(Error::NoResourceAvailable(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The waiting plan of one acquire that may wait up to `timeout` ns
+    /// (`None`: without limit), for front ends that sleep their own way.
+    pub fn waiting(&self, timeout: Option<u64>) -> Waiting {
+        Waiting::new(self.now(), timeout)
+    }
+
+    /// The best lease for `context`, waiting up to `timeout` ns for one to
+    /// come free: woken by a release here, else after the backoff, the
+    /// pool's retry hint or the timeout (on the pool's clock), whichever
+    /// comes first. `between` runs between waits (a binding checks for
+    /// interrupts there). On timeout, the last refusal is the error.
+    pub fn acquire<E: From<Error>>(
+        self: &Arc<Self>,
+        context: &str,
+        timeout: Option<u64>,
+        mut between: impl FnMut() -> Result<(), E>,
+    ) -> Result<Arc<HeldLease>, E> {
+        let mut waiting = self.waiting(timeout);
+        loop {
+            let mut guard = self.lock();
+            let sent = self.now();
+            let answer = match guard.as_mut() {
+                Some(open) => open.pool.serve().and_then(|p| p.acquire(context)),
+                None => Err(Error::Closed),
+            };
+            let refusal = match answer {
+                Ok(lease) => {
+                    drop(guard);
+                    return Ok(self.adopt(lease, sent));
+                }
+                Err(e) => e,
+            };
+            let Some(hint) = refusal_hint(&refusal) else { return Err(refusal.into()) };
+            let Some(wait) = waiting.next(hint, self.now()) else { return Err(refusal.into()) };
+            drop(self.freed.wait_timeout(guard, wait).unwrap_or_else(|p| p.into_inner()));
+            between()?;
+        }
+    }
+
+    /// Closes the pool: a durable store first saves a checkpoint (if
+    /// `checkpoint`, and not in shared mode), then the tenant's ownership
+    /// is given up. Leases still held count as lost (`Loss::Closed`); later
+    /// calls are refused with `Error::Closed`. Closing again does nothing.
+    pub fn close(&self, checkpoint: bool) -> Result<()> {
+        let open = self.lock().take();
+        self.closed.store(true, Ordering::SeqCst);
+        self.notify_freed();
+        self.watch.close();
+        let Some(mut open) = open else { return Ok(()) };
+        let saved = if checkpoint && open.last_checkpoint {
+            open.pool.serve().and_then(|p| p.checkpoint(true)).map(drop)
+        } else {
+            Ok(())
+        };
+        drop(open.pool.close());
+        saved
+    }
+
+    /// Lets go of the pool without running any of its destructors: for a
+    /// process forked after the pool was opened, where the pool's locks,
+    /// instance and connections belong to the parent.
+    pub fn abandon(&self) {
+        let open = self.pool.lock().unwrap_or_else(|p| p.into_inner()).take();
+        std::mem::forget(open);
+        self.closed.store(true, Ordering::SeqCst);
+    }
+
+    /// The watcher's longest sleep for this pool's clock.
+    fn poll(&self) -> Duration {
+        if self.clock.follows_real_time() {
+            watch::MAX_SLEEP
+        } else {
+            watch::MANUAL_POLL
+        }
+    }
+}
