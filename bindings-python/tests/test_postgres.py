@@ -120,3 +120,48 @@ def test_shared_sync_from_asyncio(url: str, tenant: str) -> None:
         await b.close()
 
     asyncio.run(main())
+
+
+def test_owner_loss_loses_an_auto_renewed_lease_once(url: str, tenant: str) -> None:
+    pool = repute.Pool(store=url, tenant=tenant, owner_ttl=1.0, lease_ttl=0.6)
+    pool.register("proxy", "a")
+    lease = pool.acquire("c", auto_renew=True)
+    lost: list[str] = []
+    lease.on_lost(lost.append)
+    # The database ends the owner lease, as for an owner cut off too long.
+    expire = f"UPDATE repute_tenant SET expires_at = '-infinity' WHERE tenant = '{tenant}'"
+    done = subprocess.run(["psql", url, "-v", "ON_ERROR_STOP=1", "-qc", expire], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    successor = repute.Pool(store=url, tenant=tenant)
+    until = time.monotonic() + 10.0
+    while not lost and time.monotonic() < until:
+        time.sleep(0.02)
+    time.sleep(0.5)
+    assert lost == ["owner_lost"]
+    assert not lease.valid
+    successor.close()
+    pool.close(checkpoint=False)
+
+
+def test_releasing_a_lost_lease_still_frees_the_permit_at_the_database(url: str, tenant: str) -> None:
+    clock = repute.ManualClock()
+    a = repute.Pool(store=url, tenant=tenant, mode="shared", strategy="first", clock=clock, lease_ttl=20.0)
+    b = repute.Pool(store=url, tenant=tenant, mode="shared", strategy="first")
+    try:
+        a.register("proxy", "x")
+        b.sync()
+        lease = a.acquire("shop", timeout=0)
+        # A's clock jumps past the TTL (a process paused past its lease):
+        # A's pool ends the lease, but the database's grant runs 20 s more.
+        clock.advance(21.0)
+        assert not lease.valid
+        assert b.try_acquire("shop") is None
+        # The release is conditional on A's token at the database: the
+        # permit frees now instead of when the database's grant runs out.
+        assert lease.release() is False
+        taken = b.acquire("shop", timeout=5.0)
+        assert taken.token > lease.token
+        taken.release()
+    finally:
+        a.close()
+        b.close()
