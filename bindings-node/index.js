@@ -4,6 +4,7 @@
 // config, native error payloads to typed errors (once, in `fromNative`),
 // lease data to `Lease` objects, and pool events to an async iterator.
 
+const { EventEmitter } = require('node:events');
 const native = require('./repute.node');
 
 // ---------------------------------------------------------------- errors
@@ -109,6 +110,12 @@ class InvalidSnapshotError extends ReputeError {
   }
 }
 
+class PoolClosedError extends ReputeError {
+  constructor(message, details = {}) {
+    super(message, { code: 'closed', ...details });
+  }
+}
+
 const BY_CODE = {
   invalid_input: InvalidInputError,
   no_resource_available: NoResourceAvailableError,
@@ -125,6 +132,7 @@ const BY_CODE = {
   blocked: BlockedError,
   leased: LeasedError,
   invalid_snapshot: InvalidSnapshotError,
+  closed: PoolClosedError,
 };
 
 const PAYLOAD = '{"repute":';
@@ -233,23 +241,40 @@ class ManualClock {
 
 // ------------------------------------------------------------------ lease
 
-const LIVE = 0;
-const LOST = 1;
-const RELEASED = 2;
 const kAdopt = Symbol('repute.adopt');
 const kRenew = Symbol('repute.renew');
 const kRelease = Symbol('repute.release');
+const kReleaseAs = Symbol('repute.releaseAs');
+const kReport = Symbol('repute.report');
 
-/** An exclusive, fenced hold on one permit of one resource. */
-class Lease {
+/**
+ * An exclusive, fenced hold on one permit of one resource. The handle's
+ * state (the local deadline, renewal, loss) is the host's: this class only
+ * converts. It emits `'lost'` (with the loss's name) once when the lease
+ * is lost: a renewal refused, the resource blocked, the tenant's ownership
+ * lost, the local deadline passed, `maxHoldMs` reached or the pool closed.
+ */
+class Lease extends EventEmitter {
   #pool;
+  #n;
+  /** The fields that never change, read once. */
   #d;
-  #state = LIVE;
+  #watching = false;
 
-  constructor(adopt, pool, data) {
+  constructor(adopt, pool, nativeLease) {
     if (adopt !== kAdopt) throw new TypeError('leases come from Pool.acquire / tryAcquire / withLease');
+    super();
     this.#pool = pool;
-    this.#d = data;
+    this.#n = nativeLease;
+    this.#d = nativeLease.data();
+    this.on('newListener', (event) => {
+      if (event === 'lost' && !this.#watching) {
+        this.#watching = true;
+        // Runs on the JS thread, once; a lease nobody releases does not
+        // keep the process alive for it.
+        this.#n.onLost((loss) => this.emit('lost', loss));
+      }
+    });
   }
 
   /** The lease id (bigint), unique in the pool. */
@@ -272,75 +297,90 @@ class Lease {
   get permit() {
     return this.#d.permit;
   }
-  /** `client`, `trial` (a half-open trial of a cooled cell) or `probe`. */
+  /** `client`, `trial` (a half-open trial of a cooled cell), `probe` or `fail_open`. */
   get leaseKind() {
     return this.#d.leaseKind;
   }
   get ttlMs() {
     return this.#d.ttlMs;
   }
+  get grantedAtMs() {
+    return this.#d.grantedAtMs;
+  }
+  /** When the authority lets the lease lapse, on the pool's clock (as of the last renewal). */
+  get expiresAtMs() {
+    return this.#n.data().expiresAtMs;
+  }
+  /** When the holder must stop relying on the lease (I7), on the pool's clock. */
+  get deadlineMs() {
+    return this.#n.data().deadlineMs;
+  }
   /** Time left until the authority lets the lease lapse, on the pool's clock. */
   get expiresInMs() {
-    return Math.max(0, this.#d.expiresAtMs - this.#pool.now());
+    return Math.max(0, this.expiresAtMs - this.#pool.now());
   }
   /**
-   * False once released, once a renewal failed, or once the local deadline
-   * passed (the clock reading before the grant/renewal was sent + TTL -
+   * False once released or lost (a renewal failed, the local deadline
+   * passed — the clock reading before the grant/renewal was sent + TTL -
    * margin): the holder must stop before the authority can hand the permit
    * to someone else.
    */
   get valid() {
-    return this.#state === LIVE && this.#pool.now() < this.#d.deadlineMs;
+    return this.#n.valid();
+  }
+  get released() {
+    return this.#n.released();
+  }
+  /** True once the lease is lost; `loss` says why. */
+  get lost() {
+    return this.#n.loss() !== null;
+  }
+  /** `expired`, `renewal_refused`, `blocked`, `owner_lost`, `max_hold`, `closed`, or null. */
+  get loss() {
+    return this.#n.loss();
   }
 
-  /** Extends the lease by its TTL; on failure the lease is lost (`valid` is false). */
+  /** Extends the lease by its TTL; on failure the lease is lost for good. */
   async renew() {
-    if (this.#state === RELEASED) throw invalidArg('lease', 'is released');
-    try {
-      this.#d = await this.#pool[kRenew](this.#d.id, this.#d.token);
-    } catch (e) {
-      this.#state = LOST;
-      throw e;
-    }
+    await this.#pool[kRenew](this.#n);
     return this;
   }
 
   /**
    * Frees the permit: in this pool at once, for other processes once the
    * returned promise resolves (on Redis, when the revoke has run; on other
-   * stores it is already done). Idempotent. Throws (LeaseExpiredError, ...)
-   * only if the lease was believed live and the pool no longer held it. A
-   * revoke that cannot reach Redis rejects the promise and the permit lapses
-   * at its TTL; leaving the promise unawaited is safe.
+   * stores it is already done). Resolves to true if the lease was held up
+   * to now, false if it had been lost — its grant is still revoked at the
+   * authority (conditionally on its token), so a permit the authority
+   * still holds for it frees at once. Idempotent. A revoke that cannot
+   * reach the store rejects; leaving the promise unawaited is safe.
    */
   release() {
-    const state = this.#state;
-    if (state === RELEASED) return Promise.resolve();
-    this.#state = RELEASED;
-    try {
-      const done = this.#pool[kRelease](this.#d.id, this.#d.token);
-      return state === LIVE ? done : done.catch(ignore);
-    } catch (e) {
-      // A lost lease's failure was reported when it was lost.
-      if (state === LIVE) throw e;
-      return Promise.resolve();
-    }
+    return this.#pool[kRelease](this.#n).then((how) => how === 'held');
+  }
+
+  /** `release`, resolving to how the host found the lease: `held`, `lost` or `lost_unseen`. */
+  [kReleaseAs]() {
+    return this.#pool[kRelease](this.#n);
   }
 
   reportSuccess(options) {
-    return this.#pool.reportSuccess(this.#d.kind, this.#d.value, this.#d.context, options);
+    return this.#pool[kReport](this.#n, {}, options);
   }
 
-  reportFailure(failure, options) {
-    return this.#pool.reportFailure(this.#d.kind, this.#d.value, this.#d.context, failure, options);
+  reportFailure(failure, options = {}) {
+    const retryAfterMs = optNum('retryAfterMs', obj('options', options).retryAfterMs);
+    return this.#pool[kReport](this.#n, { failure: str('failure', failure), retryAfterMs }, options);
   }
 
-  reportHttp(status, options) {
-    return this.#pool.reportHttp(this.#d.kind, this.#d.value, this.#d.context, status, options);
+  reportHttp(status, options = {}) {
+    const o = obj('options', options);
+    const headers = o.headers === undefined || o.headers === null ? undefined : headerPairs(o.headers);
+    return this.#pool[kReport](this.#n, { status: uint('status', status), headers }, options);
   }
 
   [Symbol.dispose]() {
-    this.release();
+    this.release().catch(ignore);
   }
 
   async [Symbol.asyncDispose]() {
@@ -348,32 +388,24 @@ class Lease {
   }
 
   toJSON() {
-    const { id, token, ...rest } = this.#d;
-    return { id: String(id), token: String(token), ...rest, valid: this.valid };
+    const { id, token, ...rest } = this.#n.data();
+    return { id: String(id), token: String(token), ...rest, valid: this.valid, loss: this.loss };
   }
 }
 
 /** A release nobody awaits must not end the process when Redis is gone. */
 const ignore = () => {};
 
-/** Lease data from the flat array a pool on Redis resolves its acquires with. */
-function leaseData(a) {
-  return {
-    id: a[0],
-    token: a[1],
-    kind: a[2],
-    value: a[3],
-    context: a[4],
-    permit: a[5],
-    leaseKind: a[6],
-    grantedAtMs: a[7],
-    expiresAtMs: a[8],
-    ttlMs: a[9],
-    deadlineMs: a[10],
-  };
-}
-
 // ------------------------------------------------------------------- pool
+
+/** `{ autoRenew, maxHoldMs }`, checked for type; the rule is the host's. */
+function holdOptions(options) {
+  const o = obj('options', options);
+  const autoRenew = o.autoRenew === undefined ? false : bool('autoRenew', o.autoRenew);
+  const maxHoldMs = optNum('maxHoldMs', o.maxHoldMs);
+  call(() => native.checkHold(autoRenew, maxHoldMs));
+  return { autoRenew, maxHoldMs };
+}
 
 /** Response headers (fetch `Headers`, `Map`, plain object or pairs) as `[name, value]` string pairs. */
 function headerPairs(headers) {
@@ -399,8 +431,6 @@ function cooldowns(value) {
   }
   return out;
 }
-
-const MAX_BACKOFF_MS = 100;
 
 function nativeConfig(options) {
   const o = obj('options', options);
@@ -447,7 +477,7 @@ class Pool {
     this.#native = adopt === kAdopt ? opened : call(() => new native.NativePool(config, clock));
     this.#durable = this.#native.durable;
     this.#link = this.#native.hasLink;
-    this.#defaultTimeoutMs = config.leaseTtlMs ?? 30_000;
+    this.#defaultTimeoutMs = this.#native.leaseTtlMs;
     this.#startProber(obj('options', options), config.recovery);
   }
 
@@ -572,13 +602,14 @@ class Pool {
    * Synchronous; on a SQLite store it writes the new fencing token (one
    * small local transaction) before returning, and on PostgreSQL or Redis
    * it waits for the store's round trip on the JS thread (`acquire` waits
-   * off it).
+   * off it). `{ autoRenew, maxHoldMs }` as for `acquire`.
    */
-  tryAcquire(context) {
+  tryAcquire(context, options = {}) {
     str('context', context);
-    let data;
+    const hold = holdOptions(options);
+    let n;
     try {
-      data = this.#native.acquire(context);
+      n = this.#native.acquire(context);
     } catch (e) {
       const err = fromNative(e);
       if (err instanceof NoResourceAvailableError) return null;
@@ -586,45 +617,52 @@ class Pool {
     } finally {
       this.#changed(false);
     }
-    return new Lease(kAdopt, this, data);
+    return this.#adopt(n, hold);
   }
 
   /**
    * A lease for `context`, waiting up to `timeoutMs` (default: the lease
    * TTL, by when every lease held now has ended) for one to free up. Waits
-   * back off from 1 ms to 100 ms, never past the pool's `retryAfterMs`, and
+   * follow the pool's plan (the same as every front end's: from 1 ms up to
+   * 50 ms, never past the pool's `retryAfterMs`, on the pool's clock) and
    * end early when this pool releases or changes anything. Rejects with the
-   * last NoResourceAvailableError / RateLimitedError on timeout.
+   * last NoResourceAvailableError / RateLimitedError on timeout. With
+   * `autoRenew: true` the pool renews the lease until it is released, lost
+   * or held for `maxHoldMs`.
    */
   async acquire(context, options = {}) {
     str('context', context);
     const o = obj('options', options);
+    const hold = holdOptions(o);
     const timeoutMs = o.timeoutMs === undefined ? this.#defaultTimeoutMs : num('timeoutMs', o.timeoutMs);
     const signal = o.signal;
-    // The deadline is on the pool's clock: a ManualClock pool waits for its clock.
-    const end = this.now() + timeoutMs;
-    let backoff = 1;
+    const waiting = call(() => this.#native.waiting(timeoutMs));
     for (;;) {
       signal?.throwIfAborted();
       let err;
       try {
-        return new Lease(kAdopt, this, await this.#acquireOnce(context));
+        return this.#adopt(await this.#acquireOnce(context), hold);
       } catch (e) {
         if (!(e instanceof NoResourceAvailableError || e instanceof RateLimitedError)) throw e;
         err = e;
       }
-      const left = end - this.now();
-      if (!(left > 0)) throw err;
-      await this.#sleep(Math.max(0, Math.min(left, backoff, err.retryAfterMs ?? Infinity)), signal);
-      backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
+      const wait = waiting.next(err.retryAfterMs ?? undefined);
+      if (wait === null) throw err;
+      await this.#sleep(wait, signal);
     }
+  }
+
+  /** A JS lease over a native one, auto-renewed when asked. */
+  #adopt(n, hold) {
+    if (hold.autoRenew) call(() => n.autoRenew(hold.maxHoldMs));
+    return new Lease(kAdopt, this, n);
   }
 
   /** One attempt: over the link on Redis, else a (possibly async) native call. */
   async #acquireOnce(context) {
     if (!this.#link) return this.#maybeAsync(false, 'acquire', context);
     try {
-      return leaseData(await this.#native.linkAcquire(context));
+      return await this.#native.linkAcquire(context);
     } catch (e) {
       throw fromNative(e);
     } finally {
@@ -647,51 +685,83 @@ class Pool {
   }
 
   /**
-   * Acquires a lease, runs `fn(lease)`, and releases the lease however `fn`
-   * ends. If `fn` throws, that error is rethrown (a failed release is then
-   * ignored); if it returns, a failed release (e.g. the lease expired while
-   * `fn` ran) rejects.
+   * Acquires a lease (options as for `acquire`), runs `fn(lease, signal)`
+   * and releases the lease however `fn` ends. `signal` is an AbortSignal
+   * aborted (with a LeaseExpiredError naming the loss) when the lease is
+   * lost, so work can stop. If `fn` throws, that error is rethrown (a failed
+   * release is then ignored); if it returns, a failed release rejects, and
+   * so does a lease lost while `fn` ran without anything telling it.
    */
   async withLease(context, fn, options) {
     if (typeof fn !== 'function') throw invalidArg('fn', 'must be a function');
     const lease = await this.acquire(context, options);
+    const controller = new AbortController();
+    const onLost = (loss) => controller.abort(new LeaseExpiredError(`lease lost: ${loss}`, { loss }));
+    lease.on('lost', onLost);
     let result;
     try {
-      result = await fn(lease);
+      result = await fn(lease, controller.signal);
     } catch (e) {
-      try {
-        lease.release();
-      } catch {
-        // The callback's error is the one the caller needs.
-      }
+      lease.off('lost', onLost);
+      lease.release().catch(ignore);
       throw e;
     }
-    await lease.release();
+    lease.off('lost', onLost);
+    const how = await lease[kReleaseAs]();
+    if (how === 'lost_unseen') throw new LeaseExpiredError('lease expired while the callback ran', { loss: lease.loss });
     return result;
   }
 
   /** A probe lease on a cell that `dueForProbe()` lists. */
   acquireForProbe(kind, value, context) {
-    const data = this.#call(() =>
-      this.#native.acquireForProbe(str('kind', kind), str('value', value), str('context', context)),
-    );
-    return new Lease(kAdopt, this, data);
+    const n = this.#call(() => this.#native.acquireForProbe(str('kind', kind), str('value', value), str('context', context)));
+    return new Lease(kAdopt, this, n);
   }
 
-  [kRenew](id, token) {
-    return this.#maybeAsync(false, 'renew', id, token);
+  /**
+   * A handle on a live lease from its id and fencing token (handed over
+   * from elsewhere): renews it under that token, so a wrong token throws
+   * StaleLeaseError and an ended lease LeaseExpiredError.
+   */
+  resume(id, token) {
+    const n = this.#call(() => this.#native.resume(bigint('id', id), bigint('token', token)));
+    return new Lease(kAdopt, this, n);
   }
 
-  [kRelease](id, token) {
-    if (!this.#link) {
-      this.#call(() => this.#native.release(id, token), true);
-      return Promise.resolve();
-    }
-    const done = this.#call(() => this.#native.linkRelease(id, token), true).catch((e) => {
+  async [kRenew](n) {
+    try {
+      await (this.#durable ? n.renewAsync() : n.renew());
+    } catch (e) {
       throw fromNative(e);
-    });
-    done.catch(ignore);
-    return done;
+    } finally {
+      this.#changed(false);
+    }
+  }
+
+  /** Resolves to how the host found the lease: `held`, `lost` or `lost_unseen`. */
+  async [kRelease](n) {
+    try {
+      if (this.#link) {
+        await this.#native.linkRelease(n);
+        return n.releasedAs();
+      }
+      return this.#durable ? await n.releaseAsync() : n.release();
+    } catch (e) {
+      throw fromNative(e);
+    } finally {
+      this.#changed(true);
+    }
+  }
+
+  async [kReport](n, spec, options = {}) {
+    const latencyMs = num('latencyMs', obj('options', options).latencyMs ?? 0);
+    try {
+      await (this.#durable ? n.reportAsync({ ...spec, latencyMs }) : n.report({ ...spec, latencyMs }));
+    } catch (e) {
+      throw fromNative(e);
+    } finally {
+      this.#changed(true);
+    }
   }
 
   reportSuccess(kind, value, context, options = {}) {
@@ -834,19 +904,27 @@ class Pool {
   }
 
   /**
-   * Closes the pool and releases its store (a sharded tenant's owner lease is
-   * given up at once); later calls throw. Idempotent.
+   * Closes the pool: a durable store first saves a checkpoint (unless
+   * `checkpoint: false`, or in shared mode), then the store is released (a
+   * sharded tenant's owner lease is given up at once). Leases still held
+   * are lost (`'lost'` with `closed`); later calls throw PoolClosedError.
+   * Idempotent.
    */
-  close() {
+  close(options = {}) {
+    const checkpoint = obj('options', options).checkpoint !== false;
     clearInterval(this.#prober);
     if (this.#subscribers.size !== 0) this.#pumpEvents();
-    this.#native.close();
-    for (const sub of this.#subscribers) {
-      sub.done = true;
-      sub.wake?.();
+    try {
+      // Closed even when the last checkpoint fails; that failure is thrown.
+      call(() => this.#native.close(checkpoint));
+    } finally {
+      for (const sub of this.#subscribers) {
+        sub.done = true;
+        sub.wake?.();
+      }
+      this.#subscribers.clear();
+      this.#changed(true);
     }
-    this.#subscribers.clear();
-    this.#changed(true);
   }
 
   [Symbol.dispose]() {
@@ -872,4 +950,5 @@ module.exports = {
   BlockedError,
   LeasedError,
   InvalidSnapshotError,
+  PoolClosedError,
 };

@@ -20,6 +20,7 @@ export const {
   BlockedError,
   LeasedError,
   InvalidSnapshotError,
+  PoolClosedError,
 } = repute;
 
 export default repute;

@@ -13,6 +13,7 @@
 mod clock;
 mod errors;
 mod events;
+mod lease;
 mod link;
 mod outcome;
 mod pool;

@@ -18,16 +18,16 @@ use std::ptr;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use napi::bindgen_prelude::{BigInt, ToNapiValue, TypeName, ValueType};
+use napi::bindgen_prelude::{ToNapiValue, TypeName, ValueType};
 use napi::{check_status, sys, Env};
 use napi_derive::napi;
 use repute_host::providers::{Address, Done, Exchange};
-use repute_host::{Error, Pool, StoreError};
+use repute_host::{Error, Holder, Pool, StoreError};
 use socket2::{Domain, SockAddr, Socket, Type};
 
-use crate::errors::{invalid, to_js, OrThrow};
-use crate::pool::{u64_arg, NativePool, Shared};
-use crate::views::LeaseData;
+use crate::errors::{to_js, OrThrow};
+use crate::lease::NativeLease;
+use crate::pool::NativePool;
 
 /// The parts of libuv this needs; Node exports them to addons.
 mod uv {
@@ -82,7 +82,7 @@ pub(crate) struct Link {
     env: sys::napi_env,
     /// For the callback scope the poll callback runs promise reactions in.
     context: sys::napi_async_context,
-    shared: Arc<Shared>,
+    holder: Arc<Holder>,
     exchange: Exchange,
     target: Target,
     conn: Option<Conn>,
@@ -121,35 +121,10 @@ fn uv_error(call: &str, code: c_int) -> StoreError {
     broken(format!("{call}: {}", text.to_string_lossy()))
 }
 
-/// A lease as the flat array `index.js` builds its lease data from (the
-/// `LeaseData` fields in order): objects defined through N-API cost more
-/// than the rest of an acquire.
-unsafe fn lease_array(env: sys::napi_env, l: LeaseData) -> napi::Result<sys::napi_value> {
-    let mut array = ptr::null_mut();
-    check_status!(sys::napi_create_array_with_length(env, 11, &mut array))?;
-    let values = [
-        ToNapiValue::to_napi_value(env, l.id)?,
-        ToNapiValue::to_napi_value(env, l.token)?,
-        ToNapiValue::to_napi_value(env, l.kind)?,
-        ToNapiValue::to_napi_value(env, l.value)?,
-        ToNapiValue::to_napi_value(env, l.context)?,
-        ToNapiValue::to_napi_value(env, l.permit)?,
-        ToNapiValue::to_napi_value(env, l.lease_kind)?,
-        ToNapiValue::to_napi_value(env, l.granted_at_ms)?,
-        ToNapiValue::to_napi_value(env, l.expires_at_ms)?,
-        ToNapiValue::to_napi_value(env, l.ttl_ms)?,
-        ToNapiValue::to_napi_value(env, l.deadline_ms)?,
-    ];
-    for (i, value) in values.into_iter().enumerate() {
-        check_status!(sys::napi_set_element(env, array, i as u32, value))?;
-    }
-    Ok(array)
-}
-
 impl Link {
     pub(crate) fn new(
         env: sys::napi_env,
-        shared: Arc<Shared>,
+        holder: Arc<Holder>,
         exchange: Exchange,
         target: Target,
     ) -> napi::Result<Rc<RefCell<Link>>> {
@@ -164,7 +139,7 @@ impl Link {
         Ok(Rc::new(RefCell::new(Link {
             env,
             context,
-            shared,
+            holder,
             exchange,
             target,
             conn: None,
@@ -193,11 +168,11 @@ impl Link {
         f: impl FnOnce(&mut Exchange, &mut Pool, u32) -> Result<T, Error>,
     ) -> napi::Result<(u32, T)> {
         if self.closed {
-            return Err(to_js(invalid("pool", "is closed")));
+            return Err(to_js(Error::Closed));
         }
         let op = self.op();
         let exchange = &mut self.exchange;
-        let started = self.shared.with(|p| f(exchange, p, op))?;
+        let started = self.holder.with(|p| f(exchange, p, op)).or_throw()?;
         Ok((op, started))
     }
 
@@ -212,11 +187,16 @@ impl Link {
 
     /// Ends the lease in the pool now; the promise resolves once the
     /// revoke ran (at once when there is nothing to revoke).
-    pub(crate) fn release(this: &Rc<RefCell<Link>>, id: u64, token: u64) -> napi::Result<Promised> {
+    pub(crate) fn release(this: &Rc<RefCell<Link>>, lease: &NativeLease) -> napi::Result<Promised> {
         let mut link = this.borrow_mut();
-        let (op, sent) = link.begin(|x, p, op| x.release(p, op, id, token))?;
+        if link.closed {
+            return Err(to_js(Error::Closed));
+        }
+        let op = link.op();
+        let exchange = &mut link.exchange;
+        let (_, sent) = lease.held().release_by(|p, l| exchange.release(p, op, l.id, l.token)).or_throw()?;
         let promise = link.promise(op)?;
-        if sent {
+        if sent == Some(true) {
             link.send(this);
         } else {
             link.finish(vec![Done::Released { op, result: Ok(()) }]);
@@ -347,8 +327,8 @@ impl Link {
                     Err(e) => return Err(broken(e)),
                 };
                 let exchange = &mut self.exchange;
-                let done = self.shared.with(|p| exchange.feed(p, &buf[..n]).map_err(Error::Store));
-                self.finish(done.map_err(|e| broken(e.reason))?);
+                let done = self.holder.with(|p| exchange.feed(p, &buf[..n]).map_err(Error::Store));
+                self.finish(done.map_err(broken)?);
                 if n < buf.len() {
                     break;
                 }
@@ -370,8 +350,10 @@ impl Link {
             unsafe {
                 let settled = match result {
                     Ok(Some(lease)) => {
-                        let data = self.shared.lease_data(&lease, lease.granted_at);
-                        lease_array(self.env, data).and_then(|v| resolve(self.env, deferred, v))
+                        // The grant was proposed at `granted_at`, read before it was sent.
+                        let sent = lease.granted_at;
+                        let lease = NativeLease::new(self.holder.adopt(lease, sent));
+                        ToNapiValue::to_napi_value(self.env, lease).and_then(|v| resolve(self.env, deferred, v))
                     }
                     Ok(None) => {
                         let mut undefined = ptr::null_mut();
@@ -484,13 +466,13 @@ pub(crate) struct LinkSlot {
 unsafe impl Send for LinkSlot {}
 
 impl LinkSlot {
-    fn get(&self, env: sys::napi_env, shared: &Arc<Shared>) -> napi::Result<Rc<RefCell<Link>>> {
+    fn get(&self, env: sys::napi_env, holder: &Arc<Holder>) -> napi::Result<Rc<RefCell<Link>>> {
         if let Some(link) = self.open.borrow().as_ref() {
             return Ok(link.clone());
         }
         // `hasLink` was true, so only `close` can have taken it.
-        let (target, exchange) = self.ready.borrow_mut().take().ok_or_else(|| to_js(invalid("pool", "is closed")))?;
-        let link = Link::new(env, shared.clone(), exchange, target)?;
+        let (target, exchange) = self.ready.borrow_mut().take().ok_or_else(|| to_js(Error::Closed))?;
+        let link = Link::new(env, holder.clone(), exchange, target)?;
         *self.open.borrow_mut() = Some(link.clone());
         Ok(link)
     }
@@ -522,20 +504,19 @@ impl NativePool {
         self.link.ready.borrow().is_some() || self.link.open.borrow().is_some()
     }
 
-    /// An acquire on the pool's connection: a promise of the lease as a
-    /// flat array. Refusals the pool knows at once are thrown.
-    #[napi(ts_return_type = "Promise<unknown[]>")]
+    /// An acquire on the pool's connection: a promise of the lease.
+    /// Refusals the pool knows at once are thrown.
+    #[napi(ts_return_type = "Promise<NativeLease>")]
     pub fn link_acquire(&self, env: Env, context: String) -> napi::Result<Promised> {
-        let link = self.link.get(env.raw(), &self.shared)?;
+        let link = self.link.get(env.raw(), &self.holder)?;
         Link::acquire(&link, &context)
     }
 
     /// A release: the lease ends in the pool now; the promise resolves once
-    /// Redis ran the revoke.
+    /// Redis ran the revoke. How it ended is then `lease.releasedAs()`.
     #[napi(ts_return_type = "Promise<void>")]
-    pub fn link_release(&self, env: Env, id: BigInt, token: BigInt) -> napi::Result<Promised> {
-        let (id, token) = (u64_arg("id", &id).or_throw()?, u64_arg("token", &token).or_throw()?);
-        let link = self.link.get(env.raw(), &self.shared)?;
-        Link::release(&link, id, token)
+    pub fn link_release(&self, env: Env, lease: &NativeLease) -> napi::Result<Promised> {
+        let link = self.link.get(env.raw(), &self.holder)?;
+        Link::release(&link, lease)
     }
 }

@@ -1,11 +1,10 @@
 //! Outcomes and cooling rules from JavaScript values: ms to nanoseconds,
 //! header pairs to the host's lookup. The mappings themselves live in the host.
 
-use std::collections::HashMap;
 use std::time::SystemTime;
 
 use napi_derive::napi;
-use repute_host::{http_outcome, parse_outcome, retry_after_header, Error, Outcome, Policy};
+use repute_host::{http_outcome, parse_outcome, retry_after_header, Error, Outcome};
 
 use crate::errors::invalid;
 use crate::units::ms_to_ns;
@@ -44,17 +43,4 @@ pub struct CooldownConfig {
     pub base_ms: Option<f64>,
     pub cool_after: Option<u32>,
     pub max_exponent: Option<u32>,
-}
-
-/// `cooldowns` into `policy.rules`; what an entry leaves out keeps its default.
-pub(crate) fn cooldowns(policy: &mut Policy, cooldowns: &HashMap<String, CooldownConfig>) -> Result<(), Error> {
-    let mut kinds: Vec<&String> = cooldowns.keys().collect();
-    kinds.sort();
-    for kind in kinds {
-        let c = &cooldowns[kind];
-        let base = c.base_ms.map(|ms| ms_to_ns("cooldowns.baseMs", ms)).transpose()?;
-        let rule = repute_host::cooling_rule(policy, kind, base, c.cool_after, c.max_exponent)?;
-        policy.rules.push(rule);
-    }
-    Ok(())
 }

@@ -22,11 +22,23 @@ import {
   BlockedError,
   LeasedError,
   InvalidSnapshotError,
+  PoolClosedError,
 } from 'repute';
 
 function memoryPool(options = {}) {
   const clock = new ManualClock();
   return { clock, pool: new Pool({ clock, strategy: 'first', leaseTtlMs: 1_000, ...options }) };
+}
+
+async function rejectsTyped(promise, Class, fields) {
+  let caught;
+  await assert.rejects(promise, (e) => {
+    assert.ok(e instanceof Class, `${e} is a ${Class.name}`);
+    for (const [k, v] of Object.entries(fields)) assert.deepEqual(e[k], v, k);
+    caught = e;
+    return true;
+  });
+  return caught;
 }
 
 function throwsTyped(f, Class, fields) {
@@ -86,7 +98,7 @@ test('NoResourceAvailableError carries retryAfterMs', async () => {
   });
 });
 
-test('StaleLeaseError: a holder whose lease was superseded by a restored state', () => {
+test('StaleLeaseError: a holder whose lease was superseded by a restored state', async () => {
   // Pool B's snapshot has lease 2 on token 2; pool A's holder of lease 2
   // has token 1. After A restores B's state, A's holder is stale.
   const b = memoryPool().pool;
@@ -102,18 +114,21 @@ test('StaleLeaseError: a holder whose lease was superseded by a restored state',
   const holder = a.tryAcquire('c');
   assert.deepEqual([holder.id, holder.token, holder.value], [2n, 1n, 'b']);
   a.restore(snapshot);
-  const e = throwsTyped(() => holder.release(), StaleLeaseError, { code: 'stale_lease' });
+  const e = await rejectsTyped(holder.renew(), StaleLeaseError, { code: 'stale_lease' });
   // The stale holder is not told the token that fences it out.
   assert.equal('currentToken' in e, false);
   assert.doesNotMatch(e.message, /2/);
+  // Releasing it raises nothing and says it had been lost.
+  assert.equal(await holder.release(), false);
 });
 
-test('LeaseExpiredError after the TTL ran out', () => {
+test('LeaseExpiredError after the TTL ran out', async () => {
   const { clock, pool } = memoryPool();
   pool.register('proxy', 'a');
   const lease = pool.tryAcquire('c');
   clock.advance(1_000);
-  throwsTyped(() => lease.release(), LeaseExpiredError, { code: 'lease_expired' });
+  await rejectsTyped(lease.renew(), LeaseExpiredError, { code: 'lease_expired' });
+  assert.equal(await lease.release(), false);
 });
 
 test('BudgetExhaustedError when a budget would be exceeded', () => {
@@ -178,7 +193,7 @@ test('UnknownResourceError, UnknownLeaseError, BlockedError, LeasedError', async
 
   const other = pool.tryAcquire('c') ?? assert.fail('the second permit is free');
   pool.restore(empty);
-  throwsTyped(() => other.release(), UnknownLeaseError, { code: 'unknown_lease' });
+  await rejectsTyped(other.renew(), UnknownLeaseError, { code: 'unknown_lease' });
 });
 
 test('InvalidSnapshotError leaves the pool as it was', () => {
@@ -201,5 +216,5 @@ test('a closed pool refuses calls', () => {
   const { pool } = memoryPool();
   pool.close();
   pool.close();
-  throwsTyped(() => pool.stats(), InvalidInputError, { field: 'pool', rule: 'is closed' });
+  throwsTyped(() => pool.stats(), PoolClosedError, { code: 'closed' });
 });

@@ -36,6 +36,8 @@ fn field_name(field: Field) -> &'static str {
         Field::Recovery => "recovery",
         Field::RateLimitRate => "rate",
         Field::RateLimitBurst => "burst",
+        Field::AutoRenew => "auto_renew",
+        Field::MaxHold => "max_hold",
     }
 }
 
@@ -130,17 +132,10 @@ impl Pool {
     }
 }
 
-/// `auto_renew` and `max_hold` as the host takes them.
-pub(crate) fn hold(auto_renew: bool, max_hold: Option<f64>) -> Result<Option<Option<u64>>, Failure> {
-    let max_hold = match max_hold {
-        Some(s) => Some(positive_duration("max_hold", s)?.as_nanos() as u64),
-        None => None,
-    };
-    match (auto_renew, max_hold) {
-        (false, Some(_)) => Err(invalid("max_hold", "goes with auto_renew=True")),
-        (false, None) => Ok(None),
-        (true, max_hold) => Ok(Some(max_hold)),
-    }
+/// `auto_renew` and `max_hold` (seconds) as the host takes them.
+fn hold(auto_renew: bool, max_hold: Option<f64>) -> Result<Option<Option<u64>>, Failure> {
+    let max_hold = max_hold.map(|s| secs_to_ns("max_hold", s)).transpose()?;
+    Ok(repute_host::holder::hold(auto_renew, max_hold, field_name)?)
 }
 
 #[pymethods]

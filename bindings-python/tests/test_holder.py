@@ -120,7 +120,7 @@ def test_max_hold_goes_with_auto_renew() -> None:
     pool = short_pool()
     with pytest.raises(repute.InvalidInput) as caught:
         pool.acquire("c", max_hold=1.0)
-    assert (caught.value.field, caught.value.rule) == ("max_hold", "goes with auto_renew=True")
+    assert (caught.value.field, caught.value.rule) == ("max_hold", "goes with auto_renew")
     with pytest.raises(repute.InvalidInput) as caught:
         pool.acquire("c", auto_renew=True, max_hold=0.0)
     assert caught.value.field == "max_hold"

@@ -99,6 +99,8 @@ struct State {
     auto: Option<Auto>,
     /// The holder has been told of the loss.
     told: bool,
+    /// How `release` found the lease, once it ran.
+    released_as: Option<Released>,
 }
 
 /// A lease as its holder has it. Shared (`Arc`) between the binding's
@@ -130,7 +132,7 @@ enum Renewal {
 impl HeldLease {
     pub(crate) fn new(holder: Arc<Holder>, lease: Lease, sent: u64) -> Arc<HeldLease> {
         let deadline = holder.deadline(sent, lease.ttl);
-        let state = State { status: Status::Held, expires_at: lease.expires_at, deadline, sent, listeners: Vec::new(), auto: None, told: false };
+        let state = State { status: Status::Held, expires_at: lease.expires_at, deadline, sent, listeners: Vec::new(), auto: None, told: false, released_as: None };
         Arc::new(HeldLease { holder, lease, state: Mutex::new(state), op: Mutex::new(()) })
     }
 
@@ -165,7 +167,7 @@ impl HeldLease {
     /// the local deadline has not passed.
     pub fn valid(&self) -> bool {
         let s = self.state();
-        s.status == Status::Held && self.holder.now() < s.deadline
+        s.status == Status::Held && self.holder.now() < s.deadline && !self.holder.is_closed()
     }
 
     /// Ns left until the local deadline; 0 once the lease is not valid.
@@ -179,6 +181,11 @@ impl HeldLease {
 
     pub fn released(&self) -> bool {
         self.state().status == Status::Released
+    }
+
+    /// How `release` found the lease, once it ran.
+    pub fn released_as(&self) -> Option<Released> {
+        self.state().released_as
     }
 
     /// Why the lease was lost, once it was (a deadline that passed unseen
@@ -195,12 +202,15 @@ impl HeldLease {
         }
     }
 
+    /// Notices a loss no call reported: the deadline passed, or the pool closed.
     fn check_deadline(&self) {
-        let passed = {
+        let (held, passed) = {
             let s = self.state();
-            s.status == Status::Held && self.holder.now() >= s.deadline
+            (s.status == Status::Held, self.holder.now() >= s.deadline)
         };
-        if passed {
+        if held && self.holder.is_closed() {
+            self.lose(Loss::Closed);
+        } else if held && passed {
             self.lose(Loss::Expired);
         }
     }
@@ -317,8 +327,8 @@ impl HeldLease {
     /// answer comes back when the pool still had the lease.
     pub fn release_by<R>(&self, end: impl FnOnce(&mut Pool, &Lease) -> Result<R>) -> Result<(Released, Option<R>)> {
         let _op = self.op();
-        if self.state().status == Status::Released {
-            return Ok((Released::Held, None));
+        if let Some(released) = self.state().released_as {
+            return Ok((released, None));
         }
         let answer = self.holder.with(|p| match end(p, &self.lease) {
             Ok(r) => Ok(Some(r)),
@@ -339,6 +349,7 @@ impl HeldLease {
                 _ => Released::LostUnseen,
             };
             s.status = Status::Released;
+            s.released_as = Some(released);
             s.listeners.clear();
             released
         };

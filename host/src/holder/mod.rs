@@ -16,7 +16,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 pub use lease::{HeldLease, Loss, Released};
-pub use options::{Cooldown, Field, Names, OpenOptions, DEFAULT_OWNER_TTL};
+pub use options::{hold, Cooldown, Field, Names, OpenOptions, DEFAULT_OWNER_TTL};
 pub use waiting::{refusal_hint, Waiting};
 
 use crate::embedded::EmbeddedPool;
@@ -51,6 +51,8 @@ pub struct Holder {
     /// Calls wait for a PostgreSQL or Redis round trip.
     network: bool,
     durable: bool,
+    /// The policy's lease TTL as opened (a front end's default wait).
+    lease_ttl: u64,
     watch: watch::Watch,
 }
 
@@ -61,6 +63,7 @@ impl Holder {
         let resolved = options.resolve(names)?;
         let clock = clock.unwrap_or_else(|| Arc::new(SystemClock::new()));
         let store = resolved.store.open()?;
+        let lease_ttl = resolved.config.policy.lease_ttl;
         let last_checkpoint =
             resolved.config.durable && !(store.is_shared() && resolved.sharing.mode == Mode::Shared);
         let pool = EmbeddedPool::open(&store, &resolved.sharing, &resolved.tenant, resolved.config, clock.clone())?;
@@ -72,6 +75,7 @@ impl Holder {
             closed: AtomicBool::new(false),
             network: matches!(resolved.store, StoreSpec::Postgres(_) | StoreSpec::Redis(_)),
             durable: resolved.store.durable(),
+            lease_ttl,
             watch: watch::Watch::default(),
         }))
     }
@@ -102,6 +106,11 @@ impl Holder {
     /// True when grants and reports write to durable storage.
     pub fn durable(&self) -> bool {
         self.durable
+    }
+
+    /// The lease TTL the pool was opened with, ns.
+    pub fn lease_ttl(&self) -> u64 {
+        self.lease_ttl
     }
 
     pub fn is_closed(&self) -> bool {

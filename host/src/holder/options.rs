@@ -27,6 +27,8 @@ pub enum Field {
     Recovery,
     RateLimitRate,
     RateLimitBurst,
+    AutoRenew,
+    MaxHold,
 }
 
 /// A binding's names for the fields, e.g. `|f| match f { Field::LeaseTtl => "leaseTtlMs", .. }`.
@@ -159,6 +161,18 @@ impl OpenOptions {
         let seed = self.seed.unwrap_or_else(|| std::hash::RandomState::new().hash_one(std::process::id()));
         let config = TenantConfig { policy, seed, durable: store.durable() };
         Ok(Resolved { store, tenant, config, sharing, margin })
+    }
+}
+
+/// How a granted lease is to be held: `Some(max_hold)` when it is
+/// auto-renewed (`max_hold` in ns, `None` without a cap), `None` when the
+/// holder renews it. A cap goes with auto-renewal and must be > 0.
+pub fn hold(auto_renew: bool, max_hold: Option<u64>, name: Names) -> Result<Option<Option<u64>>> {
+    let max_hold = positive(name, Field::MaxHold, max_hold)?;
+    match (auto_renew, max_hold) {
+        (false, Some(_)) => Err(invalid(name, Field::MaxHold, &format!("goes with {}", name(Field::AutoRenew)))),
+        (false, None) => Ok(None),
+        (true, max_hold) => Ok(Some(max_hold)),
     }
 }
 

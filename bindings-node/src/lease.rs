@@ -1,0 +1,167 @@
+//! `NativeLease`: the JavaScript `Lease`'s engine, over the host's
+//! [`HeldLease`] (the local deadline of invariant I7, auto-renewal, the loss
+//! signal, a release that revokes a lost grant). `NativeWaiting` is the
+//! host's waiting plan for `Pool.acquire`, which sleeps on the event loop.
+
+use std::sync::Arc;
+
+use napi::bindgen_prelude::AsyncTask;
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
+use napi::Status;
+use napi_derive::napi;
+use repute_host::holder::{hold, Field, Released, Waiting};
+use repute_host::{HeldLease, Holder};
+
+use crate::errors::OrThrow;
+use crate::outcome::{self, OutcomeSpec};
+use crate::pool::field_name;
+use crate::task::Job;
+use crate::units::ms_to_ns;
+use crate::views::LeaseData;
+
+/// The loss callback: called with the loss's name on the JS thread, and
+/// weak, so a lease nobody releases does not keep the process alive.
+type LostCallback = ThreadsafeFunction<String, (), String, Status, false, true>;
+
+#[napi]
+pub struct NativeLease {
+    held: Arc<HeldLease>,
+}
+
+impl NativeLease {
+    pub(crate) fn new(held: Arc<HeldLease>) -> Self {
+        NativeLease { held }
+    }
+
+    pub(crate) fn held(&self) -> &Arc<HeldLease> {
+        &self.held
+    }
+}
+
+/// Checks `{ autoRenew, maxHoldMs }` by the host's rule before an acquire.
+#[napi]
+pub fn check_hold(auto_renew: bool, max_hold_ms: Option<f64>) -> napi::Result<()> {
+    let max_hold = max_hold_ms.map(|ms| ms_to_ns(field_name(Field::MaxHold), ms)).transpose().or_throw()?;
+    hold(auto_renew, max_hold, field_name).map(drop).or_throw()
+}
+
+/// How `release` ended, by name: `held`, `lost` or `lost_unseen`.
+pub(crate) fn released_name(r: Released) -> &'static str {
+    match r {
+        Released::Held => "held",
+        Released::Lost => "lost",
+        Released::LostUnseen => "lost_unseen",
+    }
+}
+
+#[napi]
+impl NativeLease {
+    /// The lease's fields, with its current expiry and local deadline.
+    #[napi]
+    pub fn data(&self) -> LeaseData {
+        let mut lease = self.held.lease().clone();
+        lease.expires_at = self.held.expires_at();
+        LeaseData::new(&lease, Some(self.held.deadline()))
+    }
+
+    #[napi]
+    pub fn valid(&self) -> bool {
+        self.held.valid()
+    }
+
+    #[napi]
+    pub fn released(&self) -> bool {
+        self.held.released()
+    }
+
+    /// How `release` found the lease (`held`, `lost`, `lost_unseen`), once it ran.
+    #[napi]
+    pub fn released_as(&self) -> Option<&'static str> {
+        self.held.released_as().map(released_name)
+    }
+
+    /// Why the lease was lost, or null.
+    #[napi]
+    pub fn loss(&self) -> Option<&'static str> {
+        self.held.lost().map(|l| l.as_str())
+    }
+
+    #[napi]
+    pub fn renew(&self) -> napi::Result<()> {
+        self.held.renew().or_throw()
+    }
+
+    #[napi]
+    pub fn renew_async(&self) -> AsyncTask<Job<()>> {
+        let held = self.held.clone();
+        AsyncTask::new(Job::new(move || held.renew().or_throw()))
+    }
+
+    /// Ends the lease: `held`, `lost` or `lost_unseen` (see the host's `Released`).
+    #[napi]
+    pub fn release(&self) -> napi::Result<&'static str> {
+        self.held.release().map(released_name).or_throw()
+    }
+
+    #[napi]
+    pub fn release_async(&self) -> AsyncTask<Job<String>> {
+        let held = self.held.clone();
+        AsyncTask::new(Job::new(move || held.release().map(|r| released_name(r).to_owned()).or_throw()))
+    }
+
+    /// Renewed by the pool's watcher until released or lost, for at most
+    /// `maxHoldMs` when given.
+    #[napi]
+    pub fn auto_renew(&self, max_hold_ms: Option<f64>) -> napi::Result<()> {
+        let max_hold = max_hold_ms.map(|ms| ms_to_ns(field_name(Field::MaxHold), ms)).transpose();
+        if let Some(max_hold) = hold(true, max_hold.or_throw()?, field_name).or_throw()? {
+            self.held.auto_renew(max_hold);
+        }
+        Ok(())
+    }
+
+    /// Calls `callback(loss)` once when the lease is lost.
+    #[napi(ts_args_type = "callback: (loss: string) => void")]
+    pub fn on_lost(&self, callback: LostCallback) {
+        self.held.on_lost(Box::new(move |loss| {
+            callback.call(loss.as_str().to_owned(), ThreadsafeFunctionCallMode::NonBlocking);
+        }));
+    }
+
+    #[napi]
+    pub fn report(&self, spec: OutcomeSpec) -> napi::Result<()> {
+        let outcome = outcome::outcome(&spec).or_throw()?;
+        self.held.report(&outcome).or_throw()
+    }
+
+    #[napi]
+    pub fn report_async(&self, spec: OutcomeSpec) -> napi::Result<AsyncTask<Job<()>>> {
+        let outcome = outcome::outcome(&spec).or_throw()?;
+        let held = self.held.clone();
+        Ok(AsyncTask::new(Job::new(move || held.report(&outcome).or_throw())))
+    }
+}
+
+/// One waiting acquire's plan.
+#[napi]
+pub struct NativeWaiting {
+    holder: Arc<Holder>,
+    plan: Waiting,
+}
+
+impl NativeWaiting {
+    pub(crate) fn new(holder: Arc<Holder>, plan: Waiting) -> Self {
+        NativeWaiting { holder, plan }
+    }
+}
+
+#[napi]
+impl NativeWaiting {
+    /// After a refusal whose hint is `retryAfterMs`: the ms to sleep before
+    /// the next attempt, or null once the time is up.
+    #[napi]
+    pub fn next(&mut self, retry_after_ms: Option<f64>) -> napi::Result<Option<f64>> {
+        let hint = retry_after_ms.map(|ms| ms_to_ns("retryAfterMs", ms)).transpose().or_throw()?;
+        Ok(self.plan.next(hint, self.holder.now()).map(|d| d.as_secs_f64() * 1e3))
+    }
+}
