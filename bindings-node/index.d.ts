@@ -1,3 +1,5 @@
+import { EventEmitter } from 'node:events';
+
 // Types of the `repute` package (kept by hand beside index.js, which is the
 // API users see; the native addon behind it is an implementation detail).
 //
@@ -89,12 +91,22 @@ export interface CooldownRule {
   maxExponent?: number;
 }
 
-export interface AcquireOptions {
+export interface HoldOptions {
+  /** Renewed by the pool (at a third of its TTL) until released or lost; default false. */
+  autoRenew?: boolean;
+  /** With `autoRenew`: the lease ends (lost as `max_hold`, its permit released) this long after the grant. */
+  maxHoldMs?: number;
+}
+
+export interface AcquireOptions extends HoldOptions {
   /** How long to wait for a resource; default the pool's lease TTL. 0 tries once. */
   timeoutMs?: number;
   /** Aborts the wait (rejects with the signal's reason). */
   signal?: AbortSignal;
 }
+
+/** Why a lease was lost. */
+export type Loss = 'expired' | 'renewal_refused' | 'blocked' | 'owner_lost' | 'max_hold' | 'closed';
 
 export interface ReportOptions {
   /** Observed latency; default 0. */
@@ -229,8 +241,12 @@ export class ManualClock {
   now(): number;
 }
 
-/** An exclusive, fenced hold on one permit of one resource. */
-export class Lease implements Disposable, AsyncDisposable {
+/**
+ * An exclusive, fenced hold on one permit of one resource. Emits `'lost'`
+ * once (with the `Loss`) when the lease is lost; listening keeps the
+ * process alive until the lease is released or lost.
+ */
+export class Lease extends EventEmitter implements Disposable, AsyncDisposable {
   private constructor();
   readonly id: bigint;
   /** Fencing token: strictly increasing per resource permit, across restarts of a durable store. */
@@ -241,17 +257,28 @@ export class Lease implements Disposable, AsyncDisposable {
   readonly permit: number;
   readonly leaseKind: LeaseKind;
   readonly ttlMs: number;
+  readonly grantedAtMs: number;
+  readonly expiresAtMs: number;
+  /** When the holder must stop relying on the lease (I7), on the pool's clock. */
+  readonly deadlineMs: number;
   readonly expiresInMs: number;
-  /** False once released, once a renewal failed, or once send time + TTL - margin has passed. */
+  /** False once released or lost (a renewal failed, send time + TTL - margin passed, ...). */
   readonly valid: boolean;
+  readonly released: boolean;
+  readonly lost: boolean;
+  readonly loss: Loss | null;
   renew(): Promise<this>;
   /**
    * Frees the permit: in this pool at once, for other processes once the
-   * promise resolves (on Redis, when the revoke has run). Idempotent. Throws
-   * only if the lease was believed live and the pool no longer held it; an
-   * unreachable Redis rejects the promise (the permit then lapses at its TTL).
+   * promise resolves (on Redis, when the revoke has run). Resolves to true
+   * if the lease was held up to now, false if it had been lost (its grant is
+   * still revoked at the authority, conditionally on its token). Idempotent.
+   * An unreachable store rejects the promise (the permit then lapses at its TTL).
    */
-  release(): Promise<void>;
+  release(): Promise<boolean>;
+  on(event: 'lost', listener: (loss: Loss) => void): this;
+  once(event: 'lost', listener: (loss: Loss) => void): this;
+  off(event: 'lost', listener: (loss: Loss) => void): this;
   reportSuccess(options?: ReportOptions): Promise<void>;
   reportFailure(failure: FailureKind, options?: FailureOptions): Promise<void>;
   /** Reports the use by the upstream's HTTP answer (429 + Retry-After, 401, ...), mapped as the README's table says. */
@@ -275,10 +302,21 @@ export class Pool implements Disposable {
    * waits for the store's round trip on the JS thread, where `acquire()`
    * waits off it.
    */
-  tryAcquire(context: string): Lease | null;
+  tryAcquire(context: string, options?: HoldOptions): Lease | null;
   acquire(context: string, options?: AcquireOptions): Promise<Lease>;
-  withLease<T>(context: string, fn: (lease: Lease) => T | Promise<T>, options?: AcquireOptions): Promise<T>;
+  /**
+   * Acquires, runs `fn(lease, signal)` and releases. `signal` aborts (with a
+   * LeaseExpiredError naming the loss) when the lease is lost; a lease lost
+   * while `fn` ran makes a normal return reject with LeaseExpiredError.
+   */
+  withLease<T>(
+    context: string,
+    fn: (lease: Lease, signal: AbortSignal) => T | Promise<T>,
+    options?: AcquireOptions,
+  ): Promise<T>;
   acquireForProbe(kind: string, value: string, context: string): Lease;
+  /** A handle on a live lease from its id and token (renews it under that token). */
+  resume(id: bigint | number, token: bigint | number): Lease;
   reportSuccess(kind: string, value: string, context: string, options?: ReportOptions): Promise<void>;
   reportFailure(kind: string, value: string, context: string, failure: FailureKind, options?: FailureOptions): Promise<void>;
   reportHttp(kind: string, value: string, context: string, status: number, options?: HttpReportOptions): Promise<void>;
@@ -300,7 +338,8 @@ export class Pool implements Disposable {
   syncAsync(): Promise<number>;
   drainEvents(): PoolEvent[];
   events(): AsyncIterableIterator<PoolEvent>;
-  close(): void;
+  /** A durable store first saves a checkpoint unless `checkpoint: false` (never in shared mode). */
+  close(options?: { checkpoint?: boolean }): void;
   [Symbol.dispose](): void;
 }
 
@@ -321,7 +360,8 @@ export type ErrorCode =
   | 'storage_unavailable'
   | 'not_owner'
   | 'trap'
-  | 'runtime';
+  | 'runtime'
+  | 'closed';
 
 export class ReputeError extends Error {
   constructor(message: string, details?: { code?: string });
@@ -350,6 +390,11 @@ export class StaleLeaseError extends ReputeError {
 }
 export class LeaseExpiredError extends ReputeError {
   readonly code: 'lease_expired';
+  /** Why the lease was lost, when the holder's side knows. */
+  readonly loss: Loss | null;
+}
+export class PoolClosedError extends ReputeError {
+  readonly code: 'closed';
 }
 export class BudgetExhaustedError extends ReputeError {
   readonly code: 'budget_exhausted';

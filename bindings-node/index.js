@@ -47,6 +47,8 @@ class StaleLeaseError extends ReputeError {
 class LeaseExpiredError extends ReputeError {
   constructor(message, details = {}) {
     super(message, { code: 'lease_expired', ...details });
+    /** Why the lease was lost, when the holder's side knows (`blocked`, `max_hold`, ...). */
+    this.loss = details.loss ?? null;
   }
 }
 
@@ -244,7 +246,6 @@ class ManualClock {
 const kAdopt = Symbol('repute.adopt');
 const kRenew = Symbol('repute.renew');
 const kRelease = Symbol('repute.release');
-const kReleaseAs = Symbol('repute.releaseAs');
 const kReport = Symbol('repute.report');
 
 /**
@@ -270,8 +271,8 @@ class Lease extends EventEmitter {
     this.on('newListener', (event) => {
       if (event === 'lost' && !this.#watching) {
         this.#watching = true;
-        // Runs on the JS thread, once; a lease nobody releases does not
-        // keep the process alive for it.
+        // Runs on the JS thread, once. Listening keeps the process alive
+        // until the lease is released or lost.
         this.#n.onLost((loss) => this.emit('lost', loss));
       }
     });
@@ -357,11 +358,6 @@ class Lease extends EventEmitter {
    */
   release() {
     return this.#pool[kRelease](this.#n).then((how) => how === 'held');
-  }
-
-  /** `release`, resolving to how the host found the lease: `held`, `lost` or `lost_unseen`. */
-  [kReleaseAs]() {
-    return this.#pool[kRelease](this.#n);
   }
 
   reportSuccess(options) {
@@ -690,7 +686,8 @@ class Pool {
    * aborted (with a LeaseExpiredError naming the loss) when the lease is
    * lost, so work can stop. If `fn` throws, that error is rethrown (a failed
    * release is then ignored); if it returns, a failed release rejects, and
-   * so does a lease lost while `fn` ran without anything telling it.
+   * so does a lease lost while `fn` ran (LeaseExpiredError naming the loss):
+   * the work was not protected to the end.
    */
   async withLease(context, fn, options) {
     if (typeof fn !== 'function') throw invalidArg('fn', 'must be a function');
@@ -707,8 +704,9 @@ class Pool {
       throw e;
     }
     lease.off('lost', onLost);
-    const how = await lease[kReleaseAs]();
-    if (how === 'lost_unseen') throw new LeaseExpiredError('lease expired while the callback ran', { loss: lease.loss });
+    if (!(await lease.release())) {
+      throw new LeaseExpiredError(`lease lost while the callback ran: ${lease.loss ?? 'expired'}`, { loss: lease.loss });
+    }
     return result;
   }
 

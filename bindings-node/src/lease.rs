@@ -19,9 +19,10 @@ use crate::task::Job;
 use crate::units::ms_to_ns;
 use crate::views::LeaseData;
 
-/// The loss callback: called with the loss's name on the JS thread, and
-/// weak, so a lease nobody releases does not keep the process alive.
-type LostCallback = ThreadsafeFunction<String, (), String, Status, false, true>;
+/// The loss callback, called with the loss's name on the JS thread. It
+/// keeps the process alive while the lease may still be lost, as a renewal
+/// timer would: until the lease is released or lost (the host then drops it).
+type LostCallback = ThreadsafeFunction<String, (), String, Status, false>;
 
 #[napi]
 pub struct NativeLease {

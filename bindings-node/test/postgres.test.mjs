@@ -11,7 +11,7 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 
-import { Pool, NotOwnerError, NoResourceAvailableError } from 'repute';
+import { Pool, ManualClock, NotOwnerError, NoResourceAvailableError } from 'repute';
 
 function pgUrl() {
   const url = process.env.REPUTE_TEST_PG_URL;
@@ -115,6 +115,59 @@ test('shared: pools see each other\'s changes after sync and never share a permi
     assert.ok((await a.syncAsync()) >= 1);
     assert.ok(observations(a) >= 1);
     assert.ok(observations(a) > before);
+  } finally {
+    a.close();
+    b.close();
+  }
+});
+
+test('owner loss loses an auto-renewed lease once', async () => {
+  const store = pgUrl();
+  const tenant = newTenant();
+  const pool = await Pool.open({ store, tenant, ownerTtlMs: 1_000, leaseTtlMs: 600 });
+  pool.register('proxy', 'a');
+  const lease = await pool.acquire('c', { autoRenew: true });
+  const lost = [];
+  lease.on('lost', (loss) => lost.push(loss));
+  // The database ends the owner lease, as for an owner cut off too long.
+  await promisify(execFile)('psql', [
+    store,
+    '-v',
+    'ON_ERROR_STOP=1',
+    '-qc',
+    `UPDATE repute_tenant SET expires_at = '-infinity' WHERE tenant = '${tenant}'`,
+  ]);
+  const successor = await Pool.open({ store, tenant });
+  const end = performance.now() + 10_000;
+  while (lost.length === 0 && performance.now() < end) await sleep(20);
+  await sleep(500);
+  assert.deepEqual(lost, ['owner_lost']);
+  assert.equal(lease.valid, false);
+  successor.close();
+  pool.close({ checkpoint: false });
+});
+
+test('releasing a lost lease still frees the permit at the database', async () => {
+  const store = pgUrl();
+  const tenant = newTenant();
+  const clock = new ManualClock();
+  const a = await Pool.open({ store, tenant, mode: 'shared', strategy: 'first', clock, leaseTtlMs: 20_000 });
+  const b = await Pool.open({ store, tenant, mode: 'shared', strategy: 'first' });
+  try {
+    a.register('proxy', 'x');
+    b.sync();
+    const lease = await a.acquire('shop', { timeoutMs: 0 });
+    // A's clock jumps past the TTL (a process paused past its lease): A's
+    // pool ends the lease, but the database's grant runs 20 s more.
+    clock.advance(21_000);
+    assert.equal(lease.valid, false);
+    assert.equal(b.tryAcquire('shop'), null);
+    // The release is conditional on A's token at the database: the permit
+    // frees now instead of when the database's grant runs out.
+    assert.equal(await lease.release(), false);
+    const taken = await b.acquire('shop', { timeoutMs: 5_000 });
+    assert.ok(taken.token > lease.token);
+    await taken.release();
   } finally {
     a.close();
     b.close();

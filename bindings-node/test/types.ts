@@ -4,6 +4,7 @@ import {
   Pool,
   ManualClock,
   Lease,
+  Loss,
   NoResourceAvailableError,
   InvalidInputError,
   ReputeError,
@@ -35,6 +36,17 @@ export async function tour(): Promise<number> {
     void lease?.expiresInMs;
   }
   const permit: number = await pool.withLease('example.com', async (lease) => lease.permit);
+  const held: boolean = await pool.withLease(
+    'example.com',
+    async (lease, signal: AbortSignal) => {
+      lease.on('lost', (loss: Loss) => void loss);
+      const why: Loss | null = lease.loss;
+      void why, signal.aborted;
+      return lease.release();
+    },
+    { autoRenew: true, maxHoldMs: 60_000 },
+  );
+  void held;
   try {
     await pool.acquire('nowhere', { timeoutMs: 0, signal: AbortSignal.timeout(5) });
   } catch (e) {

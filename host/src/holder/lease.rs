@@ -101,6 +101,8 @@ struct State {
     told: bool,
     /// How `release` found the lease, once it ran.
     released_as: Option<Released>,
+    /// Why it was lost, kept after a release.
+    loss: Option<Loss>,
 }
 
 /// A lease as its holder has it. Shared (`Arc`) between the binding's
@@ -132,7 +134,7 @@ enum Renewal {
 impl HeldLease {
     pub(crate) fn new(holder: Arc<Holder>, lease: Lease, sent: u64) -> Arc<HeldLease> {
         let deadline = holder.deadline(sent, lease.ttl);
-        let state = State { status: Status::Held, expires_at: lease.expires_at, deadline, sent, listeners: Vec::new(), auto: None, told: false, released_as: None };
+        let state = State { status: Status::Held, expires_at: lease.expires_at, deadline, sent, listeners: Vec::new(), auto: None, told: false, released_as: None, loss: None };
         Arc::new(HeldLease { holder, lease, state: Mutex::new(state), op: Mutex::new(()) })
     }
 
@@ -188,18 +190,13 @@ impl HeldLease {
         self.state().released_as
     }
 
-    /// Why the lease was lost, once it was (a deadline that passed unseen
-    /// counts from the first look at it).
+    /// Why the lease was lost, once it was, released since or not (a
+    /// deadline that passed unseen counts from the first look at it).
     pub fn lost(&self) -> Option<Loss> {
         self.check_deadline();
         let mut s = self.state();
-        match s.status {
-            Status::Lost(loss) => {
-                s.told = true;
-                Some(loss)
-            }
-            _ => None,
-        }
+        s.told |= s.loss.is_some();
+        s.loss
     }
 
     /// Notices a loss no call reported: the deadline passed, or the pool closed.
@@ -224,6 +221,7 @@ impl HeldLease {
                 return;
             }
             s.status = Status::Lost(loss);
+            s.loss = Some(loss);
             s.told = !s.listeners.is_empty();
             std::mem::take(&mut s.listeners)
         };
