@@ -399,7 +399,7 @@ function holdOptions(options) {
   const o = obj('options', options);
   const autoRenew = o.autoRenew === undefined ? false : bool('autoRenew', o.autoRenew);
   const maxHoldMs = optNum('maxHoldMs', o.maxHoldMs);
-  call(() => native.checkHold(autoRenew, maxHoldMs));
+  call(() => native.NativeLease.checkHold(autoRenew, maxHoldMs));
   return { autoRenew, maxHoldMs };
 }
 

@@ -39,13 +39,6 @@ impl NativeLease {
     }
 }
 
-/// Checks `{ autoRenew, maxHoldMs }` by the host's rule before an acquire.
-#[napi]
-pub fn check_hold(auto_renew: bool, max_hold_ms: Option<f64>) -> napi::Result<()> {
-    let max_hold = max_hold_ms.map(|ms| ms_to_ns(field_name(Field::MaxHold), ms)).transpose().or_throw()?;
-    hold(auto_renew, max_hold, field_name).map(drop).or_throw()
-}
-
 /// How `release` ended, by name: `held`, `lost` or `lost_unseen`.
 pub(crate) fn released_name(r: Released) -> &'static str {
     match r {
@@ -57,6 +50,13 @@ pub(crate) fn released_name(r: Released) -> &'static str {
 
 #[napi]
 impl NativeLease {
+    /// Checks `{ autoRenew, maxHoldMs }` by the host's rule before an acquire.
+    #[napi]
+    pub fn check_hold(auto_renew: bool, max_hold_ms: Option<f64>) -> napi::Result<()> {
+        let max_hold = max_hold_ms.map(|ms| ms_to_ns(field_name(Field::MaxHold), ms)).transpose().or_throw()?;
+        hold(auto_renew, max_hold, field_name).map(drop).or_throw()
+    }
+
     /// The lease's fields, with its current expiry and local deadline.
     #[napi]
     pub fn data(&self) -> LeaseData {

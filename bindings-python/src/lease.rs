@@ -34,11 +34,7 @@ impl Lease {
         Lease::new(shared, held)
     }
 
-    fn run<T: Send>(
-        &self,
-        py: Python<'_>,
-        f: impl FnOnce(&HeldLease) -> repute_host::Result<T> + Send,
-    ) -> PyResult<T> {
+    fn run<T: Send>(&self, py: Python<'_>, f: impl FnOnce(&HeldLease) -> repute_host::Result<T> + Send) -> PyResult<T> {
         py.detach(|| {
             self.shared.check()?;
             f(&self.held).map_err(Failure::from)

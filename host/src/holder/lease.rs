@@ -134,7 +134,17 @@ enum Renewal {
 impl HeldLease {
     pub(crate) fn new(holder: Arc<Holder>, lease: Lease, sent: u64) -> Arc<HeldLease> {
         let deadline = holder.deadline(sent, lease.ttl);
-        let state = State { status: Status::Held, expires_at: lease.expires_at, deadline, sent, listeners: Vec::new(), auto: None, told: false, released_as: None, loss: None };
+        let state = State {
+            status: Status::Held,
+            expires_at: lease.expires_at,
+            deadline,
+            sent,
+            listeners: Vec::new(),
+            auto: None,
+            told: false,
+            released_as: None,
+            loss: None,
+        };
         Arc::new(HeldLease { holder, lease, state: Mutex::new(state), op: Mutex::new(()) })
     }
 
@@ -331,8 +341,11 @@ impl HeldLease {
         let answer = self.holder.with(|p| match end(p, &self.lease) {
             Ok(r) => Ok(Some(r)),
             Err(Error::LeaseExpired | Error::UnknownLease | Error::StaleLease) => {
-                let revoke =
-                    Revoke { resource: self.lease.resource.clone(), permit: self.lease.permit, token: self.lease.token };
+                let revoke = Revoke {
+                    resource: self.lease.resource.clone(),
+                    permit: self.lease.permit,
+                    token: self.lease.token,
+                };
                 p.revoke(&revoke).map(|()| None)
             }
             Err(e) => Err(e),

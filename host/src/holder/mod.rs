@@ -56,6 +56,12 @@ pub struct Holder {
     watch: watch::Watch,
 }
 
+impl std::fmt::Debug for Holder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Holder").field("closed", &self.is_closed()).field("durable", &self.durable).finish()
+    }
+}
+
 impl Holder {
     /// Opens the pool the options describe, on `clock` (the system's
     /// monotonic clock when `None`). `names` spells the fields in errors.
@@ -64,8 +70,7 @@ impl Holder {
         let clock = clock.unwrap_or_else(|| Arc::new(SystemClock::new()));
         let store = resolved.store.open()?;
         let lease_ttl = resolved.config.policy.lease_ttl;
-        let last_checkpoint =
-            resolved.config.durable && !(store.is_shared() && resolved.sharing.mode == Mode::Shared);
+        let last_checkpoint = resolved.config.durable && !(store.is_shared() && resolved.sharing.mode == Mode::Shared);
         let pool = EmbeddedPool::open(&store, &resolved.sharing, &resolved.tenant, resolved.config, clock.clone())?;
         Ok(Arc::new(Holder {
             pool: Mutex::new(Some(Open { pool, last_checkpoint })),
@@ -231,5 +236,103 @@ impl Holder {
         } else {
             watch::MANUAL_POLL
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+
+    use super::*;
+    use crate::providers::ManualClock;
+    use crate::SECOND;
+
+    fn names(field: Field) -> &'static str {
+        match field {
+            Field::LeaseTtl => "lease_ttl",
+            Field::MaxHold => "max_hold",
+            Field::AutoRenew => "auto_renew",
+            _ => "other",
+        }
+    }
+
+    fn pool(clock: &ManualClock) -> Arc<Holder> {
+        let options =
+            OpenOptions { lease_ttl: Some(10 * SECOND), strategy: Some("first".into()), ..Default::default() };
+        let holder = Holder::open(options, Some(Arc::new(clock.clone())), names).unwrap();
+        holder.with(|p| p.register("proxy", "a", 1)).unwrap();
+        holder
+    }
+
+    #[test]
+    fn options_are_checked_under_the_bindings_names() {
+        let zero = OpenOptions { lease_ttl: Some(0), ..Default::default() };
+        let e = Holder::open(zero, None, names).unwrap_err();
+        assert_eq!(e, Error::invalid("lease_ttl", "must be > 0"));
+        assert_eq!(hold(false, Some(SECOND), names), Err(Error::invalid("max_hold", "goes with auto_renew")));
+        assert_eq!(hold(true, Some(0), names), Err(Error::invalid("max_hold", "must be > 0")));
+        assert_eq!(hold(true, None, names), Ok(Some(None)));
+    }
+
+    #[test]
+    fn a_lost_lease_tells_each_listener_once_and_releases_quietly() {
+        let clock = ManualClock::new(0);
+        let holder = pool(&clock);
+        let lease = holder.try_acquire("c").unwrap().expect("a is free");
+        let calls = Arc::new(AtomicUsize::new(0));
+        let seen = calls.clone();
+        lease.on_lost(Box::new(move |loss| {
+            assert_eq!(loss, Loss::Blocked);
+            seen.fetch_add(1, Ordering::SeqCst);
+        }));
+        holder.with(|p| p.block("proxy", "a", None, None, None)).unwrap();
+        assert_eq!(lease.renew(), Err(Error::Blocked));
+        assert_eq!(lease.renew(), Err(Error::LeaseExpired));
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        assert_eq!(lease.lost(), Some(Loss::Blocked));
+        // The holder was told: releasing says so and frees the permit.
+        assert_eq!(lease.release(), Ok(Released::Lost));
+        assert_eq!(lease.release(), Ok(Released::Lost));
+        assert_eq!(holder.with(|p| p.stats()).unwrap().live_leases, 0);
+    }
+
+    #[test]
+    fn a_deadline_passed_unseen_is_reported_by_the_release() {
+        let clock = ManualClock::new(0);
+        let holder = pool(&clock);
+        let lease = holder.try_acquire("c").unwrap().unwrap();
+        assert_eq!(lease.deadline(), 9 * SECOND);
+        clock.advance(9 * SECOND);
+        assert!(!lease.valid());
+        assert_eq!(lease.release(), Ok(Released::LostUnseen));
+        assert!(holder.try_acquire("c").unwrap().is_some(), "the permit is free again");
+    }
+
+    #[test]
+    fn a_waiting_acquire_ends_on_the_pools_clock() {
+        let clock = ManualClock::new(0);
+        let holder = pool(&clock);
+        let _held = holder.try_acquire("c").unwrap().unwrap();
+        let waiter = {
+            let holder = holder.clone();
+            std::thread::spawn(move || holder.acquire("c", Some(SECOND), || Ok::<(), Error>(())).map(|_| ()))
+        };
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(!waiter.is_finished(), "real time passed, the pool's clock did not");
+        clock.advance(SECOND);
+        assert!(matches!(waiter.join().unwrap(), Err(Error::NoResourceAvailable(_))));
+    }
+
+    #[test]
+    fn closing_refuses_later_calls_and_loses_held_leases() {
+        let clock = ManualClock::new(0);
+        let holder = pool(&clock);
+        let lease = holder.try_acquire("c").unwrap().unwrap();
+        holder.close(true).unwrap();
+        holder.close(true).unwrap();
+        assert!(!lease.valid());
+        assert_eq!(lease.lost(), Some(Loss::Closed));
+        assert_eq!(holder.with(|p| p.stats()).unwrap_err(), Error::Closed);
+        assert_eq!(lease.release(), Err(Error::Closed));
     }
 }

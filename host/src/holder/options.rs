@@ -116,8 +116,8 @@ impl OpenOptions {
                 .map_err(|_| invalid(name, Field::Strategy, "must be one of classic, thompson, first"))?;
         }
         if let Some(r) = &self.recovery {
-            policy.recovery =
-                Recovery::parse(r).map_err(|_| invalid(name, Field::Recovery, "must be one of traffic, probe, classic"))?;
+            policy.recovery = Recovery::parse(r)
+                .map_err(|_| invalid(name, Field::Recovery, "must be one of traffic, probe, classic"))?;
         }
         policy.max_resources = self.max_resources;
         policy.max_cells = self.max_cells;
@@ -148,8 +148,7 @@ impl OpenOptions {
         let store = StoreSpec::parse(self.store.as_deref().unwrap_or("memory")).map_err(rename(Field::Store))?;
         let sharing = crate::Sharing {
             mode: self.mode.as_deref().map(Mode::parse).transpose().map_err(rename(Field::Mode))?.unwrap_or_default(),
-            owner_ttl: positive(name, Field::OwnerTtl, self.owner_ttl)?
-                .map_or(DEFAULT_OWNER_TTL, Duration::from_nanos),
+            owner_ttl: positive(name, Field::OwnerTtl, self.owner_ttl)?.map_or(DEFAULT_OWNER_TTL, Duration::from_nanos),
             owners: self
                 .owners
                 .as_deref()

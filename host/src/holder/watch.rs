@@ -87,9 +87,8 @@ fn run(holder: Weak<Holder>) {
             list.running = false;
             return;
         }
-        let sleep = next
-            .map_or(holder.poll(), |at| Duration::from_nanos(at.saturating_sub(holder.now())))
-            .min(holder.poll());
+        let sleep =
+            next.map_or(holder.poll(), |at| Duration::from_nanos(at.saturating_sub(holder.now()))).min(holder.poll());
         if sleep > Duration::ZERO {
             drop(holder.watch.wake.wait_timeout(list, sleep).unwrap_or_else(|p| p.into_inner()));
         }
