@@ -34,6 +34,10 @@ impl Lease {
         Lease::new(shared, held)
     }
 
+    pub(crate) fn held_lease(&self) -> &Arc<HeldLease> {
+        &self.held
+    }
+
     fn run<T: Send>(&self, py: Python<'_>, f: impl FnOnce(&HeldLease) -> repute_host::Result<T> + Send) -> PyResult<T> {
         py.detach(|| {
             self.shared.check()?;
@@ -200,6 +204,13 @@ impl Lease {
         self.report(py, outcome::http(status, latency, headers.as_ref()))
     }
 
+    /// `release`, saying how it found the lease: "held", "lost" (the holder
+    /// had been told) or "lost_unseen" (lost without anything telling the
+    /// holder). For the asyncio layer's `async with`.
+    fn _release_as(&self, py: Python<'_>) -> PyResult<&'static str> {
+        self.run(py, |held| held.release()).map(released_name)
+    }
+
     fn __enter__(slf: Py<Self>) -> Py<Self> {
         slf
     }
@@ -234,6 +245,15 @@ impl Lease {
             lease.token,
             if self.held.valid() { "True" } else { "False" }
         )
+    }
+}
+
+/// How `release` found a lease, by name.
+pub(crate) fn released_name(r: Released) -> &'static str {
+    match r {
+        Released::Held => "held",
+        Released::Lost => "lost",
+        Released::LostUnseen => "lost_unseen",
     }
 }
 

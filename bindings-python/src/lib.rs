@@ -10,6 +10,7 @@ mod clock;
 mod errors;
 mod fork;
 mod lease;
+mod link;
 mod outcome;
 mod pool;
 mod probe;
@@ -23,6 +24,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<pool::Pool>()?;
     m.add_class::<lease::Lease>()?;
     m.add_class::<lease::Waiting>()?;
+    m.add_class::<link::RedisLink>()?;
     m.add_class::<clock::ManualClock>()?;
     m.add_class::<views::Cell>()?;
     m.add_class::<views::Resource>()?;

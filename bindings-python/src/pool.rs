@@ -133,7 +133,7 @@ impl Pool {
 }
 
 /// `auto_renew` and `max_hold` (seconds) as the host takes them.
-fn hold(auto_renew: bool, max_hold: Option<f64>) -> Result<Option<Option<u64>>, Failure> {
+pub(crate) fn hold(auto_renew: bool, max_hold: Option<f64>) -> Result<Option<Option<u64>>, Failure> {
     let max_hold = max_hold.map(|s| secs_to_ns("max_hold", s)).transpose()?;
     Ok(repute_host::holder::hold(auto_renew, max_hold, field_name)?)
 }
@@ -291,6 +291,13 @@ impl Pool {
     /// token raises `StaleLease` and an ended lease `LeaseExpired`.
     fn resume(&self, py: Python<'_>, lease_id: u64, token: u64) -> PyResult<Lease> {
         self.grant(py, |p| p.renew(lease_id, token))
+    }
+
+    /// The pool's grants and revokes as bytes for the asyncio layer's own
+    /// connection, on a plain-TCP Redis store; None elsewhere.
+    fn _link(&self) -> Option<crate::link::RedisLink> {
+        let exchange = repute_host::providers::Exchange::new(self.shared.holder.wire()?);
+        Some(crate::link::RedisLink::new(self.shared.clone(), exchange))
     }
 
     /// The waiting plan of an acquire that may wait `timeout` seconds, for

@@ -60,3 +60,68 @@ def test_bad_owners_names_the_field() -> None:
     with pytest.raises(repute.InvalidInput) as caught:
         repute.Pool(store="memory", owners="zookeeper://x:1")
     assert caught.value.field == "owners"
+
+
+def test_asyncio_on_redis_runs_on_the_pools_own_connection(tenant: str) -> None:
+    import asyncio
+    import concurrent.futures
+
+    url = env("REPUTE_TEST_REDIS_URL")
+    submitted: list[object] = []
+
+    class Counting(concurrent.futures.ThreadPoolExecutor):
+        def submit(self, fn, /, *args, **kwargs):  # type: ignore[no-untyped-def, override]
+            submitted.append(fn)
+            return super().submit(fn, *args, **kwargs)
+
+    async def main() -> tuple[list[int], int, int]:
+        other = repute.Pool(store=url, tenant=tenant, mode="shared", strategy="first")
+        other.register("proxy", "a", permits=2)
+        pool = repute.AsyncPool(repute.Pool(store=url, tenant=tenant, mode="shared", strategy="first"))
+        await pool.sync()
+        asyncio.get_running_loop().set_default_executor(Counting(max_workers=1))
+        # Acquires in flight together are never proposed one permit.
+        first, second = await asyncio.gather(pool.acquire("shop", timeout=0), pool.acquire("shop", timeout=0))
+        permits = sorted([first.permit, second.permit])
+        assert other.try_acquire("shop") is None  # Redis holds both
+        assert await first.release() is True
+        # The revoke ran on the server once the release returned.
+        taken = other.acquire("shop", timeout=0)
+        assert taken.token == first.token + 1
+        taken.release()
+        async with pool.acquire("shop", timeout=1.0) as lease:
+            assert lease.valid
+        await second.release()
+        live = (await pool.stats()).live_leases
+        await pool.close()
+        other.close()
+        return permits, live, len(submitted)
+
+    permits, live, hops = asyncio.run(main())
+    assert permits == [0, 1]
+    assert live == 0
+    # Acquires and releases waited on the loop; only stats() and close() hopped.
+    assert hops == 2
+
+
+def test_asyncio_on_redis_fails_in_flight_calls_when_the_server_is_gone(tenant: str) -> None:
+    import asyncio
+
+    async def main() -> str:
+        pool = repute.AsyncPool(repute.Pool(store=env("REPUTE_TEST_REDIS_URL"), tenant=tenant, mode="shared"))
+        await pool.register("proxy", "a")
+        lease = await pool.acquire("shop", timeout=0)
+        assert pool._link is not None
+        transport = pool._link._transport  # connected by the acquire
+        assert transport is not None
+        transport.abort()  # as if the server went away
+        await asyncio.sleep(0)
+        # The next call connects anew.
+        assert await lease.release() is True
+        again = await pool.acquire("shop", timeout=0)
+        code = str(again.token > lease.token)
+        await again.release()
+        await pool.close()
+        return code
+
+    assert asyncio.run(main()) == "True"

@@ -31,10 +31,12 @@ from ._native import (
     Cell,
     Event,
     Lease,
+    LeaseExpired,
     ManualClock,
     NoResourceAvailable,
     Pool,
     RateLimited,
+    RedisLink,
     ReputeError,
     Resource,
     Stats,
@@ -69,12 +71,112 @@ def _release_orphan(future: asyncio.Future[Lease]) -> None:
     asyncio.get_running_loop().run_in_executor(None, _quiet_release, future.result())
 
 
+class _Link(asyncio.Protocol):
+    """A pool's own Redis connection on the event loop. The native
+    :class:`RedisLink` turns acquires and releases into the pool's grant and
+    revoke scripts as bytes and settles them from the replies; this writes
+    the bytes and reads the replies as the loop delivers them, so an
+    acquire or release waits on the loop with no thread and no executor hop.
+    A lost connection fails what was in flight; the next call connects anew.
+    """
+
+    def __init__(self, native: RedisLink) -> None:
+        self._native = native
+        self._transport: asyncio.Transport | None = None
+        self._connecting: asyncio.Future[Any] | None = None
+        self._waiting: dict[int, asyncio.Future[Any]] = {}
+
+    async def _ready(self) -> None:
+        while self._transport is None or self._transport.is_closing():
+            if self._connecting is None:
+                host, port = self._native.address
+                loop = asyncio.get_running_loop()
+                self._connecting = loop.create_task(loop.create_connection(lambda: self, host, port))
+            connecting = self._connecting
+            try:
+                await asyncio.shield(connecting)
+            except OSError as e:
+                raise self._native.unavailable(str(e)) from e
+            finally:
+                if self._connecting is connecting and connecting.done():
+                    self._connecting = None
+
+    def _flush(self) -> None:
+        data = self._native.output()
+        if data and self._transport is not None:
+            self._transport.write(data)
+
+    async def _await(self, op: int) -> Any:
+        future = asyncio.get_running_loop().create_future()
+        self._waiting[op] = future
+        self._flush()
+        return await future
+
+    async def acquire(self, context: str, hold: _Hold) -> Lease:
+        await self._ready()
+        op = self._native.acquire(context, hold.auto_renew, hold.max_hold)
+        lease: Lease = await self._await(op)
+        return lease
+
+    async def release(self, lease: Lease) -> str:
+        """How the release found the lease: "held", "lost" or "lost_unseen"."""
+        await self._ready()
+        how, op = self._native.release(lease)
+        if op is not None:
+            await self._await(op)
+        return how
+
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        self._flush()  # the handshake, if the server wants one
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            settled = self._native.feed(data)
+        except ReputeError:
+            # An unreadable reply: the connection is unusable.
+            if self._transport is not None:
+                self._transport.abort()
+            return
+        for op, value in settled:
+            self._settle(op, value)
+        self._flush()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._transport = None
+        for op, value in self._native.reset(str(exc or "connection closed")):
+            self._settle(op, value)
+
+    def _settle(self, op: int, value: Any) -> None:
+        future = self._waiting.pop(op, None)
+        if future is None or future.done():
+            # Its waiter was cancelled: a lease nobody holds goes back.
+            if isinstance(value, Lease):
+                asyncio.ensure_future(self.release(value)).add_done_callback(_ignore_result)
+            return
+        if isinstance(value, BaseException):
+            future.set_exception(value)
+        else:
+            future.set_result(value)
+
+
+def _ignore_result(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
 class AsyncLease:
     """The asyncio handle of a :class:`Lease`; ``async with`` releases it."""
 
-    def __init__(self, lease: Lease, inline: bool = False) -> None:
+    def __init__(self, lease: Lease, inline: bool = False, link: _Link | None = None) -> None:
         self._lease = lease
         self._inline = inline
+        self._link = link
 
     @property
     def lease(self) -> Lease:
@@ -149,7 +251,12 @@ class AsyncLease:
     async def release(self) -> bool:
         """True if the lease was held up to now; False if it had been lost
         (its grant is still revoked at the authority)."""
-        return await _call(self._inline, self._lease.release)
+        return await self._release_as() == "held"
+
+    async def _release_as(self) -> str:
+        if self._link is not None:
+            return await self._link.release(self._lease)
+        return await _call(self._inline, self._lease._release_as)
 
     async def report_success(self, latency: float) -> None:
         await _call(self._inline, self._lease.report_success, latency)
@@ -176,7 +283,8 @@ class AsyncLease:
         # As the blocking form: a release error, or a lease lost while the
         # block ran, surfaces only when the block itself succeeded.
         if exc_type is None:
-            await _call(self._inline, self._lease.__exit__, None, None, None)
+            if await self._release_as() == "lost_unseen":
+                raise LeaseExpired("lease expired")
             return
         try:
             await self.release()
@@ -235,6 +343,8 @@ class AsyncPool:
     def __init__(self, pool: Pool) -> None:
         self._inline = not pool.waits_on_network
         self._pool = pool
+        native = pool._link()
+        self._link = None if native is None else _Link(native)
 
     @classmethod
     async def open(
@@ -307,7 +417,7 @@ class AsyncPool:
         self, context: str, *, auto_renew: bool = False, max_hold: float | None = None
     ) -> AsyncLease | None:
         lease = await _call(self._inline, self._pool.try_acquire, context, auto_renew=auto_renew, max_hold=max_hold)
-        return None if lease is None else AsyncLease(lease, self._inline)
+        return None if lease is None else AsyncLease(lease, self._inline, self._link)
 
     def acquire(
         self,
@@ -331,7 +441,7 @@ class AsyncPool:
         waiting = self._pool._waiting(timeout)
         while True:
             try:
-                lease = AsyncLease(await self._attempt(context, hold), self._inline)
+                lease = AsyncLease(await self._attempt(context, hold), self._inline, self._link)
                 break
             except (NoResourceAvailable, RateLimited) as refusal:
                 wait = waiting.next(refusal.retry_after)
@@ -346,6 +456,8 @@ class AsyncPool:
         return lease
 
     async def _attempt(self, context: str, hold: _Hold) -> Lease:
+        if self._link is not None:
+            return await self._link.acquire(context, hold)
         attempt = functools.partial(
             self._pool.acquire, context, 0.0, auto_renew=hold.auto_renew, max_hold=hold.max_hold
         )
@@ -360,10 +472,10 @@ class AsyncPool:
             raise
 
     async def acquire_for_probe(self, kind: str, value: str, context: str) -> AsyncLease:
-        return AsyncLease(await _call(self._inline, self._pool.acquire_for_probe, kind, value, context), self._inline)
+        return AsyncLease(await _call(self._inline, self._pool.acquire_for_probe, kind, value, context), self._inline, self._link)
 
     async def resume(self, lease_id: int, token: int) -> AsyncLease:
-        return AsyncLease(await _call(self._inline, self._pool.resume, lease_id, token), self._inline)
+        return AsyncLease(await _call(self._inline, self._pool.resume, lease_id, token), self._inline, self._link)
 
     async def report_success(self, kind: str, value: str, context: str, latency: float) -> None:
         await _call(self._inline, self._pool.report_success, kind, value, context, latency)
@@ -438,6 +550,8 @@ class AsyncPool:
         return await _call(self._inline, self._pool.events)
 
     async def close(self, checkpoint: bool = True) -> None:
+        if self._link is not None:
+            self._link.close()
         await _call(self._inline, self._pool.close, checkpoint)
 
     async def __aenter__(self) -> AsyncPool:
