@@ -20,6 +20,8 @@ export const {
   BlockedError,
   LeasedError,
   InvalidSnapshotError,
+  PoolClosedError,
+  InternalError,
 } = repute;
 
 export default repute;

@@ -25,7 +25,7 @@ use repute_host::providers::{Address, Done, Exchange};
 use repute_host::{Error, Pool, StoreError};
 use socket2::{Domain, SockAddr, Socket, Type};
 
-use crate::errors::{invalid, to_js, OrThrow};
+use crate::errors::{to_js, to_js_value, OrThrow};
 use crate::pool::{u64_arg, NativePool, Shared};
 use crate::views::LeaseData;
 
@@ -122,11 +122,11 @@ fn uv_error(call: &str, code: c_int) -> StoreError {
 }
 
 /// A lease as the flat array `index.js` builds its lease data from (the
-/// `LeaseData` fields in order): objects defined through N-API cost more
+/// `LeaseData` fields in order, the Unix times last): objects defined through N-API cost more
 /// than the rest of an acquire.
 unsafe fn lease_array(env: sys::napi_env, l: LeaseData) -> napi::Result<sys::napi_value> {
     let mut array = ptr::null_mut();
-    check_status!(sys::napi_create_array_with_length(env, 11, &mut array))?;
+    check_status!(sys::napi_create_array_with_length(env, 13, &mut array))?;
     let values = [
         ToNapiValue::to_napi_value(env, l.id)?,
         ToNapiValue::to_napi_value(env, l.token)?,
@@ -139,6 +139,8 @@ unsafe fn lease_array(env: sys::napi_env, l: LeaseData) -> napi::Result<sys::nap
         ToNapiValue::to_napi_value(env, l.expires_at_ms)?,
         ToNapiValue::to_napi_value(env, l.ttl_ms)?,
         ToNapiValue::to_napi_value(env, l.deadline_ms)?,
+        ToNapiValue::to_napi_value(env, l.granted_at_unix_ms)?,
+        ToNapiValue::to_napi_value(env, l.expires_at_unix_ms)?,
     ];
     for (i, value) in values.into_iter().enumerate() {
         check_status!(sys::napi_set_element(env, array, i as u32, value))?;
@@ -193,7 +195,7 @@ impl Link {
         f: impl FnOnce(&mut Exchange, &mut Pool, u32) -> Result<T, Error>,
     ) -> napi::Result<(u32, T)> {
         if self.closed {
-            return Err(to_js(invalid("pool", "is closed")));
+            return Err(to_js(Error::Closed));
         }
         let op = self.op();
         let exchange = &mut self.exchange;
@@ -378,7 +380,7 @@ impl Link {
                         check_status!(sys::napi_get_undefined(self.env, &mut undefined))
                             .and_then(|()| resolve(self.env, deferred, undefined))
                     }
-                    Err(e) => reject(self.env, deferred, &to_js(e).reason),
+                    Err(e) => to_js_value(self.env, e).and_then(|error| reject(self.env, deferred, error)),
                 };
                 // Nothing is left to tell: the promise could not be settled.
                 drop(settled);
@@ -422,11 +424,7 @@ unsafe fn resolve(env: sys::napi_env, deferred: sys::napi_deferred, value: sys::
     check_status!(sys::napi_resolve_deferred(env, deferred, value))
 }
 
-unsafe fn reject(env: sys::napi_env, deferred: sys::napi_deferred, payload: &str) -> napi::Result<()> {
-    let mut message = ptr::null_mut();
-    check_status!(sys::napi_create_string_utf8(env, payload.as_ptr().cast(), payload.len() as isize, &mut message))?;
-    let mut error = ptr::null_mut();
-    check_status!(sys::napi_create_error(env, ptr::null_mut(), message, &mut error))?;
+unsafe fn reject(env: sys::napi_env, deferred: sys::napi_deferred, error: sys::napi_value) -> napi::Result<()> {
     check_status!(sys::napi_reject_deferred(env, deferred, error))
 }
 
@@ -489,7 +487,7 @@ impl LinkSlot {
             return Ok(link.clone());
         }
         // `hasLink` was true, so only `close` can have taken it.
-        let (target, exchange) = self.ready.borrow_mut().take().ok_or_else(|| to_js(invalid("pool", "is closed")))?;
+        let (target, exchange) = self.ready.borrow_mut().take().ok_or_else(|| to_js(Error::Closed))?;
         let link = Link::new(env, shared.clone(), exchange, target)?;
         *self.open.borrow_mut() = Some(link.clone());
         Ok(link)

@@ -16,7 +16,7 @@ use napi_derive::napi;
 use repute_host::providers::Exchange;
 use repute_host::{
     finish_probe, start_probes, Clock, EmbeddedPool, Error, Lease, Mode, OwnersSpec, Policy, Pool, PoolOps, RateLimit,
-    Recovery, Sharing, StoreSpec, Strategy, SystemClock, TenantConfig, Verdict,
+    Recovery, Sharing, StoreSpec, Strategy, SystemClock, TenantConfig, Verdict, Wall,
 };
 
 use crate::clock::NativeClock;
@@ -159,7 +159,7 @@ impl Shared {
     /// every operation passes here.
     pub(crate) fn with<T>(&self, f: impl FnOnce(&mut Pool) -> Result<T, Error>) -> napi::Result<T> {
         let mut guard = self.lock();
-        let open = guard.as_mut().ok_or_else(|| to_js(invalid("pool", "is closed")))?;
+        let open = guard.as_mut().ok_or_else(|| to_js(Error::Closed))?;
         open.serve().and_then(f).or_throw()
     }
 
@@ -174,7 +174,7 @@ impl Shared {
     /// A lease granted on a request sent at `sent`, with its local deadline.
     pub(crate) fn lease_data(&self, lease: &Lease, sent: u64) -> LeaseData {
         let margin = self.margin.unwrap_or(lease.ttl / 10).min(lease.ttl);
-        LeaseData::new(lease, Some(sent.saturating_add(lease.ttl - margin)))
+        LeaseData::new(lease, Some(sent.saturating_add(lease.ttl - margin)), &Wall::now(&*self.clock))
     }
 }
 
@@ -216,10 +216,11 @@ impl NativePool {
     pub fn probe_start(&self, max: u32) -> napi::Result<Vec<LeaseData>> {
         let leases = self.shared.with(|p| start_probes(p, max as usize))?;
         let mut probes = self.probes.lock().unwrap_or_else(|p| p.into_inner());
+        let wall = Wall::now(&*self.shared.clock);
         Ok(leases
             .into_iter()
             .map(|l| {
-                let data = LeaseData::new(&l, None);
+                let data = LeaseData::new(&l, None, &wall);
                 probes.insert(l.id, l);
                 data
             })
@@ -309,7 +310,7 @@ impl NativePool {
     #[napi]
     pub fn lease(&self, id: BigInt) -> napi::Result<Option<LeaseData>> {
         let id = u64_arg("id", &id).or_throw()?;
-        Ok(self.shared.with(|p| p.lease(id))?.map(|l| LeaseData::new(&l, None)))
+        Ok(self.shared.with(|p| p.lease(id))?.map(|l| LeaseData::new(&l, None, &Wall::now(&*self.shared.clock))))
     }
 
     #[napi]
@@ -355,17 +356,20 @@ impl NativePool {
 
     #[napi]
     pub fn cells(&self, kind: String, value: String) -> napi::Result<Vec<CellInfo>> {
-        Ok(self.shared.with(|p| p.cells(&kind, &value))?.into_iter().map(CellInfo::from).collect())
+        let wall = Wall::now(&*self.shared.clock);
+        Ok(self.shared.with(|p| p.cells(&kind, &value))?.into_iter().map(|c| CellInfo::new(c, &wall)).collect())
     }
 
     #[napi]
     pub fn resources(&self) -> napi::Result<Vec<ResourceInfo>> {
-        Ok(self.shared.with(|p| p.resources())?.into_iter().map(ResourceInfo::from).collect())
+        let wall = Wall::now(&*self.shared.clock);
+        Ok(self.shared.with(|p| p.resources())?.into_iter().map(|r| ResourceInfo::new(r, &wall)).collect())
     }
 
     #[napi]
     pub fn leases(&self) -> napi::Result<Vec<LeaseData>> {
-        Ok(self.shared.with(|p| p.leases())?.iter().map(|l| LeaseData::new(l, None)).collect())
+        let wall = Wall::now(&*self.shared.clock);
+        Ok(self.shared.with(|p| p.leases())?.iter().map(|l| LeaseData::new(l, None, &wall)).collect())
     }
 
     #[napi]
@@ -403,7 +407,8 @@ impl NativePool {
 
     #[napi]
     pub fn drain_events(&self) -> napi::Result<Vec<EventData>> {
-        Ok(self.shared.with(|p| p.drain_events())?.into_iter().map(EventData::from).collect())
+        let wall = Wall::now(&*self.shared.clock);
+        Ok(self.shared.with(|p| p.drain_events())?.into_iter().map(|e| EventData::new(e, &wall)).collect())
     }
 
     /// Events dropped because nobody drained them in time.
@@ -426,7 +431,7 @@ impl NativePool {
     }
 
     /// Closes the pool, releasing the tenant's ownership of its store. Later
-    /// calls fail with `InvalidInputError` (field `pool`). Idempotent.
+    /// calls fail with `PoolClosedError`. Idempotent.
     #[napi]
     pub fn close(&self) {
         self.link.close();

@@ -11,13 +11,13 @@ use std::sync::{Arc, Mutex};
 
 use pyo3::prelude::*;
 use pyo3::types::PyType;
-use repute_host::{Error, Lease as HostLease, Outcome, PoolOps};
+use repute_host::{Error, Lease as HostLease, Outcome, PoolOps, Wall};
 
 use crate::errors::{to_py, Failure};
 use crate::outcome;
 use crate::pool::Shared;
 use crate::time::ns_to_secs;
-use crate::views::lease_kind;
+use crate::views::{lease_kind, py_value, repr};
 
 const HELD: u8 = 0;
 const RELEASED: u8 = 1;
@@ -170,6 +170,18 @@ impl Lease {
         ns_to_secs(self.expires_at.load(Ordering::SeqCst))
     }
 
+    /// `granted_at` as Unix time (float seconds), mapped now.
+    #[getter]
+    fn granted_at_unix(&self) -> f64 {
+        Wall::now(&*self.shared.clock).unix_secs(self.lease.granted_at)
+    }
+
+    /// `expires_at` as Unix time (float seconds), mapped now.
+    #[getter]
+    fn expires_at_unix(&self) -> f64 {
+        Wall::now(&*self.shared.clock).unix_secs(self.expires_at.load(Ordering::SeqCst))
+    }
+
     /// The local deadline (pool clock seconds), before `expires_at` by the margin.
     #[getter]
     fn deadline(&self) -> f64 {
@@ -255,16 +267,16 @@ impl Lease {
         Ok(false)
     }
 
-    fn __repr__(&self) -> String {
-        format!(
-            "Lease(id={}, kind={:?}, value={:?}, context={:?}, permit={}, token={}, valid={})",
-            self.lease.id,
-            self.lease.resource.kind(),
-            self.lease.resource.value(),
-            self.lease.context.as_str(),
-            self.lease.permit,
-            self.lease.token,
-            self.valid()
-        )
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let fields = vec![
+            ("id", py_value(py, self.lease.id)?),
+            ("kind", py_value(py, self.lease.resource.kind())?),
+            ("value", py_value(py, self.lease.resource.value())?),
+            ("context", py_value(py, self.lease.context.as_str())?),
+            ("permit", py_value(py, self.lease.permit)?),
+            ("token", py_value(py, self.lease.token)?),
+            ("valid", py_value(py, self.valid())?),
+        ];
+        repr("Lease", fields)
     }
 }

@@ -15,7 +15,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyIterator, PyList, PyType};
 use repute_host::{
     Clock, EmbeddedPool, Error, Mode, Outcome, OwnersSpec, Policy, Pool as HostPool, PoolOps, RateLimit, Recovery,
-    Sharing, Store, StoreSpec, Strategy, SystemClock, TenantConfig,
+    Sharing, Store, StoreSpec, Strategy, SystemClock, TenantConfig, Wall,
 };
 
 use crate::clock::ManualClock;
@@ -23,7 +23,7 @@ use crate::errors::{invalid, to_py, Failure};
 use crate::lease::Lease;
 use crate::outcome;
 use crate::time::{ns_to_secs, positive_duration, secs_to_duration, secs_to_ns};
-use crate::views::{event, Cell, Resource, Stats};
+use crate::views::{event, Cell, ProbeTarget, Resource, Stats};
 
 /// Waiting for a permit polls with exponential backoff between these bounds:
 /// a release in this process wakes waiters at once (see `Shared::freed`), but
@@ -453,20 +453,23 @@ impl Pool {
         Ok(lifted)
     }
 
-    /// Cells waiting for a probe, as (kind, value, context), sorted.
-    fn due_for_probe(&self, py: Python<'_>) -> PyResult<Vec<(String, String, String)>> {
-        let due = self.call(py, |p| p.due_for_probe())?;
-        Ok(due.into_iter().map(|(r, c)| (r.kind().to_owned(), r.value().to_owned(), c.as_str().to_owned())).collect())
+    /// Cells waiting for a probe, sorted.
+    fn due_for_probe(&self, py: Python<'_>) -> PyResult<Vec<ProbeTarget>> {
+        Ok(self.call(py, |p| p.due_for_probe())?.into_iter().map(ProbeTarget::from).collect())
     }
 
     /// The resource's global cell first, then one per context, sorted by context.
     fn cells(&self, py: Python<'_>, kind: &str, value: &str) -> PyResult<Vec<Cell>> {
-        Ok(self.call(py, |p| p.cells(kind, value))?.into_iter().map(Cell::from).collect())
+        let cells = self.call(py, |p| p.cells(kind, value))?;
+        let wall = Wall::now(&*self.shared.clock);
+        Ok(cells.into_iter().map(|v| Cell::new(v, &wall)).collect())
     }
 
     /// Every registered resource, sorted.
     fn resources(&self, py: Python<'_>) -> PyResult<Vec<Resource>> {
-        Ok(self.call(py, |p| p.resources())?.into_iter().map(Resource::from).collect())
+        let resources = self.call(py, |p| p.resources())?;
+        let wall = Wall::now(&*self.shared.clock);
+        Ok(resources.into_iter().map(|v| Resource::new(v, &wall)).collect())
     }
 
     fn stats(&self, py: Python<'_>) -> PyResult<Stats> {
@@ -521,8 +524,9 @@ impl Pool {
     fn events<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyIterator>> {
         let events = self.call(py, |p| p.drain_events())?;
         let list = PyList::empty(py);
+        let wall = Wall::now(&*self.shared.clock);
         for e in events {
-            list.append(event(py, e)?)?;
+            list.append(event(py, e, &wall)?)?;
         }
         list.try_iter()
     }
@@ -571,6 +575,6 @@ impl Pool {
     }
 
     fn __repr__(&self) -> String {
-        format!("Pool(closed={})", self.closed())
+        format!("Pool(closed={})", if self.closed() { "True" } else { "False" })
     }
 }

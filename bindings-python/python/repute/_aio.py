@@ -32,9 +32,10 @@ from ._native import (
     Event,
     Lease,
     ManualClock,
-    NoResourceAvailable,
+    NoResourceAvailableError,
     Pool,
-    RateLimited,
+    ProbeTarget,
+    RateLimitedError,
     ReputeError,
     Resource,
     Stats,
@@ -288,14 +289,14 @@ class AsyncPool:
 
     def acquire(self, context: str, timeout: float | None = None) -> _Acquire:
         """The best lease for ``context``, waiting up to ``timeout`` seconds
-        (None: without limit); raises ``NoResourceAvailable`` or
-        ``RateLimited`` when the time is up."""
+        (None: without limit); raises ``NoResourceAvailableError`` or
+        ``RateLimitedError`` when the time is up."""
         return _Acquire(self, context, timeout)
 
     async def _acquire(self, context: str, timeout: float | None) -> AsyncLease:
         if timeout is not None and not (0.0 <= timeout < math.inf):
             # The blocking form checks its argument before touching the pool,
-            # so this raises the same InvalidInput without blocking.
+            # so this raises the same InvalidInputError without blocking.
             self._pool.acquire(context, timeout)
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
@@ -303,7 +304,7 @@ class AsyncPool:
         while True:
             try:
                 return AsyncLease(await self._attempt(context), self._inline)
-            except (NoResourceAvailable, RateLimited) as refusal:
+            except (NoResourceAvailableError, RateLimitedError) as refusal:
                 remaining = None if deadline is None else deadline - loop.time()
                 if remaining is not None and remaining <= 0:
                     raise
@@ -370,7 +371,7 @@ class AsyncPool:
     async def unblock(self, kind: str, value: str, context: str | None = None) -> bool:
         return await _call(self._inline, self._pool.unblock, kind, value, context)
 
-    async def due_for_probe(self) -> list[tuple[str, str, str]]:
+    async def due_for_probe(self) -> list[ProbeTarget]:
         return await _call(self._inline, self._pool.due_for_probe)
 
     async def cells(self, kind: str, value: str) -> list[Cell]:
