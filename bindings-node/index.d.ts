@@ -4,7 +4,9 @@ import { EventEmitter } from 'node:events';
 // API users see; the native addon behind it is an implementation detail).
 //
 // Units: durations and instants are milliseconds (numbers). Instants are on
-// the pool's clock, whose reading is `pool.now()`. Lease ids and fencing
+// the pool's clock, whose reading is `pool.now()`; beside each instant a view
+// or event shows, a `*UnixMs` field gives its Unix time in ms (as
+// `Date.now()`), mapped when the view was made. Lease ids and fencing
 // tokens are `bigint`: they are unsigned 64-bit counters and compared exactly.
 
 /// <reference lib="esnext.disposable" />
@@ -136,6 +138,7 @@ export interface BlockOptions {
 
 export interface BlockInfo {
   untilMs?: number;
+  untilUnixMs?: number;
   reason?: string;
 }
 
@@ -148,7 +151,9 @@ export interface LeaseData {
   permit: number;
   leaseKind: LeaseKind;
   grantedAtMs: number;
+  grantedAtUnixMs: number;
   expiresAtMs: number;
+  expiresAtUnixMs: number;
   ttlMs: number;
   /** Set for leases granted to this holder: see `Lease.valid`. */
   deadlineMs?: number;
@@ -163,6 +168,7 @@ export interface CellInfo {
   consecutiveFailures: number;
   consecutiveSuccesses: number;
   coolingUntilMs?: number;
+  coolingUntilUnixMs?: number;
   cause?: FailureKind;
   halfOpen: boolean;
   dueForProbe: boolean;
@@ -216,6 +222,7 @@ export type EventType =
 export interface PoolEvent {
   type: EventType;
   atMs: number;
+  atUnixMs: number;
   /** The resource concerned. */
   kind?: string;
   value?: string;
@@ -224,6 +231,7 @@ export interface PoolEvent {
   permits?: number;
   /** `cooled`, `blocklisted` (absent: until lifted). */
   untilMs?: number;
+  untilUnixMs?: number;
   /** `cooled`. */
   cause?: FailureKind;
   /** `blocklisted`: the block's reason; `rejected`: `no_candidates` or `rate_limited`. */
@@ -343,6 +351,7 @@ export class Pool implements Disposable {
   [Symbol.dispose](): void;
 }
 
+/** The codes of the host's code table (the Python binding's `code`s too). */
 export type ErrorCode =
   | 'invalid_input'
   | 'unknown_resource'
@@ -363,15 +372,38 @@ export type ErrorCode =
   | 'runtime'
   | 'closed';
 
+/**
+ * Base of every error repute throws. The native module builds each one, with
+ * a plain-text message (durations in ms), `code`, and every field of its
+ * class (`null` where that error has none). The class names are the Python
+ * binding's; fields are its attributes in camelCase, durations in ms.
+ */
 export class ReputeError extends Error {
-  constructor(message: string, details?: { code?: string });
-  readonly code: ErrorCode | string;
+  constructor(message: string, fields?: { code?: string } & Record<string, unknown>);
+  readonly code: ErrorCode;
 }
 export class InvalidInputError extends ReputeError {
-  constructor(message: string, details?: { field?: string; rule?: string });
   readonly code: 'invalid_input';
   readonly field: string;
   readonly rule: string;
+}
+export class UnknownResourceError extends ReputeError {
+  readonly code: 'unknown_resource';
+}
+export class UnknownLeaseError extends ReputeError {
+  readonly code: 'unknown_lease';
+}
+/** The token is not the lease's current one; which token is, is not told. */
+export class StaleLeaseError extends ReputeError {
+  readonly code: 'stale_lease';
+}
+export class LeaseExpiredError extends ReputeError {
+  readonly code: 'lease_expired';
+  /** Why the lease was lost, when the holder's side knows (`withLease`'s signal and rejection). */
+  readonly loss?: Loss | null;
+}
+export class BlockedError extends ReputeError {
+  readonly code: 'blocked';
 }
 export class NoResourceAvailableError extends ReputeError {
   readonly code: 'no_resource_available';
@@ -384,17 +416,9 @@ export class NoResourceAvailableError extends ReputeError {
   readonly cooling: number;
   readonly leased: number;
 }
-/** The token is not the lease's current one; which token is, is not told. */
-export class StaleLeaseError extends ReputeError {
-  readonly code: 'stale_lease';
-}
-export class LeaseExpiredError extends ReputeError {
-  readonly code: 'lease_expired';
-  /** Why the lease was lost, when the holder's side knows. */
-  readonly loss: Loss | null;
-}
-export class PoolClosedError extends ReputeError {
-  readonly code: 'closed';
+export class LeasedError extends ReputeError {
+  readonly code: 'leased';
+  readonly live: number;
 }
 export class BudgetExhaustedError extends ReputeError {
   readonly code: 'budget_exhausted';
@@ -405,27 +429,29 @@ export class RateLimitedError extends ReputeError {
   readonly code: 'rate_limited';
   readonly retryAfterMs: number;
 }
+export class InvalidSnapshotError extends ReputeError {
+  readonly code: 'invalid_snapshot';
+  readonly reason: 'truncated' | 'foreign' | 'unsupported_version' | 'checksum' | 'malformed' | 'invalid';
+  /** With reason `invalid`: the field and the rule it broke. */
+  readonly field: string | null;
+  readonly rule: string | null;
+}
+/** `storage_conflict` sets `expected`/`found` (checkpoint versions), `stale_epoch` `mine`/`stored` (owner epochs). */
 export class StoreError extends ReputeError {
   readonly code: 'storage_conflict' | 'stale_epoch' | 'storage_unavailable';
+  readonly expected: number | null;
+  readonly found: number | null;
+  readonly mine: number | null;
+  readonly stored: number | null;
 }
 export class NotOwnerError extends ReputeError {
   readonly code: 'not_owner';
   readonly owner: string;
 }
-export class UnknownResourceError extends ReputeError {
-  readonly code: 'unknown_resource';
+export class PoolClosedError extends ReputeError {
+  readonly code: 'closed';
 }
-export class UnknownLeaseError extends ReputeError {
-  readonly code: 'unknown_lease';
-}
-export class BlockedError extends ReputeError {
-  readonly code: 'blocked';
-}
-export class LeasedError extends ReputeError {
-  readonly code: 'leased';
-  readonly live: number;
-}
-export class InvalidSnapshotError extends ReputeError {
-  readonly code: 'invalid_snapshot';
-  readonly reason: 'truncated' | 'foreign' | 'unsupported_version' | 'checksum' | 'malformed' | 'invalid';
+/** The wasm runtime trapped (the shard was rebuilt) or failed. */
+export class InternalError extends ReputeError {
+  readonly code: 'trap' | 'runtime';
 }

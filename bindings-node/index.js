@@ -1,174 +1,68 @@
 'use strict';
 // The public JavaScript API of repute. The pool itself is the Rust core
 // behind `repute.node`; this file only converts: options to the native
-// config, native error payloads to typed errors (once, in `fromNative`),
+// config (the native module throws typed errors itself),
 // lease data to `Lease` objects, and pool events to an async iterator.
 
 const { EventEmitter } = require('node:events');
 const native = require('./repute.node');
 
 // ---------------------------------------------------------------- errors
+// The native module builds every error itself, as an instance of one of
+// these classes (the names of the host's code table, the Python binding's
+// too), with `code` and the class's fields set (see src/errors.rs); these
+// classes only give them their identity.
 
 class ReputeError extends Error {
-  /** @param {string} message @param {{code?: string}} [details] */
-  constructor(message, details = {}) {
+  /** @param {string} message @param {Record<string, unknown>} [fields] `code` and the class's fields */
+  constructor(message, fields = {}) {
     super(message);
     this.name = new.target.name;
-    this.code = details.code ?? 'repute';
+    Object.assign(this, fields);
   }
 }
 
-class InvalidInputError extends ReputeError {
-  constructor(message, details = {}) {
-    super(message, { code: 'invalid_input', ...details });
-    this.field = details.field;
-    this.rule = details.rule;
-  }
-}
+class InvalidInputError extends ReputeError {}
+class UnknownResourceError extends ReputeError {}
+class UnknownLeaseError extends ReputeError {}
+class StaleLeaseError extends ReputeError {}
+class LeaseExpiredError extends ReputeError {}
+class BlockedError extends ReputeError {}
+class NoResourceAvailableError extends ReputeError {}
+class LeasedError extends ReputeError {}
+class BudgetExhaustedError extends ReputeError {}
+class RateLimitedError extends ReputeError {}
+class InvalidSnapshotError extends ReputeError {}
+class StoreError extends ReputeError {}
+class NotOwnerError extends ReputeError {}
+class PoolClosedError extends ReputeError {}
+class InternalError extends ReputeError {}
 
-class NoResourceAvailableError extends ReputeError {
-  constructor(message, details = {}) {
-    super(message, { code: 'no_resource_available', ...details });
-    this.retryAfterMs = details.retryAfterMs ?? null;
-    this.noneRegistered = details.noneRegistered ?? false;
-    this.blocked = details.blocked ?? 0;
-    this.rateLimited = details.rateLimited ?? 0;
-    this.cooling = details.cooling ?? 0;
-    this.leased = details.leased ?? 0;
-  }
-}
-
-class StaleLeaseError extends ReputeError {
-  constructor(message, details = {}) {
-    super(message, { code: 'stale_lease', ...details });
-  }
-}
-
-class LeaseExpiredError extends ReputeError {
-  constructor(message, details = {}) {
-    super(message, { code: 'lease_expired', ...details });
-    /** Why the lease was lost, when the holder's side knows (`blocked`, `max_hold`, ...). */
-    this.loss = details.loss ?? null;
-  }
-}
-
-class BudgetExhaustedError extends ReputeError {
-  constructor(message, details = {}) {
-    super(message, { code: 'budget_exhausted', ...details });
-    this.budget = details.budget;
-    this.limit = details.limit;
-  }
-}
-
-class RateLimitedError extends ReputeError {
-  constructor(message, details = {}) {
-    super(message, { code: 'rate_limited', ...details });
-    this.retryAfterMs = details.retryAfterMs;
-  }
-}
-
-class StoreError extends ReputeError {
-  constructor(message, details = {}) {
-    super(message, { code: 'storage_unavailable', ...details });
-  }
-}
-
-class NotOwnerError extends ReputeError {
-  constructor(message, details = {}) {
-    super(message, { code: 'not_owner', ...details });
-    this.owner = details.owner;
-  }
-}
-
-class UnknownResourceError extends ReputeError {
-  constructor(message, details = {}) {
-    super(message, { code: 'unknown_resource', ...details });
-  }
-}
-
-class UnknownLeaseError extends ReputeError {
-  constructor(message, details = {}) {
-    super(message, { code: 'unknown_lease', ...details });
-  }
-}
-
-class BlockedError extends ReputeError {
-  constructor(message, details = {}) {
-    super(message, { code: 'blocked', ...details });
-  }
-}
-
-class LeasedError extends ReputeError {
-  constructor(message, details = {}) {
-    super(message, { code: 'leased', ...details });
-    this.live = details.live;
-  }
-}
-
-class InvalidSnapshotError extends ReputeError {
-  constructor(message, details = {}) {
-    super(message, { code: 'invalid_snapshot', ...details });
-    this.reason = details.reason;
-  }
-}
-
-class PoolClosedError extends ReputeError {
-  constructor(message, details = {}) {
-    super(message, { code: 'closed', ...details });
-  }
-}
-
-const BY_CODE = {
-  invalid_input: InvalidInputError,
-  no_resource_available: NoResourceAvailableError,
-  stale_lease: StaleLeaseError,
-  lease_expired: LeaseExpiredError,
-  budget_exhausted: BudgetExhaustedError,
-  rate_limited: RateLimitedError,
-  storage_conflict: StoreError,
-  stale_epoch: StoreError,
-  storage_unavailable: StoreError,
-  not_owner: NotOwnerError,
-  unknown_resource: UnknownResourceError,
-  unknown_lease: UnknownLeaseError,
-  blocked: BlockedError,
-  leased: LeasedError,
-  invalid_snapshot: InvalidSnapshotError,
-  closed: PoolClosedError,
-};
-
-const PAYLOAD = '{"repute":';
-
-/** The one mapping from a native error payload (see src/errors.rs) to a class. */
-function fromNative(e) {
-  if (!(e instanceof Error) || !e.message.startsWith(PAYLOAD)) return e;
-  const details = JSON.parse(e.message).repute;
-  const Class = BY_CODE[details.code] ?? ReputeError;
-  return new Class(details.message, details);
-}
-
-function call(f) {
-  try {
-    return f();
-  } catch (e) {
-    throw fromNative(e);
-  }
-}
-
-async function callAsync(promise) {
-  try {
-    return await promise;
-  } catch (e) {
-    throw fromNative(e);
-  }
-}
+native.setErrorClasses({
+  ReputeError,
+  InvalidInputError,
+  UnknownResourceError,
+  UnknownLeaseError,
+  StaleLeaseError,
+  LeaseExpiredError,
+  BlockedError,
+  NoResourceAvailableError,
+  LeasedError,
+  BudgetExhaustedError,
+  RateLimitedError,
+  InvalidSnapshotError,
+  StoreError,
+  NotOwnerError,
+  PoolClosedError,
+  InternalError,
+});
 
 // ------------------------------------------------------ argument checks
 // JavaScript types are checked here, where they are dynamic; value rules
 // (lengths, ranges) are the core's, and come back as InvalidInputError too.
 
 function invalidArg(field, rule) {
-  return new InvalidInputError(`invalid ${field}: ${rule}`, { field, rule });
+  return new InvalidInputError(`invalid ${field}: ${rule}`, { code: 'invalid_input', field, rule });
 }
 
 function str(field, v) {
@@ -222,17 +116,17 @@ const kNative = Symbol('repute.native');
 /** A clock that moves only when told to; pass it as `new Pool({ clock })`. */
 class ManualClock {
   constructor(startMs = 0) {
-    this[kNative] = call(() => new native.NativeClock(num('startMs', startMs)));
+    this[kNative] = new native.NativeClock(num('startMs', startMs));
   }
 
   /** Moves the clock forward by `ms`. */
   advance(ms) {
-    call(() => this[kNative].advance(num('ms', ms)));
+    this[kNative].advance(num('ms', ms));
   }
 
   /** Sets the reading; a value below the current one is ignored (monotonic). */
   set(ms) {
-    call(() => this[kNative].set(num('ms', ms)));
+    this[kNative].set(num('ms', ms));
   }
 
   /** The reading, in ms. */
@@ -399,7 +293,7 @@ function holdOptions(options) {
   const o = obj('options', options);
   const autoRenew = o.autoRenew === undefined ? false : bool('autoRenew', o.autoRenew);
   const maxHoldMs = optNum('maxHoldMs', o.maxHoldMs);
-  call(() => native.NativeLease.checkHold(autoRenew, maxHoldMs));
+  native.NativeLease.checkHold(autoRenew, maxHoldMs);
   return { autoRenew, maxHoldMs };
 }
 
@@ -470,7 +364,7 @@ class Pool {
 
   constructor(options = {}, adopt = undefined, opened = undefined) {
     const [config, clock] = nativeConfig(options);
-    this.#native = adopt === kAdopt ? opened : call(() => new native.NativePool(config, clock));
+    this.#native = adopt === kAdopt ? opened : new native.NativePool(config, clock);
     this.#durable = this.#native.durable;
     this.#link = this.#native.hasLink;
     this.#defaultTimeoutMs = this.#native.leaseTtlMs;
@@ -529,7 +423,7 @@ class Pool {
   /** `new Pool(options)`, with the store opened off the JS thread. */
   static async open(options = {}) {
     const [config, clock] = nativeConfig(options);
-    const opened = await callAsync(native.NativePool.open(config, clock));
+    const opened = await native.NativePool.open(config, clock);
     return new Pool(options, kAdopt, opened);
   }
 
@@ -542,15 +436,13 @@ class Pool {
   async #maybeAsync(frees, name, ...args) {
     try {
       return this.#durable ? await this.#native[`${name}Async`](...args) : this.#native[name](...args);
-    } catch (e) {
-      throw fromNative(e);
     } finally {
       this.#changed(frees);
     }
   }
 
   /**
-   * Runs a native call: typed errors, then `#changed`. `frees` marks calls
+   * Runs a native call, then `#changed`. `frees` marks calls
    * that can make a resource selectable (release, register, unblock,
    * report, restore): they wake sleeping `acquire` calls. Failed acquires
    * must not, or waiters would wake each other in a loop.
@@ -558,8 +450,6 @@ class Pool {
   #call(f, frees = false) {
     try {
       return f();
-    } catch (e) {
-      throw fromNative(e);
     } finally {
       this.#changed(frees);
     }
@@ -575,7 +465,7 @@ class Pool {
   }
 
   #pumpEvents() {
-    const events = call(() => this.#native.drainEvents());
+    const events = this.#native.drainEvents();
     if (events.length === 0) return;
     for (const sub of this.#subscribers) {
       sub.queue.push(...events);
@@ -607,9 +497,8 @@ class Pool {
     try {
       n = this.#native.acquire(context);
     } catch (e) {
-      const err = fromNative(e);
-      if (err instanceof NoResourceAvailableError) return null;
-      throw err;
+      if (e instanceof NoResourceAvailableError) return null;
+      throw e;
     } finally {
       this.#changed(false);
     }
@@ -632,7 +521,7 @@ class Pool {
     const hold = holdOptions(o);
     const timeoutMs = o.timeoutMs === undefined ? this.#defaultTimeoutMs : num('timeoutMs', o.timeoutMs);
     const signal = o.signal;
-    const waiting = call(() => this.#native.waiting(timeoutMs));
+    const waiting = this.#native.waiting(timeoutMs);
     for (;;) {
       signal?.throwIfAborted();
       let err;
@@ -650,7 +539,7 @@ class Pool {
 
   /** A JS lease over a native one, auto-renewed when asked. */
   #adopt(n, hold) {
-    if (hold.autoRenew) call(() => n.autoRenew(hold.maxHoldMs));
+    if (hold.autoRenew) n.autoRenew(hold.maxHoldMs);
     return new Lease(kAdopt, this, n);
   }
 
@@ -659,8 +548,6 @@ class Pool {
     if (!this.#link) return this.#maybeAsync(false, 'acquire', context);
     try {
       return await this.#native.linkAcquire(context);
-    } catch (e) {
-      throw fromNative(e);
     } finally {
       this.#changed(false);
     }
@@ -693,7 +580,7 @@ class Pool {
     if (typeof fn !== 'function') throw invalidArg('fn', 'must be a function');
     const lease = await this.acquire(context, options);
     const controller = new AbortController();
-    const onLost = (loss) => controller.abort(new LeaseExpiredError(`lease lost: ${loss}`, { loss }));
+    const onLost = (loss) => controller.abort(new LeaseExpiredError(`lease lost: ${loss}`, { code: 'lease_expired', loss }));
     lease.on('lost', onLost);
     let result;
     try {
@@ -705,7 +592,10 @@ class Pool {
     }
     lease.off('lost', onLost);
     if (!(await lease.release())) {
-      throw new LeaseExpiredError(`lease lost while the callback ran: ${lease.loss ?? 'expired'}`, { loss: lease.loss });
+      throw new LeaseExpiredError(`lease lost while the callback ran: ${lease.loss ?? 'expired'}`, {
+        code: 'lease_expired',
+        loss: lease.loss,
+      });
     }
     return result;
   }
@@ -729,8 +619,6 @@ class Pool {
   async [kRenew](n) {
     try {
       await (this.#durable ? n.renewAsync() : n.renew());
-    } catch (e) {
-      throw fromNative(e);
     } finally {
       this.#changed(false);
     }
@@ -744,8 +632,6 @@ class Pool {
         return n.releasedAs();
       }
       return this.#durable ? await n.releaseAsync() : n.release();
-    } catch (e) {
-      throw fromNative(e);
     } finally {
       this.#changed(true);
     }
@@ -755,8 +641,6 @@ class Pool {
     const latencyMs = num('latencyMs', obj('options', options).latencyMs ?? 0);
     try {
       await (this.#durable ? n.reportAsync({ ...spec, latencyMs }) : n.report({ ...spec, latencyMs }));
-    } catch (e) {
-      throw fromNative(e);
     } finally {
       this.#changed(true);
     }
@@ -836,7 +720,7 @@ class Pool {
   }
 
   snapshotJson(options = {}) {
-    return JSON.parse(call(() => this.#native.snapshotJson(obj('options', options).withLeases !== false)));
+    return JSON.parse(this.#native.snapshotJson(obj('options', options).withLeases !== false));
   }
 
   restoreJson(state) {
@@ -846,7 +730,7 @@ class Pool {
   /** Saves a checkpoint to the store (off the JS thread); resolves to its version. */
   async checkpoint(options = {}) {
     const withLeases = obj('options', options).withLeases !== false;
-    return callAsync(this.#native.checkpointAsync(withLeases));
+    return this.#native.checkpointAsync(withLeases);
   }
 
   /**
@@ -914,7 +798,7 @@ class Pool {
     if (this.#subscribers.size !== 0) this.#pumpEvents();
     try {
       // Closed even when the last checkpoint fails; that failure is thrown.
-      call(() => this.#native.close(checkpoint));
+      this.#native.close(checkpoint);
     } finally {
       for (const sub of this.#subscribers) {
         sub.done = true;
@@ -949,4 +833,5 @@ module.exports = {
   LeasedError,
   InvalidSnapshotError,
   PoolClosedError,
+  InternalError,
 };

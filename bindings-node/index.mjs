@@ -21,6 +21,7 @@ export const {
   LeasedError,
   InvalidSnapshotError,
   PoolClosedError,
+  InternalError,
 } = repute;
 
 export default repute;

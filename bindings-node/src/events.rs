@@ -3,7 +3,7 @@
 //! carries are set.
 
 use napi_derive::napi;
-use repute_host::{Event, EventKind, RejectReason, ResourceId};
+use repute_host::{Event, EventKind, RejectReason, ResourceId, Wall};
 
 use crate::units::ns_to_ms;
 use crate::views::LeaseData;
@@ -15,6 +15,8 @@ pub struct EventData {
     pub kind_name: &'static str,
     /// When it happened, on the pool's clock.
     pub at_ms: f64,
+    /// The same instant as Unix time (see `views`).
+    pub at_unix_ms: f64,
     /// The resource it concerns (`kind`, `value`), if any.
     pub kind: Option<String>,
     pub value: Option<String>,
@@ -22,6 +24,7 @@ pub struct EventData {
     pub permits: Option<u32>,
     /// End of a cooldown or block; absent for a block until lifted.
     pub until_ms: Option<f64>,
+    pub until_unix_ms: Option<f64>,
     /// The failure kind that cooled a cell.
     pub cause: Option<&'static str>,
     /// A block's reason, or why an acquire was rejected.
@@ -29,9 +32,14 @@ pub struct EventData {
     pub lease: Option<LeaseData>,
 }
 
-impl From<Event> for EventData {
-    fn from(e: Event) -> Self {
-        let mut out = EventData { kind_name: e.kind.name(), at_ms: ns_to_ms(e.at), ..Default::default() };
+impl EventData {
+    pub(crate) fn new(e: Event, wall: &Wall) -> Self {
+        let mut out = EventData {
+            kind_name: e.kind.name(),
+            at_ms: ns_to_ms(e.at),
+            at_unix_ms: wall.unix_ms(e.at),
+            ..Default::default()
+        };
         let mut resource = |r: &ResourceId| {
             out.kind = Some(r.kind().to_owned());
             out.value = Some(r.value().to_owned());
@@ -46,6 +54,7 @@ impl From<Event> for EventData {
                 resource(&r);
                 out.context = context.map(|c| c.as_str().to_owned());
                 out.until_ms = Some(ns_to_ms(until));
+                out.until_unix_ms = Some(wall.unix_ms(until));
                 out.cause = Some(cause.as_str());
             }
             EventKind::Recovered { resource: r, context } => {
@@ -56,6 +65,7 @@ impl From<Event> for EventData {
                 resource(&r);
                 out.context = context.map(|c| c.as_str().to_owned());
                 out.until_ms = until.map(ns_to_ms);
+                out.until_unix_ms = until.map(|t| wall.unix_ms(t));
                 out.reason = reason;
             }
             EventKind::Unblocked { resource: r, context } => {
@@ -69,7 +79,7 @@ impl From<Event> for EventData {
             | EventKind::Revoked { lease } => {
                 resource(&lease.resource);
                 out.context = Some(lease.context.as_str().to_owned());
-                out.lease = Some(LeaseData::new(&lease, None));
+                out.lease = Some(LeaseData::new(&lease, None, wall));
             }
             EventKind::Rejected { context, reason } => {
                 out.context = Some(context.as_str().to_owned());

@@ -10,7 +10,7 @@ use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::Status;
 use napi_derive::napi;
 use repute_host::holder::{hold, Field, Released, Waiting};
-use repute_host::{HeldLease, Holder};
+use repute_host::{HeldLease, Holder, Wall};
 
 use crate::errors::OrThrow;
 use crate::outcome::{self, OutcomeSpec};
@@ -62,7 +62,7 @@ impl NativeLease {
     pub fn data(&self) -> LeaseData {
         let mut lease = self.held.lease().clone();
         lease.expires_at = self.held.expires_at();
-        LeaseData::new(&lease, Some(self.held.deadline()))
+        LeaseData::new(&lease, Some(self.held.deadline()), &Wall::now(&**self.held.holder().clock()))
     }
 
     #[napi]

@@ -1,17 +1,17 @@
 //! repute-node: the Node.js addon behind the npm package `repute`.
 //!
 //! A thin layer over `repute-host`: it converts arguments and results
-//! between JavaScript and Rust and holds no pool logic. Errors leave Rust as
-//! one structured payload (see [`errors`]) that the JavaScript layer
-//! (`index.js`) turns into typed error classes, so each host error is mapped
-//! exactly once on each side. Times cross the boundary as milliseconds (the
+//! between JavaScript and Rust and holds no pool logic. Errors are built here as
+//! instances of `index.js`'s classes, registered once at load, from the
+//! host's code table (see [`errors`]). Times cross the boundary as milliseconds (the
 //! core counts nanoseconds). Calls that can block on IO have an `*Async`
 //! form that runs on the libuv thread pool and returns a Promise; on Redis,
 //! acquire and release run on the pool's own connection from the event
 //! loop instead (see [`link`]).
 
 mod clock;
-mod errors;
+/// Public: its free functions are entry points of the addon (`setErrorClasses`).
+pub mod errors;
 mod events;
 mod lease;
 mod link;

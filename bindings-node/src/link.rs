@@ -25,7 +25,7 @@ use repute_host::providers::{Address, Done, Exchange};
 use repute_host::{Error, Holder, Pool, StoreError};
 use socket2::{Domain, SockAddr, Socket, Type};
 
-use crate::errors::{to_js, OrThrow};
+use crate::errors::{to_js, to_js_value, OrThrow};
 use crate::lease::NativeLease;
 use crate::pool::NativePool;
 
@@ -360,7 +360,7 @@ impl Link {
                         check_status!(sys::napi_get_undefined(self.env, &mut undefined))
                             .and_then(|()| resolve(self.env, deferred, undefined))
                     }
-                    Err(e) => reject(self.env, deferred, &to_js(e).reason),
+                    Err(e) => to_js_value(self.env, e).and_then(|error| reject(self.env, deferred, error)),
                 };
                 // Nothing is left to tell: the promise could not be settled.
                 drop(settled);
@@ -404,11 +404,7 @@ unsafe fn resolve(env: sys::napi_env, deferred: sys::napi_deferred, value: sys::
     check_status!(sys::napi_resolve_deferred(env, deferred, value))
 }
 
-unsafe fn reject(env: sys::napi_env, deferred: sys::napi_deferred, payload: &str) -> napi::Result<()> {
-    let mut message = ptr::null_mut();
-    check_status!(sys::napi_create_string_utf8(env, payload.as_ptr().cast(), payload.len() as isize, &mut message))?;
-    let mut error = ptr::null_mut();
-    check_status!(sys::napi_create_error(env, ptr::null_mut(), message, &mut error))?;
+unsafe fn reject(env: sys::napi_env, deferred: sys::napi_deferred, error: sys::napi_value) -> napi::Result<()> {
     check_status!(sys::napi_reject_deferred(env, deferred, error))
 }
 

@@ -15,7 +15,7 @@ use napi::bindgen_prelude::{AsyncTask, BigInt, Buffer, Uint8Array};
 use napi_derive::napi;
 use repute_host::holder::{Cooldown, Field, OpenOptions};
 use repute_host::providers::Exchange;
-use repute_host::{finish_probe, start_probes, Clock, Error, Holder, Lease, Pool, PoolOps, Verdict};
+use repute_host::{finish_probe, start_probes, Clock, Error, Holder, Lease, Pool, PoolOps, Verdict, Wall};
 
 use crate::clock::NativeClock;
 use crate::errors::{invalid, OrThrow};
@@ -166,10 +166,11 @@ impl NativePool {
     pub fn probe_start(&self, max: u32) -> napi::Result<Vec<LeaseData>> {
         let leases = self.with(|p| start_probes(p, max as usize))?;
         let mut probes = self.probes.lock().unwrap_or_else(|p| p.into_inner());
+        let wall = Wall::now(&**self.holder.clock());
         Ok(leases
             .into_iter()
             .map(|l| {
-                let data = LeaseData::new(&l, None);
+                let data = LeaseData::new(&l, None, &wall);
                 probes.insert(l.id, l);
                 data
             })
@@ -260,7 +261,7 @@ impl NativePool {
     #[napi]
     pub fn lease(&self, id: BigInt) -> napi::Result<Option<LeaseData>> {
         let id = u64_arg("id", &id).or_throw()?;
-        Ok(self.with(|p| p.lease(id))?.map(|l| LeaseData::new(&l, None)))
+        Ok(self.with(|p| p.lease(id))?.map(|l| LeaseData::new(&l, None, &Wall::now(&**self.holder.clock()))))
     }
 
     #[napi]
@@ -309,17 +310,20 @@ impl NativePool {
 
     #[napi]
     pub fn cells(&self, kind: String, value: String) -> napi::Result<Vec<CellInfo>> {
-        Ok(self.with(|p| p.cells(&kind, &value))?.into_iter().map(CellInfo::from).collect())
+        let wall = Wall::now(&**self.holder.clock());
+        Ok(self.with(|p| p.cells(&kind, &value))?.into_iter().map(|c| CellInfo::new(c, &wall)).collect())
     }
 
     #[napi]
     pub fn resources(&self) -> napi::Result<Vec<ResourceInfo>> {
-        Ok(self.with(|p| p.resources())?.into_iter().map(ResourceInfo::from).collect())
+        let wall = Wall::now(&**self.holder.clock());
+        Ok(self.with(|p| p.resources())?.into_iter().map(|r| ResourceInfo::new(r, &wall)).collect())
     }
 
     #[napi]
     pub fn leases(&self) -> napi::Result<Vec<LeaseData>> {
-        Ok(self.with(|p| p.leases())?.iter().map(|l| LeaseData::new(l, None)).collect())
+        let wall = Wall::now(&**self.holder.clock());
+        Ok(self.with(|p| p.leases())?.iter().map(|l| LeaseData::new(l, None, &wall)).collect())
     }
 
     #[napi]
@@ -357,7 +361,8 @@ impl NativePool {
 
     #[napi]
     pub fn drain_events(&self) -> napi::Result<Vec<EventData>> {
-        Ok(self.with(|p| p.drain_events())?.into_iter().map(EventData::from).collect())
+        let wall = Wall::now(&**self.holder.clock());
+        Ok(self.with(|p| p.drain_events())?.into_iter().map(|e| EventData::new(e, &wall)).collect())
     }
 
     /// Events dropped because nobody drained them in time.

@@ -1,8 +1,10 @@
 //! Plain JavaScript objects for what the pool reports: leases, cells,
-//! resources, stats. Instants are ms on the pool's clock (`pool.now()`).
+//! resources, stats. Instants are ms on the pool's clock (`pool.now()`);
+//! beside each a `*UnixMs` field gives its Unix time in ms (as
+//! `Date.now()`), mapped when the view was made (see `repute_host::Wall`).
 
 use napi_derive::napi;
-use repute_host::{Block, CellView, Context, Lease, LeaseKind, ResourceId, ResourceView, Stats};
+use repute_host::{Block, CellView, Context, Lease, LeaseKind, ResourceId, ResourceView, Stats, Wall};
 
 use crate::units::ns_to_ms;
 
@@ -19,7 +21,9 @@ pub struct LeaseData {
     /// `client`, `trial` (a half-open trial) or `probe`.
     pub lease_kind: &'static str,
     pub granted_at_ms: f64,
+    pub granted_at_unix_ms: f64,
     pub expires_at_ms: f64,
+    pub expires_at_unix_ms: f64,
     pub ttl_ms: f64,
     /// When the holder must stop trusting the lease (I7): the clock reading
     /// taken before the grant or renewal was sent, plus the TTL, minus the
@@ -28,7 +32,7 @@ pub struct LeaseData {
 }
 
 impl LeaseData {
-    pub(crate) fn new(lease: &Lease, deadline: Option<u64>) -> Self {
+    pub(crate) fn new(lease: &Lease, deadline: Option<u64>, wall: &Wall) -> Self {
         LeaseData {
             id: lease.id,
             token: lease.token,
@@ -43,7 +47,9 @@ impl LeaseData {
                 LeaseKind::FailOpen => "fail_open",
             },
             granted_at_ms: ns_to_ms(lease.granted_at),
+            granted_at_unix_ms: wall.unix_ms(lease.granted_at),
             expires_at_ms: ns_to_ms(lease.expires_at),
+            expires_at_unix_ms: wall.unix_ms(lease.expires_at),
             ttl_ms: ns_to_ms(lease.ttl),
             deadline_ms: deadline.map(ns_to_ms),
         }
@@ -54,11 +60,16 @@ impl LeaseData {
 pub struct BlockInfo {
     /// Absent for a block that lasts until it is lifted.
     pub until_ms: Option<f64>,
+    pub until_unix_ms: Option<f64>,
     pub reason: Option<String>,
 }
 
-fn block(b: Option<&Block>) -> Option<BlockInfo> {
-    b.map(|b| BlockInfo { until_ms: b.until.map(ns_to_ms), reason: b.reason.clone() })
+fn block(b: Option<&Block>, wall: &Wall) -> Option<BlockInfo> {
+    b.map(|b| BlockInfo {
+        until_ms: b.until.map(ns_to_ms),
+        until_unix_ms: b.until.map(|t| wall.unix_ms(t)),
+        reason: b.reason.clone(),
+    })
 }
 
 #[napi(object, object_from_js = false)]
@@ -71,6 +82,7 @@ pub struct CellInfo {
     pub consecutive_failures: u32,
     pub consecutive_successes: u32,
     pub cooling_until_ms: Option<f64>,
+    pub cooling_until_unix_ms: Option<f64>,
     pub cause: Option<&'static str>,
     pub half_open: bool,
     pub due_for_probe: bool,
@@ -80,8 +92,8 @@ pub struct CellInfo {
     pub block: Option<BlockInfo>,
 }
 
-impl From<CellView> for CellInfo {
-    fn from(c: CellView) -> Self {
+impl CellInfo {
+    pub(crate) fn new(c: CellView, wall: &Wall) -> Self {
         CellInfo {
             context: c.context.map(|x| x.as_str().to_owned()),
             state: c.state.as_str(),
@@ -90,13 +102,14 @@ impl From<CellView> for CellInfo {
             consecutive_failures: c.consecutive_failures,
             consecutive_successes: c.consecutive_successes,
             cooling_until_ms: c.cooling_until.map(ns_to_ms),
+            cooling_until_unix_ms: c.cooling_until.map(|t| wall.unix_ms(t)),
             cause: c.cause.map(|k| k.as_str()),
             half_open: c.half_open,
             due_for_probe: c.due_for_probe,
             success_rate: c.success_rate,
             latency_ms: c.latency_ms,
             observations: c.observations as f64,
-            block: block(c.block.as_ref()),
+            block: block(c.block.as_ref(), wall),
         }
     }
 }
@@ -112,8 +125,8 @@ pub struct ResourceInfo {
     pub block: Option<BlockInfo>,
 }
 
-impl From<ResourceView> for ResourceInfo {
-    fn from(r: ResourceView) -> Self {
+impl ResourceInfo {
+    pub(crate) fn new(r: ResourceView, wall: &Wall) -> Self {
         ResourceInfo {
             kind: r.resource.kind().to_owned(),
             value: r.resource.value().to_owned(),
@@ -121,7 +134,7 @@ impl From<ResourceView> for ResourceInfo {
             leased: r.leased,
             score: r.score,
             contexts: r.contexts,
-            block: block(r.block.as_ref()),
+            block: block(r.block.as_ref(), wall),
         }
     }
 }

@@ -2,9 +2,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
+import * as repute from 'repute';
 import {
   Pool,
   ManualClock,
@@ -23,7 +25,13 @@ import {
   LeasedError,
   InvalidSnapshotError,
   PoolClosedError,
+  InternalError,
 } from 'repute';
+
+const native = createRequire(import.meta.url)('../repute.node');
+
+/** `retry_after` → `retryAfterMs` (a duration), `none_registered` → `noneRegistered`. */
+const camel = (name) => name.replace(/_(.)/g, (_, c) => c.toUpperCase()) + (name === 'retry_after' ? 'Ms' : '');
 
 function memoryPool(options = {}) {
   const clock = new ManualClock();
@@ -53,6 +61,82 @@ function throwsTyped(f, Class, fields) {
   });
   return caught;
 }
+
+test('every code of the host table is thrown as its class, with its fields, built natively', () => {
+  const rows = native._errorCodes();
+  const examples = native._errorExamples();
+  assert.deepEqual(
+    examples.map((e) => e.code),
+    rows.map((r) => r.code),
+  );
+  for (const [i, row] of rows.entries()) {
+    const e = examples[i];
+    const Class = repute[row.class];
+    assert.ok(Class, `${row.class} is exported`);
+    assert.ok(e instanceof Class && e instanceof ReputeError && e instanceof Error, row.code);
+    assert.equal(e.name, row.class);
+    assert.equal(Object.getPrototypeOf(e), Class.prototype, `${row.code} is a ${row.class} itself`);
+    for (const field of row.fields) assert.ok(camel(field) in e, `${row.code}.${camel(field)}`);
+    assert.doesNotMatch(e.message, /^\{|"repute"| ns\b/, 'plain text, in ms');
+    assert.match(e.stack, new RegExp(`^${row.class}: `));
+  }
+  const byCode = Object.fromEntries(examples.map((e) => [e.code, e]));
+  assert.deepEqual(
+    { ...byCode.no_resource_available },
+    {
+      name: 'NoResourceAvailableError',
+      code: 'no_resource_available',
+      retryAfterMs: 1500,
+      noneRegistered: false,
+      blocked: 1,
+      rateLimited: 1,
+      cooling: 1,
+      leased: 0,
+    },
+  );
+  assert.equal(byCode.no_resource_available.message, 'no resource available (1 blocked, 1 rate limited, 1 cooling; retry after 1500 ms)');
+  assert.equal(byCode.rate_limited.retryAfterMs, 250);
+  assert.equal(byCode.rate_limited.message, 'rate limited (retry after 250 ms)');
+  const conflict = byCode.storage_conflict;
+  assert.deepEqual([conflict.expected, conflict.found, conflict.mine, conflict.stored], [1, 2, null, null]);
+  const epoch = byCode.stale_epoch;
+  assert.deepEqual([epoch.expected, epoch.found, epoch.mine, epoch.stored], [null, null, 3, 4]);
+  assert.deepEqual([byCode.invalid_snapshot.reason, byCode.invalid_snapshot.field, byCode.invalid_snapshot.rule], ['invalid', 'policy', 'bad']);
+  assert.ok(byCode.trap instanceof InternalError && byCode.runtime instanceof InternalError);
+  assert.ok(byCode.closed instanceof PoolClosedError);
+  assert.equal(byCode.not_owner.owner, 'pid 7');
+  assert.equal(byCode.leased.live, 2);
+  const exported = Object.entries(repute)
+    .filter(([, v]) => typeof v === 'function' && v.prototype instanceof ReputeError)
+    .map(([k]) => k)
+    .sort();
+  assert.deepEqual(exported, [...new Set(rows.map((r) => r.class))].sort());
+});
+
+test('async calls reject with the same typed errors', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'repute-node-'));
+  try {
+    await assert.rejects(Pool.open({ store: `sqlite:${join(dir, 'missing', 'pool.db')}` }), (e) => {
+      assert.ok(e instanceof StoreError);
+      assert.equal(e.code, 'storage_unavailable');
+      assert.deepEqual([e.expected, e.found, e.mine, e.stored], [null, null, null, null]);
+      assert.doesNotMatch(e.message, /^\{/);
+      return true;
+    });
+    const pool = await Pool.open({ store: `sqlite:${join(dir, 'pool.db')}`, rateLimit: { rate: 2, burst: 1 }, clock: new ManualClock() });
+    pool.register('proxy', 'a', { permits: 2 });
+    await pool.acquire('c');
+    await assert.rejects(pool.acquire('c', { timeoutMs: 0 }), (e) => {
+      assert.ok(e instanceof RateLimitedError);
+      assert.deepEqual([e.code, e.retryAfterMs, e.message], ['rate_limited', 500, 'rate limited (retry after 500 ms)']);
+      return true;
+    });
+    await assert.rejects(pool.reportSuccess('proxy', 'nope', 'c'), UnknownResourceError);
+    pool.close();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
 
 test('InvalidInputError names the field and the rule, from the core and from the binding', async () => {
   const { pool } = memoryPool();
@@ -146,7 +230,11 @@ test('RateLimitedError from the acquire token bucket', async () => {
   const { pool } = memoryPool({ rateLimit: { rate: 2, burst: 1 } });
   pool.register('proxy', 'a', { permits: 4 });
   pool.tryAcquire('c');
-  throwsTyped(() => pool.tryAcquire('c'), RateLimitedError, { code: 'rate_limited', retryAfterMs: 500 });
+  throwsTyped(() => pool.tryAcquire('c'), RateLimitedError, {
+    code: 'rate_limited',
+    retryAfterMs: 500,
+    message: 'rate limited (retry after 500 ms)',
+  });
   await assert.rejects(pool.acquire('c', { timeoutMs: 0 }), RateLimitedError);
 });
 
@@ -155,6 +243,8 @@ test('StoreError when the SQLite store cannot be opened', () => {
   try {
     throwsTyped(() => new Pool({ store: `sqlite:${join(dir, 'missing', 'pool.db')}` }), StoreError, {
       code: 'storage_unavailable',
+      expected: null,
+      stored: null,
     });
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -202,6 +292,8 @@ test('InvalidSnapshotError leaves the pool as it was', () => {
   throwsTyped(() => pool.restore(Buffer.from('not a snapshot at all')), InvalidSnapshotError, {
     code: 'invalid_snapshot',
     reason: 'foreign',
+    field: null,
+    rule: null,
   });
   const bytes = pool.snapshot();
   bytes[bytes.length - 1] ^= 0xff;
@@ -216,5 +308,5 @@ test('a closed pool refuses calls', () => {
   const { pool } = memoryPool();
   pool.close();
   pool.close();
-  throwsTyped(() => pool.stats(), PoolClosedError, { code: 'closed' });
+  throwsTyped(() => pool.stats(), PoolClosedError, { code: 'closed', message: 'pool is closed' });
 });

@@ -9,6 +9,9 @@ import {
   InvalidInputError,
   ReputeError,
   StaleLeaseError,
+  StoreError,
+  PoolClosedError,
+  InternalError,
   type CellInfo,
   type PoolEvent,
   type Stats,
@@ -59,6 +62,12 @@ export async function tour(): Promise<number> {
     } else if (e instanceof StaleLeaseError) {
       const code: 'stale_lease' = e.code;
       void code;
+    } else if (e instanceof StoreError) {
+      const versions: [number | null, number | null] = [e.expected, e.found];
+      void versions;
+    } else if (e instanceof PoolClosedError || e instanceof InternalError) {
+      const code: 'closed' | 'trap' | 'runtime' = e.code;
+      void code;
     } else if (e instanceof ReputeError) {
       const code: string = e.code;
       void code;
@@ -66,7 +75,8 @@ export async function tour(): Promise<number> {
   }
   for await (const event of pool.events()) {
     const type: PoolEvent['type'] = event.type;
-    void type;
+    const when: [number, number] = [event.atMs, event.atUnixMs];
+    void type, when;
     break;
   }
   const cells: CellInfo[] = pool.cells('proxy', 'a');

@@ -1,35 +1,67 @@
 //! The one place where host errors become Python exceptions.
 //!
-//! Every exception derives from `repute.ReputeError` and carries `code`, the
-//! host's stable machine-readable code, so callers can branch on a string as
-//! the CLI and the Node binding do. Cases with data carry it as attributes
-//! (`field`/`rule`, `retry_after`, `owner`, ...); durations are float seconds.
-
-use std::convert::Infallible;
+//! The class, the code and the fields come from the host's code table
+//! (`repute_host::codes`), so the names are the Node binding's too. Every
+//! exception derives from `repute.ReputeError` and carries `code`, the
+//! host's stable machine-readable code, and every field of its class, with
+//! `None` where this error has no value for it. Durations are float seconds,
+//! in the attributes and in the message alike.
 
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
-use pyo3::{create_exception, intern, BoundObject, PyTypeInfo};
-use repute_host::{Error, Refusal, SnapshotError, StoreError as HostStoreError};
-
-use crate::time::ns_to_secs;
+use pyo3::types::{PyList, PyTuple, PyType};
+use pyo3::{create_exception, intern, IntoPyObjectExt};
+use repute_host::{codes, Error, Field, Unit};
 
 create_exception!(repute, ReputeError, PyException, "Base class of every error repute raises.");
-create_exception!(repute, InvalidInput, ReputeError, "An argument broke a validation rule.");
-create_exception!(repute, UnknownResource, ReputeError, "The resource is not registered.");
-create_exception!(repute, UnknownLease, ReputeError, "No live lease has that id.");
-create_exception!(repute, StaleLease, ReputeError, "The fencing token is not the lease's current one.");
-create_exception!(repute, LeaseExpired, ReputeError, "The lease ran out or was lost.");
-create_exception!(repute, Blocked, ReputeError, "The resource is blocklisted.");
-create_exception!(repute, NoResourceAvailable, ReputeError, "Nothing could be granted in time.");
-create_exception!(repute, ResourceLeased, ReputeError, "The resource still has live leases.");
-create_exception!(repute, BudgetExhausted, ReputeError, "A configured budget would be exceeded.");
-create_exception!(repute, RateLimited, ReputeError, "The acquire rate limit has no token.");
-create_exception!(repute, InvalidSnapshot, ReputeError, "A snapshot was refused; the pool is unchanged.");
+create_exception!(repute, InvalidInputError, ReputeError, "An argument broke a validation rule.");
+create_exception!(repute, UnknownResourceError, ReputeError, "The resource is not registered.");
+create_exception!(repute, UnknownLeaseError, ReputeError, "No live lease has that id.");
+create_exception!(repute, StaleLeaseError, ReputeError, "The fencing token is not the lease's current one.");
+create_exception!(repute, LeaseExpiredError, ReputeError, "The lease ran out or was lost.");
+create_exception!(repute, BlockedError, ReputeError, "The resource is blocklisted.");
+create_exception!(repute, NoResourceAvailableError, ReputeError, "Nothing could be granted in time.");
+create_exception!(repute, LeasedError, ReputeError, "The resource still has live leases.");
+create_exception!(repute, BudgetExhaustedError, ReputeError, "A configured budget would be exceeded.");
+create_exception!(repute, RateLimitedError, ReputeError, "The acquire rate limit has no token.");
+create_exception!(repute, InvalidSnapshotError, ReputeError, "A snapshot was refused; the pool is unchanged.");
 create_exception!(repute, StoreError, ReputeError, "The storage or fencing backend refused or failed.");
-create_exception!(repute, NotOwner, ReputeError, "Another pool or process owns the tenant.");
-create_exception!(repute, PoolClosed, ReputeError, "The pool was closed, or opened before os.fork().");
+create_exception!(repute, NotOwnerError, ReputeError, "Another pool or process owns the tenant.");
+create_exception!(repute, PoolClosedError, ReputeError, "The pool was closed, or opened before os.fork().");
 create_exception!(repute, InternalError, ReputeError, "The pool's runtime failed; the shard was rebuilt.");
+
+/// The exception class of a class name in the code table.
+fn class<'py>(py: Python<'py>, name: &str) -> Bound<'py, PyType> {
+    match name {
+        "InvalidInputError" => py.get_type::<InvalidInputError>(),
+        "UnknownResourceError" => py.get_type::<UnknownResourceError>(),
+        "UnknownLeaseError" => py.get_type::<UnknownLeaseError>(),
+        "StaleLeaseError" => py.get_type::<StaleLeaseError>(),
+        "LeaseExpiredError" => py.get_type::<LeaseExpiredError>(),
+        "BlockedError" => py.get_type::<BlockedError>(),
+        "NoResourceAvailableError" => py.get_type::<NoResourceAvailableError>(),
+        "LeasedError" => py.get_type::<LeasedError>(),
+        "BudgetExhaustedError" => py.get_type::<BudgetExhaustedError>(),
+        "RateLimitedError" => py.get_type::<RateLimitedError>(),
+        "InvalidSnapshotError" => py.get_type::<InvalidSnapshotError>(),
+        "StoreError" => py.get_type::<StoreError>(),
+        "NotOwnerError" => py.get_type::<NotOwnerError>(),
+        "PoolClosedError" => py.get_type::<PoolClosedError>(),
+        "InternalError" => py.get_type::<InternalError>(),
+        // A class a newer host adds is still a ReputeError with its code.
+        _ => py.get_type::<ReputeError>(),
+    }
+}
+
+/// Adds the base class and every class of the code table to the module.
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add(codes::BASE_CLASS, py.get_type::<ReputeError>())?;
+    for name in codes::classes() {
+        m.add(name, class(py, name))?;
+    }
+    Ok(())
+}
 
 /// Why a call did not reach, or was refused by, the host.
 #[derive(Debug)]
@@ -50,98 +82,50 @@ impl From<Error> for Failure {
     }
 }
 
-/// The exception class, message and attributes of one failure.
+/// The exception of one failure: the host's class, code, message (in
+/// seconds) and fields; `forked` takes the class of the host code it stands
+/// beside (a `PoolClosedError`).
 pub(crate) fn to_py(py: Python<'_>, failure: Failure) -> PyErr {
-    let e = match failure {
+    match failure {
+        Failure::Host(e) => host_error(py, &e),
         Failure::Forked { opened_in } => {
             let message = format!(
                 "this Pool was opened in process {opened_in}, before os.fork(); open a new Pool in this process"
             );
-            return raise::<PoolClosed>(py, message, "forked", &[]);
+            raise(py, &codes::CLOSED, message, "forked", &[])
         }
-        Failure::Python(e) => return e,
-        Failure::Host(e) => e,
-    };
-    let code = e.code();
-    let message = e.to_string();
-    match e {
-        Error::InvalidInput { field, rule } => {
-            raise::<InvalidInput>(py, message, code, &[("field", any(py, field)), ("rule", any(py, rule))])
-        }
-        Error::UnknownResource => raise::<UnknownResource>(py, message, code, &[]),
-        Error::UnknownLease => raise::<UnknownLease>(py, message, code, &[]),
-        Error::StaleLease => raise::<StaleLease>(py, message, code, &[]),
-        Error::LeaseExpired => raise::<LeaseExpired>(py, message, code, &[]),
-        Error::Blocked => raise::<Blocked>(py, message, code, &[]),
-        Error::NoResourceAvailable(r) => {
-            let retry_after = r.retry_after.map(ns_to_secs);
-            let message = match retry_after {
-                Some(s) => format!("no resource available ({}; retry after {s} s)", Refusal { retry_after: None, ..r }),
-                None => format!("no resource available ({r})"),
-            };
-            let attrs = [
-                ("retry_after", any(py, retry_after)),
-                ("none_registered", any(py, r.registered == 0)),
-                ("blocked", any(py, r.blocked)),
-                ("rate_limited", any(py, r.rate_limited)),
-                ("cooling", any(py, r.cooling)),
-                ("leased", any(py, r.leased)),
-            ];
-            raise::<NoResourceAvailable>(py, message, code, &attrs)
-        }
-        Error::Leased { live } => raise::<ResourceLeased>(py, message, code, &[("live", any(py, live))]),
-        Error::BudgetExhausted { budget, limit } => {
-            raise::<BudgetExhausted>(py, message, code, &[("budget", any(py, budget)), ("limit", any(py, limit))])
-        }
-        Error::RateLimited { retry_after } => {
-            let retry_after = ns_to_secs(retry_after);
-            let message = format!("rate limited (retry after {retry_after} s)");
-            raise::<RateLimited>(py, message, code, &[("retry_after", any(py, retry_after))])
-        }
-        Error::Snapshot(reason) => {
-            let field = match &reason {
-                SnapshotError::Invalid { field, .. } => Some(field.clone()),
-                _ => None,
-            };
-            raise::<InvalidSnapshot>(py, message, code, &[("field", any(py, field))])
-        }
-        Error::Store(store) => {
-            let attrs = match store {
-                HostStoreError::Conflict { expected, found } => {
-                    vec![("expected", any(py, expected)), ("found", any(py, found))]
-                }
-                HostStoreError::StaleEpoch { mine, stored } => {
-                    vec![("mine", any(py, mine)), ("stored", any(py, stored))]
-                }
-                HostStoreError::Unavailable(_) => Vec::new(),
-            };
-            raise::<StoreError>(py, message, code, &attrs)
-        }
-        Error::NotOwner { owner } => raise::<NotOwner>(py, message, code, &[("owner", any(py, owner))]),
-        Error::Closed => raise::<PoolClosed>(py, message, code, &[]),
-        // `Trap`, `Runtime` and any case a newer host adds.
-        _ => raise::<InternalError>(py, message, code, &[]),
+        Failure::Python(e) => e,
     }
 }
 
-/// An `InvalidInput` raised by the binding itself, for arguments that only
+fn host_error(py: Python<'_>, e: &Error) -> PyErr {
+    let info = e.info();
+    raise(py, info, e.message(Unit::Seconds), info.code, &e.fields())
+}
+
+/// An `InvalidInputError` raised by the binding itself, for arguments that only
 /// exist in Python (seconds, the renew margin), with the host's field/rule shape.
 pub(crate) fn invalid(field: &str, rule: &str) -> Failure {
     Failure::Host(Error::InvalidInput { field: field.to_owned(), rule: rule.to_owned() })
 }
 
-fn any<'py, T: IntoPyObject<'py, Error = Infallible>>(py: Python<'py>, value: T) -> Bound<'py, PyAny> {
-    let Ok(object) = value.into_pyobject(py);
-    object.into_bound().into_any()
+fn value<'py>(py: Python<'py>, field: Field<'_>) -> PyResult<Bound<'py, PyAny>> {
+    match field {
+        Field::Text(s) => s.into_bound_py_any(py),
+        Field::Count(n) => n.into_bound_py_any(py),
+        Field::Flag(b) => b.into_bound_py_any(py),
+        Field::Duration(ns) => ns.map(|ns| ns as f64 / 1e9).into_bound_py_any(py),
+        Field::Absent => Ok(py.None().into_bound(py)),
+    }
 }
 
-fn raise<E: PyTypeInfo>(py: Python<'_>, message: String, code: &str, attrs: &[(&str, Bound<'_, PyAny>)]) -> PyErr {
-    let err = PyErr::new::<E, _>(message);
-    let value = err.value(py);
+fn raise(py: Python<'_>, info: &codes::Code, message: String, code: &str, fields: &[(&str, Field<'_>)]) -> PyErr {
+    let err = PyErr::from_type(class(py, info.class), message);
+    let exception = err.value(py);
     let set = || -> PyResult<()> {
-        value.setattr(intern!(py, "code"), code)?;
-        for (name, attr) in attrs {
-            value.setattr(*name, attr)?;
+        exception.setattr(intern!(py, "code"), code)?;
+        for (name, field) in fields {
+            exception.setattr(*name, value(py, *field)?)?;
         }
         Ok(())
     };
@@ -149,4 +133,26 @@ fn raise<E: PyTypeInfo>(py: Python<'_>, message: String, code: &str, attrs: &[(&
         Ok(()) => err,
         Err(e) => e,
     }
+}
+
+/// The code table as `(code, status, class, fields)` tuples, and one
+/// exception of every row, for the tests that check the mapping.
+#[pyfunction]
+pub(crate) fn _error_table(py: Python<'_>) -> PyResult<(Bound<'_, PyList>, Bound<'_, PyList>)> {
+    let rows = codes::CODES
+        .iter()
+        .map(|row| {
+            PyTuple::new(
+                py,
+                [
+                    row.code.into_bound_py_any(py)?,
+                    row.status.into_bound_py_any(py)?,
+                    row.class.into_bound_py_any(py)?,
+                    row.fields.into_bound_py_any(py)?,
+                ],
+            )
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    let examples = Error::examples().iter().map(|e| host_error(py, e).into_value(py)).collect::<Vec<_>>();
+    Ok((PyList::new(py, rows)?, PyList::new(py, examples)?))
 }

@@ -7,13 +7,13 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use pyo3::types::PyType;
 use repute_host::holder::{Released, Waiting as HostWaiting};
-use repute_host::{HeldLease, Outcome};
+use repute_host::{HeldLease, Outcome, Wall};
 
 use crate::errors::{to_py, Failure};
 use crate::outcome;
 use crate::pool::Shared;
 use crate::time::{ns_to_secs, secs_to_ns};
-use crate::views::lease_kind;
+use crate::views::{lease_kind, py_value, repr};
 
 #[pyclass(frozen, module = "repute")]
 pub(crate) struct Lease {
@@ -106,6 +106,18 @@ impl Lease {
     #[getter]
     fn expires_at(&self) -> f64 {
         ns_to_secs(self.held.expires_at())
+    }
+
+    /// `granted_at` as Unix time (float seconds), mapped now.
+    #[getter]
+    fn granted_at_unix(&self) -> f64 {
+        Wall::now(&**self.shared.holder.clock()).unix_secs(self.held.lease().granted_at)
+    }
+
+    /// `expires_at` as Unix time (float seconds), mapped now.
+    #[getter]
+    fn expires_at_unix(&self) -> f64 {
+        Wall::now(&**self.shared.holder.clock()).unix_secs(self.held.expires_at())
     }
 
     /// The local deadline (pool clock seconds), before `expires_at` by the margin.
@@ -233,18 +245,18 @@ impl Lease {
         Ok(false)
     }
 
-    fn __repr__(&self) -> String {
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let lease = self.held.lease();
-        format!(
-            "Lease(id={}, kind={:?}, value={:?}, context={:?}, permit={}, token={}, valid={})",
-            lease.id,
-            lease.resource.kind(),
-            lease.resource.value(),
-            lease.context.as_str(),
-            lease.permit,
-            lease.token,
-            if self.held.valid() { "True" } else { "False" }
-        )
+        let fields = vec![
+            ("id", py_value(py, lease.id)?),
+            ("kind", py_value(py, lease.resource.kind())?),
+            ("value", py_value(py, lease.resource.value())?),
+            ("context", py_value(py, lease.context.as_str())?),
+            ("permit", py_value(py, lease.permit)?),
+            ("token", py_value(py, lease.token)?),
+            ("valid", py_value(py, self.held.valid())?),
+        ];
+        repr("Lease", fields)
     }
 }
 

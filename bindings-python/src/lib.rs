@@ -20,7 +20,6 @@ mod views;
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     fork::install();
-    let py = m.py();
     m.add_class::<pool::Pool>()?;
     m.add_class::<lease::Lease>()?;
     m.add_class::<lease::Waiting>()?;
@@ -29,6 +28,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<views::Cell>()?;
     m.add_class::<views::Resource>()?;
     m.add_class::<views::Stats>()?;
+    m.add_class::<views::ProbeTarget>()?;
     m.add_class::<views::Event>()?;
     m.add_class::<views::RegisteredEvent>()?;
     m.add_class::<views::UnregisteredEvent>()?;
@@ -43,21 +43,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<views::ReleasedEvent>()?;
     m.add_class::<views::LeaseExpiredEvent>()?;
     m.add_class::<views::RevokedEvent>()?;
-    m.add("ReputeError", py.get_type::<errors::ReputeError>())?;
-    m.add("InvalidInput", py.get_type::<errors::InvalidInput>())?;
-    m.add("UnknownResource", py.get_type::<errors::UnknownResource>())?;
-    m.add("UnknownLease", py.get_type::<errors::UnknownLease>())?;
-    m.add("StaleLease", py.get_type::<errors::StaleLease>())?;
-    m.add("LeaseExpired", py.get_type::<errors::LeaseExpired>())?;
-    m.add("Blocked", py.get_type::<errors::Blocked>())?;
-    m.add("NoResourceAvailable", py.get_type::<errors::NoResourceAvailable>())?;
-    m.add("ResourceLeased", py.get_type::<errors::ResourceLeased>())?;
-    m.add("BudgetExhausted", py.get_type::<errors::BudgetExhausted>())?;
-    m.add("RateLimited", py.get_type::<errors::RateLimited>())?;
-    m.add("InvalidSnapshot", py.get_type::<errors::InvalidSnapshot>())?;
-    m.add("StoreError", py.get_type::<errors::StoreError>())?;
-    m.add("NotOwner", py.get_type::<errors::NotOwner>())?;
-    m.add("PoolClosed", py.get_type::<errors::PoolClosed>())?;
-    m.add("InternalError", py.get_type::<errors::InternalError>())?;
+    errors::register(m)?;
+    m.add_function(wrap_pyfunction!(errors::_error_table, m)?)?;
     Ok(())
 }

@@ -41,7 +41,12 @@ impl RedisLink {
 
     /// Settled operations as `(op, value)` pairs: a `Lease`, None (a
     /// release done) or an exception instance.
-    fn settled<'py>(&self, py: Python<'py>, done: Vec<Done>, holds: Vec<Option<Option<u64>>>) -> PyResult<Bound<'py, PyList>> {
+    fn settled<'py>(
+        &self,
+        py: Python<'py>,
+        done: Vec<Done>,
+        holds: Vec<Option<Option<u64>>>,
+    ) -> PyResult<Bound<'py, PyList>> {
         let out = PyList::empty(py);
         for (d, hold) in done.into_iter().zip(holds) {
             let (op, value): (u32, Bound<'py, PyAny>) = match d {

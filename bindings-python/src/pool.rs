@@ -12,14 +12,14 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyIterator, PyList, PyType};
 use repute_host::holder::{Field, OpenOptions};
-use repute_host::{Clock, Holder, Outcome, Pool as HostPool, PoolOps};
+use repute_host::{Clock, Holder, Outcome, Pool as HostPool, PoolOps, Wall};
 
 use crate::clock::ManualClock;
 use crate::errors::{invalid, to_py, Failure};
 use crate::lease::Lease;
 use crate::outcome;
 use crate::time::{ns_to_secs, positive_duration, secs_to_ns};
-use crate::views::{event, Cell, Resource, Stats};
+use crate::views::{event, Cell, ProbeTarget, Resource, Stats};
 
 /// The Python spelling of the options the host validates.
 fn field_name(field: Field) -> &'static str {
@@ -369,20 +369,23 @@ impl Pool {
         self.call_freeing(py, |p| p.unblock(kind, value, context))
     }
 
-    /// Cells waiting for a probe, as (kind, value, context), sorted.
-    fn due_for_probe(&self, py: Python<'_>) -> PyResult<Vec<(String, String, String)>> {
-        let due = self.call(py, |p| p.due_for_probe())?;
-        Ok(due.into_iter().map(|(r, c)| (r.kind().to_owned(), r.value().to_owned(), c.as_str().to_owned())).collect())
+    /// Cells waiting for a probe, sorted.
+    fn due_for_probe(&self, py: Python<'_>) -> PyResult<Vec<ProbeTarget>> {
+        Ok(self.call(py, |p| p.due_for_probe())?.into_iter().map(ProbeTarget::from).collect())
     }
 
     /// The resource's global cell first, then one per context, sorted by context.
     fn cells(&self, py: Python<'_>, kind: &str, value: &str) -> PyResult<Vec<Cell>> {
-        Ok(self.call(py, |p| p.cells(kind, value))?.into_iter().map(Cell::from).collect())
+        let cells = self.call(py, |p| p.cells(kind, value))?;
+        let wall = Wall::now(&**self.shared.holder.clock());
+        Ok(cells.into_iter().map(|v| Cell::new(v, &wall)).collect())
     }
 
     /// Every registered resource, sorted.
     fn resources(&self, py: Python<'_>) -> PyResult<Vec<Resource>> {
-        Ok(self.call(py, |p| p.resources())?.into_iter().map(Resource::from).collect())
+        let resources = self.call(py, |p| p.resources())?;
+        let wall = Wall::now(&**self.shared.holder.clock());
+        Ok(resources.into_iter().map(|v| Resource::new(v, &wall)).collect())
     }
 
     fn stats(&self, py: Python<'_>) -> PyResult<Stats> {
@@ -431,8 +434,9 @@ impl Pool {
     fn events<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyIterator>> {
         let events = self.call(py, |p| p.drain_events())?;
         let list = PyList::empty(py);
+        let wall = Wall::now(&**self.shared.holder.clock());
         for e in events {
-            list.append(event(py, e)?)?;
+            list.append(event(py, e, &wall)?)?;
         }
         list.try_iter()
     }
@@ -478,6 +482,6 @@ impl Pool {
     }
 
     fn __repr__(&self) -> String {
-        format!("Pool(closed={})", self.closed())
+        format!("Pool(closed={})", if self.closed() { "True" } else { "False" })
     }
 }

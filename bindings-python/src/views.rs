@@ -1,14 +1,38 @@
 //! Read-only views of pool state and the typed event stream, as frozen
 //! Python objects. Times are float seconds on the pool's clock (the same
-//! clock as `Pool.now`), latencies float seconds.
+//! clock as `Pool.now`), latencies float seconds; beside each instant a
+//! `*_unix` field gives its Unix time (float seconds, as `time.time()`),
+//! mapped when the view was made (see `repute_host::Wall`). Reprs show
+//! Python values.
 
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyType;
-use repute_host::{Block, CellView, Event as HostEvent, EventKind, FailureKind, LeaseKind, RejectReason};
-use repute_host::{Lease as HostLease, ResourceView, Stats as HostStats};
+use pyo3::IntoPyObjectExt;
+use repute_host::{Block, CellView, Context, Event as HostEvent, EventKind, FailureKind, LeaseKind, RejectReason};
+use repute_host::{Lease as HostLease, ResourceId, ResourceView, Stats as HostStats, Wall};
 
 use crate::time::ns_to_secs;
+
+/// `Name(field=repr(value), ...)`, each value as Python's `repr` shows it.
+pub(crate) fn repr<'py>(name: &str, fields: Vec<(&str, Bound<'py, PyAny>)>) -> PyResult<String> {
+    let mut out = format!("{name}(");
+    for (i, (field, value)) in fields.into_iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        out.push_str(field);
+        out.push('=');
+        out.push_str(value.repr()?.to_str()?);
+    }
+    out.push(')');
+    Ok(out)
+}
+
+/// A value for [`repr`].
+pub(crate) fn py_value<'py, T: IntoPyObject<'py>>(py: Python<'py>, value: T) -> PyResult<Bound<'py, PyAny>> {
+    value.into_bound_py_any(py)
+}
 
 /// `repute.FailureKind` is a Python `str` enum (idiomatic, and accepted
 /// wherever a kind name is); views hand out its members.
@@ -44,6 +68,8 @@ pub(crate) struct Cell {
     consecutive_successes: u32,
     #[pyo3(get)]
     cooling_until: Option<f64>,
+    #[pyo3(get)]
+    cooling_until_unix: Option<f64>,
     cause: Option<FailureKind>,
     #[pyo3(get)]
     half_open: bool,
@@ -60,6 +86,8 @@ pub(crate) struct Cell {
     #[pyo3(get)]
     blocked_until: Option<f64>,
     #[pyo3(get)]
+    blocked_until_unix: Option<f64>,
+    #[pyo3(get)]
     block_reason: Option<String>,
 }
 
@@ -71,24 +99,40 @@ impl Cell {
         self.cause.map(|k| failure_kind(py, k)).transpose()
     }
 
-    fn __repr__(&self) -> String {
-        format!(
-            "Cell(context={:?}, state={:?}, score={}, effective_score={})",
-            self.context, self.state, self.score, self.effective_score
-        )
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let fields = vec![
+            ("context", py_value(py, &self.context)?),
+            ("state", py_value(py, self.state)?),
+            ("score", py_value(py, self.score)?),
+            ("effective_score", py_value(py, self.effective_score)?),
+        ];
+        repr("Cell", fields)
     }
 }
 
-fn block_parts(block: Option<Block>) -> (bool, Option<f64>, Option<String>) {
+/// Whether blocked, until when (pool clock and Unix), and why.
+struct BlockParts {
+    blocked: bool,
+    until: Option<f64>,
+    until_unix: Option<f64>,
+    reason: Option<String>,
+}
+
+fn block_parts(block: Option<Block>, wall: &Wall) -> BlockParts {
     match block {
-        Some(b) => (true, b.until.map(ns_to_secs), b.reason),
-        None => (false, None, None),
+        Some(b) => BlockParts {
+            blocked: true,
+            until: b.until.map(ns_to_secs),
+            until_unix: b.until.map(|t| wall.unix_secs(t)),
+            reason: b.reason,
+        },
+        None => BlockParts { blocked: false, until: None, until_unix: None, reason: None },
     }
 }
 
-impl From<CellView> for Cell {
-    fn from(v: CellView) -> Self {
-        let (blocked, blocked_until, block_reason) = block_parts(v.block);
+impl Cell {
+    pub(crate) fn new(v: CellView, wall: &Wall) -> Self {
+        let block = block_parts(v.block, wall);
         Cell {
             context: v.context.map(|c| c.as_str().to_owned()),
             state: v.state.as_str(),
@@ -97,15 +141,17 @@ impl From<CellView> for Cell {
             consecutive_failures: v.consecutive_failures,
             consecutive_successes: v.consecutive_successes,
             cooling_until: v.cooling_until.map(ns_to_secs),
+            cooling_until_unix: v.cooling_until.map(|t| wall.unix_secs(t)),
             cause: v.cause,
             half_open: v.half_open,
             due_for_probe: v.due_for_probe,
             success_rate: v.success_rate,
             latency: v.latency_ms / 1e3,
             observations: v.observations,
-            blocked,
-            blocked_until,
-            block_reason,
+            blocked: block.blocked,
+            blocked_until: block.until,
+            blocked_until_unix: block.until_unix,
+            block_reason: block.reason,
         }
     }
 }
@@ -130,22 +176,28 @@ pub(crate) struct Resource {
     #[pyo3(get)]
     blocked_until: Option<f64>,
     #[pyo3(get)]
+    blocked_until_unix: Option<f64>,
+    #[pyo3(get)]
     block_reason: Option<String>,
 }
 
 #[pymethods]
 impl Resource {
-    fn __repr__(&self) -> String {
-        format!(
-            "Resource(kind={:?}, value={:?}, permits={}, leased={}, score={})",
-            self.kind, self.value, self.permits, self.leased, self.score
-        )
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let fields = vec![
+            ("kind", py_value(py, &self.kind)?),
+            ("value", py_value(py, &self.value)?),
+            ("permits", py_value(py, self.permits)?),
+            ("leased", py_value(py, self.leased)?),
+            ("score", py_value(py, self.score)?),
+        ];
+        repr("Resource", fields)
     }
 }
 
-impl From<ResourceView> for Resource {
-    fn from(v: ResourceView) -> Self {
-        let (blocked, blocked_until, block_reason) = block_parts(v.block);
+impl Resource {
+    pub(crate) fn new(v: ResourceView, wall: &Wall) -> Self {
+        let block = block_parts(v.block, wall);
         Resource {
             kind: v.resource.kind().to_owned(),
             value: v.resource.value().to_owned(),
@@ -153,9 +205,10 @@ impl From<ResourceView> for Resource {
             leased: v.leased,
             score: v.score,
             contexts: v.contexts,
-            blocked,
-            blocked_until,
-            block_reason,
+            blocked: block.blocked,
+            blocked_until: block.until,
+            blocked_until_unix: block.until_unix,
+            block_reason: block.reason,
         }
     }
 }
@@ -181,11 +234,17 @@ pub(crate) struct Stats {
 
 #[pymethods]
 impl Stats {
-    fn __repr__(&self) -> String {
-        format!(
-            "Stats(resources={}, cells={}, contexts={}, live_leases={}, available={}, due_for_probe={}, now={})",
-            self.resources, self.cells, self.contexts, self.live_leases, self.available, self.due_for_probe, self.now
-        )
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let fields = vec![
+            ("resources", py_value(py, self.resources)?),
+            ("cells", py_value(py, self.cells)?),
+            ("contexts", py_value(py, self.contexts)?),
+            ("live_leases", py_value(py, self.live_leases)?),
+            ("available", py_value(py, self.available)?),
+            ("due_for_probe", py_value(py, self.due_for_probe)?),
+            ("now", py_value(py, self.now)?),
+        ];
+        repr("Stats", fields)
     }
 }
 
@@ -209,14 +268,20 @@ impl From<HostStats> for Stats {
 pub(crate) struct Event {
     #[pyo3(get)]
     at: f64,
+    #[pyo3(get)]
+    at_unix: f64,
     #[pyo3(get, name = "type")]
     kind: &'static str,
 }
 
 #[pymethods]
 impl Event {
-    fn __repr__(&self) -> String {
-        format!("<event {} at {}>", self.kind, self.at)
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        let py = slf.py();
+        let this = slf.get();
+        let name = slf.get_type().name()?;
+        let fields = vec![("type", py_value(py, this.kind)?), ("at", py_value(py, this.at)?)];
+        repr(name.to_str()?, fields)
     }
 }
 
@@ -251,6 +316,8 @@ pub(crate) struct CooledEvent {
     context: Option<String>,
     #[pyo3(get)]
     until: f64,
+    #[pyo3(get)]
+    until_unix: f64,
     cause: FailureKind,
 }
 
@@ -283,6 +350,8 @@ pub(crate) struct BlocklistedEvent {
     context: Option<String>,
     #[pyo3(get)]
     until: Option<f64>,
+    #[pyo3(get)]
+    until_unix: Option<f64>,
     #[pyo3(get)]
     reason: Option<String>,
 }
@@ -324,7 +393,13 @@ pub(crate) struct LeaseEvent {
     #[pyo3(get)]
     lease_kind: &'static str,
     #[pyo3(get)]
+    granted_at: f64,
+    #[pyo3(get)]
+    granted_at_unix: f64,
+    #[pyo3(get)]
     expires_at: f64,
+    #[pyo3(get)]
+    expires_at_unix: f64,
 }
 
 /// Declares the lease event classes, which add nothing to `LeaseEvent` but
@@ -345,7 +420,7 @@ lease_events!(
     RevokedEvent: "A lease was ended by a forced unregister; its holder is fenced out.",
 );
 
-fn lease_event(l: &HostLease) -> LeaseEvent {
+fn lease_event(l: &HostLease, wall: &Wall) -> LeaseEvent {
     LeaseEvent {
         lease_id: l.id,
         kind: l.resource.kind().to_owned(),
@@ -354,13 +429,17 @@ fn lease_event(l: &HostLease) -> LeaseEvent {
         permit: l.permit,
         token: l.token,
         lease_kind: lease_kind(l.kind),
+        granted_at: ns_to_secs(l.granted_at),
+        granted_at_unix: wall.unix_secs(l.granted_at),
         expires_at: ns_to_secs(l.expires_at),
+        expires_at_unix: wall.unix_secs(l.expires_at),
     }
 }
 
 /// The typed Python object of one host event.
-pub(crate) fn event(py: Python<'_>, e: HostEvent) -> PyResult<Bound<'_, PyAny>> {
-    let base = PyClassInitializer::from(Event { at: ns_to_secs(e.at), kind: e.kind.name() });
+pub(crate) fn event<'py>(py: Python<'py>, e: HostEvent, wall: &Wall) -> PyResult<Bound<'py, PyAny>> {
+    let base =
+        PyClassInitializer::from(Event { at: ns_to_secs(e.at), at_unix: wall.unix_secs(e.at), kind: e.kind.name() });
     let object = match e.kind {
         EventKind::Registered { resource, permits } => Bound::new(
             py,
@@ -386,6 +465,7 @@ pub(crate) fn event(py: Python<'_>, e: HostEvent) -> PyResult<Bound<'_, PyAny>> 
                 value: resource.value().to_owned(),
                 context: context.map(|c| c.as_str().to_owned()),
                 until: ns_to_secs(until),
+                until_unix: wall.unix_secs(until),
                 cause,
             }),
         )?
@@ -406,6 +486,7 @@ pub(crate) fn event(py: Python<'_>, e: HostEvent) -> PyResult<Bound<'_, PyAny>> 
                 value: resource.value().to_owned(),
                 context: context.map(|c| c.as_str().to_owned()),
                 until: until.map(ns_to_secs),
+                until_unix: until.map(|t| wall.unix_secs(t)),
                 reason,
             }),
         )?
@@ -431,20 +512,60 @@ pub(crate) fn event(py: Python<'_>, e: HostEvent) -> PyResult<Bound<'_, PyAny>> 
         )?
         .into_any(),
         EventKind::Leased { lease } => {
-            Bound::new(py, base.add_subclass(lease_event(&lease)).add_subclass(LeasedEvent {}))?.into_any()
+            Bound::new(py, base.add_subclass(lease_event(&lease, wall)).add_subclass(LeasedEvent {}))?.into_any()
         }
         EventKind::Renewed { lease } => {
-            Bound::new(py, base.add_subclass(lease_event(&lease)).add_subclass(RenewedEvent {}))?.into_any()
+            Bound::new(py, base.add_subclass(lease_event(&lease, wall)).add_subclass(RenewedEvent {}))?.into_any()
         }
         EventKind::Released { lease } => {
-            Bound::new(py, base.add_subclass(lease_event(&lease)).add_subclass(ReleasedEvent {}))?.into_any()
+            Bound::new(py, base.add_subclass(lease_event(&lease, wall)).add_subclass(ReleasedEvent {}))?.into_any()
         }
         EventKind::LeaseExpired { lease } => {
-            Bound::new(py, base.add_subclass(lease_event(&lease)).add_subclass(LeaseExpiredEvent {}))?.into_any()
+            Bound::new(py, base.add_subclass(lease_event(&lease, wall)).add_subclass(LeaseExpiredEvent {}))?.into_any()
         }
         EventKind::Revoked { lease } => {
-            Bound::new(py, base.add_subclass(lease_event(&lease)).add_subclass(RevokedEvent {}))?.into_any()
+            Bound::new(py, base.add_subclass(lease_event(&lease, wall)).add_subclass(RevokedEvent {}))?.into_any()
         }
     };
     Ok(object)
+}
+
+/// A cell waiting for a probe: `Pool.due_for_probe()` lists these.
+#[pyclass(frozen, module = "repute")]
+pub(crate) struct ProbeTarget {
+    #[pyo3(get)]
+    kind: String,
+    #[pyo3(get)]
+    value: String,
+    #[pyo3(get)]
+    context: String,
+}
+
+#[pymethods]
+impl ProbeTarget {
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let fields = vec![
+            ("kind", py_value(py, &self.kind)?),
+            ("value", py_value(py, &self.value)?),
+            ("context", py_value(py, &self.context)?),
+        ];
+        repr("ProbeTarget", fields)
+    }
+
+    fn __eq__(&self, other: &Self) -> bool {
+        (&self.kind, &self.value, &self.context) == (&other.kind, &other.value, &other.context)
+    }
+
+    fn __hash__(&self) -> u64 {
+        use std::hash::{DefaultHasher, Hash, Hasher};
+        let mut h = DefaultHasher::new();
+        (&self.kind, &self.value, &self.context).hash(&mut h);
+        h.finish()
+    }
+}
+
+impl From<(ResourceId, Context)> for ProbeTarget {
+    fn from((r, c): (ResourceId, Context)) -> Self {
+        ProbeTarget { kind: r.kind().to_owned(), value: r.value().to_owned(), context: c.as_str().to_owned() }
+    }
 }

@@ -69,7 +69,7 @@ def test_timeout_and_cancellation_leave_nothing_held() -> None:
         pool = repute.AsyncPool(repute.Pool())
         await pool.register("proxy", "a")
         held = await pool.acquire("shop")
-        with pytest.raises(repute.NoResourceAvailable) as caught:
+        with pytest.raises(repute.NoResourceAvailableError) as caught:
             await pool.acquire("shop", timeout=0.05)
         assert caught.value.retry_after is not None and 29.0 < caught.value.retry_after <= 30.0
 
@@ -88,10 +88,10 @@ def test_timeout_and_cancellation_leave_nothing_held() -> None:
 def test_async_errors_are_the_same_exceptions() -> None:
     async def main() -> None:
         pool = await repute.AsyncPool.open()
-        with pytest.raises(repute.InvalidInput) as caught:
+        with pytest.raises(repute.InvalidInputError) as caught:
             await pool.register("", "x")
         assert caught.value.field == "resource.kind"
-        with pytest.raises(repute.InvalidInput) as caught:
+        with pytest.raises(repute.InvalidInputError) as caught:
             await pool.acquire("shop", timeout=-1.0)
         assert caught.value.field == "timeout"
         with pytest.raises(ZeroDivisionError):

@@ -23,11 +23,11 @@ def test_child_gets_a_clear_error_and_can_open_its_own_pool() -> None:
             try:
                 pool.stats()
                 message = "inherited pool answered"
-            except repute.PoolClosed as e:
+            except repute.PoolClosedError as e:
                 message = f"{e.code}: {e}"
             try:
                 lease.release()
-            except repute.PoolClosed as e:
+            except repute.PoolClosedError as e:
                 message += f" | lease {e.code}"
             fresh = repute.Pool()
             fresh.register("proxy", "z")

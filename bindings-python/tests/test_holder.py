@@ -80,9 +80,9 @@ def test_a_failed_explicit_renewal_fires_the_callback_once() -> None:
     lost: list[str] = []
     lease.on_lost(lost.append)
     pool.block("proxy", "a")
-    with pytest.raises(repute.Blocked):
+    with pytest.raises(repute.BlockedError):
         lease.renew()
-    with pytest.raises(repute.LeaseExpired):
+    with pytest.raises(repute.LeaseExpiredError):
         lease.renew()
     assert lost == ["blocked"]
     # Listening after the loss runs the callback at once.
@@ -118,10 +118,10 @@ def test_max_hold_ends_an_auto_renewed_lease_and_frees_its_permit() -> None:
 
 def test_max_hold_goes_with_auto_renew() -> None:
     pool = short_pool()
-    with pytest.raises(repute.InvalidInput) as caught:
+    with pytest.raises(repute.InvalidInputError) as caught:
         pool.acquire("c", max_hold=1.0)
     assert (caught.value.field, caught.value.rule) == ("max_hold", "goes with auto_renew")
-    with pytest.raises(repute.InvalidInput) as caught:
+    with pytest.raises(repute.InvalidInputError) as caught:
         pool.acquire("c", auto_renew=True, max_hold=0.0)
     assert caught.value.field == "max_hold"
     assert pool.stats().live_leases == 0
@@ -197,7 +197,7 @@ def test_asyncio_acquire_waits_on_the_pools_clock(clock: repute.ManualClock) -> 
         # Real time passed, the pool's clock did not: still waiting.
         assert not waiter.done()
         clock.advance(5.0)
-        with pytest.raises(repute.NoResourceAvailable) as caught:
+        with pytest.raises(repute.NoResourceAvailableError) as caught:
             await waiter
         return caught.value.code
 

@@ -110,7 +110,7 @@ def test_acquire_times_out_with_the_retry_hint(pool: repute.Pool, clock: repute.
     # The timeout runs on the pool's clock: nothing ends it until the clock moves.
     timer = threading.Timer(0.1, clock.advance, (0.1,))
     timer.start()
-    with pytest.raises(repute.NoResourceAvailable) as caught:
+    with pytest.raises(repute.NoResourceAvailableError) as caught:
         pool.acquire("example.com", timeout=0.1)
     timer.join()
     assert time.monotonic() - started >= 0.1
@@ -120,7 +120,7 @@ def test_acquire_times_out_with_the_retry_hint(pool: repute.Pool, clock: repute.
 
 
 def test_waiting_releases_the_gil(pool: repute.Pool, clock: repute.ManualClock) -> None:
-    waiter = threading.Thread(target=lambda: pytest.raises(repute.NoResourceAvailable, pool.acquire, "c", 0.3))
+    waiter = threading.Thread(target=lambda: pytest.raises(repute.NoResourceAvailableError, pool.acquire, "c", 0.3))
     timer = threading.Timer(0.3, clock.advance, (0.3,))
     waiter.start()
     timer.start()
@@ -141,7 +141,7 @@ def test_local_deadline_demotes_the_lease(pool: repute.Pool, clock: repute.Manua
     clock.advance(0.1)  # 27 s: the local deadline, 3 s before the authority's expiry
     assert not lease.valid
     assert lease.expires_in == 0.0
-    with pytest.raises(repute.LeaseExpired, match="lease expired"):
+    with pytest.raises(repute.LeaseExpiredError, match="lease expired"):
         lease.renew()
     assert not lease.valid
     assert (lease.lost, lease.loss) == (True, "expired")
@@ -156,11 +156,11 @@ def test_a_failed_renewal_loses_the_lease_for_good(pool: repute.Pool) -> None:
     pool.register("proxy", "a")
     lease = pool.acquire("example.com")
     pool.block("proxy", "a")
-    with pytest.raises(repute.Blocked):
+    with pytest.raises(repute.BlockedError):
         lease.renew()
     assert not lease.valid and not lease.released
     pool.unblock("proxy", "a")
-    with pytest.raises(repute.LeaseExpired):
+    with pytest.raises(repute.LeaseExpiredError):
         lease.renew()  # lost stays lost, even though the authority would agree now
     with lease:
         pass  # releasing a lost lease raises nothing
@@ -191,7 +191,10 @@ def test_reports_move_reputation_and_cool_a_cell(clock: repute.ManualClock) -> N
     assert pool.try_acquire("shop") is None
     assert pool.due_for_probe() == []  # listed only once the cooldown ends
     clock.advance(240)
-    assert pool.due_for_probe() == [("proxy", "a", "shop")]
+    [due] = pool.due_for_probe()
+    assert isinstance(due, repute.ProbeTarget)
+    assert (due.kind, due.value, due.context) == ("proxy", "a", "shop")
+    assert repr(due) == "ProbeTarget(kind='proxy', value='a', context='shop')"
     probe = pool.acquire_for_probe("proxy", "a", "shop")
     assert probe.lease_kind == "probe"
     assert probe.ttl == 15.0
@@ -234,7 +237,7 @@ def test_unregister_force_revokes(pool: repute.Pool) -> None:
     lease = pool.acquire("c")
     pool.unregister("proxy", "a", force=True)
     assert pool.resources() == []
-    with pytest.raises(repute.UnknownLease):
+    with pytest.raises(repute.UnknownLeaseError):
         lease.renew()  # revoked: the pool no longer knows the lease
     assert not lease.valid
     pool.register("proxy", "a")

@@ -23,7 +23,7 @@ def test_a_timed_out_resource_comes_back_through_one_trial(clock: repute.ManualC
     for _ in range(3):
         with pool.acquire("gpt") as lease:
             lease.report_failure("timeout", latency=1.0)
-    with pytest.raises(repute.NoResourceAvailable) as caught:
+    with pytest.raises(repute.NoResourceAvailableError) as caught:
         pool.acquire("gpt", timeout=0)
     assert (caught.value.cooling, caught.value.retry_after) == (1, 240.0)
     clock.advance(240.0)
@@ -63,7 +63,7 @@ def test_rate_limited_pauses_the_cell_for_exactly_retry_after(clock: repute.Manu
     assert other is not None, "another model's cell is not paused"
     other.release()
     clock.advance(11.9)
-    with pytest.raises(repute.NoResourceAvailable) as caught:
+    with pytest.raises(repute.NoResourceAvailableError) as caught:
         pool.acquire("gpt", timeout=0)
     assert caught.value.rate_limited == 1
     assert caught.value.retry_after == pytest.approx(0.1)
@@ -78,10 +78,10 @@ def test_report_http_reads_any_header_mapping_and_maps_statuses(clock: repute.Ma
     pool.report_http("api-key", "k1", "gpt", 200, latency=0.3)
     pool.report_http("api-key", "k1", "gpt", 404)
     assert pool.cells("api-key", "k1")[1].score == -1 + 5 + 5
-    with pytest.raises(repute.InvalidInput) as caught:
+    with pytest.raises(repute.InvalidInputError) as caught:
         pool.report_http("api-key", "k1", "gpt", 99)
     assert (caught.value.field, caught.value.rule) == ("status", "must be an HTTP status code in 100..=599")
-    with pytest.raises(repute.InvalidInput) as caught:
+    with pytest.raises(repute.InvalidInputError) as caught:
         pool.report_http("api-key", "k1", "gpt", 429, headers=[1, 2])  # type: ignore[list-item]
     assert caught.value.field == "headers"
 
@@ -94,7 +94,7 @@ def test_a_dead_key_is_blocked_everywhere_until_unblocked(clock: repute.ManualCl
     blocked = [e for e in pool.events() if isinstance(e, repute.BlocklistedEvent)]
     assert [(e.value, e.context, e.until, e.reason) for e in blocked] == [("k1", None, None, "auth_failed")]
     clock.advance(10_000.0)
-    with pytest.raises(repute.NoResourceAvailable) as caught:
+    with pytest.raises(repute.NoResourceAvailableError) as caught:
         pool.acquire("claude", timeout=0)
     assert (caught.value.blocked, caught.value.retry_after) == (1, None)
     assert pool.unblock("api-key", "k1")
@@ -107,17 +107,17 @@ def test_a_spent_quota_pauses_the_key_for_every_model(clock: repute.ManualClock)
     pool.report_failure("api-key", "k1", "gpt", "quota_exhausted", latency=0.0, retry_after=3600.0)
     cooled = [e for e in pool.events() if isinstance(e, repute.CooledEvent)]
     assert [(e.context, e.until, e.cause) for e in cooled] == [(None, 3600.0, repute.FailureKind.QUOTA_EXHAUSTED)]
-    with pytest.raises(repute.NoResourceAvailable) as caught:
+    with pytest.raises(repute.NoResourceAvailableError) as caught:
         pool.acquire("claude", timeout=0)
     assert (caught.value.rate_limited, caught.value.retry_after) == (1, 3600.0)
-    with pytest.raises(repute.InvalidInput) as bad:
+    with pytest.raises(repute.InvalidInputError) as bad:
         pool.report_failure("api-key", "k1", "gpt", "timeout", latency=0.0, retry_after=1.0)
     assert (bad.value.field, bad.value.rule) == ("retry_after", "only rate_limited and quota_exhausted take one")
 
 
 def test_nothing_registered_is_named(clock: repute.ManualClock) -> None:
     pool = repute.Pool(clock=clock)
-    with pytest.raises(repute.NoResourceAvailable) as caught:
+    with pytest.raises(repute.NoResourceAvailableError) as caught:
         pool.acquire("gpt", timeout=0)
     assert caught.value.none_registered
     assert "none registered" in str(caught.value)
@@ -137,7 +137,7 @@ def test_classic_and_probe_recovery_are_settings(clock: repute.ManualClock) -> N
             pool.report_failure("api-key", "k1", "gpt", "slow", latency=2.0)
         clock.advance(120.0)
         assert (pool.due_for_probe() != []) == due, recovery
-    with pytest.raises(repute.InvalidInput) as caught:
+    with pytest.raises(repute.InvalidInputError) as caught:
         repute.Pool(recovery="sometimes")  # type: ignore[arg-type]
     assert (caught.value.field, caught.value.rule) == ("recovery", "must be one of traffic, probe, classic")
 
@@ -154,10 +154,10 @@ def test_cooling_rules_are_options_with_field_and_rule(clock: repute.ManualClock
         ({"auth_failed": {"base": 1.0}}, "policy.rules", "auth_failed blocks and has no cooling rule"),
     ]
     for cooldowns, field, rule in bad:
-        with pytest.raises(repute.InvalidInput) as caught:
+        with pytest.raises(repute.InvalidInputError) as caught:
             repute.Pool(cooldowns=cooldowns)  # type: ignore[arg-type]
         assert (caught.value.field, caught.value.rule) == (field, rule), cooldowns
-    with pytest.raises(repute.InvalidInput) as caught:
+    with pytest.raises(repute.InvalidInputError) as caught:
         repute.Pool(cooldowns={"melted": {"base": 1.0}})
     assert caught.value.field == "policy.rules.kind"
 
@@ -201,7 +201,7 @@ def test_the_pool_runs_the_probe_loop_with_the_users_probe(clock: repute.ManualC
 
 
 def test_a_probe_needs_probe_recovery() -> None:
-    with pytest.raises(repute.InvalidInput) as caught:
+    with pytest.raises(repute.InvalidInputError) as caught:
         repute.Pool(probe=lambda kind, value, context: True)
     assert (caught.value.field, caught.value.rule) == ("probe", 'goes with recovery="probe"')
 

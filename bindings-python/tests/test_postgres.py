@@ -39,7 +39,7 @@ def test_sharded_a_second_pool_is_refused_until_the_first_resigns(url: str, tena
     first = repute.Pool(store=url, tenant=tenant, strategy="first")
     first.register("proxy", "a")
     lease = first.acquire("shop", timeout=0)
-    with pytest.raises(repute.NotOwner) as caught:
+    with pytest.raises(repute.NotOwnerError) as caught:
         repute.Pool(store=url, tenant=tenant)
     assert caught.value.code == "not_owner"
     assert caught.value.owner == f"embedded pid {os.getpid()}"
@@ -69,7 +69,7 @@ def test_sharded_a_pool_whose_owner_lease_lapsed_stops_serving(url: str, tenant:
     assert done.returncode == 0, done.stderr
     successor = repute.Pool(store=url, tenant=tenant)
     deadline = time.monotonic() + 5.0
-    with pytest.raises(repute.NotOwner) as caught:
+    with pytest.raises(repute.NotOwnerError) as caught:
         while time.monotonic() < deadline:
             pool.stats()
             time.sleep(0.05)
@@ -90,7 +90,7 @@ def test_shared_pools_see_each_others_changes_and_never_share_a_permit(url: str,
         held = a.acquire("shop", timeout=0)
         # B's core finds x free, but the database still holds A's lease.
         assert b.try_acquire("shop") is None
-        with pytest.raises(repute.NoResourceAvailable):
+        with pytest.raises(repute.NoResourceAvailableError):
             b.acquire("shop", timeout=0.2)
         held.release()
         taken = b.acquire("shop", timeout=5.0)

@@ -49,7 +49,7 @@ def test_etcd_owners_refuse_a_second_pool_naming_the_first(tenant: str) -> None:
     owners = "etcd://" + etcd.removeprefix("http://")
     with repute.Pool(store=store, tenant=tenant, owners=owners, owner_ttl=2.0) as first:
         first.register("proxy", "a")
-        with pytest.raises(repute.NotOwner) as caught:
+        with pytest.raises(repute.NotOwnerError) as caught:
             repute.Pool(store=store, tenant=tenant, owners=owners, owner_ttl=2.0)
         assert caught.value.owner == f"embedded pid {os.getpid()}"
     with repute.Pool(store=store, tenant=tenant, owners=owners, owner_ttl=2.0) as second:
@@ -57,7 +57,7 @@ def test_etcd_owners_refuse_a_second_pool_naming_the_first(tenant: str) -> None:
 
 
 def test_bad_owners_names_the_field() -> None:
-    with pytest.raises(repute.InvalidInput) as caught:
+    with pytest.raises(repute.InvalidInputError) as caught:
         repute.Pool(store="memory", owners="zookeeper://x:1")
     assert caught.value.field == "owners"
 

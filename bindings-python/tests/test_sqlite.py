@@ -66,7 +66,7 @@ HOLD = """
 
     try:
         repute.Pool(store="sqlite:" + sys.argv[1], tenant="shop")
-    except repute.NotOwner as e:
+    except repute.NotOwnerError as e:
         print(json.dumps({"error": e.code, "owner": e.owner}))
 """
 
@@ -133,7 +133,7 @@ def test_a_process_killed_while_holding_a_lease_leaves_its_permit_held_until_the
         a.release()
         pool.block("proxy", "a")
         # Only b is left to choose, and the killed process's lease holds it until its TTL ends.
-        with pytest.raises(repute.NoResourceAvailable):
+        with pytest.raises(repute.NoResourceAvailableError):
             pool.acquire("example.com", timeout=0)
         b = pool.acquire("example.com", timeout=10)
         waited = time.monotonic() - seen["at"]

@@ -41,13 +41,13 @@ def use_pool(pool: repute.Pool) -> list[int]:
             del kind
     data: bytes = pool.snapshot()
     pool.restore(data)
-    due: list[tuple[str, str, str]] = pool.due_for_probe()
+    due: list[repute.ProbeTarget] = pool.due_for_probe()
     assert due == []
     folded: int = pool.sync()
     assert folded == 0  # nothing else writes to this pool's store
     try:
         repute.Pool().acquire("anywhere", timeout=0)
-    except repute.NoResourceAvailable as e:
+    except repute.NoResourceAvailableError as e:
         hint: float | None = e.retry_after
         code: str = e.code
         del hint, code

@@ -10,8 +10,9 @@
 //!
 //! Both implement [`PoolOps`], one method per core operation, each one
 //! component call. [`AsyncPool`] and [`AsyncPoolSet`] run the same calls on
-//! tokio's blocking pool, for providers that do IO. Errors are [`Error`], which mirrors the core's errors
-//! case for case; a trap in the component is contained (the shard is rebuilt
+//! tokio's blocking pool, for providers that do IO. Errors are [`Error`]: the core's cases and the host's
+//! own, each with its row in one table of codes ([`codes`]) that every front
+//! end reads; a trap in the component is contained (the shard is rebuilt
 //! from its last good state) and reported as [`Error::Trap`].
 
 mod bindings {
@@ -37,12 +38,13 @@ mod runtime;
 mod shard;
 mod store;
 mod two_phase;
+mod wall;
 
 use std::time::Duration;
 
 pub use asynchronous::{AsyncPool, AsyncPoolSet};
 pub use embedded::{EmbeddedPool, Sharing};
-pub use error::{Error, Result, SnapshotError, StoreError};
+pub use error::{codes, Error, Field, Result, SnapshotError, StoreError, Unit};
 pub use holder::{HeldLease, Holder, Loss, OpenOptions};
 pub use http_outcome::{http_outcome, retry_after_header};
 pub use ownership::{Keeper, Ownership, Standing};
@@ -58,6 +60,7 @@ pub use repute_core::{
 pub use runtime::{measure_cold_start, Variant};
 pub use store::{Mode, OwnersSpec, Store, StoreSpec};
 pub use two_phase::{InFlight, Proposal, Revoke, Step};
+pub use wall::Wall;
 
 /// How one tenant's pool is made. The default is a fresh, non-durable pool
 /// with the default policy and seed 0.

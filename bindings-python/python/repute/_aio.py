@@ -31,11 +31,11 @@ from ._native import (
     Cell,
     Event,
     Lease,
-    LeaseExpired,
     ManualClock,
-    NoResourceAvailable,
+    NoResourceAvailableError,
     Pool,
-    RateLimited,
+    ProbeTarget,
+    RateLimitedError,
     RedisLink,
     ReputeError,
     Resource,
@@ -284,7 +284,9 @@ class AsyncLease:
         # block ran, surfaces only when the block itself succeeded.
         if exc_type is None:
             if await self._release_as() == "lost_unseen":
-                raise LeaseExpired("lease expired")
+                # Released already: the blocking exit does no IO now, and
+                # raises the native LeaseExpiredError (with its code).
+                self._lease.__exit__(None, None, None)
             return
         try:
             await self.release()
@@ -443,7 +445,7 @@ class AsyncPool:
             try:
                 lease = AsyncLease(await self._attempt(context, hold), self._inline, self._link)
                 break
-            except (NoResourceAvailable, RateLimited) as refusal:
+            except (NoResourceAvailableError, RateLimitedError) as refusal:
                 wait = waiting.next(refusal.retry_after)
                 if wait is None:
                     raise
@@ -516,7 +518,7 @@ class AsyncPool:
     async def unblock(self, kind: str, value: str, context: str | None = None) -> bool:
         return await _call(self._inline, self._pool.unblock, kind, value, context)
 
-    async def due_for_probe(self) -> list[tuple[str, str, str]]:
+    async def due_for_probe(self) -> list[ProbeTarget]:
         return await _call(self._inline, self._pool.due_for_probe)
 
     async def cells(self, kind: str, value: str) -> list[Cell]:

@@ -142,7 +142,11 @@ fn full_lease_cycle_and_conflicts() {
     let p = r.problem(409, "no_resource_available");
     let retry: u64 = r.retry_after.as_deref().expect("Retry-After").parse().unwrap();
     assert!((1..=30).contains(&retry), "retry after {retry}");
-    assert!(p["retry_after"].as_f64().unwrap() <= 30.0);
+    let wait = p["retry_after_ms"].as_f64().unwrap();
+    assert!(wait <= 30_000.0, "{p}");
+    // The detail states the same wait, in the field's unit.
+    let detail = p["detail"].as_str().unwrap();
+    assert!(detail.ends_with(&format!("retry after {} ms)", wait.ceil() as u64)), "{detail}");
 
     let r = call("POST", &s.url(&format!("/v1/leases/{id}/renewals")), NONE, Some(json!({"token": 1})));
     assert_eq!(r.status, 200, "{}", r.body);
@@ -444,8 +448,8 @@ fn outcomes_speak_http_and_refusals_say_why() {
         p["reasons"],
         json!({"none_registered": false, "blocked": 1, "rate_limited": 1, "cooling": 0, "leased": 0})
     );
-    let retry = p["retry_after"].as_f64().unwrap();
-    assert!(retry > 119.0 && retry <= 120.0, "retry after {retry}");
+    let retry = p["retry_after_ms"].as_f64().unwrap();
+    assert!(retry > 119_000.0 && retry <= 120_000.0, "retry after {retry}");
     // Another model is not paused by k1's 429.
     assert_eq!(call("POST", &s.url("/v1/leases"), NONE, Some(json!({"context": "claude"}))).status, 201);
 
@@ -900,9 +904,10 @@ fn the_rate_flag_limits_acquires_and_logs_carry_no_colour_codes() {
     let r = call("POST", &url("/v1/leases"), NONE, Some(json!({"context": "c"})));
     let p = r.problem(429, "rate_limited");
     // One token takes 2 s at 0.5/s: the wait is what is left of it.
-    let wait = p["retry_after"].as_f64().unwrap();
-    assert!(wait > 0.0 && wait <= 2.0, "{p}");
-    assert_eq!(r.retry_after.as_deref(), Some(format!("{}", wait.ceil().max(1.0) as u64).as_str()));
+    let wait = p["retry_after_ms"].as_f64().unwrap();
+    assert!(wait > 0.0 && wait <= 2000.0, "{p}");
+    assert_eq!(r.retry_after.as_deref(), Some(format!("{}", (wait / 1e3).ceil().max(1.0) as u64).as_str()));
+    assert_eq!(p["detail"], format!("rate limited (retry after {} ms)", wait.ceil() as u64));
     let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
     let mut logs = String::new();
     child.stderr.take().unwrap().read_to_string(&mut logs).unwrap();

@@ -103,6 +103,11 @@ impl Holder {
         self.clock.now()
     }
 
+    /// The pool's clock.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
     /// True when calls wait for a network store (PostgreSQL, Redis).
     pub fn waits_on_network(&self) -> bool {
         self.network

@@ -26,9 +26,10 @@ pub struct ProblemBody {
     pub field: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rule: Option<String>,
-    /// Seconds until a retry may succeed (also sent as `Retry-After`).
+    /// Milliseconds until a retry may succeed (also sent as `Retry-After`,
+    /// in whole seconds as HTTP has it).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub retry_after: Option<f64>,
+    pub retry_after_ms: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
     /// Why an acquire found nothing: resources counted by what holds them back.
@@ -73,7 +74,7 @@ impl ProblemBody {
             detail: None,
             field: None,
             rule: None,
-            retry_after: None,
+            retry_after_ms: None,
             owner: None,
             reasons: None,
         }
@@ -140,47 +141,36 @@ fn request_field(pool_field: &str) -> &str {
     }
 }
 
-fn seconds(ns: u64) -> f64 {
-    ns as f64 / 1e9
+fn millis(ns: u64) -> f64 {
+    ns as f64 / 1e6
 }
 
+/// Status, code and title come from the host's code table (the bindings pick
+/// their classes from the same rows); the detail is the host's message in ms,
+/// the unit of `retry_after_ms`.
 impl From<repute_host::Error> for Problem {
     fn from(e: repute_host::Error) -> Problem {
         use repute_host::Error as E;
-        let code = e.code();
-        let detail = Some(e.to_string());
-        let p = |status, title: &str| ProblemBody { detail: detail.clone(), ..ProblemBody::new(status, code, title) };
+        let info = e.info();
+        let status = StatusCode::from_u16(info.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let base = ProblemBody {
+            detail: Some(e.message(repute_host::Unit::Millis)),
+            ..ProblemBody::new(status, info.code, info.title)
+        };
         let body = match e {
             E::InvalidInput { field, rule } => ProblemBody::invalid(request_field(&field), rule),
-            E::UnknownResource => p(StatusCode::NOT_FOUND, "Resource is not registered"),
-            E::UnknownLease => p(StatusCode::NOT_FOUND, "No live lease with that id"),
-            E::StaleLease => p(StatusCode::CONFLICT, "Stale fencing token"),
-            E::LeaseExpired => p(StatusCode::CONFLICT, "Lease expired"),
-            E::Blocked => p(StatusCode::CONFLICT, "Resource is blocklisted"),
             E::NoResourceAvailable(refusal) => ProblemBody {
-                retry_after: refusal.retry_after.map(seconds),
+                retry_after_ms: refusal.retry_after.map(millis),
                 reasons: Some(Reasons::from(&refusal)),
-                ..p(StatusCode::CONFLICT, "No resource available")
+                ..base
             },
-            E::Leased { .. } => p(StatusCode::CONFLICT, "Resource is leased"),
-            E::BudgetExhausted { budget, .. } => {
-                ProblemBody { field: Some(budget), ..p(StatusCode::UNPROCESSABLE_ENTITY, "Budget exhausted") }
+            E::BudgetExhausted { budget, .. } => ProblemBody { field: Some(budget), ..base },
+            E::RateLimited { retry_after } => ProblemBody { retry_after_ms: Some(millis(retry_after)), ..base },
+            E::Snapshot(repute_host::SnapshotError::Invalid { field, rule }) => {
+                ProblemBody { field: Some(field), rule: Some(rule), ..base }
             }
-            E::RateLimited { retry_after } => ProblemBody {
-                retry_after: Some(seconds(retry_after)),
-                ..p(StatusCode::TOO_MANY_REQUESTS, "Rate limited")
-            },
-            E::Snapshot(repute_host::SnapshotError::Invalid { field, rule }) => ProblemBody {
-                field: Some(field),
-                rule: Some(rule),
-                ..p(StatusCode::UNPROCESSABLE_ENTITY, "Snapshot refused")
-            },
-            E::Snapshot(_) => p(StatusCode::UNPROCESSABLE_ENTITY, "Snapshot refused"),
-            E::Store(_) => p(StatusCode::SERVICE_UNAVAILABLE, "Store refused or failed"),
-            E::NotOwner { owner } => {
-                ProblemBody { owner: Some(owner), ..p(StatusCode::MISDIRECTED_REQUEST, "Not the owner of this tenant") }
-            }
-            _ => p(StatusCode::INTERNAL_SERVER_ERROR, "Internal error"),
+            E::NotOwner { owner } => ProblemBody { owner: Some(owner), ..base },
+            _ => base,
         };
         body.into()
     }
@@ -189,7 +179,7 @@ impl From<repute_host::Error> for Problem {
 impl IntoResponse for Problem {
     fn into_response(self) -> Response {
         let status = StatusCode::from_u16(self.0.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let retry = self.0.retry_after.map(|s| s.ceil().max(1.0) as u64);
+        let retry = self.0.retry_after_ms.map(|ms| (ms / 1e3).ceil().max(1.0) as u64);
         let body = serde_json::to_vec(&*self.0).unwrap_or_default();
         let mut res = (status, body).into_response();
         res.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
@@ -197,5 +187,35 @@ impl IntoResponse for Problem {
             res.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
         res
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_error_answers_with_its_rows_status_code_and_title() {
+        for e in repute_host::Error::examples() {
+            let info = e.info();
+            let problem = Problem::from(e.clone());
+            assert_eq!(problem.0.status, info.status, "{}", info.code);
+            assert_eq!(problem.0.kind, format!("urn:repute:problem:{}", info.code));
+            if !matches!(e, repute_host::Error::InvalidInput { .. }) {
+                assert_eq!(problem.0.title, info.title);
+                assert_eq!(problem.0.detail.as_deref(), Some(e.message(repute_host::Unit::Millis).as_str()));
+            }
+        }
+    }
+
+    #[test]
+    fn a_refusal_states_its_wait_in_ms_in_the_detail_and_the_field() {
+        let e = repute_host::Error::RateLimited { retry_after: 1_500_000_000 };
+        let problem = Problem::from(e);
+        assert_eq!(problem.0.retry_after_ms, Some(1500.0));
+        assert_eq!(problem.0.detail.as_deref(), Some("rate limited (retry after 1500 ms)"));
+        let res = problem.into_response();
+        assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(res.headers()[header::RETRY_AFTER], "2");
     }
 }
