@@ -251,6 +251,8 @@ class AsyncLease:
     async def release(self) -> bool:
         """True if the lease was held up to now; False if it had been lost
         (its grant is still revoked at the authority)."""
+        if self._link is None and self._inline:
+            return self._lease.release()
         return await self._release_as() == "held"
 
     async def _release_as(self) -> str:
@@ -439,13 +441,17 @@ class AsyncPool:
         return _Acquire(self, context, timeout, _Hold(auto_renew, max_hold, cancel_on_loss))
 
     async def _acquire(self, context: str, timeout: float | None, hold: _Hold) -> AsyncLease:
-        # Checks `timeout` (InvalidInputError) before touching the pool.
-        waiting = self._pool._waiting(timeout)
+        # The plan starts the timeout now, and checks it (InvalidInputError)
+        # before the pool is touched; without one it is made at the first
+        # refusal, so a grant at once costs nothing more.
+        waiting = None if timeout is None else self._pool._waiting(timeout)
         while True:
             try:
                 lease = AsyncLease(await self._attempt(context, hold), self._inline, self._link)
                 break
             except (NoResourceAvailableError, RateLimitedError) as refusal:
+                if waiting is None:
+                    waiting = self._pool._waiting(None)
                 wait = waiting.next(refusal.retry_after)
                 if wait is None:
                     raise
@@ -460,11 +466,11 @@ class AsyncPool:
     async def _attempt(self, context: str, hold: _Hold) -> Lease:
         if self._link is not None:
             return await self._link.acquire(context, hold)
+        if self._inline:
+            return self._pool.acquire(context, 0.0, auto_renew=hold.auto_renew, max_hold=hold.max_hold)
         attempt = functools.partial(
             self._pool.acquire, context, 0.0, auto_renew=hold.auto_renew, max_hold=hold.max_hold
         )
-        if self._inline:
-            return attempt()
         loop = asyncio.get_running_loop()
         future = loop.run_in_executor(None, attempt)
         try:
