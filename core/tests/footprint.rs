@@ -1,0 +1,197 @@
+//! `Pool::footprint` against a counting allocator: on pools built to be
+//! large in each way a tenant can grow one (long names, many permits held,
+//! many contexts, dense per-context indexes grown afterwards, retired fence
+//! sets, long block reasons), the estimate is never below the heap bytes
+//! the pool really holds, and not far above them.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use repute_core::snapshot::{json_bound, JSON_PER_FOOTPRINT_BYTE};
+use repute_core::{Context, FailureKind, Outcome, Policy, Pool, ResourceId};
+
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE.fetch_add(new_size, Ordering::Relaxed);
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+/// The counter is process-wide: one measurement at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Heap bytes held by the pool `build` returns (everything else it made is
+/// dropped by then), boxed so the pool's own struct counts too.
+fn measured(build: impl FnOnce() -> Pool) -> (u64, u64) {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let before = LIVE.load(Ordering::SeqCst);
+    let mut pool = Box::new(build());
+    pool.drain_events();
+    let held = (LIVE.load(Ordering::SeqCst) - before) as u64;
+    let estimate = pool.stats().footprint;
+    assert_eq!(estimate, pool.footprint());
+    drop(pool);
+    (estimate, held)
+}
+
+fn name(prefix: &str, i: usize) -> String {
+    // The longest name the pool takes (256 bytes), unique per `i`.
+    let tag = format!("{prefix}-{i}-");
+    format!("{tag}{}", "x".repeat(256 - tag.len()))
+}
+
+fn id(i: usize) -> ResourceId {
+    ResourceId::new(name("kind", i), name("value", i)).unwrap()
+}
+
+fn ctx(i: usize) -> Context {
+    Context::new(name("context", i)).unwrap()
+}
+
+fn check(what: &str, build: impl FnOnce() -> Pool) -> (u64, u64) {
+    let (estimate, held) = measured(build);
+    println!("{what}: estimate {estimate} bytes, held {held} bytes ({:.2}×)", estimate as f64 / held as f64);
+    assert!(estimate >= held, "{what}: estimate {estimate} < held {held}");
+    assert!(estimate <= 2 * held + 4096, "{what}: estimate {estimate} far above held {held}");
+    (estimate, held)
+}
+
+#[test]
+fn an_empty_pool() {
+    check("empty", || Pool::new(Policy::default(), 1).unwrap());
+}
+
+#[test]
+fn resources_with_the_longest_names() {
+    check("2000 resources", || {
+        let mut p = Pool::new(Policy::default(), 1).unwrap();
+        for i in 0..2000 {
+            p.register(id(i), 1, 0).unwrap();
+        }
+        p
+    });
+}
+
+#[test]
+fn many_permits_held_in_long_contexts() {
+    check("50 × 1024 permits, half leased", || {
+        let mut p = Pool::new(Policy::default(), 1).unwrap();
+        for i in 0..50 {
+            p.register(id(i), 1024, 0).unwrap();
+        }
+        for i in 0..50 * 512 {
+            p.acquire(&ctx(i % 7), 0).unwrap();
+        }
+        p
+    });
+}
+
+#[test]
+fn cells_in_many_contexts_with_failures_and_blocks() {
+    check("100 resources × 300 contexts", || {
+        let mut p = Pool::new(Policy::default(), 1).unwrap();
+        for i in 0..100 {
+            p.register(id(i), 1, 0).unwrap();
+        }
+        let slow = Outcome::failure(FailureKind::Timeout, 900.0).unwrap();
+        for c in 0..300 {
+            for r in (c % 5..100).step_by(5) {
+                p.report(&id(r), &ctx(c), slow, 0).unwrap();
+            }
+            p.block(&id(c % 100), Some(&ctx(c)), Some(1_000_000_000_000), Some("r".repeat(1024)), 0).unwrap();
+        }
+        p
+    });
+}
+
+#[test]
+fn dense_context_indexes_grown_by_later_registrations() {
+    // With few resources one cell makes a context's index dense; registering
+    // many resources afterwards grows every such index.
+    check("500 dense contexts, then 3000 resources", || {
+        let mut p = Pool::new(Policy::default(), 1).unwrap();
+        for i in 0..8 {
+            p.register(id(i), 1, 0).unwrap();
+        }
+        let ok = Outcome::success(10.0).unwrap();
+        for c in 0..500 {
+            p.report(&id(c % 8), &ctx(c), ok, 0).unwrap();
+        }
+        for i in 8..3000 {
+            p.register(id(i), 1, 0).unwrap();
+        }
+        p
+    });
+}
+
+#[test]
+fn retired_fence_sets() {
+    check("3000 registered and removed", || {
+        let mut p = Pool::new(Policy::default(), 1).unwrap();
+        for i in 0..3000 {
+            p.register(id(i), 8, 0).unwrap();
+            p.unregister(&id(i), false, 0).unwrap();
+        }
+        p
+    });
+}
+
+/// A name of `len` bytes, unique per `i`, made of the character JSON
+/// escapes (`"` becomes `\"`), so its JSON is as long as a name's can be.
+fn quoted(prefix: &str, i: usize, len: usize) -> String {
+    let tag = format!("{prefix}{i}");
+    format!("{tag}{}", "\"".repeat(len - tag.len()))
+}
+
+#[test]
+fn the_json_snapshot_stays_within_its_bounds() {
+    for window in [10, 1024] {
+        let policy = Policy { window, ..Policy::default() };
+        let mut p = Pool::new(policy, 1).unwrap();
+        let timeout = Outcome::failure(FailureKind::Timeout, 123456.789).unwrap();
+        let (resources, contexts) = (20, 5);
+        for i in 0..resources {
+            let id = ResourceId::new(quoted("k", i, 256), quoted("v", i, 256)).unwrap();
+            p.register(id.clone(), 1, 0).unwrap();
+            p.block(&id, None, Some(1 << 60), Some(quoted("r", i, 1024)), 0).unwrap();
+            for c in 0..contexts {
+                let context = Context::new(quoted("c", c, 256)).unwrap();
+                for _ in 0..window {
+                    p.report(&id, &context, timeout, 0).unwrap();
+                }
+                p.block(&id, Some(&context), Some(1 << 60), Some(quoted("r", c, 1024)), 0).unwrap();
+            }
+        }
+        let json = p.snapshot_json(0, true).len() as u64;
+        let cells = (resources * contexts) as u32;
+        assert!(json <= json_bound(resources as u32, cells, window), "window {window}: {json} bytes");
+        assert!(json <= JSON_PER_FOOTPRINT_BYTE * p.footprint(), "window {window}: {json} bytes");
+    }
+    // Leases in the longest contexts, on resources of many permits.
+    let mut p = Pool::new(Policy::default(), 1).unwrap();
+    for i in 0..10 {
+        p.register(ResourceId::new(quoted("k", i, 256), quoted("v", i, 256)).unwrap(), 1024, 0).unwrap();
+    }
+    for i in 0..10 * 1024 {
+        p.acquire(&Context::new(quoted("c", i % 3, 256)).unwrap(), 0).unwrap();
+    }
+    let json = p.snapshot_json(0, true).len() as u64;
+    assert!(json <= JSON_PER_FOOTPRINT_BYTE * p.footprint(), "{json} bytes, footprint {}", p.footprint());
+}
