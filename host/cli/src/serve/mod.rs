@@ -108,7 +108,8 @@ pub struct Args {
     pub max_cells: Option<u32>,
     /// Heap bytes one tenant's pool may hold in its shard's wasm instance,
     /// which all tenants of the shard share (the pool's own footprint, e.g.
-    /// ~900 bytes a resource with the longest names, ~700 a cell). A request
+    /// ~300 bytes a resource with a short name, ~790 with the longest names,
+    /// ~630 a cell). A request
     /// that would grow a tenant at its share gets a 422; an import must fit.
     #[arg(long, env = "REPUTE_MAX_TENANT_BYTES", value_parser = clap::value_parser!(u64).range(1..))]
     pub max_tenant_bytes: Option<u64>,
