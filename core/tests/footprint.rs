@@ -3,12 +3,13 @@
 //! many contexts, dense per-context indexes grown afterwards, retired fence
 //! sets, long block reasons), the estimate is never below the heap bytes
 //! the pool really holds, and not far above them.
+//!
+//! The counter is process-wide, so the cases run one after another in one
+//! test: no other test thread allocates while one is measured.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 
-use repute_core::snapshot::{json_bound, JSON_PER_FOOTPRINT_BYTE};
 use repute_core::{Context, FailureKind, Outcome, Policy, Pool, ResourceId};
 
 struct Counting;
@@ -34,13 +35,9 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static ALLOC: Counting = Counting;
 
-/// The counter is process-wide: one measurement at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
-
 /// Heap bytes held by the pool `build` returns (everything else it made is
 /// dropped by then), boxed so the pool's own struct counts too.
 fn measured(build: impl FnOnce() -> Pool) -> (u64, u64) {
-    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let before = LIVE.load(Ordering::SeqCst);
     let mut pool = Box::new(build());
     pool.drain_events();
@@ -73,12 +70,10 @@ fn check(what: &str, build: impl FnOnce() -> Pool) -> (u64, u64) {
     (estimate, held)
 }
 
-#[test]
 fn an_empty_pool() {
     check("empty", || Pool::new(Policy::default(), 1).unwrap());
 }
 
-#[test]
 fn resources_with_the_longest_names() {
     check("2000 resources", || {
         let mut p = Pool::new(Policy::default(), 1).unwrap();
@@ -89,7 +84,6 @@ fn resources_with_the_longest_names() {
     });
 }
 
-#[test]
 fn many_permits_held_in_long_contexts() {
     check("50 × 1024 permits, half leased", || {
         let mut p = Pool::new(Policy::default(), 1).unwrap();
@@ -103,7 +97,6 @@ fn many_permits_held_in_long_contexts() {
     });
 }
 
-#[test]
 fn cells_in_many_contexts_with_failures_and_blocks() {
     check("100 resources × 300 contexts", || {
         let mut p = Pool::new(Policy::default(), 1).unwrap();
@@ -121,7 +114,6 @@ fn cells_in_many_contexts_with_failures_and_blocks() {
     });
 }
 
-#[test]
 fn dense_context_indexes_grown_by_later_registrations() {
     // With few resources one cell makes a context's index dense; registering
     // many resources afterwards grows every such index.
@@ -141,7 +133,6 @@ fn dense_context_indexes_grown_by_later_registrations() {
     });
 }
 
-#[test]
 fn retired_fence_sets() {
     check("3000 registered and removed", || {
         let mut p = Pool::new(Policy::default(), 1).unwrap();
@@ -153,45 +144,12 @@ fn retired_fence_sets() {
     });
 }
 
-/// A name of `len` bytes, unique per `i`, made of the character JSON
-/// escapes (`"` becomes `\"`), so its JSON is as long as a name's can be.
-fn quoted(prefix: &str, i: usize, len: usize) -> String {
-    let tag = format!("{prefix}{i}");
-    format!("{tag}{}", "\"".repeat(len - tag.len()))
-}
-
 #[test]
-fn the_json_snapshot_stays_within_its_bounds() {
-    for window in [10, 1024] {
-        let policy = Policy { window, ..Policy::default() };
-        let mut p = Pool::new(policy, 1).unwrap();
-        let timeout = Outcome::failure(FailureKind::Timeout, 123456.789).unwrap();
-        let (resources, contexts) = (20, 5);
-        for i in 0..resources {
-            let id = ResourceId::new(quoted("k", i, 256), quoted("v", i, 256)).unwrap();
-            p.register(id.clone(), 1, 0).unwrap();
-            p.block(&id, None, Some(1 << 60), Some(quoted("r", i, 1024)), 0).unwrap();
-            for c in 0..contexts {
-                let context = Context::new(quoted("c", c, 256)).unwrap();
-                for _ in 0..window {
-                    p.report(&id, &context, timeout, 0).unwrap();
-                }
-                p.block(&id, Some(&context), Some(1 << 60), Some(quoted("r", c, 1024)), 0).unwrap();
-            }
-        }
-        let json = p.snapshot_json(0, true).len() as u64;
-        let cells = (resources * contexts) as u32;
-        assert!(json <= json_bound(resources as u32, cells, window), "window {window}: {json} bytes");
-        assert!(json <= JSON_PER_FOOTPRINT_BYTE * p.footprint(), "window {window}: {json} bytes");
-    }
-    // Leases in the longest contexts, on resources of many permits.
-    let mut p = Pool::new(Policy::default(), 1).unwrap();
-    for i in 0..10 {
-        p.register(ResourceId::new(quoted("k", i, 256), quoted("v", i, 256)).unwrap(), 1024, 0).unwrap();
-    }
-    for i in 0..10 * 1024 {
-        p.acquire(&Context::new(quoted("c", i % 3, 256)).unwrap(), 0).unwrap();
-    }
-    let json = p.snapshot_json(0, true).len() as u64;
-    assert!(json <= JSON_PER_FOOTPRINT_BYTE * p.footprint(), "{json} bytes, footprint {}", p.footprint());
+fn the_estimate_bounds_what_each_pool_holds() {
+    an_empty_pool();
+    resources_with_the_longest_names();
+    many_permits_held_in_long_contexts();
+    cells_in_many_contexts_with_failures_and_blocks();
+    dense_context_indexes_grown_by_later_registrations();
+    retired_fence_sets();
 }
