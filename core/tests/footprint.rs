@@ -4,30 +4,43 @@
 //! sets, long block reasons), the estimate is never below the heap bytes
 //! the pool really holds, and not far above them.
 //!
-//! The counter is process-wide, so the cases run one after another in one
-//! test: no other test thread allocates while one is measured.
+//! Only the measuring thread's allocations count, and the cases run one
+//! after another in one test.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicIsize, Ordering};
 
 use repute_core::{Context, FailureKind, Outcome, Policy, Pool, ResourceId};
 
 struct Counting;
 
-static LIVE: AtomicUsize = AtomicUsize::new(0);
+/// Bytes allocated and not yet freed by the measuring thread while it
+/// measures: the test harness's own threads allocate too, and must not count.
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+thread_local! {
+    static MEASURING: Cell<bool> = const { Cell::new(false) };
+}
+
+fn count(bytes: usize, sign: isize) {
+    if MEASURING.with(Cell::get) {
+        LIVE.fetch_add(sign * bytes as isize, Ordering::Relaxed);
+    }
+}
 
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+        count(layout.size(), 1);
         unsafe { System.alloc(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        count(layout.size(), -1);
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size, Ordering::Relaxed);
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        count(new_size, 1);
+        count(layout.size(), -1);
         unsafe { System.realloc(ptr, layout, new_size) }
     }
 }
@@ -39,8 +52,10 @@ static ALLOC: Counting = Counting;
 /// dropped by then), boxed so the pool's own struct counts too.
 fn measured(build: impl FnOnce() -> Pool) -> (u64, u64) {
     let before = LIVE.load(Ordering::SeqCst);
+    MEASURING.with(|m| m.set(true));
     let mut pool = Box::new(build());
     pool.drain_events();
+    MEASURING.with(|m| m.set(false));
     let held = (LIVE.load(Ordering::SeqCst) - before) as u64;
     let estimate = pool.stats().footprint;
     assert_eq!(estimate, pool.footprint());
