@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The one test command: formatting, lints, then every test suite in the repo —
 # the Rust workspace (core, component host, CLI/server, fault harness), the
-# Python binding (pytest + mypy) and the Node binding (node:test + tsc).
+# Python binding (pytest + mypy) and the Node binding (node:test + tsc) —
+# and schemathesis against the server's OpenAPI document.
 #
 # On a fresh Debian machine, run as root, it first installs what is missing:
 # the Debian packages of the servers the tests run against and of the tools
@@ -79,5 +80,11 @@ cargo clippy -p repute-core --target wasm32-wasip2 --features trap-test --releas
 # The binding crates are extension modules: their symbols come from the
 # Python / Node process, so they are tested through their own suites below.
 cargo test --workspace --release --locked --features repute-cli/etcd --exclude repute-python --exclude repute-node
+# The server against its own OpenAPI document (schemathesis, from PyPI).
+scripts/schemathesis.sh
 ./bindings-python/test.sh
+# The fault harness's Python scenario (kill -9 of a Python process holding
+# leases on SQLite) needs the binding the step above installed in .venv.
+REPUTE_TEST_PYTHON="$PWD/.venv/bin/python" cargo test --workspace --release --locked --features repute-cli/etcd \
+    --exclude repute-python --exclude repute-node --test faults sqlite_python -- --ignored
 ./bindings-node/test.sh

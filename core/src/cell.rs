@@ -89,6 +89,10 @@ pub(crate) struct Cell {
 }
 
 impl Cell {
+    pub fn heap_bytes(&self) -> usize {
+        crate::footprint::vec::<Outcome>(self.window.capacity())
+    }
+
     pub fn new() -> Self {
         Cell {
             score: 0,

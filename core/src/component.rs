@@ -672,6 +672,7 @@ fn stats_out(s: Stats) -> wit::Stats {
         available: s.available,
         due_for_probe: s.due_for_probe,
         now: s.now,
+        footprint: s.footprint,
     }
 }
 

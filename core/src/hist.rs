@@ -18,6 +18,10 @@ pub(crate) struct Histogram {
 }
 
 impl Histogram {
+    pub fn heap_bytes(&self) -> usize {
+        crate::footprint::vec::<u32>(self.counts.capacity())
+    }
+
     pub fn new() -> Self {
         Histogram { counts: vec![0; BUCKETS], occupied: [0; WORDS] }
     }

@@ -42,6 +42,11 @@ struct Parts {
 }
 
 impl ResourceId {
+    /// The shared allocation behind this id (counted once however many clones share it).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        crate::footprint::arc(core::mem::size_of::<Parts>()) + self.0.kind.capacity() + self.0.value.capacity()
+    }
+
     pub fn new(kind: impl Into<String>, value: impl Into<String>) -> Result<Self> {
         let (kind, value) = (kind.into(), value.into());
         check("resource.kind", &kind)?;
@@ -76,6 +81,11 @@ impl fmt::Display for ResourceId {
 pub struct Context(Arc<str>);
 
 impl Context {
+    /// The shared allocation behind this name (counted once however many clones share it).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        crate::footprint::arc(self.0.len())
+    }
+
     pub fn new(name: impl Into<String>) -> Result<Self> {
         let name = name.into();
         check("context", &name)?;

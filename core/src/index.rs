@@ -81,6 +81,21 @@ fn tree_value(g: Option<GlobalEntry>) -> (i64, i64) {
 }
 
 impl Index {
+    pub fn heap_bytes(&self) -> usize {
+        use crate::footprint::vec;
+        let contexts: usize = self
+            .contexts
+            .iter()
+            .map(|c| c.delta.heap_bytes() + c.members.heap_bytes() + c.effective.heap_bytes())
+            .sum();
+        self.global.heap_bytes()
+            + vec::<usize>(self.shape.capacity())
+            + vec::<Option<GlobalEntry>>(self.stored.capacity())
+            + self.hist.heap_bytes()
+            + vec::<ContextIndex>(self.contexts.capacity())
+            + contexts
+    }
+
     pub fn new() -> Self {
         let global = SumTree::new();
         Index { shape: global.shape(), global, stored: Vec::new(), hist: Histogram::new(), contexts: Vec::new() }

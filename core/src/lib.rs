@@ -22,6 +22,7 @@ mod command;
 mod component;
 mod error;
 mod event;
+mod footprint;
 mod hist;
 mod id;
 mod index;

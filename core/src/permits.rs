@@ -32,6 +32,16 @@ struct Spilled {
 }
 
 impl Permits {
+    pub fn heap_bytes(&self) -> usize {
+        use crate::footprint::vec;
+        match &self.0 {
+            Repr::One { .. } => 0,
+            Repr::Many(s) => {
+                core::mem::size_of::<Spilled>() + vec::<Holder>(s.holders.capacity()) + vec::<u64>(s.fences.capacity())
+            }
+        }
+    }
+
     /// `count` free permits continuing the token sequences in `fences`
     /// (missing counters start at 0).
     pub fn new(count: u32, mut fences: Vec<u64>) -> Self {

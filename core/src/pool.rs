@@ -131,6 +131,8 @@ pub struct Stats {
     pub available: u32,
     pub due_for_probe: u32,
     pub now: u64,
+    /// Heap bytes the pool holds (`Pool::footprint`).
+    pub footprint: u64,
 }
 
 /// An acquire waiting for its authority's answer (see `Pool::propose`).
@@ -1176,8 +1178,56 @@ impl Pool {
         out
     }
 
+    /// Heap bytes this pool holds, an upper bound of what it asked its
+    /// allocator for (see `footprint`): what a host holds a tenant's memory
+    /// share to. A walk over every resource, context and retired fence set.
+    pub fn footprint(&self) -> u64 {
+        use crate::footprint::{btree, table, vec};
+        use core::mem::size_of;
+        let reason = |b: &Option<Block>| b.as_ref().and_then(|b| b.reason.as_ref()).map_or(0, String::capacity);
+        let resources: usize = self
+            .resources
+            .iter()
+            .flatten()
+            .map(|r| {
+                r.id.heap_bytes()
+                    + r.permits.heap_bytes()
+                    + reason(&r.block)
+                    + r.global.heap_bytes()
+                    + vec::<u32>(r.contexts.capacity())
+            })
+            .sum();
+        let contexts: usize = self.contexts.iter().map(Context::heap_bytes).sum();
+        let cells: usize = self.cells.values().map(|cc| cc.cell.heap_bytes() + reason(&cc.block)).sum();
+        let retired: usize = self.retired_fences.iter().map(|(id, f)| id.heap_bytes() + vec::<u64>(f.capacity())).sum();
+        // A lease's context is the caller's, not always the interned one.
+        let leases: usize = self.leases.values().map(|e| e.lease.context.heap_bytes()).sum();
+        let total = size_of::<Pool>()
+            + vec::<Option<Resource>>(self.resources.capacity())
+            + resources
+            + vec::<u32>(self.free_slots.capacity())
+            + table::<(ResourceId, u32)>(self.by_id.capacity())
+            + vec::<Context>(self.contexts.capacity())
+            + contexts
+            + table::<(Context, u32)>(self.context_ids.capacity())
+            + table::<((u32, u32), ContextCell)>(self.cells.capacity())
+            + cells
+            + btree::<(ResourceId, Vec<u64>)>(self.retired_fences.len())
+            + retired
+            + table::<(u64, LeaseEntry)>(self.leases.capacity())
+            + leases
+            + vec::<u64>(self.ended.capacity())
+            + table::<u64>(self.ended_set.capacity())
+            + btree::<(u64, Timer)>(self.timers.len())
+            + btree::<(u32, u32)>(self.probe_due.len())
+            + self.index.heap_bytes()
+            + vec::<Event>(self.events.capacity());
+        total as u64
+    }
+
     pub fn stats(&self) -> Stats {
         Stats {
+            footprint: self.footprint(),
             resources: self.by_id.len() as u32,
             cells: self.cells.len() as u32,
             contexts: self.contexts.len() as u32,

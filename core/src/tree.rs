@@ -30,6 +30,10 @@ pub(crate) struct SumTree {
 }
 
 impl SumTree {
+    pub fn heap_bytes(&self) -> usize {
+        levels_bytes(&self.levels)
+    }
+
     pub fn new() -> Self {
         SumTree { levels: vec![vec![ZERO; B], vec![ZERO]] }
     }
@@ -66,6 +70,11 @@ impl SumTree {
 /// Resizes level 0 to `len` and the levels above to match, adding roots as
 /// needed. Existing sums all live in block 0 of every level, so a new root is
 /// the old root.
+fn levels_bytes(levels: &[Vec<Node>]) -> usize {
+    use crate::footprint::vec as bytes;
+    bytes::<Vec<Node>>(levels.len()) + levels.iter().map(|l| bytes::<Node>(l.capacity())).sum::<usize>()
+}
+
 fn grow_levels(levels: &mut Vec<Vec<Node>>, len: usize) {
     levels[0].resize(len, ZERO);
     let mut l = 1;
@@ -95,6 +104,16 @@ pub(crate) enum Delta {
 }
 
 impl Delta {
+    pub fn heap_bytes(&self) -> usize {
+        match self {
+            Delta::Sparse { blocks, .. } => {
+                crate::footprint::table::<((u8, u32), Box<[Node; B]>)>(blocks.capacity())
+                    + blocks.len() * core::mem::size_of::<[Node; B]>()
+            }
+            Delta::Dense(levels) => levels_bytes(levels),
+        }
+    }
+
     pub fn new(shape: &[usize]) -> Self {
         Delta::Sparse { depth: shape.len(), blocks: HashMap::new() }
     }

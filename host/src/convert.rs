@@ -250,6 +250,7 @@ pub(crate) fn stats_in(s: wit::Stats) -> Stats {
         available: s.available,
         due_for_probe: s.due_for_probe,
         now: s.now,
+        footprint: s.footprint,
     }
 }
 

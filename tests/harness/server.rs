@@ -1,4 +1,5 @@
-//! One `repute serve` process, and the signals a fault test sends it.
+//! One `repute serve` process (or the Python process standing in for one),
+//! and the signals a fault test sends it.
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -31,23 +32,43 @@ impl Server {
     /// Starts `repute serve` on a free loopback port with `args` and waits
     /// until it answers `/readyz`.
     pub fn start(args: &[String]) -> Server {
-        let mut child = Command::new(repute_binary())
-            .arg("serve")
-            .args(["--listen", "127.0.0.1:0", "--log", "warn"])
-            .args(args)
+        let mut command = Command::new(repute_binary());
+        command.arg("serve").args(["--listen", "127.0.0.1:0", "--log", "warn"]).args(args);
+        Server::spawn(command, &format!("repute serve {args:?}"))
+    }
+
+    /// Starts `tests/harness/python_pool.py`: one tenant's pool on the SQLite
+    /// file `db`, held by a Python process through the `repute` binding and
+    /// answering the routes the workload and the checker use. The Python is
+    /// `REPUTE_TEST_PYTHON`, one with the binding installed (`./test.sh`
+    /// sets it to the venv `bindings-python/test.sh` builds).
+    pub fn python_pool(db: &std::path::Path, tenant: &str, lease_ttl: Duration) -> Server {
+        let python = std::env::var_os("REPUTE_TEST_PYTHON").unwrap_or_else(|| {
+            panic!("REPUTE_TEST_PYTHON is not set: name a Python with the repute binding installed (./test.sh does)")
+        });
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/harness/python_pool.py");
+        let mut command = Command::new(python);
+        command.arg(script).arg(db).arg(tenant).arg(lease_ttl.as_secs_f64().to_string());
+        Server::spawn(command, "python_pool.py")
+    }
+
+    /// Spawns a process that prints `listening on ADDR` first, then waits
+    /// until it answers `/readyz`.
+    fn spawn(mut command: Command, what: &str) -> Server {
+        let mut child = command
             .current_dir(std::env::temp_dir())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .expect("repute serve starts");
+            .unwrap_or_else(|e| panic!("{what} does not start: {e}"));
         let mut lines = BufReader::new(child.stdout.take().expect("stdout is piped"));
         let mut first = String::new();
-        lines.read_line(&mut first).expect("repute serve prints its address");
+        lines.read_line(&mut first).unwrap_or_else(|e| panic!("{what} prints no address: {e}"));
         let Some(addr) = first.trim().strip_prefix("listening on ") else {
             let _ = child.kill();
             let status = child.wait();
-            panic!("repute serve {args:?}: first line {first:?}, then {status:?} (its stderr is above)");
+            panic!("{what}: first line {first:?}, then {status:?} (its stderr is above)");
         };
         let base = format!("http://{addr}");
         // Keeps the pipe open: a server that writes to a closed stdout fails.

@@ -194,8 +194,23 @@ fn remove(remote: &Remote, values: &[String]) -> Result<(), String> {
     Ok(())
 }
 
+/// How a run shows that it is under way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// Short runs, and callers that only want the summary.
+    Off,
+    /// A bar redrawn in place, for a person at a terminal.
+    Bar,
+    /// A line every `LINE_EVERY`, for a log or a pipe, where a bar would
+    /// print nothing (or a line per redraw).
+    Lines,
+}
+
+/// How often `Progress::Lines` prints.
+const LINE_EVERY: Duration = Duration::from_secs(2);
+
 /// Runs the load and returns its summary.
-pub fn run(args: &Args, progress: bool) -> Result<Summary, String> {
+pub fn run(args: &Args, progress: Progress) -> Result<Summary, String> {
     if args.threads == 0 || args.contexts == 0 || args.resources == 0 {
         return Err("--threads, --contexts and --resources must be at least 1".into());
     }
@@ -206,14 +221,16 @@ pub fn run(args: &Args, progress: bool) -> Result<Summary, String> {
     let deadline = Duration::from_secs_f64(args.duration);
     let done = Arc::new(AtomicU64::new(0));
     let errors = Arc::new(AtomicU64::new(0));
-    let bar = progress.then(|| {
+    let bar = (progress == Progress::Bar).then(|| {
         let bar = match args.count {
             Some(n) => ProgressBar::new(n),
-            None => ProgressBar::new(deadline.as_millis() as u64),
+            None => ProgressBar::new(deadline.as_secs().max(1)),
         };
-        bar.set_style(
-            ProgressStyle::with_template("{bar:40} {pos}/{len} {per_sec} eta {eta}").expect("valid template"),
-        );
+        let template = match args.count {
+            Some(_) => "{bar:40} {pos}/{len} pairs · {per_sec} · eta {eta} · {msg}",
+            None => "{bar:40} {pos}/{len} s · {msg}",
+        };
+        bar.set_style(ProgressStyle::with_template(template).expect("valid template"));
         bar
     });
     let contexts: Arc<Vec<String>> = Arc::new((0..args.contexts).map(|i| format!("site-{i}.example")).collect());
@@ -243,14 +260,24 @@ pub fn run(args: &Args, progress: bool) -> Result<Summary, String> {
             })
         })
         .collect();
-    if let Some(bar) = &bar {
-        while !handles.iter().all(|h| h.is_finished()) {
-            match args.count {
-                Some(_) => bar.set_position(done.load(Ordering::Relaxed)),
-                None => bar.set_position(start.elapsed().as_millis() as u64),
-            }
-            std::thread::sleep(Duration::from_millis(100));
+    let mut next_line = LINE_EVERY;
+    while progress != Progress::Off && !handles.iter().all(|h| h.is_finished()) {
+        std::thread::sleep(Duration::from_millis(100));
+        let (pairs, failed, elapsed) = (done.load(Ordering::Relaxed), errors.load(Ordering::Relaxed), start.elapsed());
+        let rate = pairs as f64 / elapsed.as_secs_f64().max(1e-3);
+        if let Some(bar) = &bar {
+            bar.set_position(if args.count.is_some() { pairs } else { elapsed.as_secs() });
+            bar.set_message(format!("{pairs} pairs · {rate:.0} pairs/s · errors {failed}"));
+        } else if elapsed >= next_line {
+            let (of, pairs) = match args.count {
+                Some(n) => (String::new(), format!("{pairs} of {n} pairs")),
+                None => (format!(" of {:.0} s", deadline.as_secs_f64()), format!("{pairs} pairs")),
+            };
+            eprintln!("bench: {:.0} s{of}: {pairs}, {rate:.0} pairs/s, errors {failed}", elapsed.as_secs_f64());
+            next_line += LINE_EVERY;
         }
+    }
+    if let Some(bar) = &bar {
         bar.finish_and_clear();
     }
     let mut hist = Histogram::<u64>::new(3).expect("valid precision");
@@ -276,8 +303,16 @@ pub fn run(args: &Args, progress: bool) -> Result<Summary, String> {
 
 pub fn main(args: &Args) -> Result<(), String> {
     use std::io::IsTerminal;
-    let long = args.count.is_some_and(|c| c > 100_000) || args.duration > 2.0;
-    let s = run(args, long && std::io::stderr().is_terminal())?;
+    let long = args.count.is_some_and(|c| c > 100_000) || (args.count.is_none() && args.duration > 2.0);
+    let progress = match (long, std::io::stderr().is_terminal()) {
+        (false, _) => Progress::Off,
+        (true, true) => Progress::Bar,
+        (true, false) => Progress::Lines,
+    };
+    if long && args.target != "embedded" {
+        eprintln!("bench: registering {} resources on {}", args.resources, args.target);
+    }
+    let s = run(args, progress)?;
     println!(
         "{} pairs in {:.2} s on {} thread(s): {:.0} pairs/s ({:.2} µs/pair/thread) · errors {}",
         s.pairs,

@@ -577,6 +577,15 @@ fn raw(base: &str, request: &str) -> String {
 }
 
 /// `call` with a raw body of this content type.
+/// A problem's `field` and `rule`.
+fn field_rule(p: &Value) -> (Option<String>, Option<String>) {
+    (p["field"].as_str().map(str::to_owned), p["rule"].as_str().map(str::to_owned))
+}
+
+fn some(field: &str, rule: &str) -> (Option<String>, Option<String>) {
+    (Some(field.to_owned()), Some(rule.to_owned()))
+}
+
 fn send(method: &str, url: &str, content_type: &str, body: &[u8]) -> Reply {
     let res = match ureq::request(method, url).set("Content-Type", content_type).send_bytes(body) {
         Ok(r) => r,
@@ -643,8 +652,6 @@ fn invented_methods_and_paths_leave_the_metrics_page_bounded() {
 fn every_refusal_is_problem_json_naming_the_request_field() {
     let dir = tempdir("refusals");
     let s = Server::start(&["--no-auth", "--store", "memory", "--max-body-bytes", "1000"], &dir);
-    let field_rule = |p: &Value| (p["field"].as_str().map(str::to_owned), p["rule"].as_str().map(str::to_owned));
-    let some = |f: &str, r: &str| (Some(f.to_owned()), Some(r.to_owned()));
 
     let p = call("GET", &s.url("/v1/leases/abc"), NONE, None).problem(400, "invalid_input");
     assert_eq!(field_rule(&p), some("id", "must be an integer in 0..=18446744073709551615"));
@@ -857,6 +864,24 @@ fn bench_against_a_server_removes_the_resources_it_registered() {
 }
 
 #[test]
+fn a_long_bench_against_a_server_shows_progress_off_a_terminal() {
+    let dir = tempdir("bench-progress");
+    let s = Server::start(&["--no-auth", "--store", "memory"], &dir);
+    let out = Command::new(env!("CARGO_BIN_EXE_repute"))
+        .args(["bench", "--target", &s.base, "--duration", "3", "--resources", "5"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let err = String::from_utf8(out.stderr).unwrap();
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines[0], format!("bench: registering 5 resources on {}", s.base));
+    let progress: Vec<&&str> = lines.iter().filter(|l| l.starts_with("bench: 2 s of 3 s: ")).collect();
+    assert_eq!(progress.len(), 1, "{err}");
+    assert!(progress[0].ends_with(" pairs/s, errors 0"), "{err}");
+    assert!(!err.contains('\u{1b}'), "no bar redraws into a pipe: {err:?}");
+}
+
+#[test]
 fn a_second_server_on_one_sqlite_file_refuses_to_start_naming_the_first() {
     let dir = tempdir("sqlite-twice");
     let args = ["--no-auth", "--store", "sqlite:pool.db"];
@@ -958,4 +983,112 @@ fn caps_set_after_a_tenant_was_saved_hold_over_its_checkpoint() {
     let s = Server::start(&[&open[..], &["--max-resources", "2"]].concat(), &dir);
     assert_eq!(policy(&s)["max_resources"], 4);
     assert_eq!(call("GET", &s.url("/v1/stats"), NONE, None).json()["resources"], 4);
+}
+
+#[test]
+fn a_tenant_at_its_memory_share_is_refused_growth_and_keeps_working() {
+    let dir = tempdir("share");
+    let s = Server::start(&["--no-auth", "--store", "memory", "--max-tenant-bytes", "60000"], &dir);
+    let register = |v: &str| call("POST", &s.url("/v1/resources"), NONE, Some(json!({"kind": "proxy", "value": v})));
+    let stats = || call("GET", &s.url("/v1/stats"), NONE, None).json();
+    let mut n = 0;
+    while register(&format!("10.0.0.{n}:8080")).status == 204 {
+        n += 1;
+        assert!(n < 10_000, "never refused");
+    }
+    let before = stats();
+    assert!(before["footprint"].as_u64().unwrap() >= 60000, "{before}");
+    assert_eq!(before["resources"], n);
+    let p = register("one-more").problem(422, "budget_exhausted");
+    assert_eq!(field_rule(&p), some("max_tenant_bytes", "the tenant's pool must hold at most 60000 heap bytes"));
+    assert_eq!(stats()["resources"], n, "nothing of a refused request is applied");
+    assert_eq!(stats()["footprint"], before["footprint"]);
+
+    // What adds nothing new still runs: registering a known resource again,
+    // a report to a cell it has, a lease.
+    assert_eq!(register("10.0.0.0:8080").status, 204);
+    let report = |context: &str| {
+        let body = json!({"kind": "proxy", "value": "10.0.0.0:8080", "context": context, "outcome": "success"});
+        call("POST", &s.url("/v1/outcomes"), NONE, Some(body))
+    };
+    let p = report("new.example").problem(422, "budget_exhausted");
+    assert_eq!(p["field"], "max_tenant_bytes");
+    let block = json!({"context": "new.example"});
+    let p = call("PUT", &s.url("/v1/resources/proxy/10.0.0.0:8080/block"), NONE, Some(block))
+        .problem(422, "budget_exhausted");
+    assert_eq!(p["field"], "max_tenant_bytes");
+    assert_eq!(stats()["cells"], 0);
+    assert_eq!(call("POST", &s.url("/v1/leases"), NONE, Some(json!({"context": "new.example"}))).status, 201);
+    // A resource that is not registered is still a 404, not a share refusal.
+    let body = json!({"kind": "proxy", "value": "nobody", "context": "c", "outcome": "success"});
+    call("POST", &s.url("/v1/outcomes"), NONE, Some(body)).problem(404, "unknown_resource");
+
+    // An import is held to the share by the pool it would build; a small one
+    // (whose policy names no budget) does not lift the share.
+    let other = Server::start(&["--no-auth", "--store", "memory"], &dir);
+    for i in 0..2 * n {
+        let body = json!({"kind": "proxy", "value": format!("big-{i}")});
+        assert_eq!(call("POST", &other.url("/v1/resources"), NONE, Some(body)).status, 204);
+    }
+    let big = call("GET", &other.url("/v1/snapshot?format=json"), NONE, None);
+    let p =
+        send("PUT", &s.url("/v1/snapshot"), "application/json", big.body.as_bytes()).problem(422, "budget_exhausted");
+    assert_eq!(p["field"], "max_tenant_bytes");
+    assert_eq!(stats()["resources"], n, "a refused import leaves the pool as it was");
+    let empty = Server::start(&["--no-auth", "--store", "memory"], &dir);
+    let small = call("GET", &empty.url("/v1/snapshot?format=json"), NONE, None);
+    assert_eq!(send("PUT", &s.url("/v1/snapshot"), "application/json", small.body.as_bytes()).status, 204);
+    assert_eq!(stats()["resources"], 0);
+    let mut again = 0;
+    while register(&format!("again-{again}")).status == 204 {
+        again += 1;
+        assert!(again < 10_000, "the import lifted the share");
+    }
+    register("past").problem(422, "budget_exhausted");
+}
+
+#[test]
+fn the_default_body_limit_fits_the_largest_snapshot_the_budgets_allow() {
+    let dir = tempdir("body-limit");
+    // 10 resources and 10 cells: repute_core::snapshot::json_bound(10, 10, 10) bytes.
+    let s = Server::start(&["--no-auth", "--store", "memory", "--max-resources", "10", "--max-cells", "10"], &dir);
+    let limit = 1024 + 10 * (3700 + 1000) + 10 * (4200 + 1000);
+    let quoted = |tag: String, len: usize| format!("{tag}{}", "\"".repeat(len - tag.len()));
+    let timeout = json!({"outcome": "timeout", "latency_ms": 123456.789});
+    for i in 0..10 {
+        let (kind, value) = (quoted(format!("k{i}"), 256), quoted(format!("v{i}"), 256));
+        let body = json!({"kind": kind, "value": value});
+        assert_eq!(call("POST", &s.url("/v1/resources"), NONE, Some(body)).status, 204);
+        let mut report = json!({"kind": kind, "value": value, "context": quoted(format!("c{i}"), 256)});
+        report.as_object_mut().unwrap().extend(timeout.as_object().unwrap().clone());
+        for _ in 0..10 {
+            assert_eq!(call("POST", &s.url("/v1/outcomes"), NONE, Some(report.clone())).status, 204);
+        }
+        let path = format!(
+            "/v1/resources/{}/{}/block",
+            percent_encoding::utf8_percent_encode(&kind, percent_encoding::NON_ALPHANUMERIC),
+            percent_encoding::utf8_percent_encode(&value, percent_encoding::NON_ALPHANUMERIC)
+        );
+        let block = json!({"reason": quoted(format!("r{i}"), 1024), "seconds": 3600});
+        assert_eq!(call("PUT", &s.url(&path), NONE, Some(block)).status, 204);
+    }
+    let export = call("GET", &s.url("/v1/snapshot?format=json"), NONE, None);
+    assert!(export.body.len() > 64 << 10, "{} bytes: a limit of the old floor would refuse it", export.body.len());
+    assert!(export.body.len() <= limit);
+    assert_eq!(send("PUT", &s.url("/v1/snapshot"), "application/json", export.body.as_bytes()).status, 204);
+    let p = send("PUT", &s.url("/v1/snapshot"), "application/json", &vec![b' '; limit + 1])
+        .problem(413, "payload_too_large");
+    assert_eq!(field_rule(&p), some("body", &format!("must be at most {limit} bytes")));
+
+    // A memory share gives 3 bytes of JSON per byte; the flag still overrides.
+    let s = Server::start(&["--no-auth", "--store", "memory", "--max-tenant-bytes", "100000"], &dir);
+    let p =
+        send("PUT", &s.url("/v1/snapshot"), "application/json", &vec![b' '; 300_001]).problem(413, "payload_too_large");
+    assert_eq!(p["rule"], "must be at most 300000 bytes");
+    let s = Server::start(
+        &["--no-auth", "--store", "memory", "--max-tenant-bytes", "100000", "--max-body-bytes", "2000"],
+        &dir,
+    );
+    let p = send("PUT", &s.url("/v1/snapshot"), "application/json", &[b' '; 2001]).problem(413, "payload_too_large");
+    assert_eq!(p["rule"], "must be at most 2000 bytes");
 }

@@ -10,6 +10,7 @@ mod metrics;
 mod probe;
 pub mod problem;
 pub mod routes;
+mod share;
 mod state;
 pub mod tenant;
 
@@ -105,6 +106,13 @@ pub struct Args {
     /// Most (resource, context) cells one tenant may hold; capped on import likewise.
     #[arg(long, env = "REPUTE_MAX_CELLS")]
     pub max_cells: Option<u32>,
+    /// Heap bytes one tenant's pool may hold in its shard's wasm instance,
+    /// which all tenants of the shard share (the pool's own footprint, e.g.
+    /// ~300 bytes a resource with a short name, ~790 with the longest names,
+    /// ~630 a cell). A request
+    /// that would grow a tenant at its share gets a 422; an import must fit.
+    #[arg(long, env = "REPUTE_MAX_TENANT_BYTES", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_tenant_bytes: Option<u64>,
     /// Acquires per second one tenant may make (a token bucket; 429 past it);
     /// capped on import likewise.
     #[arg(long, env = "REPUTE_RATE")]
@@ -113,9 +121,13 @@ pub struct Args {
     #[arg(long, env = "REPUTE_BURST", requires = "rate")]
     pub burst: Option<u32>,
     /// Largest request body, in bytes; larger ones get a 413. The default
-    /// takes back the export of a pool of 7,500 resources with their cells.
-    #[arg(long, env = "REPUTE_MAX_BODY_BYTES", default_value_t = 16 << 20)]
-    pub max_body_bytes: usize,
+    /// fits the largest snapshot export the budgets allow, so a tenant can
+    /// always re-import its own: 3 bytes of JSON per byte of
+    /// --max-tenant-bytes, or with --max-resources and --max-cells a
+    /// measured bound per resource and cell (one permit each); 16 MiB
+    /// without budgets; never under 64 KiB.
+    #[arg(long, env = "REPUTE_MAX_BODY_BYTES")]
+    pub max_body_bytes: Option<usize>,
     /// Seconds a connection may take to send a request's headers, and may sit
     /// idle between requests, before it is closed.
     #[arg(long, env = "REPUTE_HEADER_TIMEOUT", default_value_t = 10.0)]
@@ -160,6 +172,29 @@ fn seconds(value: f64, flag: &str) -> Result<Duration, String> {
         return Err(format!("{flag}: must be a number of seconds in (0, 1e9]"));
     }
     Ok(Duration::from_secs_f64(value))
+}
+
+/// Body limit without budgets: the export of a pool of some 7,500 resources
+/// with their cells.
+const BODY_LIMIT_UNBUDGETED: u64 = 16 << 20;
+/// The least body limit budgets lead to: room for any other request.
+const BODY_LIMIT_FLOOR: u64 = 64 << 10;
+
+/// The default `--max-body-bytes`: the largest JSON snapshot (the larger
+/// form) of a pool within the budgets, the tighter of the memory share's
+/// bound and the resource and cell caps' one.
+fn body_limit(policy: &Policy, max_tenant_bytes: Option<u64>) -> usize {
+    use repute_core::snapshot::{json_bound, JSON_PER_FOOTPRINT_BYTE};
+    let by_share = max_tenant_bytes.map(|b| b.saturating_mul(JSON_PER_FOOTPRINT_BYTE));
+    let by_caps = match (policy.max_resources, policy.max_cells) {
+        (Some(r), Some(c)) => Some(json_bound(r, c, policy.window)),
+        _ => None,
+    };
+    let bound = match (by_share, by_caps) {
+        (Some(a), Some(b)) => a.min(b),
+        (a, b) => a.or(b).unwrap_or(BODY_LIMIT_UNBUDGETED),
+    };
+    usize::try_from(bound.max(BODY_LIMIT_FLOOR)).unwrap_or(usize::MAX)
 }
 
 pub fn main(args: &Args) -> Result<(), String> {
@@ -215,6 +250,7 @@ async fn run(args: &Args) -> Result<(), String> {
         repute_core::Error::InvalidInput { field: "policy.rate_limit.burst", rule } => format!("--burst: {rule}"),
         e => e.to_string(),
     })?;
+    let max_body_bytes = args.max_body_bytes.unwrap_or_else(|| body_limit(&policy, args.max_tenant_bytes));
     let header_timeout = seconds(args.header_timeout, "--header-timeout")?;
     if args.max_connections == 0 {
         return Err("--max-connections: must be >= 1".into());
@@ -277,7 +313,8 @@ async fn run(args: &Args) -> Result<(), String> {
         keys,
         stop_rx.clone(),
         probe,
-        args.max_body_bytes,
+        max_body_bytes,
+        args.max_tenant_bytes,
         args.metrics_tenants,
         args.metrics_auth,
     ));

@@ -24,6 +24,7 @@ use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
 use tokio_stream::wrappers::BroadcastStream;
 
 use super::problem::Problem;
+use super::share::{self, Growth};
 use super::state::AppState;
 use super::tenant;
 
@@ -326,7 +327,13 @@ fn one() -> u32 {
 }
 
 async fn register(State(state): State<Shared>, Tenant(t): Tenant, Body(b): Body<RegisterIn>) -> AppResult<StatusCode> {
-    state.call(&t, move |p| p.register(&b.kind, &b.value, b.permits)).await?;
+    let max = state.max_tenant_bytes;
+    state
+        .call(&t, move |p| match share::admit(p, max, Growth::Resource { kind: &b.kind, value: &b.value })? {
+            Ok(()) => p.register(&b.kind, &b.value, b.permits).map(|_| Ok(())),
+            Err(refused) => Ok(Err(refused)),
+        })
+        .await??;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -386,7 +393,18 @@ async fn block(
     Body(b): Body<BlockIn>,
 ) -> AppResult<StatusCode> {
     let duration = b.seconds.map(|s| nanos(s, "seconds")).transpose()?;
-    state.call(&t, move |p| p.block(&kind, &value, b.context.as_deref(), duration, b.reason.as_deref())).await?;
+    let max = state.max_tenant_bytes;
+    state
+        .call(&t, move |p| {
+            // A resource-wide block adds no cell; one in a context may.
+            if let Some(context) = &b.context {
+                if let Err(refused) = share::admit(p, max, Growth::Cell { kind: &kind, value: &value, context })? {
+                    return Ok(Err(refused));
+                }
+            }
+            p.block(&kind, &value, b.context.as_deref(), duration, b.reason.as_deref()).map(Ok)
+        })
+        .await??;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -518,7 +536,15 @@ async fn report(State(state): State<Shared>, Tenant(t): Tenant, Body(b): Body<Ou
         }
         _ => return Err(Problem::invalid("outcome", "exactly one of outcome and http_status is required")),
     };
-    state.call(&t, move |p| p.report(&b.kind, &b.value, &b.context, &outcome)).await?;
+    let max = state.max_tenant_bytes;
+    state
+        .call(&t, move |p| {
+            match share::admit(p, max, Growth::Cell { kind: &b.kind, value: &b.value, context: &b.context })? {
+                Ok(()) => p.report(&b.kind, &b.value, &b.context, &outcome).map(Ok),
+                Err(refused) => Ok(Err(refused)),
+            }
+        })
+        .await??;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -580,7 +606,9 @@ async fn export(State(state): State<Shared>, Tenant(t): Tenant, Q(q): Q<ExportQu
 
 /// Restores a binary or JSON snapshot, its policy held to the operator's caps
 /// first (`--max-resources`, `--max-cells`, `--rate`), so an import can lower
-/// a budget but never lift one.
+/// a budget but never lift one; with `--max-tenant-bytes`, the pool it
+/// builds must fit the tenant's memory share (its footprint as built here,
+/// natively, where sizes are at least those of the wasm instance).
 async fn import(
     State(state): State<Shared>,
     Tenant(t): Tenant,
@@ -591,7 +619,7 @@ async fn import(
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("application/json"));
-    let caps = state.caps;
+    let (caps, max) = (state.caps, state.max_tenant_bytes);
     let bytes = tokio::task::spawn_blocking(move || {
         let input = if json {
             let text = std::str::from_utf8(&body).map_err(|_| Problem::invalid("body", "must be UTF-8 JSON"))?;
@@ -599,7 +627,16 @@ async fn import(
         } else {
             capped(CappedInput::Binary(&body), &caps)
         };
-        input.map_err(|e| Problem::from(repute_host::Error::Snapshot(e.into())))
+        let bytes = input.map_err(|e| Problem::from(repute_host::Error::Snapshot(e.into())))?;
+        if let Some(max) = max {
+            let built =
+                repute_core::Pool::from_snapshot(&bytes, 0).map_err(|e| Problem::from(repute_host::Error::from(e)))?;
+            let held = built.footprint();
+            if held > max {
+                return Err(share::exceeded(max, held));
+            }
+        }
+        Ok(bytes)
     })
     .await
     .map_err(|e| Problem::from(repute_host::Error::Runtime { message: e.to_string() }))??;

@@ -32,8 +32,10 @@ pub struct AppState {
     /// The operator's budgets (`--max-resources`, `--max-cells`, `--rate`),
     /// which a snapshot import may tighten but never lift.
     pub caps: Caps,
-    /// `--max-body-bytes`.
+    /// `--max-body-bytes`, or the default the budgets lead to.
     pub max_body_bytes: usize,
+    /// `--max-tenant-bytes`: the memory share of each tenant (see `share`).
+    pub max_tenant_bytes: Option<u64>,
     /// `--metrics-auth`: `/metrics` wants a key from the key file.
     pub metrics_auth: bool,
     pub metrics: Metrics,
@@ -59,6 +61,7 @@ impl AppState {
         stopping: watch::Receiver<bool>,
         probe: Option<ProbeUrl>,
         max_body_bytes: usize,
+        max_tenant_bytes: Option<u64>,
         metrics_tenants: bool,
         metrics_auth: bool,
     ) -> Self {
@@ -74,6 +77,7 @@ impl AppState {
             keys,
             caps,
             max_body_bytes,
+            max_tenant_bytes,
             metrics_auth,
             metrics: Metrics::new(metrics_tenants),
             ready: AtomicBool::new(false),
