@@ -293,7 +293,12 @@ fn events_stream_in_order_and_metrics_move() {
     assert_eq!(d1["type"], "leased");
     assert_eq!(d1["lease"]["token"], 1);
     assert_eq!(d2["lease"]["id"], lease["id"]);
-    assert!(d2["at"].as_u64() >= d1["at"].as_u64());
+    // Instants leave as Unix ms, durations as ms.
+    let (at1, at2) = (d1["at_unix_ms"].as_f64().unwrap(), d2["at_unix_ms"].as_f64().unwrap());
+    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as f64;
+    assert!(at1 <= at2 && at2 <= now_ms + 1.0 && now_ms - at1 < 60_000.0, "{at1} {at2} {now_ms}");
+    assert_eq!(d1["lease"]["ttl_ms"], 30_000.0);
+    assert!(d1.get("at").is_none() && d1["lease"].get("expires_at").is_none());
 
     call("POST", &s.url("/v1/leases"), NONE, Some(json!({"context": "c"})));
     call("POST", &s.url("/v1/leases"), NONE, Some(json!({"context": "c"})));
@@ -692,9 +697,9 @@ fn every_refusal_is_problem_json_naming_the_request_field() {
     let p = call("POST", &s.url("/v1/resources"), NONE, Some(json!({"kind": "p", "value": "a", "permits": -1})))
         .problem(400, "invalid_input");
     assert_eq!(p["field"], "permits");
-    let p =
-        call("PUT", &s.url("/v1/resources/p/a/block"), NONE, Some(json!({"seconds": 0}))).problem(400, "invalid_input");
-    assert_eq!(p["field"], "seconds");
+    let p = call("PUT", &s.url("/v1/resources/p/a/block"), NONE, Some(json!({"duration_ms": 0})))
+        .problem(400, "invalid_input");
+    assert_eq!(p["field"], "duration_ms");
     let p = call(
         "POST",
         &s.url("/v1/outcomes"),
@@ -1069,7 +1074,7 @@ fn the_default_body_limit_fits_the_largest_snapshot_the_budgets_allow() {
             percent_encoding::utf8_percent_encode(&kind, percent_encoding::NON_ALPHANUMERIC),
             percent_encoding::utf8_percent_encode(&value, percent_encoding::NON_ALPHANUMERIC)
         );
-        let block = json!({"reason": quoted(format!("r{i}"), 1024), "seconds": 3600});
+        let block = json!({"reason": quoted(format!("r{i}"), 1024), "duration_ms": 3_600_000});
         assert_eq!(call("PUT", &s.url(&path), NONE, Some(block)).status, 204);
     }
     let export = call("GET", &s.url("/v1/snapshot?format=json"), NONE, None);

@@ -13,6 +13,7 @@ pub mod routes;
 mod share;
 mod state;
 pub mod tenant;
+mod units;
 
 use std::io::{Read, Write};
 use std::net::SocketAddr;

@@ -134,7 +134,7 @@ fn request_field(pool_field: &str) -> &str {
         "resource.value" => "value",
         "latency" => "latency_ms",
         "retry_after" => "retry_after_ms",
-        "duration" => "seconds",
+        "duration" => "duration_ms",
         "failure.kind" => "outcome",
         "status" => "http_status",
         other => other,

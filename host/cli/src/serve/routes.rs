@@ -18,8 +18,9 @@ use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use futures_util::stream::{Stream, StreamExt as _};
 use repute_core::snapshot::{capped, CappedInput};
-use repute_host::{CellView, Lease, LeaseKind, PoolOps, ResourceView, Stats, SECOND};
+use repute_host::{CellView, Lease, LeaseKind, PoolOps, ResourceView, Stats};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
 use tokio_stream::wrappers::BroadcastStream;
 
@@ -27,6 +28,7 @@ use super::problem::Problem;
 use super::share::{self, Growth};
 use super::state::AppState;
 use super::tenant;
+use super::units::http_view;
 
 /// The OpenAPI document of this API, kept in the repository beside the code.
 pub const OPENAPI: &str = include_str!("../../openapi.json");
@@ -281,11 +283,12 @@ fn lease_out(l: &Lease, now: u64) -> LeaseOut {
     }
 }
 
-fn nanos(seconds: f64, field: &str) -> AppResult<u64> {
-    if !(seconds.is_finite() && seconds > 0.0 && seconds <= 1e9) {
-        return Err(Problem::invalid(field, "must be a number of seconds in (0, 1e9]"));
+/// A duration the API takes in ms, as core nanoseconds.
+fn nanos(ms: f64, field: &str) -> AppResult<u64> {
+    if !(ms.is_finite() && (1e-6..=1e12).contains(&ms)) {
+        return Err(Problem::invalid(field, "must be a number of milliseconds in [0.000001, 1e12]"));
     }
-    Ok((seconds * SECOND as f64) as u64)
+    Ok((ms * 1e6) as u64)
 }
 
 // ---- handlers ----
@@ -337,8 +340,9 @@ async fn register(State(state): State<Shared>, Tenant(t): Tenant, Body(b): Body<
     Ok(StatusCode::NO_CONTENT)
 }
 
-async fn resources(State(state): State<Shared>, Tenant(t): Tenant) -> AppResult<Json<Vec<ResourceView>>> {
-    Ok(Json(state.call(&t, |p| p.resources()).await?))
+async fn resources(State(state): State<Shared>, Tenant(t): Tenant) -> AppResult<Json<Value>> {
+    let views: Vec<ResourceView> = state.call(&t, |p| p.resources()).await?;
+    Ok(Json(http_view(&views, &*state.clock)))
 }
 
 /// `{kind}/{value}` of a resource path.
@@ -374,15 +378,16 @@ async fn cells(
     State(state): State<Shared>,
     Tenant(t): Tenant,
     P(KindValue { kind, value }): P<KindValue>,
-) -> AppResult<Json<Vec<CellView>>> {
-    Ok(Json(state.call(&t, move |p| p.cells(&kind, &value)).await?))
+) -> AppResult<Json<Value>> {
+    let views: Vec<CellView> = state.call(&t, move |p| p.cells(&kind, &value)).await?;
+    Ok(Json(http_view(&views, &*state.clock)))
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct BlockIn {
     context: Option<String>,
-    seconds: Option<f64>,
+    duration_ms: Option<f64>,
     reason: Option<String>,
 }
 
@@ -392,7 +397,7 @@ async fn block(
     P(KindValue { kind, value }): P<KindValue>,
     Body(b): Body<BlockIn>,
 ) -> AppResult<StatusCode> {
-    let duration = b.seconds.map(|s| nanos(s, "seconds")).transpose()?;
+    let duration = b.duration_ms.map(|ms| nanos(ms, "duration_ms")).transpose()?;
     let max = state.max_tenant_bytes;
     state
         .call(&t, move |p| {
@@ -650,9 +655,10 @@ async fn events(
     Tenant(t): Tenant,
 ) -> AppResult<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>> {
     state.ensure_open(&t)?;
-    let stream = BroadcastStream::new(state.subscribe(&t)).map(|item| {
+    let clock = state.clock.clone();
+    let stream = BroadcastStream::new(state.subscribe(&t)).map(move |item| {
         Ok(match item {
-            Ok(e) => SseEvent::default().event(e.kind.name()).data(serde_json::to_string(&*e).unwrap_or_default()),
+            Ok(e) => SseEvent::default().event(e.kind.name()).data(http_view(&*e, &*clock).to_string()),
             Err(BroadcastStreamRecvError::Lagged(n)) => SseEvent::default().event("lagged").data(n.to_string()),
         })
     });
