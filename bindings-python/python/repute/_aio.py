@@ -2,8 +2,10 @@
 
 Calls on a pool whose store is in the process or a local file (memory,
 SQLite) take microseconds and run inline on the event loop: an executor hop
-would cost a hundred times the call. Calls that wait for a network store
-(PostgreSQL, Redis; ``Pool.waits_on_network``) run on the loop's default
+would cost a hundred times the call. On Redis, acquires and releases run on
+the pool's own connection on the event loop (:class:`_Link`). Other calls
+that wait for a network store (PostgreSQL, Redis; ``Pool.waits_on_network``)
+run on one IO thread of the pool's own, never on the loop's default
 executor; the native call releases the GIL, so the loop keeps running
 meanwhile. Waiting for a free permit is a loop of single attempts separated
 by ``asyncio.sleep`` for as long as the pool's waiting plan says (the same
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from concurrent.futures import Executor, ThreadPoolExecutor
 from types import TracebackType
 from typing import Any, Callable, Generator, Iterable, Iterator, Literal, Mapping, TypeVar
 
@@ -50,11 +53,12 @@ async def _run(fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
     return await loop.run_in_executor(None, functools.partial(fn, *args, **kwargs))
 
 
-async def _call(inline: bool, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
-    """``fn`` inline when it cannot wait on a network, else on the executor."""
-    if inline:
+async def _call(io: Executor | None, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+    """``fn`` inline when it cannot wait on a network (``io`` None), else on
+    the pool's IO thread."""
+    if io is None:
         return fn(*args, **kwargs)
-    return await _run(fn, *args, **kwargs)
+    return await asyncio.get_running_loop().run_in_executor(io, functools.partial(fn, *args, **kwargs))
 
 
 def _quiet_release(lease: Lease) -> None:
@@ -64,11 +68,11 @@ def _quiet_release(lease: Lease) -> None:
         pass  # it was never handed to anyone; its TTL ends it anyway
 
 
-def _release_orphan(future: asyncio.Future[Lease]) -> None:
+def _release_orphan(io: Executor | None, future: asyncio.Future[Lease]) -> None:
     """Releases a lease granted after its waiter was cancelled."""
     if future.cancelled() or future.exception() is not None:
         return
-    asyncio.get_running_loop().run_in_executor(None, _quiet_release, future.result())
+    asyncio.get_running_loop().run_in_executor(io, _quiet_release, future.result())
 
 
 class _Link(asyncio.Protocol):
@@ -173,9 +177,9 @@ def _ignore_result(future: asyncio.Future[Any]) -> None:
 class AsyncLease:
     """The asyncio handle of a :class:`Lease`; ``async with`` releases it."""
 
-    def __init__(self, lease: Lease, inline: bool = False, link: _Link | None = None) -> None:
+    def __init__(self, lease: Lease, io: Executor | None = None, link: _Link | None = None) -> None:
         self._lease = lease
-        self._inline = inline
+        self._io = io
         self._link = link
 
     @property
@@ -246,32 +250,32 @@ class AsyncLease:
         self._lease.on_lost(callback)
 
     async def renew(self) -> None:
-        await _call(self._inline, self._lease.renew)
+        await _call(self._io, self._lease.renew)
 
     async def release(self) -> bool:
         """True if the lease was held up to now; False if it had been lost
         (its grant is still revoked at the authority)."""
-        if self._link is None and self._inline:
+        if self._link is None and self._io is None:
             return self._lease.release()
         return await self._release_as() == "held"
 
     async def _release_as(self) -> str:
         if self._link is not None:
             return await self._link.release(self._lease)
-        return await _call(self._inline, self._lease._release_as)
+        return await _call(self._io, self._lease._release_as)
 
     async def report_success(self, latency: float) -> None:
-        await _call(self._inline, self._lease.report_success, latency)
+        await _call(self._io, self._lease.report_success, latency)
 
     async def report_failure(
         self, kind: FailureKind | str, latency: float, *, retry_after: float | None = None
     ) -> None:
-        await _call(self._inline, self._lease.report_failure, kind, latency, retry_after=retry_after)
+        await _call(self._io, self._lease.report_failure, kind, latency, retry_after=retry_after)
 
     async def report_http(
         self, status: int, latency: float = 0.0, headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None
     ) -> None:
-        await _call(self._inline, self._lease.report_http, status, latency, headers)
+        await _call(self._io, self._lease.report_http, status, latency, headers)
 
     async def __aenter__(self) -> AsyncLease:
         return self
@@ -345,8 +349,13 @@ class AsyncPool:
     """
 
     def __init__(self, pool: Pool) -> None:
-        self._inline = not pool.waits_on_network
         self._pool = pool
+        # Calls that wait on a network store run on one thread of the
+        # pool's own (the pool serves one call at a time anyway), never on
+        # the loop's default executor; the rest run inline.
+        self._io: Executor | None = (
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="repute-io") if pool.waits_on_network else None
+        )
         native = pool._link()
         self._link = None if native is None else _Link(native)
 
@@ -412,16 +421,16 @@ class AsyncPool:
         return self._pool.now
 
     async def register(self, kind: str, value: str, permits: int = 1) -> bool:
-        return await _call(self._inline, self._pool.register, kind, value, permits)
+        return await _call(self._io, self._pool.register, kind, value, permits)
 
     async def unregister(self, kind: str, value: str, force: bool = False) -> None:
-        await _call(self._inline, self._pool.unregister, kind, value, force)
+        await _call(self._io, self._pool.unregister, kind, value, force)
 
     async def try_acquire(
         self, context: str, *, auto_renew: bool = False, max_hold: float | None = None
     ) -> AsyncLease | None:
-        lease = await _call(self._inline, self._pool.try_acquire, context, auto_renew=auto_renew, max_hold=max_hold)
-        return None if lease is None else AsyncLease(lease, self._inline, self._link)
+        lease = await _call(self._io, self._pool.try_acquire, context, auto_renew=auto_renew, max_hold=max_hold)
+        return None if lease is None else AsyncLease(lease, self._io, self._link)
 
     def acquire(
         self,
@@ -447,7 +456,7 @@ class AsyncPool:
         waiting = None if timeout is None else self._pool._waiting(timeout)
         while True:
             try:
-                lease = AsyncLease(await self._attempt(context, hold), self._inline, self._link)
+                lease = AsyncLease(await self._attempt(context, hold), self._io, self._link)
                 break
             except (NoResourceAvailableError, RateLimitedError) as refusal:
                 if waiting is None:
@@ -466,27 +475,27 @@ class AsyncPool:
     async def _attempt(self, context: str, hold: _Hold) -> Lease:
         if self._link is not None:
             return await self._link.acquire(context, hold)
-        if self._inline:
+        if self._io is None:
             return self._pool.acquire(context, 0.0, auto_renew=hold.auto_renew, max_hold=hold.max_hold)
         attempt = functools.partial(
             self._pool.acquire, context, 0.0, auto_renew=hold.auto_renew, max_hold=hold.max_hold
         )
         loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(None, attempt)
+        future = loop.run_in_executor(self._io, attempt)
         try:
             return await asyncio.shield(future)
         except asyncio.CancelledError:
-            future.add_done_callback(_release_orphan)
+            future.add_done_callback(functools.partial(_release_orphan, self._io))
             raise
 
     async def acquire_for_probe(self, kind: str, value: str, context: str) -> AsyncLease:
-        return AsyncLease(await _call(self._inline, self._pool.acquire_for_probe, kind, value, context), self._inline, self._link)
+        return AsyncLease(await _call(self._io, self._pool.acquire_for_probe, kind, value, context), self._io, self._link)
 
     async def resume(self, lease_id: int, token: int) -> AsyncLease:
-        return AsyncLease(await _call(self._inline, self._pool.resume, lease_id, token), self._inline, self._link)
+        return AsyncLease(await _call(self._io, self._pool.resume, lease_id, token), self._io, self._link)
 
     async def report_success(self, kind: str, value: str, context: str, latency: float) -> None:
-        await _call(self._inline, self._pool.report_success, kind, value, context, latency)
+        await _call(self._io, self._pool.report_success, kind, value, context, latency)
 
     async def report_failure(
         self,
@@ -498,7 +507,7 @@ class AsyncPool:
         *,
         retry_after: float | None = None,
     ) -> None:
-        await _call(self._inline, self._pool.report_failure, kind, value, context, failure, latency, retry_after=retry_after)
+        await _call(self._io, self._pool.report_failure, kind, value, context, failure, latency, retry_after=retry_after)
 
     async def report_http(
         self,
@@ -509,7 +518,7 @@ class AsyncPool:
         latency: float = 0.0,
         headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
     ) -> None:
-        await _call(self._inline, self._pool.report_http, kind, value, context, status, latency, headers)
+        await _call(self._io, self._pool.report_http, kind, value, context, status, latency, headers)
 
     async def block(
         self,
@@ -519,48 +528,50 @@ class AsyncPool:
         context: str | None = None,
         reason: str | None = None,
     ) -> None:
-        await _call(self._inline, self._pool.block, kind, value, seconds, context, reason)
+        await _call(self._io, self._pool.block, kind, value, seconds, context, reason)
 
     async def unblock(self, kind: str, value: str, context: str | None = None) -> bool:
-        return await _call(self._inline, self._pool.unblock, kind, value, context)
+        return await _call(self._io, self._pool.unblock, kind, value, context)
 
     async def due_for_probe(self) -> list[ProbeTarget]:
-        return await _call(self._inline, self._pool.due_for_probe)
+        return await _call(self._io, self._pool.due_for_probe)
 
     async def cells(self, kind: str, value: str) -> list[Cell]:
-        return await _call(self._inline, self._pool.cells, kind, value)
+        return await _call(self._io, self._pool.cells, kind, value)
 
     async def resources(self) -> list[Resource]:
-        return await _call(self._inline, self._pool.resources)
+        return await _call(self._io, self._pool.resources)
 
     async def stats(self) -> Stats:
-        return await _call(self._inline, self._pool.stats)
+        return await _call(self._io, self._pool.stats)
 
     async def snapshot(self, with_leases: bool = True) -> bytes:
-        return await _call(self._inline, self._pool.snapshot, with_leases)
+        return await _call(self._io, self._pool.snapshot, with_leases)
 
     async def snapshot_json(self, with_leases: bool = True) -> str:
-        return await _call(self._inline, self._pool.snapshot_json, with_leases)
+        return await _call(self._io, self._pool.snapshot_json, with_leases)
 
     async def restore(self, data: bytes) -> None:
-        await _call(self._inline, self._pool.restore, data)
+        await _call(self._io, self._pool.restore, data)
 
     async def restore_json(self, data: str) -> None:
-        await _call(self._inline, self._pool.restore_json, data)
+        await _call(self._io, self._pool.restore_json, data)
 
     async def checkpoint(self, with_leases: bool = True) -> int:
-        return await _call(self._inline, self._pool.checkpoint, with_leases)
+        return await _call(self._io, self._pool.checkpoint, with_leases)
 
     async def sync(self) -> int:
-        return await _call(self._inline, self._pool.sync)
+        return await _call(self._io, self._pool.sync)
 
     async def events(self) -> Iterator[Event]:
-        return await _call(self._inline, self._pool.events)
+        return await _call(self._io, self._pool.events)
 
     async def close(self, checkpoint: bool = True) -> None:
         if self._link is not None:
             self._link.close()
-        await _call(self._inline, self._pool.close, checkpoint)
+        await _call(self._io, self._pool.close, checkpoint)
+        if self._io is not None:
+            self._io.shutdown(wait=False)
 
     async def __aenter__(self) -> AsyncPool:
         return self
