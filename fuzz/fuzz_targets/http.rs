@@ -537,7 +537,7 @@ fn memory_bound() {
     static RUNS: AtomicU64 = AtomicU64::new(0);
     static BASELINE: AtomicU64 = AtomicU64::new(0);
     let runs = RUNS.fetch_add(1, Ordering::Relaxed) + 1;
-    if runs % 1000 != 0 || runs < WARM_UP {
+    if !runs.is_multiple_of(1000) || runs < WARM_UP {
         return;
     }
     let Some(rss) = resident_kb() else { return };

@@ -83,7 +83,7 @@ fn with_history() -> (Pool, repute_core::Lease) {
     let lease = pool.acquire_for_probe(&a, &ctx, 2).or_else(|_| pool.acquire(&ctx, 2)).expect("a free permit");
     let failure = Outcome::Failure { kind: FailureKind::Timeout, latency_ms: 5.0, retry_after: None };
     for t in 3..6 {
-        let _ = pool.report(&a, &ctx, failure.clone(), t);
+        let _ = pool.report(&a, &ctx, failure, t);
     }
     (pool, lease)
 }
@@ -123,7 +123,7 @@ fn exercise(pool: &mut Pool) {
             let cells = pool.cells(&r.resource, now).expect("a listed resource has cells");
             for ctx in cells.into_iter().filter_map(|c| c.context).chain([probe.clone()]) {
                 let _ = pool.acquire_for_probe(&r.resource, &ctx, now);
-                let _ = pool.report(&r.resource, &ctx, failure.clone(), now);
+                let _ = pool.report(&r.resource, &ctx, failure, now);
                 let _ = pool.report(&r.resource, &ctx, Outcome::Success { latency_ms: 2.0 }, now);
                 let _ = pool.acquire(&ctx, now);
             }
