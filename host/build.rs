@@ -19,6 +19,7 @@ fn main() {
         println!("cargo:rerun-if-changed={}", workspace.join(path).display());
     }
     println!("cargo:rerun-if-changed=src/engine_config.rs");
+    println!("cargo:rerun-if-env-changed={TOOLCHAIN_VAR}");
 
     let wasm = build_component(&workspace, "release", &["component"]);
     let trap = build_component(&workspace, "trap-test", &["component", "trap-test"]);
@@ -26,12 +27,23 @@ fn main() {
     emit(&out, "repute-trap-test", &trap);
 }
 
+/// Names the rustup toolchain that builds the component when it is not the
+/// outer build's: a nightly (which cargo-fuzz needs) may lack the wasm
+/// target, which the stable toolchain has.
+const TOOLCHAIN_VAR: &str = "REPUTE_COMPONENT_TOOLCHAIN";
+
 /// Runs `cargo rustc` for the wasm target and returns the component's bytes.
 /// Each variant has its own target directory: both write the same artifact
 /// path, and two builds running at once (a debug and a release one, say)
 /// must not read each other's variant.
 fn build_component(workspace: &Path, variant: &str, features: &[&str]) -> Vec<u8> {
-    let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let toolchain = env::var_os(TOOLCHAIN_VAR).filter(|t| !t.is_empty());
+    // Another toolchain is reached through rustup's `cargo` proxy; the outer
+    // build's own cargo (and the rustc it names) would ignore the choice.
+    let cargo = match toolchain {
+        Some(_) => "cargo".into(),
+        None => env::var_os("CARGO").unwrap_or_else(|| "cargo".into()),
+    };
     let target_dir = workspace.join("target").join("component").join(variant);
     let mut cmd = Command::new(cargo);
     // The outer build's settings are for the host target: drop them all
@@ -43,6 +55,9 @@ fn build_component(workspace: &Path, variant: &str, features: &[&str]) -> Vec<u8
         if outer || key == "RUSTFLAGS" || key == "RUSTC_WRAPPER" || key == "RUSTC_WORKSPACE_WRAPPER" {
             cmd.env_remove(&key);
         }
+    }
+    if let Some(toolchain) = &toolchain {
+        cmd.env("RUSTUP_TOOLCHAIN", toolchain).env_remove("RUSTC").env_remove("RUSTDOC");
     }
     cmd.current_dir(workspace)
         .env("CARGO_TARGET_DIR", &target_dir)
@@ -57,7 +72,7 @@ fn build_component(workspace: &Path, variant: &str, features: &[&str]) -> Vec<u8
     let status = cmd.status().expect("run cargo for the wasm32-wasip2 component");
     assert!(
         status.success(),
-        "building the core component failed (is the target installed? `rustup target add wasm32-wasip2`)"
+        "building the core component failed (is the target installed? `rustup target add wasm32-wasip2`, or name a toolchain that has it in {TOOLCHAIN_VAR})"
     );
     let artifact = target_dir.join("wasm32-wasip2").join("release").join("repute_core.wasm");
     let bytes = std::fs::read(&artifact).expect("the component artifact");

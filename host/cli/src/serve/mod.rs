@@ -352,6 +352,40 @@ async fn run(args: &Args) -> Result<(), String> {
     Ok(())
 }
 
+/// The API over an in-memory store on one shard, ready to answer and with
+/// nothing in the background, for driving the routes in process (the HTTP
+/// fuzz target does): `keys` as `--keys` gives them (`None` serves as
+/// `--no-auth` does), `policy` that of new pools and the operator's caps.
+/// No shutdown can be signalled, so an event stream ends at once.
+pub fn in_memory_app(
+    policy: Policy,
+    keys: Option<auth::KeyFile>,
+    clock: Arc<dyn repute_host::Clock>,
+    max_body_bytes: usize,
+    metrics_auth: bool,
+) -> Result<axum::Router, String> {
+    let set = PoolSet::new(1, Limits::default()).map_err(|e| format!("cannot start the pool: {e}"))?;
+    let store = StoreSpec::Memory.open().map_err(|e| e.to_string())?;
+    let (_, stopping) = watch::channel(false);
+    let state = AppState::new(
+        set,
+        store,
+        None,
+        clock,
+        policy,
+        0,
+        keys,
+        stopping,
+        None,
+        max_body_bytes,
+        None,
+        false,
+        metrics_auth,
+    );
+    state.ready.store(true, Ordering::Release);
+    Ok(routes::router(Arc::new(state)))
+}
+
 /// Serves HTTP/1.1 connections until `shutdown`, then drains them. Unlike
 /// `axum::serve` it bounds what a client can hold without sending anything:
 /// a connection has `header_timeout` to send each request's headers (also

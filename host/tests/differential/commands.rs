@@ -1,0 +1,142 @@
+//! The command set of the differential test, shared by the proptest in
+//! `differential.rs` and the cargo-fuzz target of the same name under
+//! `fuzz/`: each decodes its input into these commands, and [`differ`] runs
+//! them on the component and on the native core.
+
+use std::sync::Arc;
+
+use repute_host::native::NativePool;
+use repute_host::{FailureKind, ManualClock, Outcome, Pool, PoolOps, Providers, Stats, TenantConfig};
+
+pub const KINDS: [&str; 2] = ["proxy", "key"];
+pub const VALUES: [&str; 3] = ["a", "b", "c"];
+pub const CONTEXTS: [&str; 3] = ["x.com", "y.com", "z.com"];
+
+#[derive(Debug, Clone)]
+pub enum Cmd {
+    Advance(u64),
+    Register(usize, u32),
+    Unregister(usize, bool),
+    Acquire(usize),
+    AcquireForProbe(usize, usize),
+    /// Renew the n-th lease seen so far; `true` presents a stale token.
+    Renew(usize, bool),
+    Release(usize, bool),
+    Report(usize, usize, Option<FailureKind>, f64),
+    Block(usize, Option<usize>, Option<u64>, Option<&'static str>),
+    Unblock(usize, Option<usize>),
+    Inspect(usize),
+    SnapshotRestore(bool),
+    Checkpoint(bool),
+    BadInput(usize),
+}
+
+pub fn res(i: usize) -> (&'static str, &'static str) {
+    (KINDS[i / VALUES.len()], VALUES[i % VALUES.len()])
+}
+
+/// Runs one command on one side, rendering the result as text so both
+/// sides' results (of many types) compare in one place.
+pub fn run(p: &mut dyn PoolOps, cmd: &Cmd, clock: &ManualClock, seen: &mut Vec<(u64, u64)>) -> String {
+    let lease = |seen: &[(u64, u64)], i: usize, stale: bool| {
+        let (id, token) = seen.get(i % seen.len().max(1)).copied().unwrap_or((i as u64 + 1, 1));
+        (id, if stale { token.wrapping_add(7) } else { token })
+    };
+    match *cmd {
+        Cmd::Advance(ns) => {
+            clock.advance(ns);
+            String::new()
+        }
+        Cmd::Register(r, permits) => format!("{:?}", p.register(res(r).0, res(r).1, permits)),
+        Cmd::Unregister(r, force) => format!("{:?}", p.unregister(res(r).0, res(r).1, force)),
+        Cmd::Acquire(c) => {
+            let out = p.acquire(CONTEXTS[c]);
+            if let Ok(l) = &out {
+                seen.push((l.id, l.token));
+            }
+            format!("{out:?}")
+        }
+        Cmd::AcquireForProbe(r, c) => {
+            let out = p.acquire_for_probe(res(r).0, res(r).1, CONTEXTS[c]);
+            if let Ok(l) = &out {
+                seen.push((l.id, l.token));
+            }
+            format!("{out:?}")
+        }
+        Cmd::Renew(i, stale) => {
+            let (id, token) = lease(seen, i, stale);
+            format!("{:?}", p.renew(id, token))
+        }
+        Cmd::Release(i, stale) => {
+            let (id, token) = lease(seen, i, stale);
+            format!("{:?} {:?}", p.release(id, token), p.lease(id))
+        }
+        Cmd::Report(r, c, kind, latency) => {
+            let outcome = match kind {
+                None => Outcome::Success { latency_ms: latency },
+                // Half of the waits given, half left to the rule's base.
+                Some(kind) => {
+                    let retry_after = (kind.takes_retry_after() && latency > 500.0)
+                        .then(|| (latency as u64).saturating_mul(1_000_000));
+                    Outcome::Failure { kind, latency_ms: latency, retry_after }
+                }
+            };
+            format!("{:?}", p.report(res(r).0, res(r).1, CONTEXTS[c], &outcome))
+        }
+        Cmd::Block(r, c, duration, reason) => {
+            format!("{:?}", p.block(res(r).0, res(r).1, c.map(|c| CONTEXTS[c]), duration, reason))
+        }
+        Cmd::Unblock(r, c) => format!("{:?}", p.unblock(res(r).0, res(r).1, c.map(|c| CONTEXTS[c]))),
+        Cmd::Inspect(which) => match which {
+            0 => format!("{:?}", p.due_for_probe()),
+            1 => format!("{:?}", p.cells(res(0).0, res(0).1)),
+            2 => format!("{:?}", p.resources()),
+            3 => format!("{:?}", p.leases()),
+            // The footprint counts the target's own sizes (wasm32's pointers
+            // are half as wide), so it is the one figure the two may differ in.
+            4 => format!("{:?}", p.stats().map(|s| Stats { footprint: 0, ..s })),
+            _ => format!("{:?}", p.snapshot_json(true)),
+        },
+        Cmd::SnapshotRestore(with_leases) => {
+            let bytes = p.snapshot(with_leases).expect("snapshot");
+            format!("{bytes:?} {:?}", p.restore(&bytes))
+        }
+        Cmd::Checkpoint(with_leases) => format!("{:?}", p.checkpoint(with_leases)),
+        Cmd::BadInput(which) => match which {
+            0 => format!("{:?}", p.register("", "v", 1)),
+            1 => format!("{:?}", p.acquire("bad\ncontext")),
+            2 => format!("{:?}", p.report("proxy", "a", "x.com", &Outcome::Success { latency_ms: f64::NAN })),
+            _ => format!("{:?}", p.restore(b"RPUTSNAP garbage")),
+        },
+    }
+}
+
+/// Runs `cmds` on a component pool and a native one opened with `config`,
+/// each on its own clock, and names the first disagreement: a result, the
+/// events of a step, or the final snapshot with or without leases.
+pub fn differ(config: TenantConfig, cmds: &[Cmd]) -> Option<String> {
+    let (wasm_clock, native_clock) = (ManualClock::new(1_000), ManualClock::new(1_000));
+    let mut wasm = Pool::open(config.clone(), Providers::memory_with_clock(Arc::new(wasm_clock.clone())))
+        .expect("open component pool");
+    let mut native = NativePool::open(config, Providers::memory_with_clock(Arc::new(native_clock.clone())))
+        .expect("open native pool");
+    let (mut wasm_seen, mut native_seen) = (Vec::new(), Vec::new());
+    for (step, cmd) in cmds.iter().enumerate() {
+        let a = run(&mut wasm, cmd, &wasm_clock, &mut wasm_seen);
+        let b = run(&mut native, cmd, &native_clock, &mut native_seen);
+        if a != b {
+            return Some(format!("result of step {step} {cmd:?}: component {a} != native {b}"));
+        }
+        let (a, b) = (wasm.drain_events().unwrap(), native.drain_events().unwrap());
+        if a != b {
+            return Some(format!("events of step {step} {cmd:?}: component {a:?} != native {b:?}"));
+        }
+    }
+    for with_leases in [true, false] {
+        let (a, b) = (wasm.snapshot(with_leases).unwrap(), native.snapshot(with_leases).unwrap());
+        if a != b {
+            return Some(format!("snapshot (leases: {with_leases}): component {a:?} != native {b:?}"));
+        }
+    }
+    None
+}
