@@ -101,7 +101,7 @@ export interface HoldOptions {
 }
 
 export interface AcquireOptions extends HoldOptions {
-  /** How long to wait for a resource; default the pool's lease TTL. 0 tries once. */
+  /** How long to wait for a resource; default without limit (as in Python). 0 tries once. */
   timeoutMs?: number;
   /** Aborts the wait (rejects with the signal's reason). */
   signal?: AbortSignal;

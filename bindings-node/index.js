@@ -356,7 +356,6 @@ class Pool {
   #durable;
   /** On Redis: acquires and releases run on the pool's own connection on the event loop. */
   #link;
-  #defaultTimeoutMs;
   /** Sleeping `acquire` calls, woken early by anything that may free a permit. */
   #waiters = new Set();
   /** Open `events()` iterators. */
@@ -367,7 +366,6 @@ class Pool {
     this.#native = adopt === kAdopt ? opened : new native.NativePool(config, clock);
     this.#durable = this.#native.durable;
     this.#link = this.#native.hasLink;
-    this.#defaultTimeoutMs = this.#native.leaseTtlMs;
     this.#startProber(obj('options', options), config.recovery);
   }
 
@@ -506,8 +504,8 @@ class Pool {
   }
 
   /**
-   * A lease for `context`, waiting up to `timeoutMs` (default: the lease
-   * TTL, by when every lease held now has ended) for one to free up. Waits
+   * A lease for `context`, waiting up to `timeoutMs` (default: without
+   * limit, as in Python; 0 tries once; `signal` aborts) for one to free up. Waits
    * follow the pool's plan (the same as every front end's: from 1 ms up to
    * 50 ms, never past the pool's `retryAfterMs`, on the pool's clock) and
    * end early when this pool releases or changes anything. Rejects with the
@@ -519,7 +517,7 @@ class Pool {
     str('context', context);
     const o = obj('options', options);
     const hold = holdOptions(o);
-    const timeoutMs = o.timeoutMs === undefined ? this.#defaultTimeoutMs : num('timeoutMs', o.timeoutMs);
+    const timeoutMs = optNum('timeoutMs', o.timeoutMs);
     const signal = o.signal;
     const waiting = this.#native.waiting(timeoutMs);
     for (;;) {

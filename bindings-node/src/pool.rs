@@ -206,12 +206,6 @@ impl NativePool {
         self.holder.durable()
     }
 
-    /// The lease TTL the pool was opened with: `acquire`'s default wait.
-    #[napi(getter)]
-    pub fn lease_ttl_ms(&self) -> f64 {
-        ns_to_ms(self.holder.lease_ttl())
-    }
-
     #[napi]
     pub fn now_ms(&self) -> f64 {
         ns_to_ms(self.holder.now())

@@ -190,3 +190,22 @@ test('withLease rejects when the lease ran out unseen while the callback ran', a
   assert.equal(pool.stats().liveLeases, 0);
   pool.close();
 });
+
+test('acquire waits without limit by default, as in Python', async () => {
+  const clock = new ManualClock();
+  const pool = new Pool({ clock, leaseTtlMs: 1_000 });
+  pool.register('proxy', 'a');
+  pool.block('proxy', 'a');
+  let settled = false;
+  const waiter = pool.acquire('c').finally(() => {
+    settled = true;
+  });
+  clock.advance(60_000); // far past any lease TTL on the pool's clock
+  await sleep(200);
+  assert.equal(settled, false);
+  pool.unblock('proxy', 'a'); // wakes the waiter
+  const lease = await waiter;
+  assert.equal(lease.value, 'a');
+  await lease.release();
+  pool.close();
+});

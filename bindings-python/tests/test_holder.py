@@ -205,3 +205,18 @@ def test_asyncio_acquire_waits_on_the_pools_clock(clock: repute.ManualClock) -> 
         return caught.value.code
 
     assert asyncio.run(main()) == "no_resource_available"
+
+
+def test_acquire_waits_without_limit_by_default(clock: repute.ManualClock) -> None:
+    pool = repute.Pool(clock=clock, lease_ttl=1.0)
+    pool.register("proxy", "a")
+    pool.block("proxy", "a")
+    got: list[repute.Lease] = []
+    waiter = threading.Thread(target=lambda: got.append(pool.acquire("c")))
+    waiter.start()
+    clock.advance(60.0)  # far past any lease TTL on the pool's clock
+    time.sleep(0.2)
+    assert waiter.is_alive() and got == []
+    pool.unblock("proxy", "a")  # wakes the waiter
+    waiter.join(5.0)
+    assert [lease.value for lease in got] == ["a"]

@@ -51,8 +51,6 @@ pub struct Holder {
     /// Calls wait for a PostgreSQL or Redis round trip.
     network: bool,
     durable: bool,
-    /// The policy's lease TTL as opened (a front end's default wait).
-    lease_ttl: u64,
     watch: watch::Watch,
 }
 
@@ -69,7 +67,6 @@ impl Holder {
         let resolved = options.resolve(names)?;
         let clock = clock.unwrap_or_else(|| Arc::new(SystemClock::new()));
         let store = resolved.store.open()?;
-        let lease_ttl = resolved.config.policy.lease_ttl;
         let last_checkpoint = resolved.config.durable && !(store.is_shared() && resolved.sharing.mode == Mode::Shared);
         let pool = EmbeddedPool::open(&store, &resolved.sharing, &resolved.tenant, resolved.config, clock.clone())?;
         Ok(Arc::new(Holder {
@@ -80,7 +77,6 @@ impl Holder {
             closed: AtomicBool::new(false),
             network: matches!(resolved.store, StoreSpec::Postgres(_) | StoreSpec::Redis(_)),
             durable: resolved.store.durable(),
-            lease_ttl,
             watch: watch::Watch::default(),
         }))
     }
@@ -116,11 +112,6 @@ impl Holder {
     /// True when grants and reports write to durable storage.
     pub fn durable(&self) -> bool {
         self.durable
-    }
-
-    /// The lease TTL the pool was opened with, ns.
-    pub fn lease_ttl(&self) -> u64 {
-        self.lease_ttl
     }
 
     pub fn is_closed(&self) -> bool {
