@@ -19,7 +19,7 @@ use crate::pool::Shared;
 
 struct State {
     exchange: Exchange,
-    next_op: u64,
+    next_op: u32,
     /// How each acquire in flight is to be held once granted.
     holds: HashMap<u32, Option<Option<u64>>>,
 }
@@ -28,6 +28,14 @@ struct State {
 pub(crate) struct RedisLink {
     shared: Arc<Shared>,
     state: Mutex<State>,
+}
+
+impl State {
+    /// The number of the next operation (it only names replies in flight).
+    fn op(&mut self) -> u32 {
+        self.next_op = self.next_op.wrapping_add(1);
+        self.next_op
+    }
 }
 
 impl RedisLink {
@@ -94,8 +102,7 @@ impl RedisLink {
         py.detach(|| {
             self.shared.check()?;
             let mut state = self.state();
-            state.next_op += 1;
-            let op = state.next_op as u32;
+            let op = state.op();
             let exchange = &mut state.exchange;
             self.shared.holder.with(|p| exchange.acquire(p, op, context))?;
             state.holds.insert(op, hold);
@@ -112,8 +119,7 @@ impl RedisLink {
         py.detach(|| {
             self.shared.check()?;
             let mut state = self.state();
-            state.next_op += 1;
-            let op = state.next_op as u32;
+            let op = state.op();
             let exchange = &mut state.exchange;
             let (how, sent) = lease.held_lease().release_by(|p, l| exchange.release(p, op, l.id, l.token))?;
             Ok((released_name(how), (sent == Some(true)).then_some(op)))
