@@ -816,6 +816,9 @@ class Pool {
   }
 }
 
+// ES modules import this same object (one addon load, one set of classes, so
+// `instanceof` agrees across both). Node finds the named exports by reading
+// this literal, so it stays a plain list of names.
 module.exports = {
   Pool,
   Lease,
