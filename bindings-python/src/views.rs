@@ -157,27 +157,17 @@ impl Cell {
 }
 
 /// One registered resource.
-#[pyclass(frozen, module = "repute")]
+#[pyclass(frozen, get_all, module = "repute")]
 pub(crate) struct Resource {
-    #[pyo3(get)]
     kind: String,
-    #[pyo3(get)]
     value: String,
-    #[pyo3(get)]
     permits: u32,
-    #[pyo3(get)]
     leased: u32,
-    #[pyo3(get)]
     score: i32,
-    #[pyo3(get)]
     contexts: u32,
-    #[pyo3(get)]
     blocked: bool,
-    #[pyo3(get)]
     blocked_until: Option<f64>,
-    #[pyo3(get)]
     blocked_until_unix: Option<f64>,
-    #[pyo3(get)]
     block_reason: Option<String>,
 }
 
@@ -214,21 +204,14 @@ impl Resource {
 }
 
 /// Pool-wide counters.
-#[pyclass(frozen, module = "repute")]
+#[pyclass(frozen, get_all, module = "repute")]
 pub(crate) struct Stats {
-    #[pyo3(get)]
     resources: u32,
-    #[pyo3(get)]
     cells: u32,
-    #[pyo3(get)]
     contexts: u32,
-    #[pyo3(get)]
     live_leases: u32,
-    #[pyo3(get)]
     available: u32,
-    #[pyo3(get)]
     due_for_probe: u32,
-    #[pyo3(get)]
     now: f64,
 }
 
@@ -286,21 +269,16 @@ impl Event {
 }
 
 /// A resource was registered (or its permits changed).
-#[pyclass(frozen, extends = Event, module = "repute")]
+#[pyclass(frozen, get_all, extends = Event, module = "repute")]
 pub(crate) struct RegisteredEvent {
-    #[pyo3(get)]
     kind: String,
-    #[pyo3(get)]
     value: String,
-    #[pyo3(get)]
     permits: u32,
 }
 
-#[pyclass(frozen, extends = Event, module = "repute")]
+#[pyclass(frozen, get_all, extends = Event, module = "repute")]
 pub(crate) struct UnregisteredEvent {
-    #[pyo3(get)]
     kind: String,
-    #[pyo3(get)]
     value: String,
 }
 
@@ -329,76 +307,51 @@ impl CooledEvent {
     }
 }
 
-#[pyclass(frozen, extends = Event, module = "repute")]
+#[pyclass(frozen, get_all, extends = Event, module = "repute")]
 pub(crate) struct RecoveredEvent {
-    #[pyo3(get)]
     kind: String,
-    #[pyo3(get)]
     value: String,
-    #[pyo3(get)]
     context: String,
 }
 
 /// A block was put in place; `context` None is resource-wide, `until` None permanent.
-#[pyclass(frozen, extends = Event, module = "repute")]
+#[pyclass(frozen, get_all, extends = Event, module = "repute")]
 pub(crate) struct BlocklistedEvent {
-    #[pyo3(get)]
     kind: String,
-    #[pyo3(get)]
     value: String,
-    #[pyo3(get)]
     context: Option<String>,
-    #[pyo3(get)]
     until: Option<f64>,
-    #[pyo3(get)]
     until_unix: Option<f64>,
-    #[pyo3(get)]
     reason: Option<String>,
 }
 
-#[pyclass(frozen, extends = Event, module = "repute")]
+#[pyclass(frozen, get_all, extends = Event, module = "repute")]
 pub(crate) struct UnblockedEvent {
-    #[pyo3(get)]
     kind: String,
-    #[pyo3(get)]
     value: String,
-    #[pyo3(get)]
     context: Option<String>,
 }
 
 /// Nothing could be granted for `context`; `reason` is "no_candidates" or "rate_limited".
-#[pyclass(frozen, extends = Event, module = "repute")]
+#[pyclass(frozen, get_all, extends = Event, module = "repute")]
 pub(crate) struct RejectedEvent {
-    #[pyo3(get)]
     context: String,
-    #[pyo3(get)]
     reason: &'static str,
 }
 
 /// Base of the lease events: the lease as it was at the event.
-#[pyclass(frozen, subclass, extends = Event, module = "repute")]
+#[pyclass(frozen, get_all, subclass, extends = Event, module = "repute")]
 pub(crate) struct LeaseEvent {
-    #[pyo3(get)]
     lease_id: u64,
-    #[pyo3(get)]
     kind: String,
-    #[pyo3(get)]
     value: String,
-    #[pyo3(get)]
     context: String,
-    #[pyo3(get)]
     permit: u32,
-    #[pyo3(get)]
     token: u64,
-    #[pyo3(get)]
     lease_kind: &'static str,
-    #[pyo3(get)]
     granted_at: f64,
-    #[pyo3(get)]
     granted_at_unix: f64,
-    #[pyo3(get)]
     expires_at: f64,
-    #[pyo3(get)]
     expires_at_unix: f64,
 }
 
@@ -531,13 +484,10 @@ pub(crate) fn event<'py>(py: Python<'py>, e: HostEvent, wall: &Wall) -> PyResult
 }
 
 /// A cell waiting for a probe: `Pool.due_for_probe()` lists these.
-#[pyclass(frozen, module = "repute")]
+#[pyclass(frozen, get_all, module = "repute")]
 pub(crate) struct ProbeTarget {
-    #[pyo3(get)]
     kind: String,
-    #[pyo3(get)]
     value: String,
-    #[pyo3(get)]
     context: String,
 }
 
