@@ -113,6 +113,23 @@ fn grants() -> usize {
     std::env::var("REPUTE_FAULT_GRANTS").map_or(10_000, |v| v.parse().expect("REPUTE_FAULT_GRANTS: a number"))
 }
 
+/// The workload every fault scenario runs: 8 workers over 4 contexts, short
+/// holds, a client timeout well under the leases' TTL.
+fn workload(tenant: &str, grants: usize, pg: &str, table: String) -> Config {
+    Config {
+        tenant: tenant.to_owned(),
+        workers: 8,
+        grants,
+        contexts: 4,
+        hold: (Duration::ZERO, Duration::from_millis(4)),
+        long_hold: None,
+        timeout: Duration::from_millis(750),
+        downstream_url: pg.to_owned(),
+        downstream_table: table,
+        stall: Duration::from_secs(30),
+    }
+}
+
 fn scenario(setup: Setup, fault: Fault) {
     let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let pg = pg_url();
@@ -131,18 +148,7 @@ fn scenario(setup: Setup, fault: Fault) {
     register(&cluster, &tenant, RESOURCES);
 
     let total = grants();
-    let config = Config {
-        tenant: tenant.clone(),
-        workers: 8,
-        grants: total,
-        contexts: 4,
-        hold: (Duration::ZERO, Duration::from_millis(4)),
-        long_hold: None,
-        timeout: Duration::from_millis(750),
-        downstream_url: pg.clone(),
-        downstream_table: table,
-        stall: Duration::from_secs(30),
-    };
+    let config = workload(&tenant, total, &pg, table);
     let running = Running::start(config, &cluster);
     running.wait_for(total / 4);
 
@@ -258,18 +264,10 @@ fn sqlite_scenario(holder: Holder) {
 
     let total = grants();
     let config = Config {
-        tenant: tenant.clone(),
-        workers: 8,
-        grants: total,
-        contexts: 4,
-        hold: (Duration::ZERO, Duration::from_millis(4)),
         // Most workers are mid-way through a long hold when the process is
         // killed: the permits the next process must not hand out again.
         long_hold: Some((50, Duration::from_millis(800))),
-        timeout: Duration::from_millis(750),
-        downstream_url: pg.clone(),
-        downstream_table: table,
-        stall: Duration::from_secs(30),
+        ..workload(&tenant, total, &pg, table)
     };
     let running = Running::start(config, &cluster);
     let mut restarts = Vec::new();
