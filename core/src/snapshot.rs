@@ -315,6 +315,7 @@ impl SnapshotData {
         let leases = with_leases.then(|| {
             let mut l: Vec<LeaseRecord> = pool
                 .leases
+                .live
                 .values()
                 .map(|e| LeaseRecord {
                     id: e.lease.id,
@@ -332,7 +333,7 @@ impl SnapshotData {
         SnapshotData {
             policy: pool.policy.clone(),
             rng: pool.rng.clone(),
-            next_lease_id: pool.next_lease_id,
+            next_lease_id: pool.leases.next_id,
             rate_tokens: pool.bucket.as_ref().map(|b| b.tokens),
             resources,
             cells,
@@ -350,7 +351,7 @@ impl SnapshotData {
         let id_err = |_| invalid("resource", "kind and value must be valid resource ids");
         let mut pool = Pool::empty(self.policy.clone(), self.rng, now);
         pool.next_serial = first_serial;
-        pool.next_lease_id = counter(self.next_lease_id, "next_lease_id")?.max(1);
+        pool.leases.next_id = counter(self.next_lease_id, "next_lease_id")?.max(1);
         if let Some(max) = self.policy.max_resources {
             if self.resources.len() > max as usize {
                 return Err(invalid("resources", "must not outnumber policy.max_resources"));
@@ -424,7 +425,7 @@ impl SnapshotData {
             if l.ttl == 0 {
                 return Err(invalid("lease.ttl", "must be > 0"));
             }
-            if l.id == 0 || l.id >= pool.next_lease_id || pool.leases.contains_key(&l.id) {
+            if l.id == 0 || l.id >= pool.leases.next_id || pool.leases.live.contains_key(&l.id) {
                 return Err(invalid("lease.id", "must be unique and below next_lease_id"));
             }
             let r = pool.resources[slot as usize].as_mut().expect("registered");
@@ -454,8 +455,8 @@ impl SnapshotData {
                     LeaseKind::Client | LeaseKind::FailOpen => {}
                 }
             }
-            pool.timers.insert((lease.expires_at, Timer::Lease(lease.id)));
-            pool.leases.insert(lease.id, LeaseEntry { lease, slot });
+            pool.timers.arm(lease.expires_at, Timer::Lease(lease.id));
+            pool.leases.live.insert(lease.id, LeaseEntry { lease, slot });
         }
         pool.arm_timers();
         Ok(pool)
@@ -469,22 +470,22 @@ impl Pool {
         for (slot, r) in self.resources.iter().enumerate() {
             let Some(r) = r else { continue };
             if let Some(until) = r.block.as_ref().and_then(|b| b.until) {
-                self.timers.insert((until, Timer::Block(slot as u32, None)));
+                self.timers.arm(until, Timer::Block(slot as u32, None));
             }
             if let Some(p) = r.pause {
-                self.timers.insert((p.until, Timer::Pause(slot as u32, None)));
+                self.timers.arm(p.until, Timer::Pause(slot as u32, None));
             }
         }
         for (&(slot, ctx), cc) in &self.cells {
             if let Some(until) = cc.block.as_ref().and_then(|b| b.until) {
-                self.timers.insert((until, Timer::Block(slot, Some(ctx))));
+                self.timers.arm(until, Timer::Block(slot, Some(ctx)));
             }
             if let Some(p) = cc.cell.pause {
-                self.timers.insert((p.until, Timer::Pause(slot, Some(ctx))));
+                self.timers.arm(p.until, Timer::Pause(slot, Some(ctx)));
             }
             if let Phase::Cooling { until, cause } = cc.cell.phase {
                 if until > now {
-                    self.timers.insert((until, Timer::Cooldown(slot, ctx)));
+                    self.timers.arm(until, Timer::Cooldown(slot, ctx));
                 } else if self.policy.recovery.probes(cause) && cc.probe.is_none() {
                     self.probe_due.insert((slot, ctx));
                 }
@@ -530,7 +531,7 @@ impl Pool {
         self.advance(now);
         // Serials continue, so no key handed out before names a resource after.
         let mut next = data.build(self.now, self.next_serial)?;
-        next.next_lease_id = next.next_lease_id.max(self.next_lease_id);
+        next.leases.raise_ids(self.leases.next_id);
         let mut old: BTreeMap<&ResourceId, &[u64]> = self.retired_fences.iter().map(|(k, v)| (k, &v[..])).collect();
         for r in self.resources.iter().flatten() {
             old.insert(&r.id, r.permits.fences());
@@ -544,8 +545,7 @@ impl Pool {
         core::mem::swap(&mut next.authority, &mut self.authority);
         next.events = core::mem::take(&mut self.events);
         next.record_events = self.record_events;
-        next.ended = core::mem::take(&mut self.ended);
-        next.ended_set = core::mem::take(&mut self.ended_set);
+        next.leases.take_ended(&mut self.leases);
         *self = next;
         Ok(())
     }
