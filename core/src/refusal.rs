@@ -131,7 +131,7 @@ impl Pool {
                 if self.now < until {
                     return Standing::Cooling(Some(until));
                 }
-                if let Some(trial) = cc.trial.and_then(|id| self.leases.get(&id)) {
+                if let Some(trial) = cc.trial.and_then(|id| self.leases.live.get(&id)) {
                     return Standing::Cooling(Some(trial.lease.expires_at));
                 }
                 if !self.policy.recovery.half_open(cause) {
@@ -140,7 +140,8 @@ impl Pool {
                 }
             }
         }
-        let expiry = r.permits.held_from(0).filter_map(|id| self.leases.get(&id)).map(|e| e.lease.expires_at).min();
+        let expiry =
+            r.permits.held_from(0).filter_map(|id| self.leases.live.get(&id)).map(|e| e.lease.expires_at).min();
         Standing::Leased(expiry)
     }
 

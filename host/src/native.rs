@@ -5,6 +5,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use repute_core::journal::{self, Checkpoint, Journal, JournalError};
 use repute_core::{
     Authority, CellView, Command, Context, Event, Lease, Outcome, RateLimit, ResourceId, ResourceView, Stats,
 };
@@ -69,21 +70,56 @@ impl Authority for ProviderAuthority {
     }
 }
 
+/// The tenant's storage provider and clock as the core journal's storage,
+/// as the component's `storage` and `clock` imports are.
+struct ProviderStorage {
+    storage: Box<dyn Storage>,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for ProviderStorage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProviderStorage").finish_non_exhaustive()
+    }
+}
+
+impl journal::Storage for ProviderStorage {
+    type Entry = Command;
+    type Error = StoreError;
+
+    fn now(&mut self) -> u64 {
+        self.clock.now()
+    }
+
+    fn load(&mut self) -> std::result::Result<Option<Checkpoint>, StoreError> {
+        let checkpoint = self.storage.load()?;
+        Ok(checkpoint.map(|c| Checkpoint { bytes: c.bytes, version: c.version, log_seq: c.log_seq }))
+    }
+
+    fn save(&mut self, bytes: &[u8], expected_version: u64, log_seq: u64) -> std::result::Result<u64, StoreError> {
+        self.storage.save(bytes, expected_version, log_seq)
+    }
+
+    fn append(&mut self, command: Command) -> std::result::Result<u64, StoreError> {
+        self.storage.append(&command)
+    }
+
+    fn read_log(&mut self, after: u64, limit: u32) -> std::result::Result<Vec<(u64, Option<Command>)>, StoreError> {
+        let page = self.storage.read_log(after, limit)?;
+        Ok(page.into_iter().map(|e| (e.seq, Some(e.command))).collect())
+    }
+}
+
 /// A tenant's pool running natively. Behaves exactly like [`crate::Pool`]
 /// (that is what the differential test checks), minus the sandbox.
 pub struct NativePool {
-    pool: repute_core::Pool,
-    clock: Arc<dyn Clock>,
-    storage: Box<dyn Storage>,
+    journal: Journal<ProviderStorage>,
     fault: Arc<Mutex<Option<StoreError>>>,
-    version: u64,
-    log_seq: u64,
-    log: bool,
 }
 
 impl std::fmt::Debug for NativePool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NativePool").field("pool", &self.pool).finish_non_exhaustive()
+        f.debug_struct("NativePool").field("pool", self.journal.pool()).finish_non_exhaustive()
     }
 }
 
@@ -109,78 +145,55 @@ fn checked(outcome: &Outcome) -> Result<Outcome> {
 impl NativePool {
     /// Opens a tenant as `Pool::open` does: fresh, or from storage when durable.
     pub fn open(config: TenantConfig, providers: Providers) -> Result<NativePool> {
-        let Providers { clock, fencing, mut storage } = providers;
+        let Providers { clock, fencing, storage } = providers;
         let fault = Arc::new(Mutex::new(None));
-        let (pool, version, log_seq) = if config.durable {
-            config.policy.validate()?;
-            match storage.load()? {
-                Some(c) => (repute_core::Pool::from_snapshot(&c.bytes, clock.now())?, c.version, c.log_seq),
-                None => (repute_core::Pool::new(config.policy, config.seed)?, 0, 0),
-            }
-        } else {
-            (repute_core::Pool::new(config.policy, config.seed)?, 0, 0)
-        };
         let own_authority = fencing.in_process();
-        let lease_id_floor = storage.lease_id_floor();
         let authority = ProviderAuthority { fencing, clock: clock.clone(), fault: fault.clone() };
-        let mut native = NativePool { pool, clock, storage, fault, version, log_seq, log: config.durable };
-        if !own_authority {
-            native.pool.set_authority(Box::new(authority));
-        }
-        native.pool.raise_lease_ids(lease_id_floor);
-        if config.durable {
-            native.fold(None)?;
-        }
-        native.pool.drain_events();
-        Ok(native)
+        let prepare = |pool: &mut repute_core::Pool, storage: &mut ProviderStorage| {
+            if !own_authority {
+                pool.set_authority(Box::new(authority));
+            }
+            pool.raise_lease_ids(storage.storage.lease_id_floor());
+        };
+        let mut storage = ProviderStorage { storage, clock };
+        let mut journal = if config.durable {
+            Journal::open(config.policy, config.seed, true, storage, prepare).map_err(|e| match e {
+                JournalError::Storage(e) => Error::from(e),
+                JournalError::Pool(e) => e.into(),
+            })?
+        } else {
+            let mut pool = repute_core::Pool::new(config.policy, config.seed)?;
+            prepare(&mut pool, &mut storage);
+            Journal::unlogged(pool, storage)
+        };
+        journal.pool_mut().drain_events();
+        Ok(NativePool { journal, fault })
     }
 
-    /// Folds the log entries after `log_seq` and before `until`, as the component does.
-    fn fold(&mut self, until: Option<u64>) -> Result<u32> {
-        const PAGE: u32 = 1024;
-        let mut folded = 0;
-        loop {
-            if until.is_some_and(|u| self.log_seq + 1 >= u) {
-                return Ok(folded);
-            }
-            let page = self.storage.read_log(self.log_seq, PAGE)?;
-            for entry in &page {
-                if until.is_some_and(|u| entry.seq >= u) {
-                    return Ok(folded);
-                }
-                let now = self.clock.now();
-                // Refused now exactly as it was refused when made.
-                let _ = self.pool.apply(&entry.command, now);
-                self.log_seq = entry.seq;
-                folded += 1;
-            }
-            if page.len() < PAGE as usize {
-                return Ok(folded);
-            }
-        }
-    }
-
-    /// Runs a change, logged first when durable (see the component's `logged`).
+    /// Runs a change through the journal, logged first when durable.
     fn logged<T>(
         &mut self,
         command: impl FnOnce() -> Command,
         f: impl FnOnce(&mut repute_core::Pool, u64) -> repute_core::Result<T>,
     ) -> Result<T> {
-        if !self.log {
-            let r = f(&mut self.pool, self.clock.now());
-            return self.done(r);
-        }
-        let seq = self.storage.append(&command())?;
-        self.fold(Some(seq))?;
-        let r = f(&mut self.pool, self.clock.now());
-        self.log_seq = seq;
+        let r = match self.journal.logged(command, f) {
+            Err(JournalError::Storage(e)) => return Err(e.into()),
+            Err(JournalError::Pool(e)) => Err(e),
+            Ok(v) => Ok(v),
+        };
+        self.done(r)
+    }
+
+    /// Runs one operation at the clock's now; its result mapped by `done`.
+    fn run<T>(&mut self, f: impl FnOnce(&mut repute_core::Pool, u64) -> repute_core::Result<T>) -> Result<T> {
+        let r = self.journal.run(f);
         self.done(r)
     }
 
     /// Events on or off, as `Limits::max_pending_events` of 0 turns them off
     /// for a component pool.
     pub fn set_record_events(&mut self, on: bool) {
-        self.pool.set_record_events(on);
+        self.journal.pool_mut().set_record_events(on);
     }
 
     /// Maps a core result, a provider failure during the call first.
@@ -191,10 +204,6 @@ impl NativePool {
             (Err(_), Some(fault)) => Err(Error::Store(fault)),
             (Err(e), None) => Err(e.into()),
         }
-    }
-
-    fn now(&self) -> u64 {
-        self.clock.now()
     }
 }
 
@@ -213,28 +222,24 @@ impl PoolOps for NativePool {
 
     fn acquire(&mut self, context: &str) -> Result<Lease> {
         let context = ctx(context)?;
-        let r = self.pool.acquire(&context, self.now());
-        self.done(r)
+        self.run(|p, now| p.acquire(&context, now))
     }
 
     fn acquire_for_probe(&mut self, kind: &str, value: &str, context: &str) -> Result<Lease> {
         let (id, context) = (id(kind, value)?, ctx(context)?);
-        let r = self.pool.acquire_for_probe(&id, &context, self.now());
-        self.done(r)
+        self.run(|p, now| p.acquire_for_probe(&id, &context, now))
     }
 
     fn renew(&mut self, id: u64, token: u64) -> Result<Lease> {
-        let r = self.pool.renew(id, token, self.now());
-        self.done(r)
+        self.run(|p, now| p.renew(id, token, now))
     }
 
     fn release(&mut self, id: u64, token: u64) -> Result<()> {
-        let r = self.pool.release(id, token, self.now());
-        self.done(r)
+        self.run(|p, now| p.release(id, token, now))
     }
 
     fn lease(&mut self, id: u64) -> Result<Option<Lease>> {
-        Ok(self.pool.lease(id, self.now()))
+        Ok(self.journal.run(|p, now| p.lease(id, now)))
     }
 
     fn report(&mut self, kind: &str, value: &str, context: &str, outcome: &Outcome) -> Result<()> {
@@ -268,59 +273,60 @@ impl PoolOps for NativePool {
     }
 
     fn due_for_probe(&mut self) -> Result<Vec<(ResourceId, Context)>> {
-        Ok(self.pool.due_for_probe(self.now()))
+        Ok(self.journal.run(|p, now| p.due_for_probe(now)))
     }
 
     fn cells(&mut self, kind: &str, value: &str) -> Result<Vec<CellView>> {
         let id = id(kind, value)?;
-        let r = self.pool.cells(&id, self.now());
-        self.done(r)
+        self.run(|p, now| p.cells(&id, now))
     }
 
     fn resources(&mut self) -> Result<Vec<ResourceView>> {
-        self.pool.advance(self.now());
-        Ok(self.pool.resources())
+        Ok(self.journal.run(|p, now| {
+            p.advance(now);
+            p.resources()
+        }))
     }
 
     fn leases(&mut self) -> Result<Vec<Lease>> {
-        self.pool.advance(self.now());
-        Ok(self.pool.leases())
+        Ok(self.journal.run(|p, now| {
+            p.advance(now);
+            p.leases()
+        }))
     }
 
     fn stats(&mut self) -> Result<Stats> {
-        self.pool.advance(self.now());
-        Ok(self.pool.stats())
+        Ok(self.journal.run(|p, now| {
+            p.advance(now);
+            p.stats()
+        }))
     }
 
     fn snapshot(&mut self, with_leases: bool) -> Result<Vec<u8>> {
-        Ok(self.pool.snapshot(self.now(), with_leases))
+        Ok(self.journal.run(|p, now| p.snapshot(now, with_leases)))
     }
 
     fn snapshot_json(&mut self, with_leases: bool) -> Result<String> {
-        Ok(self.pool.snapshot_json(self.now(), with_leases))
+        Ok(self.journal.run(|p, now| p.snapshot_json(now, with_leases)))
     }
 
     fn restore(&mut self, bytes: &[u8]) -> Result<()> {
-        let r = self.pool.restore(bytes, self.now());
-        self.done(r)
+        self.run(|p, now| p.restore(bytes, now))
     }
 
     fn restore_json(&mut self, json: &str) -> Result<()> {
-        let r = self.pool.restore_json(json, self.now());
-        self.done(r)
+        self.run(|p, now| p.restore_json(json, now))
     }
 
     fn checkpoint(&mut self, with_leases: bool) -> Result<u64> {
-        let bytes = self.pool.snapshot(self.now(), with_leases);
-        self.version = self.storage.save(&bytes, self.version, self.log_seq)?;
-        Ok(self.version)
+        Ok(self.journal.checkpoint(with_leases)?)
     }
 
     fn sync(&mut self) -> Result<u32> {
-        self.fold(None)
+        Ok(self.journal.fold(None)?)
     }
 
     fn drain_events(&mut self) -> Result<Vec<Event>> {
-        Ok(self.pool.drain_events())
+        Ok(self.journal.pool_mut().drain_events())
     }
 }

@@ -2,9 +2,7 @@
 //! signals (rate limits, quotas, refused credentials) are honoured exactly,
 //! cooldowns only ever extend, and a refusal says why.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use repute_core::{
     CellState, CoolingRule, Error, EventKind, FailureKind, LeaseKind, Outcome, Policy, Pool, Recovery, Refusal,
     Strategy, SECOND as S,

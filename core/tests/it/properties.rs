@@ -1,10 +1,8 @@
 //! Invariants over random command sequences (proptest).
 
-mod common;
-
 use std::collections::HashMap;
 
-use common::*;
+use crate::common::*;
 use proptest::prelude::*;
 use repute_core::{
     CellState, Error, FailureKind, Lease, LeaseKind, Outcome, Policy, Pool, Recovery, ResourceId, Strategy as Pick,

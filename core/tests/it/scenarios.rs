@@ -1,8 +1,6 @@
 //! Scenario tests: each pins one documented rule with exact values.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use repute_core::{
     CellState, Context, Error, EventKind, FailureKind, LeaseKind, Outcome, Policy, Pool, RateLimit, Refusal,
     RejectReason, ResourceId, ResourceKey, SnapshotError, Strategy,

@@ -2,11 +2,9 @@
 //! `acquire`: the same answers from the authority must give the same leases,
 //! events and state, byte for byte.
 
-mod common;
-
 use std::sync::{Arc, Mutex};
 
-use common::*;
+use crate::common::*;
 use proptest::prelude::*;
 use repute_core::{
     Authority, Error, FailureKind, LeaseKind, Policy, Pool, Proposal, Refusal, ResourceId, Settled, Strategy as Pick,
@@ -136,7 +134,7 @@ proptest! {
                 }
                 Cmd::Release(_) => {}
                 Cmd::Report(r, c, ok) => {
-                    let outcome = if *ok { common::ok() } else { fail(FailureKind::Timeout) };
+                    let outcome = if *ok { crate::common::ok() } else { fail(FailureKind::Timeout) };
                     let (id, context) = (rid(RESOURCES[*r]), ctx(CONTEXTS[*c]));
                     prop_assert_eq!(
                         one.report(&id, &context, outcome, now),

@@ -1,5 +1,4 @@
 //! Shared helpers for the core's integration tests.
-#![allow(dead_code)]
 
 use repute_core::{
     Context, Event, EventKind, FailureKind, Outcome, Policy, Pool, Recovery, ResourceId, Strategy, SECOND,

@@ -1,0 +1,264 @@
+//! The component's exports and what the canonical ABI needs of a build
+//! without std: the C string routines, the allocator, `cabi_realloc` and
+//! the panic handler.
+
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use super::convert::{
+    cell_out, ctx_in, err_out, grant_out, id_in, id_out, key_in, lease_out, outcome_in, permits_in, policy_in,
+    proposal_in, proposal_out, resource_view_out, stats_out,
+};
+use super::exports::repute::pool::api::{Guest, GuestPool, Options, Pool as PoolHandle};
+use super::{emit_pending, journal_err, prepare, wit, Component, GuestState, ImportedStorage};
+use crate::{Journal, Pool, Settled};
+
+// Without std nothing links wasi-libc, yet compiled code still calls
+// `memcmp` & co. Only those string routines are taken from it; they import nothing.
+#[link(name = "c", kind = "static")]
+unsafe extern "C" {}
+
+#[global_allocator]
+static ALLOCATOR: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
+
+/// The canonical ABI's allocator export, through the global allocator.
+/// wit-bindgen leaves it to wasi-libc's malloc on wasip2; this build has no
+/// libc allocator, so it is defined here.
+///
+/// # Safety
+/// Called only by the component runtime, with a pointer and size this
+/// function returned earlier (or null and 0) and a valid power-of-two alignment.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cabi_realloc(old: *mut u8, old_len: usize, align: usize, new_len: usize) -> *mut u8 {
+    use alloc::alloc::{alloc, realloc, Layout};
+    if new_len == 0 {
+        return align as *mut u8;
+    }
+    // SAFETY: the runtime passes a power-of-two `align` and, when `old_len`
+    // is non-zero, a block allocated here with that size and alignment.
+    let ptr = unsafe {
+        if old_len == 0 {
+            alloc(Layout::from_size_align_unchecked(new_len, align))
+        } else {
+            realloc(old, Layout::from_size_align_unchecked(old_len, align), new_len)
+        }
+    };
+    if ptr.is_null() {
+        core::arch::wasm32::unreachable();
+    }
+    ptr
+}
+
+/// A panic in the core is a bug: trap, so the host rebuilds the shard from its
+/// last good state instead of trusting a half-updated pool.
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
+    core::arch::wasm32::unreachable()
+}
+
+impl Guest for Component {
+    type Pool = GuestState;
+}
+
+impl GuestPool for GuestState {
+    fn create(policy: wit::Policy, seed: u64, options: Options) -> Result<PoolHandle, wit::Error> {
+        let mut pool = Pool::new(policy_in(policy), seed).map_err(err_out)?;
+        prepare(&mut pool, &options);
+        Ok(PoolHandle::new(GuestState::new(Journal::unlogged(pool, ImportedStorage))))
+    }
+
+    fn open(policy: wit::Policy, seed: u64, log: bool, options: Options) -> Result<PoolHandle, wit::Error> {
+        let journal = Journal::open(policy_in(policy), seed, log, ImportedStorage, |p, _| prepare(p, &options))
+            .map_err(journal_err)?;
+        Ok(PoolHandle::new(GuestState::new(journal)))
+    }
+
+    fn sync(&self) -> Result<u32, wit::Error> {
+        self.journal.borrow_mut().fold(None).map_err(wit::Error::Storage)
+    }
+
+    fn register(&self, resource: wit::ResourceId, permits: u32) -> Result<bool, wit::Error> {
+        let id = id_in(&resource)?;
+        #[cfg(feature = "trap-test")]
+        trap_test(id.kind());
+        let entry = || wit::LogEntry::Register(wit::LoggedRegister { resource, permits });
+        self.logged(entry, |p, now| p.register(id, permits, now))
+    }
+
+    fn unregister(&self, resource: wit::ResourceId, force: bool) -> Result<(), wit::Error> {
+        let id = id_in(&resource)?;
+        let entry = || wit::LogEntry::Unregister(wit::LoggedUnregister { resource, force });
+        self.logged(entry, |p, now| p.unregister(&id, force, now))
+    }
+
+    fn acquire(&self, context: String) -> Result<wit::Grant, wit::Error> {
+        let known = self.journal.borrow().pool().known_context(&context);
+        let context = known.map_or_else(|| ctx_in(&context), Ok)?;
+        self.op(|p, now| p.acquire(&context, now).map(|l| grant_out(p, &l))).map_err(err_out)
+    }
+
+    fn propose(&self, context: String, in_flight: Vec<wit::RefusedPermit>) -> Result<wit::Proposal, wit::Error> {
+        let known = self.journal.borrow().pool().known_context(&context);
+        let context = known.map_or_else(|| ctx_in(&context), Ok)?;
+        let in_flight = permits_in(in_flight);
+        self.op(|p, now| p.propose(&context, now, &in_flight).map(proposal_out)).map_err(err_out)
+    }
+
+    fn settle(
+        &self,
+        context: String,
+        proposal: wit::Proposal,
+        answer: Option<u64>,
+        in_flight: Vec<wit::RefusedPermit>,
+    ) -> Result<wit::Settled, wit::Error> {
+        let known = self.journal.borrow().pool().known_context(&context);
+        let context = known.map_or_else(|| ctx_in(&context), Ok)?;
+        let mut journal = self.journal.borrow_mut();
+        let pool = journal.pool_mut();
+        let settled = pool.settle(&context, proposal_in(proposal), answer, &permits_in(in_flight)).map_err(err_out)?;
+        let settled = match settled {
+            Settled::Granted(l) => wit::Settled::Granted(grant_out(pool, &l)),
+            Settled::Next(p) => wit::Settled::Next(proposal_out(p)),
+        };
+        emit_pending(pool);
+        Ok(settled)
+    }
+
+    fn acquire_for_probe(&self, resource: wit::ResourceId, context: String) -> Result<wit::Grant, wit::Error> {
+        let id = id_in(&resource)?;
+        let context = ctx_in(&context)?;
+        self.op(|p, now| p.acquire_for_probe(&id, &context, now).map(|l| grant_out(p, &l))).map_err(err_out)
+    }
+
+    fn renew(&self, id: u64, token: u64) -> Result<wit::Renewal, wit::Error> {
+        self.op(|p, now| {
+            p.renew(id, token, now)
+                .map(|l| wit::Renewal { grant: grant_out(p, &l), context: l.context.as_str().into() })
+        })
+        .map_err(err_out)
+    }
+
+    fn release(&self, id: u64, token: u64) -> Result<(), wit::Error> {
+        self.op(|p, now| p.release(id, token, now)).map_err(err_out)
+    }
+
+    fn get_lease(&self, id: u64) -> Option<wit::Lease> {
+        self.op(|p, now| p.lease(id, now)).map(lease_out)
+    }
+
+    fn resource_of(&self, key: wit::ResourceKey) -> Option<wit::ResourceId> {
+        let key = key_in(key);
+        self.journal.borrow().pool().resource_at(key).map(id_out)
+    }
+
+    fn report(&self, resource: wit::ResourceId, context: String, outcome: wit::Outcome) -> Result<(), wit::Error> {
+        let id = id_in(&resource)?;
+        let ctx = ctx_in(&context)?;
+        let parsed = outcome_in(outcome)?;
+        let entry = || wit::LogEntry::Report(wit::LoggedReport { resource, context, outcome });
+        self.logged(entry, |p, now| p.report(&id, &ctx, parsed, now))
+    }
+
+    fn block(
+        &self,
+        resource: wit::ResourceId,
+        context: Option<String>,
+        duration: Option<u64>,
+        reason: Option<String>,
+    ) -> Result<(), wit::Error> {
+        let id = id_in(&resource)?;
+        let ctx = context.as_deref().map(ctx_in).transpose()?;
+        let logged_reason = reason.clone();
+        let entry = || wit::LogEntry::Block(wit::LoggedBlock { resource, context, duration, reason: logged_reason });
+        self.logged(entry, |p, now| p.block(&id, ctx.as_ref(), duration, reason, now))
+    }
+
+    fn unblock(&self, resource: wit::ResourceId, context: Option<String>) -> Result<bool, wit::Error> {
+        let id = id_in(&resource)?;
+        let ctx = context.as_deref().map(ctx_in).transpose()?;
+        let entry = || wit::LogEntry::Unblock(wit::LoggedUnblock { resource, context });
+        self.logged(entry, |p, now| p.unblock(&id, ctx.as_ref(), now))
+    }
+
+    fn due_for_probe(&self) -> Vec<wit::ProbeTarget> {
+        self.op(|p, now| p.due_for_probe(now))
+            .into_iter()
+            .map(|(r, c)| wit::ProbeTarget { resource: id_out(&r), context: c.as_str().into() })
+            .collect()
+    }
+
+    fn cells(&self, resource: wit::ResourceId) -> Result<Vec<wit::CellView>, wit::Error> {
+        let id = id_in(&resource)?;
+        let cells = self.op(|p, now| p.cells(&id, now)).map_err(err_out)?;
+        Ok(cells.into_iter().map(cell_out).collect())
+    }
+
+    fn resources(&self) -> Vec<wit::ResourceView> {
+        self.op(|p, now| {
+            p.advance(now);
+            p.resources()
+        })
+        .into_iter()
+        .map(resource_view_out)
+        .collect()
+    }
+
+    fn leases(&self) -> Vec<wit::Lease> {
+        self.op(|p, now| {
+            p.advance(now);
+            p.leases()
+        })
+        .into_iter()
+        .map(lease_out)
+        .collect()
+    }
+
+    fn stats(&self) -> wit::Stats {
+        stats_out(self.op(|p, now| {
+            p.advance(now);
+            p.stats()
+        }))
+    }
+
+    fn snapshot(&self, with_leases: bool) -> Vec<u8> {
+        self.op(|p, now| p.snapshot(now, with_leases))
+    }
+
+    fn snapshot_json(&self, with_leases: bool) -> String {
+        self.op(|p, now| p.snapshot_json(now, with_leases))
+    }
+
+    fn restore(&self, bytes: Vec<u8>) -> Result<(), wit::Error> {
+        self.op(|p, now| p.restore(&bytes, now)).map_err(err_out)
+    }
+
+    fn restore_json(&self, json: String) -> Result<(), wit::Error> {
+        self.op(|p, now| p.restore_json(&json, now)).map_err(err_out)
+    }
+
+    fn checkpoint(&self, with_leases: bool) -> Result<u64, wit::Error> {
+        self.journal.borrow_mut().checkpoint(with_leases).map_err(wit::Error::Storage)
+    }
+}
+
+/// With the `trap-test` feature, registering a resource of one of these
+/// kinds misbehaves on purpose, so the host's tests can check that each kind
+/// of failure is contained: `__trap__` traps, `__spin__` never returns (the
+/// host's call timeout must interrupt it), `__bloat__` allocates until the
+/// host's memory limit refuses to grow the heap.
+#[cfg(feature = "trap-test")]
+fn trap_test(kind: &str) {
+    match kind {
+        "__trap__" => core::arch::wasm32::unreachable(),
+        "__spin__" => loop {
+            core::hint::spin_loop();
+        },
+        "__bloat__" => {
+            let mut hoard: Vec<Vec<u8>> = Vec::new();
+            loop {
+                hoard.push(alloc::vec![1; 1 << 20]);
+            }
+        }
+        _ => {}
+    }
+}

@@ -1,0 +1,140 @@
+//! The WebAssembly component face of the core: the wit-bindgen glue between
+//! `wit/pool.wit` and [`Pool`]. It converts types and nothing else; every
+//! decision stays in the pool, and the log protocol in [`Journal`]. Built
+//! only for `wasm32` with the `component` feature, without std, so the
+//! component imports no WASI interface at all. `abi` holds the exports and
+//! what the ABI needs of a no-std build, `convert` the type conversions.
+#![allow(unsafe_code)]
+
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+use core::cell::RefCell;
+
+use crate::journal::{Checkpoint, Journal, JournalError, Storage};
+use crate::{Authority, Command, Pool, RateLimit, ResourceId};
+
+mod abi;
+mod convert;
+
+wit_bindgen::generate!({
+    path: "../wit",
+    world: "repute",
+});
+
+use convert::{command_in, err_out, event_out, id_out};
+use exports::repute::pool::api::Options;
+use repute::pool::types as wit;
+use repute::pool::{clock, events, fencing, storage};
+
+struct Component;
+
+export!(Component);
+
+/// One pool behind its journal over the storage import.
+struct GuestState {
+    journal: RefCell<Journal<ImportedStorage>>,
+}
+
+/// The `fencing` import as the core's lease authority.
+#[derive(Debug)]
+struct ImportedAuthority;
+
+impl Authority for ImportedAuthority {
+    fn grant(&mut self, resource: &ResourceId, permit: u32, ttl: u64, last: u64) -> Option<u64> {
+        fencing::grant(&id_out(resource), permit, ttl, last)
+    }
+
+    fn extend(&mut self, resource: &ResourceId, permit: u32, token: u64, ttl: u64) -> bool {
+        fencing::extend(&id_out(resource), permit, token, ttl)
+    }
+
+    fn revoke(&mut self, resource: &ResourceId, permit: u32, token: u64) {
+        fencing::revoke(&id_out(resource), permit, token)
+    }
+
+    fn admit(&mut self, limit: &RateLimit) -> Option<u64> {
+        fencing::admit(wit::RateLimit { rate: limit.rate, burst: limit.burst })
+    }
+}
+
+/// The `storage` and `clock` imports as the journal's storage; the events
+/// of every operation go to the `events` import as it ends.
+#[derive(Debug)]
+struct ImportedStorage;
+
+impl Storage for ImportedStorage {
+    type Entry = wit::LogEntry;
+    type Error = wit::StorageError;
+
+    fn now(&mut self) -> u64 {
+        clock::now()
+    }
+
+    fn load(&mut self) -> Result<Option<Checkpoint>, wit::StorageError> {
+        let checkpoint = storage::load()?;
+        Ok(checkpoint.map(|c| Checkpoint { bytes: c.bytes, version: c.version, log_seq: c.log_seq }))
+    }
+
+    fn save(&mut self, bytes: &[u8], expected_version: u64, log_seq: u64) -> Result<u64, wit::StorageError> {
+        storage::save(bytes, expected_version, log_seq)
+    }
+
+    fn append(&mut self, entry: wit::LogEntry) -> Result<u64, wit::StorageError> {
+        storage::append(&entry)
+    }
+
+    /// An entry that does not convert was refused by the writer's own
+    /// conversion when it was made, so it reads as no command.
+    fn read_log(&mut self, after: u64, limit: u32) -> Result<Vec<(u64, Option<Command>)>, wit::StorageError> {
+        let page = storage::read_log(after, limit)?;
+        Ok(page.iter().map(|l| (l.seq, command_in(&l.entry).ok())).collect())
+    }
+
+    fn ran(&mut self, pool: &mut Pool) {
+        emit_pending(pool);
+    }
+}
+
+impl GuestState {
+    fn new(journal: Journal<ImportedStorage>) -> Self {
+        GuestState { journal: RefCell::new(journal) }
+    }
+
+    /// Runs one operation at the clock's now and emits the events it caused.
+    fn op<T>(&self, f: impl FnOnce(&mut Pool, u64) -> T) -> T {
+        self.journal.borrow_mut().run(f)
+    }
+
+    /// Runs a change through the journal (see `Journal::logged`).
+    fn logged<T>(
+        &self,
+        entry: impl FnOnce() -> wit::LogEntry,
+        f: impl FnOnce(&mut Pool, u64) -> Result<T, crate::Error>,
+    ) -> Result<T, wit::Error> {
+        self.journal.borrow_mut().logged(entry, f).map_err(journal_err)
+    }
+}
+
+/// Readies a pool as the host's options ask.
+fn prepare(pool: &mut Pool, options: &Options) {
+    if !options.own_authority {
+        pool.set_authority(Box::new(ImportedAuthority));
+    }
+    pool.set_record_events(options.events);
+    pool.raise_lease_ids(options.lease_id_floor);
+}
+
+fn journal_err(e: JournalError<wit::StorageError>) -> wit::Error {
+    match e {
+        JournalError::Storage(e) => wit::Error::Storage(e),
+        JournalError::Pool(e) => err_out(e),
+    }
+}
+
+/// Hands the events of the call that just ran to the host, in one batch.
+fn emit_pending(pool: &mut Pool) {
+    if !pool.pending_events().is_empty() {
+        let batch: Vec<wit::Event> = pool.drain_events().into_iter().map(event_out).collect();
+        events::emit(&batch);
+    }
+}

@@ -1,0 +1,415 @@
+//! Selection: the index weights, choosing a candidate, and the acquire
+//! protocol (`propose`, then `settle` with the authority's answer).
+
+use alloc::vec::Vec;
+
+use crate::cell::{Cell, Phase};
+use crate::error::{Error, Result};
+use crate::event::{EventKind, RejectReason};
+use crate::id::{Context, ResourceId};
+use crate::index::{ContextEntry, GlobalEntry, SCALE};
+use crate::key::ResourceKey;
+use crate::lease::{Lease, LeaseKind};
+use crate::policy::Strategy;
+use crate::score;
+
+use super::{ContextCell, Pool};
+
+/// Candidates pre-drawn from the index before Thompson sampling among them;
+/// 8 rather than 4 so the best resource is rarely missed (see `score::thompson_weight`).
+const THOMPSON_DRAWS: usize = 8;
+/// Candidates tried per acquire when the authority refuses the chosen permit.
+const GRANT_ATTEMPTS: usize = 4;
+/// Holder mark, while the next candidate of an acquire is chosen, of a permit the authority said is held elsewhere.
+const HELD_ELSEWHERE: u64 = u64::MAX;
+
+/// An acquire waiting for its authority's answer (see `Pool::propose`).
+/// The host carries it across the round trip; the pool keeps nothing of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Proposal {
+    /// The resource chosen.
+    pub resource: ResourceKey,
+    /// Its first free permit, the one to ask the authority for.
+    pub permit: u32,
+    /// The highest token this pool has seen for the permit: the authority's must be greater.
+    pub last: u64,
+    /// The TTL to grant.
+    pub ttl: u64,
+    /// When the acquire began.
+    pub at: u64,
+    /// Permits the authority refused earlier in this acquire.
+    pub refused: Vec<(ResourceKey, u32)>,
+    /// Chosen by the `fail_open` policy while nothing was selectable.
+    pub fail_open: bool,
+}
+
+/// What the authority's answer to a proposal led to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Settled {
+    Granted(Lease),
+    /// Refused: ask the authority about this permit next.
+    Next(Proposal),
+}
+
+impl Pool {
+    pub(super) fn weight(&self, context: Option<&Cell>, global: &Cell) -> i64 {
+        match self.policy.strategy {
+            Strategy::Classic => (score::blended(context, global, self.policy.window) as i64 + 100) * SCALE,
+            Strategy::First => SCALE,
+            Strategy::Thompson => {
+                let (a, b) = score::posterior(context, global, self.now);
+                score::thompson_weight(a, b, self.floor())
+            }
+        }
+    }
+
+    pub(super) fn floor(&self) -> i64 {
+        ((self.policy.exploration_floor * SCALE as f64) as i64).max(1)
+    }
+
+    pub(super) fn gate_open(&self, cc: &ContextCell) -> bool {
+        if cc.block.is_some() || cc.cell.pause.is_some() {
+            return false;
+        }
+        match cc.cell.phase {
+            Phase::Healthy | Phase::Recovering => true,
+            Phase::Cooling { until, cause } => {
+                self.now >= until && self.policy.recovery.half_open(cause) && cc.trial.is_none()
+            }
+        }
+    }
+
+    /// Brings the index in line with one resource's current state.
+    pub(crate) fn reindex(&mut self, slot: u32) {
+        let r = self.res(slot);
+        let global = match (&r.block, r.pause) {
+            (Some(_), _) | (_, Some(_)) => None,
+            (None, None) => Some(GlobalEntry {
+                bucket: (r.global.score + 100) as u8,
+                weight: self.weight(None, &r.global),
+                free: r.permits.any_free(),
+            }),
+        };
+        self.index.set_global(slot, global);
+        for i in 0..self.res(slot).contexts.len() {
+            let r = self.res(slot);
+            let ctx = r.contexts[i];
+            let cc = &self.cells[&(slot, ctx)];
+            let entry = ContextEntry {
+                open: self.gate_open(cc),
+                weight: self.weight(Some(&cc.cell), &r.global),
+                bucket: (score::blended(Some(&cc.cell), &r.global, self.policy.window) + 100) as u8,
+            };
+            let cc = self.cells.get_mut(&(slot, ctx)).expect("cell of a listed context");
+            self.index.set_context(slot, ctx, Some(entry), &mut cc.indexed);
+        }
+    }
+
+    pub(super) fn select(&mut self, ctx: Option<u32>) -> Option<u32> {
+        match self.policy.strategy {
+            Strategy::First => (self.index.total(ctx, 0) > 0).then(|| self.index.pick(ctx, 0, 0)),
+            Strategy::Classic => {
+                let min = self.index.min_score(ctx)?;
+                let k = self.floor() - (min + 100 * SCALE);
+                let total = self.index.total(ctx, k);
+                if total <= 0 {
+                    return None;
+                }
+                let target = self.rng.below(total as u64) as i64;
+                Some(self.index.pick(ctx, k, target))
+            }
+            Strategy::Thompson => {
+                let total = self.index.total(ctx, 0);
+                if total <= 0 {
+                    return None;
+                }
+                let mut best: Option<(f64, u32)> = None;
+                let mut seen = [u32::MAX; THOMPSON_DRAWS];
+                for i in 0..THOMPSON_DRAWS {
+                    let slot = self.index.pick(ctx, 0, self.rng.below(total as u64) as i64);
+                    if seen[..i].contains(&slot) {
+                        continue;
+                    }
+                    seen[i] = slot;
+                    let r = self.res(slot);
+                    let cell = ctx.and_then(|c| self.cells.get(&(slot, c))).map(|cc| &cc.cell);
+                    let (a, b) = score::posterior(cell, &r.global, self.now);
+                    let latency = cell.unwrap_or(&r.global).latency_ms;
+                    let u = score::utility(self.rng.beta(a, b), latency);
+                    if best.is_none_or(|(bu, _)| u > bu) {
+                        best = Some((u, slot));
+                    }
+                }
+                best.map(|(_, slot)| slot)
+            }
+        }
+    }
+
+    /// Grants the best lease for `context` under the pool's strategy, asking
+    /// the pool's authority in turn for each candidate it tries.
+    pub fn acquire(&mut self, context: &Context, now: u64) -> Result<Lease> {
+        let mut proposal = self.propose(context, now, &[])?;
+        loop {
+            let r = self.resources[proposal.resource.slot as usize].as_ref().expect("proposed from a slot in use");
+            let answer = self.authority.grant(&r.id, proposal.permit, proposal.ttl, proposal.last);
+            // A proposal this call just made needs no checking.
+            let slot = proposal.resource.slot;
+            match self.settle_slot(slot, context, proposal, answer, &[])? {
+                Settled::Granted(lease) => return Ok(lease),
+                Settled::Next(next) => proposal = next,
+            }
+        }
+    }
+
+    /// The first half of an acquire whose authority answers later (a host
+    /// that must not wait on the network inside a call): the permit to ask
+    /// the authority for. Nothing is held until `settle`, so a proposal the
+    /// host drops costs nothing; the pool's own rate limit is checked here
+    /// and spent by the grant. `in_flight` are the permits of the host's
+    /// other proposals still waiting for an answer: they are not proposed
+    /// again, so acquires in flight together do not contend for one permit.
+    pub fn propose(&mut self, context: &Context, now: u64, in_flight: &[(ResourceKey, u32)]) -> Result<Proposal> {
+        self.advance(now);
+        if let (Some(limit), Some(bucket)) = (self.policy.rate_limit, self.bucket.as_mut()) {
+            if let Err(retry_after) = bucket.check(&limit, self.now).and_then(|()| match self.authority.admit(&limit) {
+                Some(retry_after) => Err(retry_after),
+                None => Ok(()),
+            }) {
+                let context = context.clone();
+                self.emit(self.now, EventKind::Rejected { context, reason: RejectReason::RateLimited });
+                return Err(Error::RateLimited { retry_after });
+            }
+        }
+        match self.propose_next(context, self.now, in_flight, Vec::new()) {
+            Some(proposal) => Ok(proposal),
+            None => Err(self.no_candidates(context)),
+        }
+    }
+
+    /// The second half: the authority's answer for `proposal` (`None`: held
+    /// elsewhere). A token grants the lease, dated from the proposal so its
+    /// deadline counts from before the round trip (I7). A refusal moves on
+    /// to the next candidate, with every refused permit of this acquire
+    /// and the `in_flight` ones set aside, until the attempts run out.
+    pub fn settle(
+        &mut self,
+        context: &Context,
+        proposal: Proposal,
+        answer: Option<u64>,
+        in_flight: &[(ResourceKey, u32)],
+    ) -> Result<Settled> {
+        let slot = self.proposed_slot(&proposal)?;
+        self.settle_slot(slot, context, proposal, answer, in_flight)
+    }
+
+    /// `settle` for a proposal known to name `slot` and a permit it has.
+    pub(super) fn settle_slot(
+        &mut self,
+        slot: u32,
+        context: &Context,
+        proposal: Proposal,
+        answer: Option<u64>,
+        in_flight: &[(ResourceKey, u32)],
+    ) -> Result<Settled> {
+        if let Some(token) = answer.filter(|&t| t > proposal.last) {
+            let r = self.res(slot);
+            if r.permits.holder(proposal.permit as usize).is_some() {
+                return Err(Error::invalid("proposal", "names a permit that is held"));
+            }
+            if r.permits.fences()[proposal.permit as usize] != proposal.last {
+                return Err(Error::invalid("proposal", "was overtaken by a newer token for its permit"));
+            }
+            // A trial while the context's cell is half-open, else a client lease.
+            let ctx = self.context_ids.get(context).copied();
+            let cooled = ctx.and_then(|c| self.cells.get(&(slot, c))).and_then(|cc| cc.cell.cooled_out(self.now));
+            let kind = match (proposal.fail_open, cooled) {
+                (true, _) => LeaseKind::FailOpen,
+                (false, Some(_)) => LeaseKind::Trial,
+                (false, None) => LeaseKind::Client,
+            };
+            let lease = self.hold(slot, proposal.permit as usize, token, context, ctx, kind, proposal.ttl, proposal.at);
+            if let Some(b) = self.bucket.as_mut() {
+                b.take();
+            }
+            return Ok(Settled::Granted(lease));
+        }
+        let mut refused = proposal.refused;
+        refused.push((proposal.resource, proposal.permit));
+        if refused.len() >= GRANT_ATTEMPTS {
+            return Err(self.no_candidates(context));
+        }
+        let aside: Vec<(ResourceKey, u32)> = refused.iter().chain(in_flight).copied().collect();
+        match self.propose_next(context, proposal.at, &aside, refused) {
+            Some(next) => Ok(Settled::Next(next)),
+            None => Err(self.no_candidates(context)),
+        }
+    }
+
+    /// The next candidate with the `aside` permits marked held while it is
+    /// chosen; its permit is read before they are freed, as it may be
+    /// another permit of a resource set aside.
+    pub(super) fn propose_next(
+        &mut self,
+        context: &Context,
+        at: u64,
+        aside: &[(ResourceKey, u32)],
+        refused: Vec<(ResourceKey, u32)>,
+    ) -> Option<Proposal> {
+        let held: Vec<(u32, usize)> = aside
+            .iter()
+            .filter(|(key, _)| self.resource_at(*key).is_some())
+            .map(|&(key, permit)| (key.slot, permit as usize))
+            .filter(|&(slot, permit)| {
+                permit < self.res(slot).permits.count() && self.res(slot).permits.holder(permit).is_none()
+            })
+            .collect();
+        for &(slot, permit) in &held {
+            self.res_mut(slot).permits.hold(permit, HELD_ELSEWHERE);
+            self.reindex(slot);
+        }
+        let ctx = self.context_ids.get(context).copied();
+        let next = match self.select(ctx) {
+            Some(slot) => Some(self.proposal(slot, at, refused, false)),
+            None if self.policy.fail_open => self.least_bad(ctx).map(|slot| self.proposal(slot, at, refused, true)),
+            None => None,
+        };
+        for (slot, permit) in held {
+            self.res_mut(slot).permits.free(permit);
+            self.reindex(slot);
+        }
+        next
+    }
+
+    pub(super) fn proposal(&self, slot: u32, at: u64, refused: Vec<(ResourceKey, u32)>, fail_open: bool) -> Proposal {
+        let r = self.res(slot);
+        let permit = r.permits.first_free().expect("selected with a free permit");
+        Proposal {
+            resource: ResourceKey { slot, serial: r.serial },
+            permit: permit as u32,
+            last: r.permits.fences()[permit],
+            ttl: self.policy.lease_ttl,
+            at,
+            refused,
+            fail_open,
+        }
+    }
+
+    /// The slot a proposal names, if it still names what this pool proposed.
+    pub(super) fn proposed_slot(&self, proposal: &Proposal) -> Result<u32> {
+        let Some(r) = self.resource_at(proposal.resource).map(|_| self.res(proposal.resource.slot)) else {
+            return Err(Error::UnknownResource);
+        };
+        if proposal.permit as usize >= r.permits.count() {
+            return Err(Error::invalid("proposal", "names a permit the resource does not have"));
+        }
+        if proposal.at > self.now || proposal.ttl != self.policy.lease_ttl {
+            return Err(Error::invalid("proposal", "was not made by this pool"));
+        }
+        Ok(proposal.resource.slot)
+    }
+
+    pub(super) fn no_candidates(&mut self, context: &Context) -> Error {
+        let refusal = self.refusal(context);
+        let context = context.clone();
+        self.emit(self.now, EventKind::Rejected { context, reason: RejectReason::NoCandidates });
+        Error::NoResourceAvailable(refusal)
+    }
+
+    /// Takes a real lease on a cell that is due for probe, so that a probe and
+    /// a client never hold the same permit.
+    pub fn acquire_for_probe(&mut self, id: &ResourceId, context: &Context, now: u64) -> Result<Lease> {
+        self.advance(now);
+        let slot = self.slot_of(id)?;
+        let ctx = self.context_ids.get(context).copied();
+        let due = ctx.filter(|&c| self.probe_due.contains(&(slot, c)) && !self.blocked(slot, Some(c)));
+        let Some(ctx) = due else {
+            return Err(Error::invalid("resource", "is not due for probe in this context"));
+        };
+        if !self.res(slot).permits.any_free() {
+            return Err(Error::NoResourceAvailable(self.refusal_of(slot, Some(ctx))));
+        }
+        self.grant(slot, context, Some(ctx), LeaseKind::Probe, self.policy.probe_ttl)
+            .map_err(|_| Error::NoResourceAvailable(self.refusal_of(slot, Some(ctx))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::{ContextSlot, Index};
+    use crate::outcome::{FailureKind, Outcome};
+    use crate::policy::Policy;
+    use crate::rng::Rng;
+
+    /// The incrementally kept index must equal one rebuilt from scratch.
+    fn assert_index_consistent(pool: &mut Pool) {
+        let records: Vec<((u32, u32), ContextSlot)> = pool.cells.iter().map(|(k, cc)| (*k, cc.indexed)).collect();
+        for cc in pool.cells.values_mut() {
+            cc.indexed = ContextSlot::default();
+        }
+        let mut fresh = Index::new();
+        core::mem::swap(&mut fresh, &mut pool.index);
+        for slot in 0..pool.resources.len() as u32 {
+            if pool.resources[slot as usize].is_some() {
+                pool.reindex(slot);
+            }
+        }
+        let rebuilt = core::mem::replace(&mut pool.index, fresh);
+        for (k, record) in records {
+            assert_eq!(pool.cells[&k].indexed, record, "record of {k:?}");
+            pool.cells.get_mut(&k).unwrap().indexed = record;
+        }
+        let ctxs = (0..pool.contexts.len() as u32).map(Some).chain([None]);
+        for c in ctxs {
+            assert_eq!(rebuilt.min_score(c), pool.index.min_score(c), "min score in {c:?}");
+            for k in [0, 7 * SCALE, -3 * SCALE] {
+                assert_eq!(rebuilt.total(c, k), pool.index.total(c, k), "total in {c:?} with k {k}");
+            }
+        }
+        assert_eq!(rebuilt.available(), pool.index.available());
+    }
+
+    #[test]
+    fn incremental_index_matches_a_rebuild() {
+        for strategy in [Strategy::Classic, Strategy::Thompson, Strategy::First] {
+            let mut pool = Pool::new(Policy { strategy, ..Policy::default() }, 5).unwrap();
+            let mut rng = Rng::seeded(11);
+            let mut now = 0u64;
+            let mut held: Vec<Lease> = Vec::new();
+            let ids: Vec<ResourceId> =
+                (0..40).map(|i| ResourceId::new("proxy", alloc::format!("p{i}")).unwrap()).collect();
+            let ctxs: Vec<Context> = (0..4).map(|i| Context::new(alloc::format!("c{i}")).unwrap()).collect();
+            for step in 0..20_000u32 {
+                let id = &ids[rng.below(ids.len() as u64) as usize];
+                let c = &ctxs[rng.below(ctxs.len() as u64) as usize];
+                match rng.below(10) {
+                    0 => drop(pool.register(id.clone(), 1 + rng.below(3) as u32, now)),
+                    1 if rng.below(8) == 0 => drop(pool.unregister(id, true, now)),
+                    2 | 3 => {
+                        if let Ok(l) = pool.acquire(c, now) {
+                            held.push(l);
+                        }
+                    }
+                    4 if !held.is_empty() => {
+                        let l = held.swap_remove(rng.below(held.len() as u64) as usize);
+                        drop(pool.release(l.id, l.token, now));
+                    }
+                    5..=7 => {
+                        let kind = FailureKind::ALL[rng.below(5) as usize];
+                        let o = if rng.below(2) == 0 { Outcome::success(1.0) } else { Outcome::failure(kind, 1.0) };
+                        drop(pool.report(id, c, o.unwrap(), now));
+                    }
+                    8 if rng.below(4) == 0 => {
+                        let scope = (rng.below(2) == 0).then_some(c);
+                        drop(pool.block(id, scope, Some(1 + rng.below(600 * 1_000_000_000)), None, now));
+                    }
+                    _ => now += rng.below(120 * 1_000_000_000),
+                }
+                if step % 97 == 0 {
+                    assert_index_consistent(&mut pool);
+                }
+            }
+            assert_index_consistent(&mut pool);
+        }
+    }
+}

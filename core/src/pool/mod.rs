@@ -1,0 +1,143 @@
+//! The pool: registration, selection, leases, reports, blocklist and timers,
+//! driven entirely by the caller's calls and the `now` each call carries.
+//!
+//! `Pool` composes its state; each module holds one part of it and the
+//! operations that keep that part's invariants: `registry` (slots, serials,
+//! interned contexts), `timers`, `leases`, `acquire` (selection and the
+//! index), `reports`, `blocklist` and `views` (inspection).
+
+use alloc::boxed::Box;
+use alloc::collections::{BTreeMap, BTreeSet};
+use alloc::vec::Vec;
+use hashbrown::HashMap;
+
+use crate::authority::{Authority, Local};
+use crate::error::Result;
+use crate::event::{Event, EventKind};
+use crate::id::{Context, ResourceId};
+use crate::index::Index;
+use crate::policy::Policy;
+use crate::ratelimit::Bucket;
+use crate::rng::Rng;
+
+mod acquire;
+mod blocklist;
+mod leases;
+mod registry;
+mod reports;
+mod timers;
+mod views;
+
+pub use acquire::{Proposal, Settled};
+pub use blocklist::Block;
+pub(crate) use leases::LeaseTable;
+pub(crate) use registry::{ContextCell, Resource};
+pub(crate) use timers::{Timer, TimerTable};
+pub use views::{CellView, ResourceView, Stats};
+
+/// Most permits one resource may have.
+pub const MAX_PERMITS: u32 = 1024;
+/// Longest block reason accepted, in bytes.
+pub const MAX_REASON_BYTES: usize = 1024;
+
+/// The whole pool. Every method that takes `now` first fires the timers due by
+/// then (lease expiry, cooldown ends, block expiry); a `now` earlier than one
+/// already seen is treated as that one, so time never runs backwards inside.
+#[derive(Debug)]
+pub struct Pool {
+    pub(crate) authority: Box<dyn Authority>,
+    pub(crate) policy: Policy,
+    pub(crate) rng: Rng,
+    pub(crate) now: u64,
+    pub(crate) resources: Vec<Option<Resource>>,
+    pub(crate) free_slots: Vec<u32>,
+    pub(crate) by_id: HashMap<ResourceId, u32>,
+    pub(crate) contexts: Vec<Context>,
+    pub(crate) context_ids: HashMap<Context, u32>,
+    pub(crate) cells: HashMap<(u32, u32), ContextCell>,
+    pub(crate) retired_fences: BTreeMap<ResourceId, Vec<u64>>,
+    pub(crate) leases: LeaseTable,
+    /// The serial the next registration gets; never reused while this pool lives.
+    pub(crate) next_serial: u64,
+    pub(crate) timers: TimerTable,
+    pub(crate) probe_due: BTreeSet<(u32, u32)>,
+    pub(crate) bucket: Option<Bucket>,
+    pub(crate) index: Index,
+    pub(crate) events: Vec<Event>,
+    /// Events are recorded for `drain_events`; off when nobody reads them.
+    pub(crate) record_events: bool,
+}
+
+impl Pool {
+    pub fn new(policy: Policy, seed: u64) -> Result<Pool> {
+        policy.validate()?;
+        Ok(Pool::empty(policy, Rng::seeded(seed), 0))
+    }
+
+    pub(crate) fn empty(policy: Policy, rng: Rng, now: u64) -> Pool {
+        let bucket = policy.rate_limit.as_ref().map(|l| Bucket::full(l, now));
+        Pool {
+            authority: Box::new(Local),
+            policy,
+            rng,
+            now,
+            resources: Vec::new(),
+            free_slots: Vec::new(),
+            by_id: HashMap::new(),
+            contexts: Vec::new(),
+            context_ids: HashMap::new(),
+            cells: HashMap::new(),
+            retired_fences: BTreeMap::new(),
+            leases: LeaseTable::new(),
+            next_serial: 0,
+            timers: TimerTable::default(),
+            probe_due: BTreeSet::new(),
+            bucket,
+            index: Index::new(),
+            events: Vec::new(),
+            record_events: true,
+        }
+    }
+
+    /// Lease ids from here on are at least `floor`. A host opening a tenant
+    /// under a new owner epoch passes a floor above any id the previous owner
+    /// could have handed out after its last checkpoint, so no id is reused
+    /// and a holder from before a crash never names someone else's lease.
+    pub fn raise_lease_ids(&mut self, floor: u64) {
+        self.leases.raise_ids(floor);
+    }
+
+    /// Puts a lease authority other than the pool's own counters in charge of
+    /// granting permits and minting tokens.
+    pub fn set_authority(&mut self, authority: Box<dyn Authority>) {
+        self.authority = authority;
+    }
+
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// Events since the last drain, oldest first.
+    pub fn drain_events(&mut self) -> Vec<Event> {
+        core::mem::take(&mut self.events)
+    }
+
+    pub fn pending_events(&self) -> &[Event] {
+        &self.events
+    }
+
+    /// Turns event recording on or off (on by default). A host that hands
+    /// events to nobody saves building them on every operation.
+    pub fn set_record_events(&mut self, on: bool) {
+        self.record_events = on;
+        if !on {
+            self.events.clear();
+        }
+    }
+
+    pub(super) fn emit(&mut self, at: u64, kind: EventKind) {
+        if self.record_events {
+            self.events.push(Event { at, kind });
+        }
+    }
+}

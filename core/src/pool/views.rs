@@ -1,0 +1,232 @@
+//! Inspection: cells, resources, leases, the heap footprint and stats as
+//! callers see them.
+
+use alloc::string::String;
+use alloc::vec::Vec;
+use serde::{Deserialize, Serialize};
+
+use crate::cell::{Cell, CellState, Pause, Phase};
+use crate::error::Result;
+use crate::event::Event;
+use crate::id::{Context, ResourceId};
+use crate::lease::Lease;
+use crate::outcome::FailureKind;
+use crate::score;
+
+use super::{Block, ContextCell, Pool, Resource};
+
+/// A reputation cell as callers see it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellView {
+    /// `None` for the global (`"*"`) layer.
+    pub context: Option<Context>,
+    pub state: CellState,
+    pub score: i32,
+    /// The blended score selection uses (see `score`); equals `score` for the global layer.
+    pub effective_score: f64,
+    pub consecutive_failures: u32,
+    pub consecutive_successes: u32,
+    /// When the cell (or, for the global layer, the resource) may be selected
+    /// again: the later of a cooldown's and a pause's end.
+    pub cooling_until: Option<u64>,
+    pub cause: Option<FailureKind>,
+    pub half_open: bool,
+    pub due_for_probe: bool,
+    pub success_rate: Option<f64>,
+    pub latency_ms: f64,
+    pub observations: u64,
+    pub block: Option<Block>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResourceView {
+    pub resource: ResourceId,
+    pub permits: u32,
+    pub leased: u32,
+    pub score: i32,
+    pub contexts: u32,
+    pub block: Option<Block>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stats {
+    pub resources: u32,
+    pub cells: u32,
+    pub contexts: u32,
+    pub live_leases: u32,
+    /// Resources with a free permit and no resource-wide block.
+    pub available: u32,
+    pub due_for_probe: u32,
+    pub now: u64,
+    /// Heap bytes the pool holds (`Pool::footprint`).
+    pub footprint: u64,
+}
+
+impl Pool {
+    /// Cells whose cooldown has ended for a cause other than `blocked`, waiting
+    /// for a probe; sorted by resource, then context.
+    pub fn due_for_probe(&mut self, now: u64) -> Vec<(ResourceId, Context)> {
+        self.advance(now);
+        let mut due: Vec<_> = self
+            .probe_due
+            .iter()
+            .filter(|&&(slot, c)| !self.blocked(slot, Some(c)))
+            .map(|&(slot, c)| (self.res(slot).id.clone(), self.contexts[c as usize].clone()))
+            .collect();
+        due.sort();
+        due
+    }
+
+    /// The global cell first, then one per context, sorted by context.
+    pub fn cells(&mut self, id: &ResourceId, now: u64) -> Result<Vec<CellView>> {
+        self.advance(now);
+        let slot = self.slot_of(id)?;
+        let r = self.res(slot);
+        let now = self.now;
+        let mut out = Vec::with_capacity(r.contexts.len() + 1);
+        out.push(self.view(&r.global, None, r.block.clone(), r.pause, None, now));
+        let mut ctxs: Vec<u32> = r.contexts.clone();
+        ctxs.sort_by(|a, b| self.contexts[*a as usize].cmp(&self.contexts[*b as usize]));
+        for c in ctxs {
+            let cc = &self.cells[&(slot, c)];
+            let block = cc.block.clone().or_else(|| r.block.clone());
+            out.push(self.view(&cc.cell, Some((slot, c, cc)), block, None, Some(&r.global), now));
+        }
+        Ok(out)
+    }
+
+    pub(super) fn view(
+        &self,
+        cell: &Cell,
+        ctx: Option<(u32, u32, &ContextCell)>,
+        block: Option<Block>,
+        pause: Option<Pause>,
+        global: Option<&Cell>,
+        now: u64,
+    ) -> CellView {
+        let phase = match cell.phase {
+            Phase::Cooling { until, cause } => Some(Pause { until, cause }),
+            _ => None,
+        };
+        // The latest of the cell's cooldown, its pause and its resource's pause.
+        let slot_pause = ctx.map_or(pause, |(slot, _, _)| self.res(slot).pause);
+        let latest = [phase, cell.pause, slot_pause].into_iter().flatten().max_by_key(|p| p.until);
+        let (cooling_until, cause) = (latest.map(|p| p.until), latest.map(|p| p.cause));
+        let paused = cell.pause.is_some() || slot_pause.is_some();
+        let state = match (block.is_some(), paused) {
+            (true, _) => CellState::Blocklisted,
+            (false, true) => CellState::Cooling,
+            (false, false) => cell.state(),
+        };
+        let effective = match global {
+            Some(g) => score::blended(Some(cell), g, self.policy.window),
+            None => score::blended(None, cell, self.policy.window),
+        };
+        let (half_open, due) = match ctx {
+            Some((slot, c, cc)) => (
+                block.is_none()
+                    && cc.trial.is_none()
+                    && cell.cooled_out(now).is_some_and(|c| self.policy.recovery.half_open(c)),
+                block.is_none() && self.probe_due.contains(&(slot, c)),
+            ),
+            None => (false, false),
+        };
+        CellView {
+            context: ctx.map(|(_, c, _)| self.contexts[c as usize].clone()),
+            state,
+            score: cell.score,
+            effective_score: effective as f64,
+            consecutive_failures: cell.consecutive_failures,
+            consecutive_successes: cell.consecutive_successes,
+            cooling_until,
+            cause,
+            half_open,
+            due_for_probe: due,
+            success_rate: cell.success_rate(),
+            latency_ms: cell.latency_ms,
+            observations: cell.observations,
+            block,
+        }
+    }
+
+    /// Every registered resource, sorted by id.
+    pub fn resources(&self) -> Vec<ResourceView> {
+        let mut out: Vec<ResourceView> = self
+            .resources
+            .iter()
+            .flatten()
+            .map(|r| ResourceView {
+                resource: r.id.clone(),
+                permits: r.permits.count() as u32,
+                leased: r.permits.held_from(0).count() as u32,
+                score: r.global.score,
+                contexts: r.contexts.len() as u32,
+                block: r.block.clone(),
+            })
+            .collect();
+        out.sort_by(|a, b| a.resource.cmp(&b.resource));
+        out
+    }
+
+    /// The live leases, sorted by id.
+    pub fn leases(&self) -> Vec<Lease> {
+        let mut out: Vec<Lease> = self.leases.live.values().map(|e| e.lease.clone()).collect();
+        out.sort_by_key(|l| l.id);
+        out
+    }
+
+    /// Heap bytes this pool holds, an upper bound of what it asked its
+    /// allocator for (see `footprint`): what a host holds a tenant's memory
+    /// share to. A walk over every resource, context and retired fence set.
+    pub fn footprint(&self) -> u64 {
+        use crate::footprint::{btree, table, vec};
+        use core::mem::size_of;
+        let reason = |b: &Option<Block>| b.as_ref().and_then(|b| b.reason.as_ref()).map_or(0, String::capacity);
+        let resources: usize = self
+            .resources
+            .iter()
+            .flatten()
+            .map(|r| {
+                r.id.heap_bytes()
+                    + r.permits.heap_bytes()
+                    + reason(&r.block)
+                    + r.global.heap_bytes()
+                    + vec::<u32>(r.contexts.capacity())
+            })
+            .sum();
+        let contexts: usize = self.contexts.iter().map(Context::heap_bytes).sum();
+        let cells: usize = self.cells.values().map(|cc| cc.cell.heap_bytes() + reason(&cc.block)).sum();
+        let retired: usize = self.retired_fences.iter().map(|(id, f)| id.heap_bytes() + vec::<u64>(f.capacity())).sum();
+        let total = size_of::<Pool>()
+            + vec::<Option<Resource>>(self.resources.capacity())
+            + resources
+            + vec::<u32>(self.free_slots.capacity())
+            + table::<(ResourceId, u32)>(self.by_id.capacity())
+            + vec::<Context>(self.contexts.capacity())
+            + contexts
+            + table::<(Context, u32)>(self.context_ids.capacity())
+            + table::<((u32, u32), ContextCell)>(self.cells.capacity())
+            + cells
+            + btree::<(ResourceId, Vec<u64>)>(self.retired_fences.len())
+            + retired
+            + self.leases.heap_bytes()
+            + self.timers.heap_bytes()
+            + btree::<(u32, u32)>(self.probe_due.len())
+            + self.index.heap_bytes()
+            + vec::<Event>(self.events.capacity());
+        total as u64
+    }
+
+    pub fn stats(&self) -> Stats {
+        Stats {
+            footprint: self.footprint(),
+            resources: self.by_id.len() as u32,
+            cells: self.cells.len() as u32,
+            contexts: self.contexts.len() as u32,
+            live_leases: self.leases.live.len() as u32,
+            available: self.index.available(),
+            due_for_probe: self.probe_due.len() as u32,
+            now: self.now,
+        }
+    }
+}

@@ -1,0 +1,393 @@
+//! The serialized state: records of a pool's parts, taken from a pool and
+//! built back into one with every value checked.
+
+use alloc::collections::VecDeque;
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cell::{Cell, Pause, Phase, MAX_SCORE, MIN_SCORE};
+use crate::error::Error;
+use crate::id::{Context, ResourceId};
+use crate::lease::{Lease, LeaseEntry, LeaseKind};
+use crate::outcome::{FailureKind, Outcome, MAX_RETRY_AFTER};
+use crate::permits::Permits;
+use crate::policy::Policy;
+use crate::pool::{Block, ContextCell, Pool, Resource, Timer, MAX_PERMITS, MAX_REASON_BYTES};
+use crate::ratelimit::Bucket;
+use crate::rng::Rng;
+
+use super::{counter, counters, invalid, SnapshotError};
+
+/// The serialized state. Field order is part of the binary format.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct SnapshotData {
+    pub(super) policy: Policy,
+    rng: Rng,
+    next_lease_id: u64,
+    pub(super) rate_tokens: Option<f64>,
+    resources: Vec<ResourceRecord>,
+    cells: Vec<CellRecord>,
+    retired_fences: Vec<(ResourceId, Vec<u64>)>,
+    leases: Option<Vec<LeaseRecord>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct ResourceRecord {
+    resource: ResourceId,
+    permits: u32,
+    fences: Vec<u64>,
+    block: Option<BlockRecord>,
+    pause: Option<PauseRecord>,
+    global: CellRecordData,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct CellRecord {
+    resource: ResourceId,
+    context: Context,
+    cell: CellRecordData,
+    block: Option<BlockRecord>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct BlockRecord {
+    remaining: Option<u64>,
+    reason: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct WindowEntry {
+    failure: Option<FailureKind>,
+    latency_ms: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct PauseRecord {
+    remaining: u64,
+    cause: FailureKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+enum PhaseRecord {
+    Healthy,
+    Cooling { remaining: u64, cause: FailureKind },
+    Recovering,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct CellRecordData {
+    score: i32,
+    window: Vec<WindowEntry>,
+    consecutive_failures: u32,
+    consecutive_successes: u32,
+    phase: PhaseRecord,
+    successes: f64,
+    failures: f64,
+    latency_ms: f64,
+    observations: u64,
+    pause: Option<PauseRecord>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct LeaseRecord {
+    id: u64,
+    resource: ResourceId,
+    context: Context,
+    permit: u32,
+    token: u64,
+    kind: LeaseKind,
+    ttl: u64,
+}
+
+fn block_out(b: &Option<Block>, now: u64) -> Option<BlockRecord> {
+    b.as_ref().map(|b| BlockRecord { remaining: b.until.map(|u| u.saturating_sub(now)), reason: b.reason.clone() })
+}
+
+fn block_in(b: Option<BlockRecord>, now: u64) -> Result<Option<Block>, SnapshotError> {
+    let Some(b) = b else { return Ok(None) };
+    if b.remaining == Some(0) {
+        return Ok(None);
+    }
+    if let Some(r) = &b.reason {
+        if r.len() > MAX_REASON_BYTES || r.chars().any(char::is_control) {
+            return Err(invalid("block.reason", "at most 1024 bytes, no control characters"));
+        }
+    }
+    Ok(Some(Block { until: b.remaining.map(|r| now.saturating_add(r)), reason: b.reason }))
+}
+
+fn pause_out(p: Option<Pause>, now: u64) -> Option<PauseRecord> {
+    p.map(|p| PauseRecord { remaining: p.until.saturating_sub(now), cause: p.cause })
+}
+
+/// A pause of `cause` (the one kind that pauses this layer); an ended one is dropped.
+fn pause_in(p: Option<PauseRecord>, now: u64, cause: FailureKind) -> Result<Option<Pause>, SnapshotError> {
+    let Some(p) = p else { return Ok(None) };
+    if p.cause != cause {
+        return Err(invalid("pause.cause", "must be rate_limited for a cell, quota_exhausted for a resource"));
+    }
+    if p.remaining > MAX_RETRY_AFTER {
+        return Err(invalid("pause.remaining", "must be at most 30 days"));
+    }
+    Ok((p.remaining > 0).then(|| Pause { until: now.saturating_add(p.remaining), cause }))
+}
+
+fn cell_out(c: &Cell, now: u64) -> CellRecordData {
+    CellRecordData {
+        score: c.score,
+        window: c
+            .window
+            .iter()
+            .map(|o| WindowEntry {
+                failure: match o {
+                    Outcome::Success { .. } => None,
+                    Outcome::Failure { kind, .. } => Some(*kind),
+                },
+                latency_ms: o.latency_ms(),
+            })
+            .collect(),
+        consecutive_failures: c.consecutive_failures,
+        consecutive_successes: c.consecutive_successes,
+        phase: match c.phase {
+            Phase::Healthy => PhaseRecord::Healthy,
+            Phase::Cooling { until, cause } => PhaseRecord::Cooling { remaining: until.saturating_sub(now), cause },
+            Phase::Recovering => PhaseRecord::Recovering,
+        },
+        successes: c.successes,
+        failures: c.failures,
+        latency_ms: c.latency_ms,
+        observations: c.observations,
+        pause: pause_out(c.pause, now),
+    }
+}
+
+fn finite_nonneg(x: f64, field: &'static str) -> Result<f64, SnapshotError> {
+    if x.is_finite() && x >= 0.0 {
+        Ok(x)
+    } else {
+        Err(invalid(field, "must be finite and >= 0"))
+    }
+}
+
+fn cell_in(d: CellRecordData, now: u64, policy: &Policy) -> Result<Cell, SnapshotError> {
+    if !(MIN_SCORE..=MAX_SCORE).contains(&d.score) {
+        return Err(invalid("cell.score", "must be in -100..=100"));
+    }
+    if d.window.len() > policy.window as usize {
+        return Err(invalid("cell.window", "must not be longer than policy.window"));
+    }
+    let mut window = VecDeque::with_capacity(d.window.len());
+    for w in d.window {
+        let latency_ms = finite_nonneg(w.latency_ms, "cell.window.latency")?;
+        window.push_back(match w.failure {
+            None => Outcome::Success { latency_ms },
+            Some(kind) => Outcome::Failure { kind, latency_ms, retry_after: None },
+        });
+    }
+    if let PhaseRecord::Cooling { cause, .. } = d.phase {
+        if !cause.is_strike() {
+            return Err(invalid("cell.phase.cause", "only a strike failure kind cools a cell"));
+        }
+    }
+    Ok(Cell {
+        score: d.score,
+        window,
+        consecutive_failures: d.consecutive_failures,
+        consecutive_successes: d.consecutive_successes,
+        phase: match d.phase {
+            PhaseRecord::Healthy => Phase::Healthy,
+            PhaseRecord::Cooling { remaining, cause } => Phase::Cooling { until: now.saturating_add(remaining), cause },
+            PhaseRecord::Recovering => Phase::Recovering,
+        },
+        successes: finite_nonneg(d.successes, "cell.successes")?,
+        failures: finite_nonneg(d.failures, "cell.failures")?,
+        latency_ms: finite_nonneg(d.latency_ms, "cell.latency")?,
+        observations: counter(d.observations, "cell.observations")?,
+        pause: pause_in(d.pause, now, FailureKind::RateLimited)?,
+    })
+}
+
+impl SnapshotData {
+    /// Whether live leases were captured (the binary header's flag says so too).
+    pub(super) fn has_leases(&self) -> bool {
+        self.leases.is_some()
+    }
+
+    pub(super) fn capture(pool: &Pool, now: u64, with_leases: bool) -> SnapshotData {
+        let mut resources: Vec<ResourceRecord> = pool
+            .resources
+            .iter()
+            .flatten()
+            .map(|r| ResourceRecord {
+                resource: r.id.clone(),
+                permits: r.permits.count() as u32,
+                fences: r.permits.fences().to_vec(),
+                block: block_out(&r.block, now),
+                pause: pause_out(r.pause, now),
+                global: cell_out(&r.global, now),
+            })
+            .collect();
+        resources.sort_by(|a, b| a.resource.cmp(&b.resource));
+        let mut cells: Vec<CellRecord> = pool
+            .cells
+            .iter()
+            .map(|(&(slot, ctx), cc)| CellRecord {
+                resource: pool.res(slot).id.clone(),
+                context: pool.contexts[ctx as usize].clone(),
+                cell: cell_out(&cc.cell, now),
+                block: block_out(&cc.block, now),
+            })
+            .collect();
+        cells.sort_by(|a, b| (&a.resource, &a.context).cmp(&(&b.resource, &b.context)));
+        let leases = with_leases.then(|| {
+            let mut l: Vec<LeaseRecord> = pool
+                .leases
+                .live
+                .values()
+                .map(|e| LeaseRecord {
+                    id: e.lease.id,
+                    resource: e.lease.resource.clone(),
+                    context: e.lease.context.clone(),
+                    permit: e.lease.permit,
+                    token: e.lease.token,
+                    kind: e.lease.kind,
+                    ttl: e.lease.ttl,
+                })
+                .collect();
+            l.sort_by_key(|l| l.id);
+            l
+        });
+        SnapshotData {
+            policy: pool.policy.clone(),
+            rng: pool.rng.clone(),
+            next_lease_id: pool.leases.next_id,
+            rate_tokens: pool.bucket.as_ref().map(|b| b.tokens),
+            resources,
+            cells,
+            retired_fences: pool.retired_fences.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            leases,
+        }
+    }
+
+    /// The pool this data describes, its registrations numbered from `first_serial`.
+    pub(super) fn build(self, now: u64, first_serial: u64) -> Result<Pool, SnapshotError> {
+        self.policy.validate().map_err(|e| match e {
+            Error::InvalidInput { field, rule } => invalid(field, rule),
+            _ => SnapshotError::Malformed,
+        })?;
+        let id_err = |_| invalid("resource", "kind and value must be valid resource ids");
+        let mut pool = Pool::empty(self.policy.clone(), self.rng, now);
+        pool.next_serial = first_serial;
+        pool.leases.next_id = counter(self.next_lease_id, "next_lease_id")?.max(1);
+        if let Some(max) = self.policy.max_resources {
+            if self.resources.len() > max as usize {
+                return Err(invalid("resources", "must not outnumber policy.max_resources"));
+            }
+        }
+        if let Some(max) = self.policy.max_cells {
+            if self.cells.len() > max as usize {
+                return Err(invalid("cells", "must not outnumber policy.max_cells"));
+            }
+        }
+        if let (Some(limit), Some(tokens)) = (self.policy.rate_limit, self.rate_tokens) {
+            if !(tokens.is_finite() && tokens <= limit.burst as f64) {
+                return Err(invalid("rate_tokens", "must be finite and at most the burst"));
+            }
+            pool.bucket = Some(Bucket { tokens, last: now });
+        }
+        for r in self.resources {
+            r.resource.revalidate().map_err(id_err)?;
+            if !(1..=MAX_PERMITS).contains(&r.permits) {
+                return Err(invalid("resource.permits", "must be in 1..=1024"));
+            }
+            if r.fences.len() < r.permits as usize {
+                return Err(invalid("resource.fences", "one counter per permit at least"));
+            }
+            counters(&r.fences, "resource.fences")?;
+            if pool.by_id.contains_key(&r.resource) {
+                return Err(invalid("resource", "listed twice"));
+            }
+            let slot = pool.resources.len() as u32;
+            pool.by_id.insert(r.resource.clone(), slot);
+            let serial = pool.take_serial();
+            pool.resources.push(Some(Resource {
+                id: r.resource,
+                serial,
+                permits: Permits::new(r.permits, r.fences),
+                block: block_in(r.block, now)?,
+                pause: pause_in(r.pause, now, FailureKind::QuotaExhausted)?,
+                global: cell_in(r.global, now, &self.policy)?,
+                contexts: Vec::new(),
+            }));
+        }
+        for c in self.cells {
+            c.context.revalidate().map_err(|_| invalid("cell.context", "must be a valid context"))?;
+            let slot = *pool.by_id.get(&c.resource).ok_or(invalid("cell.resource", "must be registered"))?;
+            let ctx = match pool.context_ids.get(&c.context) {
+                Some(&x) => x,
+                None => {
+                    pool.contexts.push(c.context.clone());
+                    let x = (pool.contexts.len() - 1) as u32;
+                    pool.context_ids.insert(c.context, x);
+                    x
+                }
+            };
+            let cell = ContextCell::new(cell_in(c.cell, now, &self.policy)?, block_in(c.block, now)?);
+            if pool.cells.insert((slot, ctx), cell).is_some() {
+                return Err(invalid("cell", "listed twice"));
+            }
+            pool.resources[slot as usize].as_mut().expect("just added").contexts.push(ctx);
+        }
+        for (id, fences) in self.retired_fences {
+            id.revalidate().map_err(id_err)?;
+            if pool.by_id.contains_key(&id) {
+                return Err(invalid("retired_fences", "must not name a registered resource"));
+            }
+            counters(&fences, "retired_fences")?;
+            pool.retired_fences.insert(id, fences);
+        }
+        for l in self.leases.unwrap_or_default() {
+            let slot = *pool.by_id.get(&l.resource).ok_or(invalid("lease.resource", "must be registered"))?;
+            l.context.revalidate().map_err(|_| invalid("lease.context", "must be a valid context"))?;
+            if l.ttl == 0 {
+                return Err(invalid("lease.ttl", "must be > 0"));
+            }
+            if l.id == 0 || l.id >= pool.leases.next_id || pool.leases.live.contains_key(&l.id) {
+                return Err(invalid("lease.id", "must be unique and below next_lease_id"));
+            }
+            let r = pool.resources[slot as usize].as_mut().expect("registered");
+            let p = l.permit as usize;
+            if p >= r.permits.count() || r.permits.holder(p).is_some() {
+                return Err(invalid("lease.permit", "must be a free permit of the resource"));
+            }
+            if l.token == 0 || l.token > r.permits.fences()[p] {
+                return Err(invalid("lease.token", "must be minted by the permit's fence counter"));
+            }
+            r.permits.hold(p, l.id);
+            let lease = Lease {
+                id: l.id,
+                resource: l.resource,
+                context: l.context,
+                permit: l.permit,
+                token: l.token,
+                kind: l.kind,
+                granted_at: now,
+                expires_at: now.saturating_add(l.ttl),
+                ttl: l.ttl,
+            };
+            if let Some(cc) = pool.context_ids.get(&lease.context).and_then(|c| pool.cells.get_mut(&(slot, *c))) {
+                match lease.kind {
+                    LeaseKind::Trial => cc.trial = Some(lease.id),
+                    LeaseKind::Probe => cc.probe = Some(lease.id),
+                    LeaseKind::Client | LeaseKind::FailOpen => {}
+                }
+            }
+            pool.timers.arm(lease.expires_at, Timer::Lease(lease.id));
+            pool.leases.live.insert(lease.id, LeaseEntry { lease, slot });
+        }
+        pool.arm_timers();
+        Ok(pool)
+    }
+}
