@@ -76,12 +76,10 @@ impl Pool {
     /// the authority refused, or another acquire holds in flight, is free
     /// here and counts as leased.
     pub(crate) fn refusal(&self, context: &Context) -> Refusal {
-        let ctx = self.context_ids.get(context).copied();
+        let ctx = self.contexts.id(context);
         let mut refusal = Refusal::default();
-        for slot in 0..self.resources.len() as u32 {
-            if self.resources[slot as usize].is_some() {
-                self.count(&mut refusal, slot, ctx);
-            }
+        for (slot, _) in self.registry.iter() {
+            self.count(&mut refusal, slot, ctx);
         }
         refusal
     }
@@ -117,7 +115,7 @@ impl Pool {
     }
 
     fn standing(&self, slot: u32, ctx: Option<u32>) -> Standing {
-        let r = self.res(slot);
+        let r = self.registry.res(slot);
         let cc = ctx.and_then(|c| self.cells.get(&(slot, c)));
         if let Some(block) = r.block.as_ref().or(cc.and_then(|cc| cc.block.as_ref())) {
             return Standing::Blocked(block.until);
@@ -150,8 +148,7 @@ impl Pool {
     /// soonest; ties go to the lowest slot.
     pub(crate) fn least_bad(&self, ctx: Option<u32>) -> Option<u32> {
         let mut best: Option<(u64, u32)> = None;
-        for slot in 0..self.resources.len() as u32 {
-            let Some(r) = &self.resources[slot as usize] else { continue };
+        for (slot, r) in self.registry.iter() {
             if !r.permits.any_free() {
                 continue;
             }

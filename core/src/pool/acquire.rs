@@ -81,7 +81,7 @@ impl Pool {
 
     /// Brings the index in line with one resource's current state.
     pub(crate) fn reindex(&mut self, slot: u32) {
-        let r = self.res(slot);
+        let r = self.registry.res(slot);
         let global = match (&r.block, r.pause) {
             (Some(_), _) | (_, Some(_)) => None,
             (None, None) => Some(GlobalEntry {
@@ -91,8 +91,8 @@ impl Pool {
             }),
         };
         self.index.set_global(slot, global);
-        for i in 0..self.res(slot).contexts.len() {
-            let r = self.res(slot);
+        for i in 0..self.registry.res(slot).contexts.len() {
+            let r = self.registry.res(slot);
             let ctx = r.contexts[i];
             let cc = &self.cells[&(slot, ctx)];
             let entry = ContextEntry {
@@ -131,7 +131,7 @@ impl Pool {
                         continue;
                     }
                     seen[i] = slot;
-                    let r = self.res(slot);
+                    let r = self.registry.res(slot);
                     let cell = ctx.and_then(|c| self.cells.get(&(slot, c))).map(|cc| &cc.cell);
                     let (a, b) = score::posterior(cell, &r.global, self.now);
                     let latency = cell.unwrap_or(&r.global).latency_ms;
@@ -150,7 +150,7 @@ impl Pool {
     pub fn acquire(&mut self, context: &Context, now: u64) -> Result<Lease> {
         let mut proposal = self.propose(context, now, &[])?;
         loop {
-            let r = self.resources[proposal.resource.slot as usize].as_ref().expect("proposed from a slot in use");
+            let r = self.registry.res(proposal.resource.slot);
             let answer = self.authority.grant(&r.id, proposal.permit, proposal.ttl, proposal.last);
             // A proposal this call just made needs no checking.
             let slot = proposal.resource.slot;
@@ -212,7 +212,7 @@ impl Pool {
         in_flight: &[(ResourceKey, u32)],
     ) -> Result<Settled> {
         if let Some(token) = answer.filter(|&t| t > proposal.last) {
-            let r = self.res(slot);
+            let r = self.registry.res(slot);
             if r.permits.holder(proposal.permit as usize).is_some() {
                 return Err(Error::invalid("proposal", "names a permit that is held"));
             }
@@ -220,7 +220,7 @@ impl Pool {
                 return Err(Error::invalid("proposal", "was overtaken by a newer token for its permit"));
             }
             // A trial while the context's cell is half-open, else a client lease.
-            let ctx = self.context_ids.get(context).copied();
+            let ctx = self.contexts.id(context);
             let cooled = ctx.and_then(|c| self.cells.get(&(slot, c))).and_then(|cc| cc.cell.cooled_out(self.now));
             let kind = match (proposal.fail_open, cooled) {
                 (true, _) => LeaseKind::FailOpen,
@@ -260,28 +260,29 @@ impl Pool {
             .filter(|(key, _)| self.resource_at(*key).is_some())
             .map(|&(key, permit)| (key.slot, permit as usize))
             .filter(|&(slot, permit)| {
-                permit < self.res(slot).permits.count() && self.res(slot).permits.holder(permit).is_none()
+                permit < self.registry.res(slot).permits.count()
+                    && self.registry.res(slot).permits.holder(permit).is_none()
             })
             .collect();
         for &(slot, permit) in &held {
-            self.res_mut(slot).permits.hold(permit, HELD_ELSEWHERE);
+            self.registry.res_mut(slot).permits.hold(permit, HELD_ELSEWHERE);
             self.reindex(slot);
         }
-        let ctx = self.context_ids.get(context).copied();
+        let ctx = self.contexts.id(context);
         let next = match self.select(ctx) {
             Some(slot) => Some(self.proposal(slot, at, refused, false)),
             None if self.policy.fail_open => self.least_bad(ctx).map(|slot| self.proposal(slot, at, refused, true)),
             None => None,
         };
         for (slot, permit) in held {
-            self.res_mut(slot).permits.free(permit);
+            self.registry.res_mut(slot).permits.free(permit);
             self.reindex(slot);
         }
         next
     }
 
     pub(super) fn proposal(&self, slot: u32, at: u64, refused: Vec<(ResourceKey, u32)>, fail_open: bool) -> Proposal {
-        let r = self.res(slot);
+        let r = self.registry.res(slot);
         let permit = r.permits.first_free().expect("selected with a free permit");
         Proposal {
             resource: ResourceKey { slot, serial: r.serial },
@@ -296,7 +297,7 @@ impl Pool {
 
     /// The slot a proposal names, if it still names what this pool proposed.
     pub(super) fn proposed_slot(&self, proposal: &Proposal) -> Result<u32> {
-        let Some(r) = self.resource_at(proposal.resource).map(|_| self.res(proposal.resource.slot)) else {
+        let Some(r) = self.resource_at(proposal.resource).map(|_| self.registry.res(proposal.resource.slot)) else {
             return Err(Error::UnknownResource);
         };
         if proposal.permit as usize >= r.permits.count() {
@@ -319,13 +320,13 @@ impl Pool {
     /// a client never hold the same permit.
     pub fn acquire_for_probe(&mut self, id: &ResourceId, context: &Context, now: u64) -> Result<Lease> {
         self.advance(now);
-        let slot = self.slot_of(id)?;
-        let ctx = self.context_ids.get(context).copied();
+        let slot = self.registry.slot_of(id)?;
+        let ctx = self.contexts.id(context);
         let due = ctx.filter(|&c| self.probe_due.contains(&(slot, c)) && !self.blocked(slot, Some(c)));
         let Some(ctx) = due else {
             return Err(Error::invalid("resource", "is not due for probe in this context"));
         };
-        if !self.res(slot).permits.any_free() {
+        if !self.registry.res(slot).permits.any_free() {
             return Err(Error::NoResourceAvailable(self.refusal_of(slot, Some(ctx))));
         }
         self.grant(slot, context, Some(ctx), LeaseKind::Probe, self.policy.probe_ttl)
@@ -349,8 +350,8 @@ mod tests {
         }
         let mut fresh = Index::new();
         core::mem::swap(&mut fresh, &mut pool.index);
-        for slot in 0..pool.resources.len() as u32 {
-            if pool.resources[slot as usize].is_some() {
+        for slot in 0..pool.registry.slot_count() {
+            if pool.registry.get(slot).is_some() {
                 pool.reindex(slot);
             }
         }

@@ -15,9 +15,14 @@ pub struct Block {
     pub reason: Option<String>,
 }
 
+/// Heap bytes of a block's reason (see `Pool::footprint`).
+pub(super) fn reason_bytes(block: &Option<Block>) -> usize {
+    block.as_ref().and_then(|b| b.reason.as_ref()).map_or(0, String::capacity)
+}
+
 impl Pool {
     pub(super) fn blocked(&self, slot: u32, ctx: Option<u32>) -> bool {
-        self.res(slot).block.is_some()
+        self.registry.res(slot).block.is_some()
             || ctx.and_then(|c| self.cells.get(&(slot, c))).is_some_and(|cc| cc.block.is_some())
     }
 
@@ -43,12 +48,12 @@ impl Pool {
             }
         }
         self.advance(now);
-        let slot = self.slot_of(id)?;
+        let slot = self.registry.slot_of(id)?;
         let until = duration.map(|d| self.now.saturating_add(d));
         let block = Some(Block { until, reason: reason.clone() });
         let ctx = match context {
             None => {
-                self.res_mut(slot).block = block;
+                self.registry.res_mut(slot).block = block;
                 None
             }
             Some(context) => {
@@ -69,11 +74,11 @@ impl Pool {
     /// Lifts a block; returns whether one was in place.
     pub fn unblock(&mut self, id: &ResourceId, context: Option<&Context>, now: u64) -> Result<bool> {
         self.advance(now);
-        let slot = self.slot_of(id)?;
+        let slot = self.registry.slot_of(id)?;
         let lifted = match context {
-            None => self.res_mut(slot).block.take().is_some(),
-            Some(context) => match self.context_ids.get(context) {
-                Some(&c) => self.cells.get_mut(&(slot, c)).is_some_and(|cc| cc.block.take().is_some()),
+            None => self.registry.res_mut(slot).block.take().is_some(),
+            Some(context) => match self.contexts.id(context) {
+                Some(c) => self.cells.get_mut(&(slot, c)).is_some_and(|cc| cc.block.take().is_some()),
                 None => false,
             },
         };

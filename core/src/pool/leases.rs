@@ -96,7 +96,7 @@ impl Pool {
         kind: LeaseKind,
         ttl: u64,
     ) -> core::result::Result<Lease, usize> {
-        let r = self.resources[slot as usize].as_ref().expect("slot in use");
+        let r = self.registry.res(slot);
         let permit = r.permits.first_free().expect("selected with a free permit");
         let last = r.permits.fences()[permit];
         match self.authority.grant(&r.id, permit as u32, ttl, last) {
@@ -118,7 +118,7 @@ impl Pool {
         ttl: u64,
         at: u64,
     ) -> Lease {
-        let r = self.resources[slot as usize].as_mut().expect("slot in use");
+        let r = self.registry.res_mut(slot);
         let id = self.leases.take_id();
         r.permits.hold(permit, id);
         r.permits.set_fence(permit, token);
@@ -154,7 +154,7 @@ impl Pool {
     pub fn renew(&mut self, id: u64, token: u64, now: u64) -> Result<Lease> {
         self.advance(now);
         let e = self.leases.find(id, token)?;
-        let ctx = self.context_ids.get(&e.lease.context).copied();
+        let ctx = self.contexts.id(&e.lease.context);
         if self.blocked(e.slot, ctx) {
             return Err(Error::Blocked);
         }
@@ -162,7 +162,7 @@ impl Pool {
         // A newer token for the permit (restored from a later snapshot, or
         // issued after this lease's snapshot was taken) means this holder
         // was superseded, whoever the authority is.
-        let superseded = self.res(e.slot).permits.fences()[l.permit as usize] > l.token;
+        let superseded = self.registry.res(e.slot).permits.fences()[l.permit as usize] > l.token;
         if superseded || !self.authority.extend(&l.resource, l.permit, l.token, l.ttl) {
             self.end_lease(id, End::Expired, self.now);
             return Err(Error::LeaseExpired);
@@ -194,8 +194,8 @@ impl Pool {
     pub(super) fn end_lease(&mut self, id: u64, how: End, at: u64) {
         let Some(LeaseEntry { lease, slot }) = self.leases.live.remove(&id) else { return };
         self.timers.disarm(lease.expires_at, Timer::Lease(id));
-        self.res_mut(slot).permits.free(lease.permit as usize);
-        if let Some(ctx) = self.context_ids.get(&lease.context).copied() {
+        self.registry.res_mut(slot).permits.free(lease.permit as usize);
+        if let Some(ctx) = self.contexts.id(&lease.context) {
             let now = self.now;
             if let Some(cc) = self.cells.get_mut(&(slot, ctx)) {
                 if cc.trial == Some(id) {

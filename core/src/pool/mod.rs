@@ -3,18 +3,19 @@
 //!
 //! `Pool` composes its state; each module holds one part of it and the
 //! operations that keep that part's invariants: `registry` (slots, serials,
-//! interned contexts), `timers`, `leases`, `acquire` (selection and the
-//! index), `reports`, `blocklist` and `views` (inspection).
+//! retired fences), `contexts` (the interned context names), `timers`,
+//! `leases`, `acquire` (selection and the index), `reports`, `blocklist` and
+//! `views` (inspection). The cells, keyed by slot and context number, join
+//! the registry and the contexts and stay on `Pool`.
 
 use alloc::boxed::Box;
-use alloc::collections::{BTreeMap, BTreeSet};
+use alloc::collections::BTreeSet;
 use alloc::vec::Vec;
 use hashbrown::HashMap;
 
 use crate::authority::{Authority, Local};
 use crate::error::Result;
 use crate::event::{Event, EventKind};
-use crate::id::{Context, ResourceId};
 use crate::index::Index;
 use crate::policy::Policy;
 use crate::ratelimit::Bucket;
@@ -22,6 +23,7 @@ use crate::rng::Rng;
 
 mod acquire;
 mod blocklist;
+mod contexts;
 mod leases;
 mod registry;
 mod reports;
@@ -30,8 +32,9 @@ mod views;
 
 pub use acquire::{Proposal, Settled};
 pub use blocklist::Block;
+pub(crate) use contexts::Contexts;
 pub(crate) use leases::LeaseTable;
-pub(crate) use registry::{ContextCell, Resource};
+pub(crate) use registry::{ContextCell, Registry};
 pub(crate) use timers::{Timer, TimerTable};
 pub use views::{CellView, ResourceView, Stats};
 
@@ -49,16 +52,10 @@ pub struct Pool {
     pub(crate) policy: Policy,
     pub(crate) rng: Rng,
     pub(crate) now: u64,
-    pub(crate) resources: Vec<Option<Resource>>,
-    pub(crate) free_slots: Vec<u32>,
-    pub(crate) by_id: HashMap<ResourceId, u32>,
-    pub(crate) contexts: Vec<Context>,
-    pub(crate) context_ids: HashMap<Context, u32>,
+    pub(crate) registry: Registry,
+    pub(crate) contexts: Contexts,
     pub(crate) cells: HashMap<(u32, u32), ContextCell>,
-    pub(crate) retired_fences: BTreeMap<ResourceId, Vec<u64>>,
     pub(crate) leases: LeaseTable,
-    /// The serial the next registration gets; never reused while this pool lives.
-    pub(crate) next_serial: u64,
     pub(crate) timers: TimerTable,
     pub(crate) probe_due: BTreeSet<(u32, u32)>,
     pub(crate) bucket: Option<Bucket>,
@@ -81,15 +78,10 @@ impl Pool {
             policy,
             rng,
             now,
-            resources: Vec::new(),
-            free_slots: Vec::new(),
-            by_id: HashMap::new(),
-            contexts: Vec::new(),
-            context_ids: HashMap::new(),
+            registry: Registry::default(),
+            contexts: Contexts::default(),
             cells: HashMap::new(),
-            retired_fences: BTreeMap::new(),
             leases: LeaseTable::new(),
-            next_serial: 0,
             timers: TimerTable::default(),
             probe_due: BTreeSet::new(),
             bucket,

@@ -1,7 +1,10 @@
-//! Registration: resource slots and their serials, the id lookup, retired
-//! fence counters, and the interned contexts with their cells.
+//! Registration: resource slots and their serials, the id lookup and
+//! retired fence counters (`Registry`), and the pool operations that
+//! register, remove and give resources their cells.
 
+use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
+use hashbrown::HashMap;
 
 use crate::cell::{Cell, Pause};
 use crate::error::{Error, Result};
@@ -9,8 +12,9 @@ use crate::event::EventKind;
 use crate::id::{Context, ResourceId};
 use crate::index::ContextSlot;
 use crate::key::ResourceKey;
-use crate::permits::Permits;
+use crate::permits::{self, Permits};
 
+use super::blocklist::reason_bytes;
 use super::leases::End;
 use super::{Block, Pool, MAX_PERMITS};
 
@@ -43,40 +47,181 @@ impl ContextCell {
     }
 }
 
-impl Pool {
-    pub(super) fn slot_of(&self, id: &ResourceId) -> Result<u32> {
-        self.by_id.get(id).copied().ok_or(Error::UnknownResource)
+/// The registered resources by slot. A slot's index names the resource to
+/// the index, the cells and the timers, so slots are reused only after
+/// `remove`; the serial tells registrations of one slot apart (see
+/// `ResourceKey`). Fence counters outlive a registration: an unregistered
+/// id keeps its counters here until it is registered again.
+#[derive(Debug, Default)]
+pub(crate) struct Registry {
+    slots: Vec<Option<Resource>>,
+    free: Vec<u32>,
+    by_id: HashMap<ResourceId, u32>,
+    /// The serial the next registration gets; never reused while this pool lives.
+    next_serial: u64,
+    retired_fences: BTreeMap<ResourceId, Vec<u64>>,
+}
+
+impl Registry {
+    /// An empty registry whose first registration gets serial `first_serial`.
+    pub fn starting_at(first_serial: u64) -> Self {
+        Registry { next_serial: first_serial, ..Registry::default() }
     }
 
-    pub(crate) fn res(&self, slot: u32) -> &Resource {
-        self.resources[slot as usize].as_ref().expect("slot in use")
+    pub fn find(&self, id: &ResourceId) -> Option<u32> {
+        self.by_id.get(id).copied()
     }
 
-    pub(super) fn res_mut(&mut self, slot: u32) -> &mut Resource {
-        self.resources[slot as usize].as_mut().expect("slot in use")
+    pub fn slot_of(&self, id: &ResourceId) -> Result<u32> {
+        self.find(id).ok_or(Error::UnknownResource)
     }
 
-    pub(crate) fn take_serial(&mut self) -> u64 {
+    /// Resources registered.
+    pub fn len(&self) -> usize {
+        self.by_id.len()
+    }
+
+    /// The resource in `slot`, if the slot is in use.
+    pub fn get(&self, slot: u32) -> Option<&Resource> {
+        self.slots.get(slot as usize).and_then(Option::as_ref)
+    }
+
+    pub fn res(&self, slot: u32) -> &Resource {
+        self.slots[slot as usize].as_ref().expect("slot in use")
+    }
+
+    pub fn res_mut(&mut self, slot: u32) -> &mut Resource {
+        self.slots[slot as usize].as_mut().expect("slot in use")
+    }
+
+    /// Slots ever used, in use or free: every slot is below this.
+    pub fn slot_count(&self) -> u32 {
+        self.slots.len() as u32
+    }
+
+    /// The resources with their slots, in slot order.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, &Resource)> {
+        self.slots.iter().enumerate().filter_map(|(slot, r)| r.as_ref().map(|r| (slot as u32, r)))
+    }
+
+    /// The serial the next registration gets.
+    pub fn next_serial(&self) -> u64 {
+        self.next_serial
+    }
+
+    fn take_serial(&mut self) -> u64 {
         let serial = self.next_serial;
         self.next_serial += 1;
         serial
     }
 
-    /// The context of this name if the pool has seen it, shared rather than built anew.
-    pub fn known_context(&self, name: &str) -> Option<Context> {
-        self.context_ids.get(name).map(|&c| self.contexts[c as usize].clone())
+    /// Registers `id` (not registered) with `permits` fresh permits, which
+    /// continue the fence counters it had when last unregistered.
+    pub fn insert(&mut self, id: ResourceId, permits: u32) -> u32 {
+        let fences = self.retired_fences.remove(&id).unwrap_or_default();
+        self.place(id, Permits::new(permits, fences))
     }
 
+    /// Registers `id` (not registered, no fences retired) with permits as a
+    /// snapshot has them.
+    pub fn restore(&mut self, id: ResourceId, permits: Permits) -> u32 {
+        debug_assert!(!self.retired_fences.contains_key(&id), "restored before the retired fences");
+        self.place(id, permits)
+    }
+
+    fn place(&mut self, id: ResourceId, permits: Permits) -> u32 {
+        let resource = Resource {
+            id: id.clone(),
+            serial: self.take_serial(),
+            permits,
+            block: None,
+            pause: None,
+            global: Cell::new(),
+            contexts: Vec::new(),
+        };
+        let slot = match self.free.pop() {
+            Some(s) => {
+                self.slots[s as usize] = Some(resource);
+                s
+            }
+            None => {
+                self.slots.push(Some(resource));
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.by_id.insert(id, slot);
+        slot
+    }
+
+    /// Frees `slot`, keeping its fence counters for a later registration of
+    /// the same id; returns the id and the contexts it had cells in.
+    pub fn remove(&mut self, slot: u32) -> (ResourceId, Vec<u32>) {
+        let r = self.slots[slot as usize].take().expect("slot in use");
+        self.by_id.remove(&r.id);
+        self.retired_fences.insert(r.id.clone(), r.permits.into_fences());
+        self.free.push(slot);
+        (r.id, r.contexts)
+    }
+
+    /// Keeps a snapshot's fence counters of `id` (not registered).
+    pub fn retire(&mut self, id: ResourceId, fences: Vec<u64>) {
+        debug_assert!(!self.by_id.contains_key(&id), "retired fences of a registered resource");
+        self.retired_fences.insert(id, fences);
+    }
+
+    /// The fence counters of every id this registry knows, registered or retired.
+    pub fn fences(&self) -> impl Iterator<Item = (&ResourceId, &[u64])> {
+        let retired = self.retired_fences.iter().map(|(id, f)| (id, &f[..]));
+        retired.chain(self.iter().map(|(_, r)| (&r.id, r.permits.fences())))
+    }
+
+    /// Raises `id`'s fence counters, registered or retired, to at least `fences`.
+    pub fn raise_fences(&mut self, id: &ResourceId, fences: &[u64]) {
+        match self.by_id.get(id) {
+            Some(&slot) => self.res_mut(slot).permits.raise(fences),
+            None => permits::raise(self.retired_fences.entry(id.clone()).or_default(), fences),
+        }
+    }
+
+    /// Retired fence counters, by id.
+    pub fn retired(&self) -> impl Iterator<Item = (&ResourceId, &Vec<u64>)> {
+        self.retired_fences.iter()
+    }
+
+    /// Heap bytes of the registry (see `Pool::footprint`).
+    pub fn heap_bytes(&self) -> usize {
+        use crate::footprint::{btree, table, vec};
+        let resources: usize = self
+            .iter()
+            .map(|(_, r)| {
+                r.id.heap_bytes()
+                    + r.permits.heap_bytes()
+                    + reason_bytes(&r.block)
+                    + r.global.heap_bytes()
+                    + vec::<u32>(r.contexts.capacity())
+            })
+            .sum();
+        let retired: usize = self.retired_fences.iter().map(|(id, f)| id.heap_bytes() + vec::<u64>(f.capacity())).sum();
+        vec::<Option<Resource>>(self.slots.capacity())
+            + resources
+            + vec::<u32>(self.free.capacity())
+            + table::<(ResourceId, u32)>(self.by_id.capacity())
+            + btree::<(ResourceId, Vec<u64>)>(self.retired_fences.len())
+            + retired
+    }
+}
+
+impl Pool {
     /// The key of the resource a live lease holds.
     pub fn lease_key(&self, lease: u64) -> Option<ResourceKey> {
         let slot = self.leases.live.get(&lease)?.slot;
-        Some(ResourceKey { slot, serial: self.res(slot).serial })
+        Some(ResourceKey { slot, serial: self.registry.res(slot).serial })
     }
 
     /// The resource `key` names, while that registration lasts.
     pub fn resource_at(&self, key: ResourceKey) -> Option<&ResourceId> {
-        match self.resources.get(key.slot as usize) {
-            Some(Some(r)) if r.serial == key.serial => Some(&r.id),
+        match self.registry.get(key.slot) {
+            Some(r) if r.serial == key.serial => Some(&r.id),
             _ => None,
         }
     }
@@ -89,8 +234,8 @@ impl Pool {
             return Err(Error::invalid("permits", "must be in 1..=1024"));
         }
         self.advance(now);
-        if let Some(&slot) = self.by_id.get(&id) {
-            let r = self.res(slot);
+        if let Some(slot) = self.registry.find(&id) {
+            let r = self.registry.res(slot);
             let current = r.permits.count() as u32;
             if permits == current {
                 return Ok(false);
@@ -99,37 +244,17 @@ impl Pool {
             if live > 0 {
                 return Err(Error::Leased { live });
             }
-            self.res_mut(slot).permits.resize(permits);
+            self.registry.res_mut(slot).permits.resize(permits);
             self.reindex(slot);
             self.emit(self.now, EventKind::Registered { resource: id, permits });
             return Ok(true);
         }
         if let Some(max) = self.policy.max_resources {
-            if self.by_id.len() as u32 >= max {
+            if self.registry.len() as u32 >= max {
                 return Err(Error::BudgetExhausted { budget: "max_resources", limit: max as u64 });
             }
         }
-        let fences = self.retired_fences.remove(&id).unwrap_or_default();
-        let resource = Resource {
-            id: id.clone(),
-            serial: self.take_serial(),
-            permits: Permits::new(permits, fences),
-            block: None,
-            pause: None,
-            global: Cell::new(),
-            contexts: Vec::new(),
-        };
-        let slot = match self.free_slots.pop() {
-            Some(s) => {
-                self.resources[s as usize] = Some(resource);
-                s
-            }
-            None => {
-                self.resources.push(Some(resource));
-                (self.resources.len() - 1) as u32
-            }
-        };
-        self.by_id.insert(id.clone(), slot);
+        let slot = self.registry.insert(id.clone(), permits);
         self.reindex(slot);
         self.emit(self.now, EventKind::Registered { resource: id, permits });
         Ok(true)
@@ -140,8 +265,8 @@ impl Pool {
     /// resource continues its token sequence and old holders stay fenced out.
     pub fn unregister(&mut self, id: &ResourceId, force: bool, now: u64) -> Result<()> {
         self.advance(now);
-        let slot = self.slot_of(id)?;
-        let live: Vec<u64> = self.res(slot).permits.held_from(0).collect();
+        let slot = self.registry.slot_of(id)?;
+        let live: Vec<u64> = self.registry.res(slot).permits.held_from(0).collect();
         if !live.is_empty() && !force {
             return Err(Error::Leased { live: live.len() as u32 });
         }
@@ -150,34 +275,23 @@ impl Pool {
             self.authority.revoke(&l.resource, l.permit, l.token);
             self.end_lease(lease, End::Revoked, self.now);
         }
-        let r = self.resources[slot as usize].take().expect("slot in use");
-        for ctx in &r.contexts {
-            if let Some(mut cc) = self.cells.remove(&(slot, *ctx)) {
-                self.index.set_context(slot, *ctx, None, &mut cc.indexed);
+        let (id, contexts) = self.registry.remove(slot);
+        for ctx in contexts {
+            if let Some(mut cc) = self.cells.remove(&(slot, ctx)) {
+                self.index.set_context(slot, ctx, None, &mut cc.indexed);
             }
-            self.probe_due.remove(&(slot, *ctx));
+            self.probe_due.remove(&(slot, ctx));
         }
         self.index.set_global(slot, None);
-        self.by_id.remove(&r.id);
-        self.retired_fences.insert(r.id.clone(), r.permits.into_fences());
-        self.free_slots.push(slot);
-        self.emit(self.now, EventKind::Unregistered { resource: r.id });
+        self.emit(self.now, EventKind::Unregistered { resource: id });
         Ok(())
     }
 
-    pub(super) fn intern(&mut self, context: &Context) -> u32 {
-        if let Some(&c) = self.context_ids.get(context) {
-            return c;
-        }
-        let c = self.contexts.len() as u32;
-        self.contexts.push(context.clone());
-        self.context_ids.insert(context.clone(), c);
-        c
-    }
-
-    /// The cell of a resource in a context, created (within the cell budget) if new.
+    /// The cell of a resource in a context, created (within the cell budget)
+    /// if new. Cells live beside the registry, one for each context a
+    /// resource lists, and go with it in `unregister`.
     pub(super) fn cell_for(&mut self, slot: u32, context: &Context) -> Result<u32> {
-        if let Some(&c) = self.context_ids.get(context) {
+        if let Some(c) = self.contexts.id(context) {
             if self.cells.contains_key(&(slot, c)) {
                 return Ok(c);
             }
@@ -187,9 +301,9 @@ impl Pool {
                 return Err(Error::BudgetExhausted { budget: "max_cells", limit: max as u64 });
             }
         }
-        let c = self.intern(context);
+        let c = self.contexts.intern(context);
         self.cells.insert((slot, c), ContextCell::new(Cell::new(), None));
-        self.res_mut(slot).contexts.push(c);
+        self.registry.res_mut(slot).contexts.push(c);
         Ok(c)
     }
 }

@@ -16,11 +16,11 @@ impl Pool {
     pub fn report(&mut self, id: &ResourceId, context: &Context, outcome: Outcome, now: u64) -> Result<()> {
         outcome.revalidate()?;
         self.advance(now);
-        let slot = self.slot_of(id)?;
+        let slot = self.registry.slot_of(id)?;
         let ctx = self.cell_for(slot, context)?;
         let now = self.now;
         let policy = &self.policy;
-        let r = self.resources[slot as usize].as_mut().expect("slot in use");
+        let r = self.registry.res_mut(slot);
         r.global.apply(&outcome, now, policy, false);
         let t = self.cells.get_mut(&(slot, ctx)).expect("cell exists").cell.apply(&outcome, now, policy, true);
         if let Some((until, cause)) = t.cooled {
@@ -36,7 +36,7 @@ impl Pool {
             Outcome::Failure { kind: FailureKind::QuotaExhausted, retry_after, .. } => {
                 let until =
                     now.saturating_add(retry_after.unwrap_or(self.policy.rule(FailureKind::QuotaExhausted).base));
-                let r = self.res_mut(slot);
+                let r = self.registry.res_mut(slot);
                 if let Some(pause) = Pause::extend(r.pause, until, FailureKind::QuotaExhausted) {
                     r.pause = Some(pause);
                     self.timers.arm(until, Timer::Pause(slot, None));
@@ -45,7 +45,7 @@ impl Pool {
                 }
             }
             Outcome::Failure { kind: FailureKind::AuthFailed, .. } => {
-                let r = self.res_mut(slot);
+                let r = self.registry.res_mut(slot);
                 if r.block.as_ref().is_none_or(|b| b.until.is_some()) {
                     let reason = Some(String::from(FailureKind::AuthFailed.as_str()));
                     r.block = Some(Block { until: None, reason: reason.clone() });

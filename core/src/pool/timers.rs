@@ -65,15 +65,15 @@ impl Pool {
                 .get(&(slot, ctx))
                 .is_some_and(|cc| matches!(cc.cell.phase, Phase::Cooling { until, .. } if until == at)),
             Timer::Block(slot, None) => matches!(
-                self.resources.get(slot as usize),
-                Some(Some(r)) if r.block.as_ref().and_then(|b| b.until) == Some(at)
+                self.registry.get(slot),
+                Some(r) if r.block.as_ref().and_then(|b| b.until) == Some(at)
             ),
             Timer::Block(slot, Some(ctx)) => {
                 self.cells.get(&(slot, ctx)).is_some_and(|cc| cc.block.as_ref().and_then(|b| b.until) == Some(at))
             }
             Timer::Pause(slot, None) => matches!(
-                self.resources.get(slot as usize),
-                Some(Some(r)) if r.pause.map(|p| p.until) == Some(at)
+                self.registry.get(slot),
+                Some(r) if r.pause.map(|p| p.until) == Some(at)
             ),
             Timer::Pause(slot, Some(ctx)) => {
                 self.cells.get(&(slot, ctx)).is_some_and(|cc| cc.cell.pause.map(|p| p.until) == Some(at))
@@ -95,7 +95,7 @@ impl Pool {
                 self.reindex(slot);
             }
             Timer::Pause(slot, None) => {
-                self.res_mut(slot).pause = None;
+                self.registry.res_mut(slot).pause = None;
                 self.reindex(slot);
             }
             Timer::Pause(slot, Some(ctx)) => {
@@ -103,15 +103,15 @@ impl Pool {
                 self.reindex(slot);
             }
             Timer::Block(slot, None) => {
-                self.res_mut(slot).block = None;
-                let resource = self.res(slot).id.clone();
+                self.registry.res_mut(slot).block = None;
+                let resource = self.registry.res(slot).id.clone();
                 self.reindex(slot);
                 self.emit(at, EventKind::Unblocked { resource, context: None });
             }
             Timer::Block(slot, Some(ctx)) => {
                 self.cells.get_mut(&(slot, ctx)).expect("live timer").block = None;
-                let resource = self.res(slot).id.clone();
-                let context = self.contexts[ctx as usize].clone();
+                let resource = self.registry.res(slot).id.clone();
+                let context = self.contexts.name(ctx).clone();
                 self.reindex(slot);
                 self.emit(at, EventKind::Unblocked { resource, context: Some(context) });
             }

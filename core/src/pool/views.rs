@@ -1,7 +1,6 @@
 //! Inspection: cells, resources, leases, the heap footprint and stats as
 //! callers see them.
 
-use alloc::string::String;
 use alloc::vec::Vec;
 use serde::{Deserialize, Serialize};
 
@@ -13,7 +12,8 @@ use crate::lease::Lease;
 use crate::outcome::FailureKind;
 use crate::score;
 
-use super::{Block, ContextCell, Pool, Resource};
+use super::blocklist::reason_bytes;
+use super::{Block, ContextCell, Pool};
 
 /// A reputation cell as callers see it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -71,7 +71,7 @@ impl Pool {
             .probe_due
             .iter()
             .filter(|&&(slot, c)| !self.blocked(slot, Some(c)))
-            .map(|&(slot, c)| (self.res(slot).id.clone(), self.contexts[c as usize].clone()))
+            .map(|&(slot, c)| (self.registry.res(slot).id.clone(), self.contexts.name(c).clone()))
             .collect();
         due.sort();
         due
@@ -80,13 +80,13 @@ impl Pool {
     /// The global cell first, then one per context, sorted by context.
     pub fn cells(&mut self, id: &ResourceId, now: u64) -> Result<Vec<CellView>> {
         self.advance(now);
-        let slot = self.slot_of(id)?;
-        let r = self.res(slot);
+        let slot = self.registry.slot_of(id)?;
+        let r = self.registry.res(slot);
         let now = self.now;
         let mut out = Vec::with_capacity(r.contexts.len() + 1);
         out.push(self.view(&r.global, None, r.block.clone(), r.pause, None, now));
         let mut ctxs: Vec<u32> = r.contexts.clone();
-        ctxs.sort_by(|a, b| self.contexts[*a as usize].cmp(&self.contexts[*b as usize]));
+        ctxs.sort_by(|a, b| self.contexts.name(*a).cmp(self.contexts.name(*b)));
         for c in ctxs {
             let cc = &self.cells[&(slot, c)];
             let block = cc.block.clone().or_else(|| r.block.clone());
@@ -109,7 +109,7 @@ impl Pool {
             _ => None,
         };
         // The latest of the cell's cooldown, its pause and its resource's pause.
-        let slot_pause = ctx.map_or(pause, |(slot, _, _)| self.res(slot).pause);
+        let slot_pause = ctx.map_or(pause, |(slot, _, _)| self.registry.res(slot).pause);
         let latest = [phase, cell.pause, slot_pause].into_iter().flatten().max_by_key(|p| p.until);
         let (cooling_until, cause) = (latest.map(|p| p.until), latest.map(|p| p.cause));
         let paused = cell.pause.is_some() || slot_pause.is_some();
@@ -132,7 +132,7 @@ impl Pool {
             None => (false, false),
         };
         CellView {
-            context: ctx.map(|(_, c, _)| self.contexts[c as usize].clone()),
+            context: ctx.map(|(_, c, _)| self.contexts.name(c).clone()),
             state,
             score: cell.score,
             effective_score: effective as f64,
@@ -152,10 +152,9 @@ impl Pool {
     /// Every registered resource, sorted by id.
     pub fn resources(&self) -> Vec<ResourceView> {
         let mut out: Vec<ResourceView> = self
-            .resources
+            .registry
             .iter()
-            .flatten()
-            .map(|r| ResourceView {
+            .map(|(_, r)| ResourceView {
                 resource: r.id.clone(),
                 permits: r.permits.count() as u32,
                 leased: r.permits.held_from(0).count() as u32,
@@ -181,34 +180,12 @@ impl Pool {
     pub fn footprint(&self) -> u64 {
         use crate::footprint::{btree, table, vec};
         use core::mem::size_of;
-        let reason = |b: &Option<Block>| b.as_ref().and_then(|b| b.reason.as_ref()).map_or(0, String::capacity);
-        let resources: usize = self
-            .resources
-            .iter()
-            .flatten()
-            .map(|r| {
-                r.id.heap_bytes()
-                    + r.permits.heap_bytes()
-                    + reason(&r.block)
-                    + r.global.heap_bytes()
-                    + vec::<u32>(r.contexts.capacity())
-            })
-            .sum();
-        let contexts: usize = self.contexts.iter().map(Context::heap_bytes).sum();
-        let cells: usize = self.cells.values().map(|cc| cc.cell.heap_bytes() + reason(&cc.block)).sum();
-        let retired: usize = self.retired_fences.iter().map(|(id, f)| id.heap_bytes() + vec::<u64>(f.capacity())).sum();
+        let cells: usize = self.cells.values().map(|cc| cc.cell.heap_bytes() + reason_bytes(&cc.block)).sum();
         let total = size_of::<Pool>()
-            + vec::<Option<Resource>>(self.resources.capacity())
-            + resources
-            + vec::<u32>(self.free_slots.capacity())
-            + table::<(ResourceId, u32)>(self.by_id.capacity())
-            + vec::<Context>(self.contexts.capacity())
-            + contexts
-            + table::<(Context, u32)>(self.context_ids.capacity())
+            + self.registry.heap_bytes()
+            + self.contexts.heap_bytes()
             + table::<((u32, u32), ContextCell)>(self.cells.capacity())
             + cells
-            + btree::<(ResourceId, Vec<u64>)>(self.retired_fences.len())
-            + retired
             + self.leases.heap_bytes()
             + self.timers.heap_bytes()
             + btree::<(u32, u32)>(self.probe_due.len())
@@ -220,7 +197,7 @@ impl Pool {
     pub fn stats(&self) -> Stats {
         Stats {
             footprint: self.footprint(),
-            resources: self.by_id.len() as u32,
+            resources: self.registry.len() as u32,
             cells: self.cells.len() as u32,
             contexts: self.contexts.len() as u32,
             live_leases: self.leases.live.len() as u32,

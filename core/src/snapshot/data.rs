@@ -14,7 +14,7 @@ use crate::lease::{Lease, LeaseEntry, LeaseKind};
 use crate::outcome::{FailureKind, Outcome, MAX_RETRY_AFTER};
 use crate::permits::Permits;
 use crate::policy::Policy;
-use crate::pool::{Block, ContextCell, Pool, Resource, Timer, MAX_PERMITS, MAX_REASON_BYTES};
+use crate::pool::{Block, ContextCell, Pool, Registry, Timer, MAX_PERMITS, MAX_REASON_BYTES};
 use crate::ratelimit::Bucket;
 use crate::rng::Rng;
 
@@ -217,10 +217,9 @@ impl SnapshotData {
 
     pub(super) fn capture(pool: &Pool, now: u64, with_leases: bool) -> SnapshotData {
         let mut resources: Vec<ResourceRecord> = pool
-            .resources
+            .registry
             .iter()
-            .flatten()
-            .map(|r| ResourceRecord {
+            .map(|(_, r)| ResourceRecord {
                 resource: r.id.clone(),
                 permits: r.permits.count() as u32,
                 fences: r.permits.fences().to_vec(),
@@ -234,8 +233,8 @@ impl SnapshotData {
             .cells
             .iter()
             .map(|(&(slot, ctx), cc)| CellRecord {
-                resource: pool.res(slot).id.clone(),
-                context: pool.contexts[ctx as usize].clone(),
+                resource: pool.registry.res(slot).id.clone(),
+                context: pool.contexts.name(ctx).clone(),
                 cell: cell_out(&cc.cell, now),
                 block: block_out(&cc.block, now),
             })
@@ -266,7 +265,7 @@ impl SnapshotData {
             rate_tokens: pool.bucket.as_ref().map(|b| b.tokens),
             resources,
             cells,
-            retired_fences: pool.retired_fences.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            retired_fences: pool.registry.retired().map(|(k, v)| (k.clone(), v.clone())).collect(),
             leases,
         }
     }
@@ -279,7 +278,7 @@ impl SnapshotData {
         })?;
         let id_err = |_| invalid("resource", "kind and value must be valid resource ids");
         let mut pool = Pool::empty(self.policy.clone(), self.rng, now);
-        pool.next_serial = first_serial;
+        pool.registry = Registry::starting_at(first_serial);
         pool.leases.next_id = counter(self.next_lease_id, "next_lease_id")?.max(1);
         if let Some(max) = self.policy.max_resources {
             if self.resources.len() > max as usize {
@@ -306,50 +305,38 @@ impl SnapshotData {
                 return Err(invalid("resource.fences", "one counter per permit at least"));
             }
             counters(&r.fences, "resource.fences")?;
-            if pool.by_id.contains_key(&r.resource) {
+            if pool.registry.find(&r.resource).is_some() {
                 return Err(invalid("resource", "listed twice"));
             }
-            let slot = pool.resources.len() as u32;
-            pool.by_id.insert(r.resource.clone(), slot);
-            let serial = pool.take_serial();
-            pool.resources.push(Some(Resource {
-                id: r.resource,
-                serial,
-                permits: Permits::new(r.permits, r.fences),
-                block: block_in(r.block, now)?,
-                pause: pause_in(r.pause, now, FailureKind::QuotaExhausted)?,
-                global: cell_in(r.global, now, &self.policy)?,
-                contexts: Vec::new(),
-            }));
+            let block = block_in(r.block, now)?;
+            let pause = pause_in(r.pause, now, FailureKind::QuotaExhausted)?;
+            let global = cell_in(r.global, now, &self.policy)?;
+            let slot = pool.registry.restore(r.resource, Permits::new(r.permits, r.fences));
+            let restored = pool.registry.res_mut(slot);
+            restored.block = block;
+            restored.pause = pause;
+            restored.global = global;
         }
         for c in self.cells {
             c.context.revalidate().map_err(|_| invalid("cell.context", "must be a valid context"))?;
-            let slot = *pool.by_id.get(&c.resource).ok_or(invalid("cell.resource", "must be registered"))?;
-            let ctx = match pool.context_ids.get(&c.context) {
-                Some(&x) => x,
-                None => {
-                    pool.contexts.push(c.context.clone());
-                    let x = (pool.contexts.len() - 1) as u32;
-                    pool.context_ids.insert(c.context, x);
-                    x
-                }
-            };
+            let slot = pool.registry.find(&c.resource).ok_or(invalid("cell.resource", "must be registered"))?;
+            let ctx = pool.contexts.intern(&c.context);
             let cell = ContextCell::new(cell_in(c.cell, now, &self.policy)?, block_in(c.block, now)?);
             if pool.cells.insert((slot, ctx), cell).is_some() {
                 return Err(invalid("cell", "listed twice"));
             }
-            pool.resources[slot as usize].as_mut().expect("just added").contexts.push(ctx);
+            pool.registry.res_mut(slot).contexts.push(ctx);
         }
         for (id, fences) in self.retired_fences {
             id.revalidate().map_err(id_err)?;
-            if pool.by_id.contains_key(&id) {
+            if pool.registry.find(&id).is_some() {
                 return Err(invalid("retired_fences", "must not name a registered resource"));
             }
             counters(&fences, "retired_fences")?;
-            pool.retired_fences.insert(id, fences);
+            pool.registry.retire(id, fences);
         }
         for l in self.leases.unwrap_or_default() {
-            let slot = *pool.by_id.get(&l.resource).ok_or(invalid("lease.resource", "must be registered"))?;
+            let slot = pool.registry.find(&l.resource).ok_or(invalid("lease.resource", "must be registered"))?;
             l.context.revalidate().map_err(|_| invalid("lease.context", "must be a valid context"))?;
             if l.ttl == 0 {
                 return Err(invalid("lease.ttl", "must be > 0"));
@@ -357,7 +344,7 @@ impl SnapshotData {
             if l.id == 0 || l.id >= pool.leases.next_id || pool.leases.live.contains_key(&l.id) {
                 return Err(invalid("lease.id", "must be unique and below next_lease_id"));
             }
-            let r = pool.resources[slot as usize].as_mut().expect("registered");
+            let r = pool.registry.res_mut(slot);
             let p = l.permit as usize;
             if p >= r.permits.count() || r.permits.holder(p).is_some() {
                 return Err(invalid("lease.permit", "must be a free permit of the resource"));
@@ -377,7 +364,7 @@ impl SnapshotData {
                 expires_at: now.saturating_add(l.ttl),
                 ttl: l.ttl,
             };
-            if let Some(cc) = pool.context_ids.get(&lease.context).and_then(|c| pool.cells.get_mut(&(slot, *c))) {
+            if let Some(cc) = pool.contexts.id(&lease.context).and_then(|c| pool.cells.get_mut(&(slot, c))) {
                 match lease.kind {
                     LeaseKind::Trial => cc.trial = Some(lease.id),
                     LeaseKind::Probe => cc.probe = Some(lease.id),

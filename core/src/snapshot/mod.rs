@@ -15,15 +15,12 @@
 //! Decoding builds a complete new pool before anything is replaced, so a
 //! refused snapshot leaves the pool exactly as it was.
 
-use alloc::collections::BTreeMap;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
 
 use crate::cell::Phase;
 use crate::error::Result;
-use crate::id::ResourceId;
-use crate::permits;
 use crate::pool::{Pool, Timer};
 
 mod binary;
@@ -101,13 +98,12 @@ impl Pool {
     /// Timers and probe set derived from restored state.
     fn arm_timers(&mut self) {
         let now = self.now;
-        for (slot, r) in self.resources.iter().enumerate() {
-            let Some(r) = r else { continue };
+        for (slot, r) in self.registry.iter() {
             if let Some(until) = r.block.as_ref().and_then(|b| b.until) {
-                self.timers.arm(until, Timer::Block(slot as u32, None));
+                self.timers.arm(until, Timer::Block(slot, None));
             }
             if let Some(p) = r.pause {
-                self.timers.arm(p.until, Timer::Pause(slot as u32, None));
+                self.timers.arm(p.until, Timer::Pause(slot, None));
             }
         }
         for (&(slot, ctx), cc) in &self.cells {
@@ -125,7 +121,8 @@ impl Pool {
                 }
             }
         }
-        for slot in 0..self.resources.len() as u32 {
+        // A restored registry has no free slots.
+        for slot in 0..self.registry.slot_count() {
             self.reindex(slot);
         }
     }
@@ -164,17 +161,10 @@ impl Pool {
     fn replace_with(&mut self, data: SnapshotData, now: u64) -> Result<()> {
         self.advance(now);
         // Serials continue, so no key handed out before names a resource after.
-        let mut next = data.build(self.now, self.next_serial)?;
+        let mut next = data.build(self.now, self.registry.next_serial())?;
         next.leases.raise_ids(self.leases.next_id);
-        let mut old: BTreeMap<&ResourceId, &[u64]> = self.retired_fences.iter().map(|(k, v)| (k, &v[..])).collect();
-        for r in self.resources.iter().flatten() {
-            old.insert(&r.id, r.permits.fences());
-        }
-        for (id, fences) in old {
-            match next.by_id.get(id) {
-                Some(&slot) => next.resources[slot as usize].as_mut().expect("registered").permits.raise(fences),
-                None => permits::raise(next.retired_fences.entry(id.clone()).or_default(), fences),
-            }
+        for (id, fences) in self.registry.fences() {
+            next.registry.raise_fences(id, fences);
         }
         core::mem::swap(&mut next.authority, &mut self.authority);
         next.events = core::mem::take(&mut self.events);
