@@ -168,7 +168,7 @@ impl Index {
     /// Lowest eligible score in a context, fixed point; `None` when nothing is eligible.
     pub fn min_score(&self, ctx: Option<u32>) -> Option<i64> {
         let c = ctx.and_then(|c| self.contexts.get(c as usize));
-        let untouched = self.hist.occupied().find(|&b| self.hist.count(b) > c.map_or(0, |c| c.members.count(b)));
+        let untouched = self.hist.first_occupied(|b| self.hist.count(b) > c.map_or(0, |c| c.members.count(b)));
         let touched = c.and_then(|c| c.effective.occupied().next());
         let bucket = match (untouched, touched) {
             (Some(a), Some(b)) => a.min(b),

@@ -31,6 +31,7 @@ impl Contexts {
     }
 
     /// The number of a context seen before, looked up by the context or by its name.
+    #[inline]
     pub fn id<Q>(&self, name: &Q) -> Option<u32>
     where
         Context: Borrow<Q>,
@@ -39,6 +40,7 @@ impl Contexts {
         self.ids.get(name).copied()
     }
 
+    #[inline]
     pub fn name(&self, c: u32) -> &Context {
         &self.names[c as usize]
     }

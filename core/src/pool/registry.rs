@@ -68,10 +68,14 @@ impl Registry {
         Registry { next_serial: first_serial, ..Registry::default() }
     }
 
+    // The lookups are called from every other pool module on every
+    // operation; without `#[inline]` `slot_of` was compiled out of line.
+    #[inline]
     pub fn find(&self, id: &ResourceId) -> Option<u32> {
         self.by_id.get(id).copied()
     }
 
+    #[inline]
     pub fn slot_of(&self, id: &ResourceId) -> Result<u32> {
         self.find(id).ok_or(Error::UnknownResource)
     }
@@ -82,14 +86,17 @@ impl Registry {
     }
 
     /// The resource in `slot`, if the slot is in use.
+    #[inline]
     pub fn get(&self, slot: u32) -> Option<&Resource> {
         self.slots.get(slot as usize).and_then(Option::as_ref)
     }
 
+    #[inline]
     pub fn res(&self, slot: u32) -> &Resource {
         self.slots[slot as usize].as_ref().expect("slot in use")
     }
 
+    #[inline]
     pub fn res_mut(&mut self, slot: u32) -> &mut Resource {
         self.slots[slot as usize].as_mut().expect("slot in use")
     }
