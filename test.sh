@@ -57,6 +57,15 @@ components=$(rustup component list --installed)
 [[ "$components" == *clippy* ]] || rustup component add clippy
 [[ "$(rustup target list --installed)" == *wasm32-wasip2* ]] || rustup target add wasm32-wasip2
 
+# cargo-hakari keeps the workspace-hack crate (hack/, see .config/hakari.toml),
+# which gives every shared dependency one feature set in every build, so
+# wasmtime is compiled once. A pinned version, installed when missing (about
+# 3 minutes of compiling on two cores); its output format is pinned in the
+# config.
+hakari_version=0.9.39
+[[ "$(cargo hakari --version 2>/dev/null)" == "cargo-hakari $hakari_version" ]] \
+    || cargo install cargo-hakari --version "$hakari_version" --locked
+
 # Throwaway servers unless the caller named its own. Servers that
 # scripts/services.sh already runs for this checkout are used and left running.
 if [ -z "${REPUTE_TEST_PG_URL:-}" ] || [ -z "${REPUTE_TEST_ETCD_URL:-}" ] || [ -z "${REPUTE_TEST_REDIS_URL:-}" ]; then
@@ -74,6 +83,16 @@ if [ -z "${REPUTE_TEST_PG_URL:-}" ] || [ -z "${REPUTE_TEST_ETCD_URL:-}" ] || [ -
 fi
 
 cargo fmt --all --check
+# The workspace-hack crate must match the dependency graph: its lines are
+# what `cargo hakari generate` writes now, every member but the core (built
+# for wasm too, see .config/hakari.toml) depends on it, and with it every
+# dependency is built one way. On a failure, run `cargo hakari generate` and
+# `cargo hakari manage-deps`. hakari reads `cargo metadata`, which would
+# update a stale Cargo.lock: that is checked first.
+cargo metadata --locked --format-version 1 >/dev/null
+cargo hakari generate --diff
+cargo hakari manage-deps --dry-run
+cargo hakari verify
 cargo clippy --workspace --all-targets --release --locked --features repute-cli/etcd -- -D warnings
 # The component glue only compiles for wasm; lint it there too.
 cargo clippy -p repute-core --target wasm32-wasip2 --features trap-test --release --locked -- -D warnings
