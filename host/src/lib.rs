@@ -9,8 +9,7 @@
 //!   different shards run in parallel.
 //!
 //! Both implement [`PoolOps`], one method per core operation, each one
-//! component call. [`AsyncPool`] and [`AsyncPoolSet`] run the same calls on
-//! tokio's blocking pool, for providers that do IO. Errors are [`Error`]: the core's cases and the host's
+//! component call. Errors are [`Error`]: the core's cases and the host's
 //! own, each with its row in one table of codes ([`codes`]) that every front
 //! end reads; a trap in the component is contained (the shard is rebuilt
 //! from its last good state) and reported as [`Error::Trap`].
@@ -22,13 +21,14 @@ mod bindings {
     });
 }
 
-mod asynchronous;
 mod convert;
 mod embedded;
 mod error;
 pub mod holder;
 mod http_outcome;
 mod names;
+/// The native pool that tests and benchmarks compare the component with.
+#[cfg(feature = "testing")]
 pub mod native;
 mod ownership;
 mod pool;
@@ -42,7 +42,6 @@ mod wall;
 
 use std::time::Duration;
 
-pub use asynchronous::{AsyncPool, AsyncPoolSet};
 pub use embedded::{EmbeddedPool, Sharing};
 pub use error::{codes, Error, Field, Result, SnapshotError, StoreError, Unit};
 pub use holder::{HeldLease, Holder, Loss, OpenOptions};
@@ -50,7 +49,7 @@ pub use http_outcome::{http_outcome, retry_after_header};
 pub use ownership::{Keeper, Ownership, Standing};
 pub use pool::{Pool, PoolOps, PoolSet, TenantPool};
 pub use prober::{finish_probe, start_probes, Verdict};
-pub use providers::{Clock, ManualClock, Providers, SystemClock};
+pub use providers::{Backend, Clock, ManualClock, Providers, SystemClock};
 pub use repute_core::{
     Block, CellState, CellView, Command, Context, CoolingRule, Event, EventKind, FailureKind, Lease, LeaseKind,
     Outcome, Policy, RateLimit, Recovery, Refusal, RejectReason, ResourceId, ResourceView, Stats, Strategy,
@@ -58,7 +57,7 @@ pub use repute_core::{
 };
 #[doc(hidden)]
 pub use runtime::{measure_cold_start, Variant};
-pub use store::{Mode, OwnersSpec, Store, StoreSpec};
+pub use store::{Mode, OwnersSpec, StoreSpec};
 pub use two_phase::{InFlight, Proposal, Revoke, Step};
 pub use wall::Wall;
 

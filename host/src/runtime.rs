@@ -24,6 +24,7 @@ pub enum Variant {
     Release,
     /// Built with the core's `trap-test` feature: registering a resource of
     /// kind `"__trap__"` traps. Only for tests of trap containment.
+    #[cfg(feature = "testing")]
     TrapTest,
 }
 
@@ -62,6 +63,7 @@ fn load(engine: Engine, variant: Variant) -> Result<Arc<Runtime>, String> {
             include_bytes!(concat!(env!("OUT_DIR"), "/repute.cwasm")),
             include_bytes!(concat!(env!("OUT_DIR"), "/repute.wasm")),
         ),
+        #[cfg(feature = "testing")]
         Variant::TrapTest => (
             include_bytes!(concat!(env!("OUT_DIR"), "/repute-trap-test.cwasm")),
             include_bytes!(concat!(env!("OUT_DIR"), "/repute-trap-test.wasm")),
@@ -88,9 +90,11 @@ fn load(engine: Engine, variant: Variant) -> Result<Arc<Runtime>, String> {
 /// The runtime for `variant`, loaded on first use and shared by every shard.
 pub(crate) fn runtime(variant: Variant) -> Result<Arc<Runtime>, Error> {
     static RELEASE: OnceLock<Result<Arc<Runtime>, String>> = OnceLock::new();
+    #[cfg(feature = "testing")]
     static TRAP_TEST: OnceLock<Result<Arc<Runtime>, String>> = OnceLock::new();
     let cell = match variant {
         Variant::Release => &RELEASE,
+        #[cfg(feature = "testing")]
         Variant::TrapTest => &TRAP_TEST,
     };
     let engine = engine()?.clone();
@@ -144,6 +148,7 @@ mod tests {
     #[test]
     fn the_build_time_precompiled_component_is_used() {
         assert!(runtime(Variant::Release).unwrap().precompiled);
+        #[cfg(feature = "testing")]
         assert!(runtime(Variant::TrapTest).unwrap().precompiled);
     }
 }

@@ -22,6 +22,7 @@
 
 mod wire;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::{Client, Connection, Script};
@@ -29,6 +30,7 @@ use repute_core::{Command, RateLimit, SECOND};
 
 use super::fencing::{Fencing, Permit};
 use super::storage::{decode_command, encode_command, Checkpoint, LogEntry, Storage};
+use super::{Backend, Clock, Providers};
 use crate::error::StoreError;
 
 pub use wire::{Address, Done, Exchange, RedisWire};
@@ -183,6 +185,29 @@ impl std::fmt::Debug for Redis {
     }
 }
 
+impl Backend for Redis {
+    fn open(url: &str) -> crate::Result<Redis> {
+        Ok(Redis::connect(url)?)
+    }
+
+    fn is_shared(&self) -> bool {
+        true
+    }
+
+    fn providers(&self, tenant: &str, epoch: u64, clock: Arc<dyn Clock>) -> crate::Result<Providers> {
+        if epoch > 0 {
+            self.raise_epoch(tenant, epoch)?;
+        }
+        Ok(Providers::redis(self, tenant, epoch, clock))
+    }
+
+    /// For a caller that owns the connection (see [`Exchange`]); none for
+    /// a TLS server.
+    fn wire(&self, tenant: &str, epoch: u64) -> Option<RedisWire> {
+        RedisWire::new(self.client.get_connection_info(), Keys::new(tenant), epoch)
+    }
+}
+
 impl Redis {
     /// Checks `url` (`redis://host:port[/db]`) and that the server answers.
     pub fn connect(url: &str) -> Result<Redis, StoreError> {
@@ -204,12 +229,6 @@ impl Redis {
             RedisStorage { link: self.link(), keys: keys.clone(), epoch, seen: 0 },
             RedisFencing { link: self.link(), keys, epoch },
         )
-    }
-
-    /// The tenant's grants and revokes as bytes for a caller that owns the
-    /// connection (see [`Exchange`]); none for a TLS server.
-    pub fn wire(&self, tenant: &str, epoch: u64) -> Option<RedisWire> {
-        RedisWire::new(self.client.get_connection_info(), Keys::new(tenant), epoch)
     }
 
     /// Makes `epoch` the tenant's if it is higher than the stored one, so an

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use repute_host::providers::{Claim, EtcdOwners, OwnerStore};
 use repute_host::{
-    Error, Outcome, OwnersSpec, Ownership, Pool, PoolOps, Standing, Store, StoreError, StoreSpec, SystemClock,
+    Backend, Error, Outcome, OwnersSpec, Ownership, Pool, PoolOps, Standing, StoreError, StoreSpec, SystemClock,
     TenantConfig,
 };
 
@@ -148,7 +148,7 @@ fn ok() -> Outcome {
     Outcome::Success { latency_ms: 10.0 }
 }
 
-fn open(store: &Store, t: &str, epoch: u64) -> Pool {
+fn open(store: &dyn Backend, t: &str, epoch: u64) -> Pool {
     let providers = store.providers(t, epoch, Arc::new(SystemClock::new())).unwrap();
     Pool::open(TenantConfig { durable: true, ..TenantConfig::default() }, providers).unwrap()
 }
@@ -161,7 +161,7 @@ fn postgres_refuses_the_writes_of_an_owner_deposed_in_etcd() {
     let t = tenant("deposed");
     let (mut a_owners, mut b_owners) = (owners(), owners());
     let first = claimed(a_owners.claim(&t, "a", "http://a", TTL).unwrap());
-    let mut a = open(&store, &t, first);
+    let mut a = open(&*store, &t, first);
     a.register("proxy", "p1", 1).unwrap();
     a.report("proxy", "p1", "shop", &ok()).unwrap();
     assert_eq!(a.checkpoint(true).unwrap(), 1);
@@ -169,7 +169,7 @@ fn postgres_refuses_the_writes_of_an_owner_deposed_in_etcd() {
     // A is paused past its owner lease; B takes the tenant over in etcd and
     // opens it, which raises the epoch PostgreSQL checks.
     let (second, _) = take_over(&mut b_owners, &t, "b");
-    let mut b = open(&store, &t, second);
+    let mut b = open(&*store, &t, second);
     assert_eq!(b.cells("proxy", "p1").unwrap()[0].observations, 1, "B folded A's acknowledged report");
 
     // A wakes up: its log append and its checkpoint carry the old epoch.
@@ -276,8 +276,8 @@ fn owners_spec_names_etcd_endpoints_and_needs_a_fencing_store() {
         }
     }
     let etcd = OwnersSpec::parse(&format!("etcd://{}", etcd_url().trim_start_matches("http://"))).unwrap();
-    for store in [Store::Memory, StoreSpec::parse("sqlite:unused.db").unwrap().open().unwrap()] {
-        match etcd.ownership(&store, "http://a", TTL) {
+    for store in [StoreSpec::memory(), StoreSpec::parse("sqlite:unused.db").unwrap()].map(|s| s.open().unwrap()) {
+        match etcd.ownership(&*store, "http://a", TTL) {
             Err(Error::InvalidInput { field, rule }) => assert!(field == "owners" && rule.contains("postgres://")),
             other => panic!("{store:?}: {other:?}"),
         }

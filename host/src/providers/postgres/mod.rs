@@ -25,10 +25,12 @@ use repute_core::{Command, RateLimit, SECOND};
 use super::fencing::{Fencing, Permit};
 use super::owners::{owner_margin, Claim, OwnerStore};
 use super::storage::{decode_command, encode_command, Checkpoint, LogEntry, Storage};
+use super::{Backend, Clock, Providers};
 use crate::error::StoreError;
+use crate::ownership::Ownership;
 
 /// Schema versions in order; each runs once, in one transaction.
-const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("../../migrations/0001_init.sql"))];
+const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("../../../migrations/0001_init.sql"))];
 
 /// Any lock number, the same in every process: serialises migrations.
 const MIGRATION_LOCK: i64 = 0x7265_7075_7465;
@@ -131,6 +133,27 @@ pub struct Postgres {
 impl std::fmt::Debug for Postgres {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Postgres").finish_non_exhaustive()
+    }
+}
+
+impl Backend for Postgres {
+    fn open(url: &str) -> crate::Result<Postgres> {
+        Ok(Postgres::connect(url)?)
+    }
+
+    fn is_shared(&self) -> bool {
+        true
+    }
+
+    fn providers(&self, tenant: &str, epoch: u64, clock: Arc<dyn Clock>) -> crate::Result<Providers> {
+        if epoch > 0 {
+            self.raise_epoch(tenant, epoch)?;
+        }
+        Ok(Providers::postgres(self, tenant, epoch, clock))
+    }
+
+    fn ownership(&self, address: &str, ttl: Duration) -> Option<Ownership> {
+        Some(Ownership::new(Box::new(self.owners()), address, ttl))
     }
 }
 
