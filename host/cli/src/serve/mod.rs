@@ -6,6 +6,7 @@
 //! shutdown (SIGTERM or ctrl-c drains in-flight requests, then saves).
 
 pub mod auth;
+mod extract;
 mod metrics;
 mod probe;
 pub mod problem;
