@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{memory, sqlite, Clock, Providers};
-use crate::error::Result;
+use crate::error::{Result, StoreError};
 use crate::ownership::Ownership;
 
 /// An opened store: what each tenant's providers are made from. Opened
@@ -34,10 +34,26 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     }
 
     /// Providers for `tenant`. `epoch` is the owner epoch its writes carry
-    /// (0: no owner, the store alone arbitrates); a store that keeps epochs
-    /// raises its own to it first, so an owner chosen elsewhere fences the
-    /// earlier writers.
-    fn providers(&self, tenant: &str, epoch: u64, clock: Arc<dyn Clock>) -> Result<Providers>;
+    /// (0: no owner, the store alone arbitrates); the store's own epoch is
+    /// raised to it first, so an owner chosen elsewhere fences the earlier
+    /// writers.
+    fn providers(&self, tenant: &str, epoch: u64, clock: Arc<dyn Clock>) -> Result<Providers> {
+        if epoch > 0 {
+            self.raise_epoch(tenant, epoch)?;
+        }
+        self.tenant_providers(tenant, epoch, clock)
+    }
+
+    /// [`Backend::providers`] without raising the epoch.
+    fn tenant_providers(&self, tenant: &str, epoch: u64, clock: Arc<dyn Clock>) -> Result<Providers>;
+
+    /// Makes `epoch` the tenant's if it is higher than the stored one. A
+    /// store that keeps no epoch (its owner is a local lock, or nobody)
+    /// has nothing to raise.
+    fn raise_epoch(&self, tenant: &str, epoch: u64) -> Result<(), StoreError> {
+        let _ = (tenant, epoch);
+        Ok(())
+    }
 
     /// Owner leases for sharded mode kept in the store itself, where it can
     /// hold them; `None` for a store that cannot.

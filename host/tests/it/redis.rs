@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use repute_host::providers::{Address, Done, Exchange, Redis, Storage};
 use repute_host::{
-    EmbeddedPool, Error, Lease, Mode, Policy, Pool, PoolOps, Providers, Sharing, StoreError, Strategy, SystemClock,
-    TenantConfig,
+    Backend, EmbeddedPool, Error, Lease, Mode, Policy, Pool, PoolOps, Providers, Sharing, StoreError, Strategy,
+    SystemClock, TenantConfig,
 };
 
 use crate::shared_store::{shared_store_tests, tenant, Opener};

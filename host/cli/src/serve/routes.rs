@@ -434,7 +434,8 @@ async fn export(State(state): State<App>, Tenant(t): Tenant, Q(q): Q<ExportQuery
 /// first (`--max-resources`, `--max-cells`, `--rate`), so an import can lower
 /// a budget but never lift one; with `--max-tenant-bytes`, the pool it
 /// builds must fit the tenant's memory share (its footprint as built here,
-/// natively, where sizes are at least those of the wasm instance).
+/// by the core linked into the server, where sizes are at least those of the
+/// wasm instance).
 async fn import(
     State(state): State<App>,
     Tenant(t): Tenant,

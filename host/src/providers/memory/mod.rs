@@ -19,7 +19,7 @@ impl Backend for Memory {
         false
     }
 
-    fn providers(&self, _: &str, _: u64, clock: Arc<dyn Clock>) -> Result<Providers> {
+    fn tenant_providers(&self, _: &str, _: u64, clock: Arc<dyn Clock>) -> Result<Providers> {
         Ok(Providers::memory_with_clock(clock))
     }
 }

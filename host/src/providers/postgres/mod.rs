@@ -145,11 +145,22 @@ impl Backend for Postgres {
         true
     }
 
-    fn providers(&self, tenant: &str, epoch: u64, clock: Arc<dyn Clock>) -> crate::Result<Providers> {
-        if epoch > 0 {
-            self.raise_epoch(tenant, epoch)?;
-        }
+    fn tenant_providers(&self, tenant: &str, epoch: u64, clock: Arc<dyn Clock>) -> crate::Result<Providers> {
         Ok(Providers::postgres(self, tenant, epoch, clock))
+    }
+
+    /// Makes `epoch` the tenant's if it is higher than the stored one: an
+    /// owner chosen elsewhere (etcd) fences this store's earlier writers.
+    /// An epoch taken here (`PgOwners`) is already stored; this is a no-op.
+    fn raise_epoch(&self, tenant: &str, epoch: u64) -> Result<(), StoreError> {
+        self.link().run(|c| {
+            c.execute(
+                "INSERT INTO repute_tenant AS t (tenant, epoch) VALUES ($1, $2::bigint)
+                 ON CONFLICT (tenant) DO UPDATE SET epoch = greatest(t.epoch, EXCLUDED.epoch)",
+                &[&tenant, &(epoch as i64)],
+            )
+        })?;
+        Ok(())
     }
 
     fn ownership(&self, address: &str, ttl: Duration) -> Option<Ownership> {
@@ -190,20 +201,6 @@ impl Postgres {
     /// renewals never queue behind a tenant's calls.
     pub fn owners(&self) -> PgOwners {
         PgOwners { link: self.link() }
-    }
-
-    /// Makes `epoch` the tenant's if it is higher than the stored one: an
-    /// owner chosen elsewhere (etcd) fences this store's earlier writers.
-    /// An epoch taken here (`PgOwners`) is already stored; this is a no-op.
-    pub fn raise_epoch(&self, tenant: &str, epoch: u64) -> Result<(), StoreError> {
-        self.link().run(|c| {
-            c.execute(
-                "INSERT INTO repute_tenant AS t (tenant, epoch) VALUES ($1, $2::bigint)
-                 ON CONFLICT (tenant) DO UPDATE SET epoch = greatest(t.epoch, EXCLUDED.epoch)",
-                &[&tenant, &(epoch as i64)],
-            )
-        })?;
-        Ok(())
     }
 }
 

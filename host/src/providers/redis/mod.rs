@@ -194,11 +194,16 @@ impl Backend for Redis {
         true
     }
 
-    fn providers(&self, tenant: &str, epoch: u64, clock: Arc<dyn Clock>) -> crate::Result<Providers> {
-        if epoch > 0 {
-            self.raise_epoch(tenant, epoch)?;
-        }
+    fn tenant_providers(&self, tenant: &str, epoch: u64, clock: Arc<dyn Clock>) -> crate::Result<Providers> {
         Ok(Providers::redis(self, tenant, epoch, clock))
+    }
+
+    /// Makes `epoch` the tenant's if it is higher than the stored one, so an
+    /// owner chosen elsewhere fences this store's earlier writers.
+    fn raise_epoch(&self, tenant: &str, epoch: u64) -> Result<(), StoreError> {
+        let keys = Keys::new(tenant);
+        self.link().run(|c, s| s.raise_epoch.key(&keys.epoch).arg(epoch).invoke::<i64>(c))?;
+        Ok(())
     }
 
     /// For a caller that owns the connection (see [`Exchange`]); none for
@@ -229,14 +234,6 @@ impl Redis {
             RedisStorage { link: self.link(), keys: keys.clone(), epoch, seen: 0 },
             RedisFencing { link: self.link(), keys, epoch },
         )
-    }
-
-    /// Makes `epoch` the tenant's if it is higher than the stored one, so an
-    /// owner chosen elsewhere fences this store's earlier writers.
-    pub fn raise_epoch(&self, tenant: &str, epoch: u64) -> Result<(), StoreError> {
-        let keys = Keys::new(tenant);
-        self.link().run(|c, s| s.raise_epoch.key(&keys.epoch).arg(epoch).invoke::<i64>(c))?;
-        Ok(())
     }
 }
 

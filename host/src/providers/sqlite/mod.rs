@@ -104,7 +104,7 @@ impl Backend for SqliteFile {
     }
 
     /// The file lock is the owner here: no epoch comes from outside.
-    fn providers(&self, tenant: &str, _: u64, clock: Arc<dyn Clock>) -> crate::Result<Providers> {
+    fn tenant_providers(&self, tenant: &str, _: u64, clock: Arc<dyn Clock>) -> crate::Result<Providers> {
         Providers::sqlite(&self.path, tenant, clock)
     }
 }

@@ -21,7 +21,7 @@
 use std::collections::VecDeque;
 use std::fmt;
 
-use repute_core::{FailureKind, Outcome, SECOND};
+use repute_core::{Outcome, SECOND};
 
 use super::rng::Rng;
 

@@ -2,7 +2,13 @@
 //! failure kind and latency in every context at every instant, with the
 //! bans, drift episodes, key revocations and rate windows that change it.
 
-use super::*;
+use repute_core::{FailureKind, Outcome};
+
+use super::{
+    Answer, Draw, Kind, Windows, Wire, BANNED_P, CONTEXTS, DEGRADED_SHARE, GATEWAY_TIMEOUT_MS, KEY_LIFETIME_NS, MINUTE,
+    MODEL_MEDIAN_MS, MODEL_P, RESOURCES, SUBNET, TIMEOUT_MS,
+};
+use crate::simulate::rng::Rng;
 
 /// A stretch of time `[start, end)`.
 #[derive(Debug, Clone, Copy)]
