@@ -5,6 +5,18 @@
 //! [`Backend`]s, listed in [`BACKENDS`]; the networked ones and etcd each
 //! sit behind a Cargo feature of their name.
 
+/// `Debug` for providers whose fields are connections, locks and caches:
+/// the type's name only.
+macro_rules! opaque_debug {
+    ($($ty:ident),*) => {
+        $(impl std::fmt::Debug for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($ty)).finish_non_exhaustive()
+            }
+        })*
+    };
+}
+
 mod backend;
 mod clock;
 #[cfg(feature = "etcd")]
@@ -83,8 +95,4 @@ impl Providers {
     }
 }
 
-impl std::fmt::Debug for Providers {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Providers").finish_non_exhaustive()
-    }
-}
+opaque_debug!(Providers);

@@ -39,6 +39,15 @@ fn claimed(claim: Claim) -> u64 {
     }
 }
 
+/// A fresh tenant named after `name` that owner `a` claimed, beside a
+/// second owner `b`; the epoch `a` took.
+fn claimed_by_a(name: &str) -> (String, EtcdOwners, EtcdOwners, u64) {
+    let t = tenant(name);
+    let (mut a, b) = (owners(), owners());
+    let epoch = claimed(a.claim(&t, "a", "http://a", TTL).unwrap());
+    (t, a, b, epoch)
+}
+
 const TTL: Duration = Duration::from_secs(1);
 
 /// Claims `t` for `owner` until it is free, which a lapsed lease makes it
@@ -73,9 +82,7 @@ fn a_held_tenant_is_elsewhere_naming_its_owner() {
 
 #[test]
 fn renewals_keep_the_tenant_and_its_epoch() {
-    let t = tenant("renewed");
-    let (mut a, mut b) = (owners(), owners());
-    let epoch = claimed(a.claim(&t, "a", "http://a", TTL).unwrap());
+    let (t, mut a, mut b, epoch) = claimed_by_a("renewed");
     // Three lease lengths, kept alive every quarter TTL: never lost.
     for _ in 0..12 {
         std::thread::sleep(TTL / 4);
@@ -89,9 +96,7 @@ fn renewals_keep_the_tenant_and_its_epoch() {
 
 #[test]
 fn resigning_frees_the_tenant_at_once_and_epochs_rise() {
-    let t = tenant("resign");
-    let (mut a, mut b) = (owners(), owners());
-    let first = claimed(a.claim(&t, "a", "http://a", TTL).unwrap());
+    let (t, mut a, mut b, first) = claimed_by_a("resign");
     a.resign(&t, "a", first).unwrap();
     let second = claimed(b.claim(&t, "b", "http://b", TTL).unwrap());
     assert!(second > first, "epoch {second} after {first}");
@@ -107,9 +112,7 @@ fn resigning_frees_the_tenant_at_once_and_epochs_rise() {
 
 #[test]
 fn a_lease_not_kept_alive_lapses_and_another_takes_over() {
-    let t = tenant("lapsed");
-    let (mut a, mut b) = (owners(), owners());
-    let first = claimed(a.claim(&t, "a", "http://a", TTL).unwrap());
+    let (t, mut a, mut b, first) = claimed_by_a("lapsed");
     // A stops renewing (paused or dead); etcd deletes the key when its lease runs out.
     let (second, waited) = take_over(&mut b, &t, "b");
     assert!(second > first, "epoch {second} after {first}");
@@ -121,9 +124,7 @@ fn a_lease_not_kept_alive_lapses_and_another_takes_over() {
 
 #[test]
 fn the_watch_reports_a_tenant_let_go() {
-    let t = tenant("vacated");
-    let (mut a, mut b) = (owners(), owners());
-    let epoch = claimed(a.claim(&t, "a", "http://a", TTL).unwrap());
+    let (t, mut a, mut b, epoch) = claimed_by_a("vacated");
     assert!(matches!(b.claim(&t, "b", "http://b", TTL).unwrap(), Claim::Elsewhere { .. }));
     assert!(b.vacated().is_empty());
     a.resign(&t, "a", epoch).unwrap();

@@ -143,6 +143,13 @@ impl Driven {
         Driven { pool, exchange, socket }
     }
 
+    /// A fresh tenant named after `name`, with one single-permit resource `a`.
+    fn with_one(name: &str) -> Driven {
+        let mut driven = Driven::open(&tenant(name));
+        driven.pool.serve().unwrap().register("proxy", "a", 1).unwrap();
+        driven
+    }
+
     /// Writes what is pending and reads until something finishes.
     fn pump(&mut self) -> Vec<Done> {
         loop {
@@ -250,9 +257,7 @@ fn acquires_in_flight_together_take_distinct_permits() {
 /// other tests on the server.
 #[test]
 fn scripts_the_server_lost_are_sent_as_source() {
-    let t = tenant("exchange-noscript");
-    let mut driven = Driven::open(&t);
-    driven.pool.serve().unwrap().register("proxy", "a", 1).unwrap();
+    let mut driven = Driven::with_one("exchange-noscript");
     driven.exchange.acquire(driven.pool.serve().unwrap(), 1, "shop").unwrap();
     let by_hash = driven.exchange.take_output();
     assert!(by_hash.starts_with(b"*9\r\n$7\r\nEVALSHA\r\n"));
@@ -278,9 +283,7 @@ fn scripts_the_server_lost_are_sent_as_source() {
 
 #[test]
 fn a_broken_connection_fails_what_was_in_flight() {
-    let t = tenant("exchange-broken");
-    let mut driven = Driven::open(&t);
-    driven.pool.serve().unwrap().register("proxy", "a", 1).unwrap();
+    let mut driven = Driven::with_one("exchange-broken");
     driven.exchange.acquire(driven.pool.serve().unwrap(), 9, "shop").unwrap();
     assert!(driven.exchange.busy());
     let why = StoreError::Unavailable("redis: connection reset".into());
@@ -296,9 +299,7 @@ fn a_broken_connection_fails_what_was_in_flight() {
 
 #[test]
 fn a_reply_the_exchange_cannot_read_breaks_the_connection() {
-    let t = tenant("exchange-garbage");
-    let mut driven = Driven::open(&t);
-    driven.pool.serve().unwrap().register("proxy", "a", 1).unwrap();
+    let mut driven = Driven::with_one("exchange-garbage");
     driven.exchange.acquire(driven.pool.serve().unwrap(), 1, "shop").unwrap();
     let fed = driven.exchange.feed(driven.pool.serve().unwrap(), b"*1\r\n");
     assert!(matches!(fed, Err(StoreError::Unavailable(_))), "{fed:?}");

@@ -130,11 +130,7 @@ pub struct Postgres {
     config: Arc<Config>,
 }
 
-impl std::fmt::Debug for Postgres {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Postgres").finish_non_exhaustive()
-    }
-}
+opaque_debug!(Postgres, PgStorage, PgFencing, PgOwners);
 
 impl Backend for Postgres {
     fn open(url: &str) -> crate::Result<Postgres> {
@@ -246,18 +242,6 @@ pub struct PgStorage {
 /// The permit table as the tenant's lease authority.
 pub struct PgFencing {
     inner: Arc<Mutex<Inner>>,
-}
-
-impl std::fmt::Debug for PgStorage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PgStorage").finish_non_exhaustive()
-    }
-}
-
-impl std::fmt::Debug for PgFencing {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PgFencing").finish_non_exhaustive()
-    }
 }
 
 impl Storage for PgStorage {
@@ -457,12 +441,6 @@ impl Fencing for PgFencing {
 /// only grows and whose expiry is judged by the database clock.
 pub struct PgOwners {
     link: Link,
-}
-
-impl std::fmt::Debug for PgOwners {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PgOwners").finish_non_exhaustive()
-    }
 }
 
 impl OwnerStore for PgOwners {

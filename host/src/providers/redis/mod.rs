@@ -179,11 +179,7 @@ pub struct Redis {
     client: Client,
 }
 
-impl std::fmt::Debug for Redis {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Redis").finish_non_exhaustive()
-    }
-}
+opaque_debug!(Redis, RedisStorage, RedisFencing);
 
 impl Backend for Redis {
     fn open(url: &str) -> crate::Result<Redis> {
@@ -313,18 +309,6 @@ pub struct RedisFencing {
     link: Link,
     keys: Keys,
     epoch: u64,
-}
-
-impl std::fmt::Debug for RedisStorage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisStorage").finish_non_exhaustive()
-    }
-}
-
-impl std::fmt::Debug for RedisFencing {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisFencing").finish_non_exhaustive()
-    }
 }
 
 type Fields = (Option<u64>, Option<u64>, Option<u64>, Option<Vec<u8>>);

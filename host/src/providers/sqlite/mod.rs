@@ -142,17 +142,7 @@ pub struct SqliteFencing {
     permits: MemoryFencing,
 }
 
-impl std::fmt::Debug for SqliteStorage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SqliteStorage").finish_non_exhaustive()
-    }
-}
-
-impl std::fmt::Debug for SqliteFencing {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SqliteFencing").finish_non_exhaustive()
-    }
-}
+opaque_debug!(SqliteStorage, SqliteFencing);
 
 /// The tenant's lock file beside the database, named by a stable hash so any
 /// tenant name makes a valid file name.

@@ -92,6 +92,11 @@ fn call(method: &str, url: &str, headers: &[(&str, &str)], body: Option<Value>) 
         Some(b) => req.send_json(b),
         None => req.call(),
     };
+    reply(method, url, res)
+}
+
+/// The answer, whatever its status; only a failed exchange is a panic.
+fn reply(method: &str, url: &str, res: Result<ureq::Response, ureq::Error>) -> Reply {
     let res = match res {
         Ok(r) => r,
         Err(ureq::Error::Status(_, r)) => r,
@@ -128,7 +133,6 @@ fn raw(base: &str, request: &str) -> String {
     out
 }
 
-/// `call` with a raw body of this content type.
 /// A problem's `field` and `rule`.
 fn field_rule(p: &Value) -> (Option<String>, Option<String>) {
     (p["field"].as_str().map(str::to_owned), p["rule"].as_str().map(str::to_owned))
@@ -138,19 +142,9 @@ fn some(field: &str, rule: &str) -> (Option<String>, Option<String>) {
     (Some(field.to_owned()), Some(rule.to_owned()))
 }
 
+/// `call` with a raw body of this content type.
 fn send(method: &str, url: &str, content_type: &str, body: &[u8]) -> Reply {
-    let res = match ureq::request(method, url).set("Content-Type", content_type).send_bytes(body) {
-        Ok(r) => r,
-        Err(ureq::Error::Status(_, r)) => r,
-        Err(e) => panic!("{method} {url}: {e}"),
-    };
-    Reply {
-        status: res.status(),
-        content_type: res.header("content-type").unwrap_or_default().to_owned(),
-        location: None,
-        retry_after: None,
-        body: res.into_string().unwrap(),
-    }
+    reply(method, url, ureq::request(method, url).set("Content-Type", content_type).send_bytes(body))
 }
 
 /// The values each label of a metric takes on the page.
