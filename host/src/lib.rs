@@ -55,6 +55,7 @@ pub use repute_core::{
     Outcome, Policy, RateLimit, Recovery, Refusal, RejectReason, ResourceId, ResourceView, Stats, Strategy,
     MAX_RETRY_AFTER, SECOND,
 };
+#[cfg(feature = "testing")]
 #[doc(hidden)]
 pub use runtime::{measure_cold_start, Variant};
 pub use store::{Mode, OwnersSpec, StoreSpec};

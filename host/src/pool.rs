@@ -136,13 +136,17 @@ impl Pool {
 
     /// Opens a tenant with the given limits.
     pub fn open_with(config: TenantConfig, providers: Providers, limits: Limits) -> Result<Pool> {
-        Pool::open_variant(config, providers, limits, Variant::Release)
+        Pool::on(Shard::new(Variant::Release, limits)?, config, providers)
     }
 
     /// Opens a tenant on a chosen build of the component (tests only).
+    #[cfg(feature = "testing")]
     #[doc(hidden)]
     pub fn open_variant(config: TenantConfig, providers: Providers, limits: Limits, variant: Variant) -> Result<Pool> {
-        let mut shard = Shard::new(variant, limits)?;
+        Pool::on(Shard::new(variant, limits)?, config, providers)
+    }
+
+    fn on(mut shard: Shard, config: TenantConfig, providers: Providers) -> Result<Pool> {
         let tenant = shard.add(config, providers)?;
         Ok(Pool { shard, tenant })
     }
@@ -218,11 +222,17 @@ pub struct PoolSet {
 impl PoolSet {
     /// `shards` instances (at least one), each bounded by `limits`.
     pub fn new(shards: usize, limits: Limits) -> Result<PoolSet> {
-        Self::with_variant(shards, limits, Variant::Release)
+        Self::on(shards, limits, Variant::Release)
     }
 
+    /// `shards` instances of a chosen build of the component (tests only).
+    #[cfg(feature = "testing")]
     #[doc(hidden)]
     pub fn with_variant(shards: usize, limits: Limits, variant: Variant) -> Result<PoolSet> {
+        Self::on(shards, limits, variant)
+    }
+
+    fn on(shards: usize, limits: Limits, variant: Variant) -> Result<PoolSet> {
         let shards =
             (0..shards.max(1)).map(|_| Shard::new(variant, limits.clone()).map(Mutex::new)).collect::<Result<_>>()?;
         Ok(PoolSet { shards, tenants: RwLock::new(HashMap::new()) })

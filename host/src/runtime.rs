@@ -34,7 +34,9 @@ pub(crate) struct Runtime {
     /// The component with its imports resolved: instantiating a shard is
     /// then only allocating its memory and running its start.
     pub pre: ReputePre<ShardState>,
-    /// Whether the build-time precompiled form was used (else it was compiled here).
+    /// Whether the build-time precompiled form was used (else it was
+    /// compiled here): what the cold-start benchmark and its test report.
+    #[cfg(feature = "testing")]
     pub precompiled: bool,
 }
 
@@ -75,6 +77,7 @@ fn load(engine: Engine, variant: Variant) -> Result<Arc<Runtime>, String> {
     // which case the component is compiled from its wasm instead.
     let loaded =
         (!precompiled.is_empty()).then(|| unsafe { Component::deserialize(&engine, precompiled) }).and_then(Result::ok);
+    #[cfg(feature = "testing")]
     let precompiled = loaded.is_some();
     let component = match loaded {
         Some(component) => component,
@@ -84,7 +87,12 @@ fn load(engine: Engine, variant: Variant) -> Result<Arc<Runtime>, String> {
     let pre = Repute::add_to_linker::<ShardState, HasSelf<ShardState>>(&mut linker, |state| state)
         .and_then(|()| ReputePre::new(linker.instantiate_pre(&component)?))
         .map_err(|e| format!("linking the component: {e:#}"))?;
-    Ok(Arc::new(Runtime { engine, pre, precompiled }))
+    Ok(Arc::new(Runtime {
+        engine,
+        pre,
+        #[cfg(feature = "testing")]
+        precompiled,
+    }))
 }
 
 /// The runtime for `variant`, loaded on first use and shared by every shard.
@@ -106,6 +114,7 @@ pub(crate) fn runtime(variant: Variant) -> Result<Arc<Runtime>, Error> {
 /// instantiated, a tenant opened, one resource registered, the first lease
 /// acquired. For the benchmark: the time, and whether the precompiled form
 /// was used (false means the component had to be compiled at start).
+#[cfg(feature = "testing")]
 #[doc(hidden)]
 pub fn measure_cold_start() -> Result<(Duration, bool), Error> {
     let started = std::time::Instant::now();
@@ -145,10 +154,10 @@ mod tests {
         );
     }
 
+    #[cfg(feature = "testing")]
     #[test]
     fn the_build_time_precompiled_component_is_used() {
         assert!(runtime(Variant::Release).unwrap().precompiled);
-        #[cfg(feature = "testing")]
         assert!(runtime(Variant::TrapTest).unwrap().precompiled);
     }
 }
