@@ -13,6 +13,13 @@
 //! own, each with its row in one table of codes ([`codes`]) that every front
 //! end reads; a trap in the component is contained (the shard is rebuilt
 //! from its last good state) and reported as [`Error::Trap`].
+//!
+//! Stores are [`Backend`]s, one per folder of [`providers`], listed in
+//! [`providers::BACKENDS`]. Memory and SQLite are always built; PostgreSQL,
+//! Redis and etcd owner leases are the features `postgres`, `redis` and
+//! `etcd`, none on by default, so a library user links only the clients it
+//! picks (the CLI and the bindings turn on what they ship). `testing` adds
+//! what only tests and benchmarks use.
 
 mod bindings {
     wasmtime::component::bindgen!({
