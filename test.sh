@@ -13,8 +13,8 @@
 # running ones, and stops the ones it started when it ends, passed or failed.
 #
 # Everything builds in release with the `etcd` feature (repute-cli's turns
-# on repute-host's), so wasmtime is compiled once and shared by cargo,
-# maturin and napi.
+# on every backend of repute-host: postgres, redis and etcd), so every test
+# runs and wasmtime is compiled once and shared by cargo, maturin and napi.
 set -euo pipefail
 cd "$(dirname "$0")"
 

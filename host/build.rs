@@ -22,9 +22,12 @@ fn main() {
     println!("cargo:rerun-if-env-changed={TOOLCHAIN_VAR}");
 
     let wasm = build_component(&workspace, "release", &["component"]);
-    let trap = build_component(&workspace, "trap-test", &["component", "trap-test"]);
     emit(&out, "repute", &wasm);
-    emit(&out, "repute-trap-test", &trap);
+    // Only tests of trap containment run this build; product builds skip it.
+    if env::var_os("CARGO_FEATURE_TESTING").is_some() {
+        let trap = build_component(&workspace, "trap-test", &["component", "trap-test"]);
+        emit(&out, "repute-trap-test", &trap);
+    }
 }
 
 /// Names the rustup toolchain that builds the component when it is not the

@@ -1,7 +1,7 @@
 //! The one place host errors become JavaScript errors.
 //!
-//! The error objects are built here, natively: `index.js` hands the native
-//! module its error classes once at load (`setErrorClasses`), and a host error
+//! The error objects are built here, in Rust: `index.js` hands the addon
+//! its error classes once at load (`setErrorClasses`), and a host error
 //! becomes an instance of the class its row of the host's code table names
 //! (`repute_host::codes`, the Python binding's names too), with a plain-text
 //! message in ms, `code`, and every field of its class in camelCase (`null`
@@ -103,7 +103,7 @@ fn build(classes: &Classes, e: &Error) -> napi::Result<sys::napi_value> {
     Ok(instance)
 }
 
-/// The error a native call throws or an async task rejects with: on a JS
+/// The error an addon call throws or an async task rejects with: on a JS
 /// thread the typed error object itself; on a libuv worker a plain error
 /// with the message, the host error parked for [`take_parked`].
 pub(crate) fn to_js(e: Error) -> napi::Error {

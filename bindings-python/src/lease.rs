@@ -11,23 +11,23 @@ use repute_host::{HeldLease, Outcome, Wall};
 
 use crate::errors::{to_py, Failure};
 use crate::outcome;
-use crate::pool::Shared;
+use crate::pool::OpenPool;
 use crate::time::{ns_to_secs, secs_to_ns};
 use crate::views::{lease_kind, py_value, repr};
 
 #[pyclass(frozen, module = "repute")]
 pub(crate) struct Lease {
-    shared: Arc<Shared>,
+    shared: Arc<OpenPool>,
     held: Arc<HeldLease>,
 }
 
 impl Lease {
-    pub(crate) fn new(shared: Arc<Shared>, held: Arc<HeldLease>) -> Self {
+    pub(crate) fn new(shared: Arc<OpenPool>, held: Arc<HeldLease>) -> Self {
         Lease { shared, held }
     }
 
     /// A granted lease, auto-renewed when `hold` is `Some(max_hold)`.
-    pub(crate) fn held(shared: Arc<Shared>, held: Arc<HeldLease>, hold: Option<Option<u64>>) -> Self {
+    pub(crate) fn held(shared: Arc<OpenPool>, held: Arc<HeldLease>, hold: Option<Option<u64>>) -> Self {
         if let Some(max_hold) = hold {
             held.auto_renew(max_hold);
         }
@@ -273,12 +273,12 @@ pub(crate) fn released_name(r: Released) -> &'static str {
 /// the event loop after each refusal, on the pool's clock.
 #[pyclass(module = "repute")]
 pub(crate) struct Waiting {
-    shared: Arc<Shared>,
+    shared: Arc<OpenPool>,
     plan: HostWaiting,
 }
 
 impl Waiting {
-    pub(crate) fn new(shared: Arc<Shared>, timeout: Option<u64>) -> Self {
+    pub(crate) fn new(shared: Arc<OpenPool>, timeout: Option<u64>) -> Self {
         let plan = shared.holder.waiting(timeout);
         Waiting { shared, plan }
     }

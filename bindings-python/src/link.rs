@@ -15,7 +15,7 @@ use repute_host::{Error, StoreError};
 
 use crate::errors::{to_py, Failure};
 use crate::lease::{released_name, Lease};
-use crate::pool::Shared;
+use crate::pool::OpenPool;
 
 struct State {
     exchange: Exchange,
@@ -26,7 +26,7 @@ struct State {
 
 #[pyclass(frozen, module = "repute")]
 pub(crate) struct RedisLink {
-    shared: Arc<Shared>,
+    shared: Arc<OpenPool>,
     state: Mutex<State>,
 }
 
@@ -39,7 +39,7 @@ impl State {
 }
 
 impl RedisLink {
-    pub(crate) fn new(shared: Arc<Shared>, exchange: Exchange) -> Self {
+    pub(crate) fn new(shared: Arc<OpenPool>, exchange: Exchange) -> Self {
         RedisLink { shared, state: Mutex::new(State { exchange, next_op: 0, holds: HashMap::new() }) }
     }
 

@@ -43,13 +43,13 @@ fn field_name(field: Field) -> &'static str {
 
 /// What a `Pool` and its leases share: the host's holder, and the process
 /// it was opened in (a pool is not usable across `os.fork()`).
-pub(crate) struct Shared {
+pub(crate) struct OpenPool {
     pub(crate) holder: Arc<Holder>,
     generation: u64,
     pid: u32,
 }
 
-impl Shared {
+impl OpenPool {
     /// Refuses calls in a process forked after the pool was opened.
     pub(crate) fn check(&self) -> Result<(), Failure> {
         if crate::fork::generation() == self.generation {
@@ -70,7 +70,7 @@ impl Shared {
     }
 }
 
-impl Drop for Shared {
+impl Drop for OpenPool {
     fn drop(&mut self) {
         if self.check().is_err() {
             // In a forked child the host pool's locks, instance and store
@@ -82,7 +82,7 @@ impl Drop for Shared {
 
 #[pyclass(frozen, module = "repute")]
 pub(crate) struct Pool {
-    shared: Arc<Shared>,
+    shared: Arc<OpenPool>,
 }
 
 impl Pool {
@@ -201,7 +201,7 @@ impl Pool {
         };
         let clock: Option<Arc<dyn Clock>> = clock.map(|c| c.shared());
         let holder = py.detach(|| Holder::open(options, clock, field_name)).map_err(|e| to_py(py, e.into()))?;
-        let shared = Arc::new(Shared { holder, generation: crate::fork::generation(), pid: std::process::id() });
+        let shared = Arc::new(OpenPool { holder, generation: crate::fork::generation(), pid: std::process::id() });
         if let Some(probe) = probe {
             crate::probe::spawn(Arc::downgrade(&shared), probe, probe_concurrency, probe_every);
         }

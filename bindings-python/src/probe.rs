@@ -11,20 +11,20 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyInt};
 use repute_host::{finish_probe, start_probes, Lease, Verdict};
 
-use crate::pool::Shared;
+use crate::pool::OpenPool;
 
 /// How often the thread looks whether its pool was closed or dropped.
 const LOOK: Duration = Duration::from_millis(50);
 
 /// Starts the loop; it ends once the pool is closed or gone.
-pub(crate) fn spawn(pool: Weak<Shared>, probe: Py<PyAny>, concurrency: usize, every: Duration) {
+pub(crate) fn spawn(pool: Weak<OpenPool>, probe: Py<PyAny>, concurrency: usize, every: Duration) {
     std::thread::Builder::new()
         .name("repute-probe".into())
         .spawn(move || run(pool, probe, concurrency, every))
         .expect("spawn the probe thread");
 }
 
-fn run(pool: Weak<Shared>, probe: Py<PyAny>, concurrency: usize, every: Duration) {
+fn run(pool: Weak<OpenPool>, probe: Py<PyAny>, concurrency: usize, every: Duration) {
     loop {
         let until = Instant::now() + every;
         while Instant::now() < until {

@@ -7,7 +7,7 @@
 
 #![no_main]
 
-#[path = "../../host/tests/differential/commands.rs"]
+#[path = "../../host/tests/it/differential/commands.rs"]
 mod commands;
 
 use arbitrary::{Result, Unstructured};

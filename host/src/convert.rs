@@ -54,7 +54,7 @@ fn kind_out(k: FailureKind) -> wit::FailureKind {
 }
 
 /// Outcomes cross unvalidated: the core checks the latency, so a NaN is
-/// refused by the same rule natively and in the component.
+/// refused by the same rule in the component and in a core linked into the host.
 pub(crate) fn outcome_out(o: &Outcome) -> wit::Outcome {
     match *o {
         Outcome::Success { latency_ms } => wit::Outcome::Success(latency_ms),

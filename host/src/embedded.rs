@@ -9,8 +9,10 @@ use std::time::Duration;
 use crate::error::Result;
 use crate::ownership::{Keeper, Ownership, Standing};
 use crate::pool::Pool;
-use crate::providers::{Clock, Providers, RedisWire};
-use crate::store::{Mode, OwnersSpec, Store};
+#[cfg(feature = "redis")]
+use crate::providers::RedisWire;
+use crate::providers::{Backend, Clock, Providers};
+use crate::store::{Mode, OwnersSpec};
 use crate::TenantConfig;
 
 /// How an embedded pool shares its tenant with other processes; only the
@@ -42,6 +44,7 @@ struct Owner {
 pub struct EmbeddedPool {
     pool: Pool,
     owner: Option<Owner>,
+    #[cfg(feature = "redis")]
     wire: Option<RedisWire>,
 }
 
@@ -51,7 +54,7 @@ impl EmbeddedPool {
     /// on a thread of its own. Without an owner, writes carry epoch 0: the
     /// store alone arbitrates.
     pub fn open(
-        store: &Store,
+        store: &dyn Backend,
         sharing: &Sharing,
         tenant: &str,
         config: TenantConfig,
@@ -72,10 +75,8 @@ impl EmbeddedPool {
         };
         // A shared rate limit is one more round trip inside `propose`; such
         // a pool keeps to the one-call acquire.
-        let wire = match store {
-            Store::Redis(db) if config.policy.rate_limit.is_none() || epoch > 0 => db.wire(tenant, epoch),
-            _ => None,
-        };
+        #[cfg(feature = "redis")]
+        let wire = if config.policy.rate_limit.is_none() || epoch > 0 { store.wire(tenant, epoch) } else { None };
         let pool = match store.providers(tenant, epoch, clock).and_then(|p| Pool::open(config, p)) {
             Ok(pool) => pool,
             Err(e) => {
@@ -87,13 +88,19 @@ impl EmbeddedPool {
             }
         };
         let owner = ownership.map(|ownership| Owner { keeper: ownership.keep(), ownership, tenant: tenant.to_owned() });
-        Ok(EmbeddedPool { pool, owner, wire })
+        Ok(EmbeddedPool {
+            pool,
+            owner,
+            #[cfg(feature = "redis")]
+            wire,
+        })
     }
 
     /// The tenant's grants and revokes as bytes, for an application that
     /// runs them on a connection of its own event loop (see
     /// [`Exchange`](crate::providers::Exchange)); none unless the store is
     /// a plain-socket Redis and acquires need no other round trip.
+    #[cfg(feature = "redis")]
     pub fn wire(&self) -> Option<&RedisWire> {
         self.wire.as_ref()
     }

@@ -9,11 +9,17 @@
 //!   different shards run in parallel.
 //!
 //! Both implement [`PoolOps`], one method per core operation, each one
-//! component call. [`AsyncPool`] and [`AsyncPoolSet`] run the same calls on
-//! tokio's blocking pool, for providers that do IO. Errors are [`Error`]: the core's cases and the host's
+//! component call. Errors are [`Error`]: the core's cases and the host's
 //! own, each with its row in one table of codes ([`codes`]) that every front
 //! end reads; a trap in the component is contained (the shard is rebuilt
 //! from its last good state) and reported as [`Error::Trap`].
+//!
+//! Stores are [`Backend`]s, one per folder of [`providers`], listed in
+//! [`providers::BACKENDS`]. Memory and SQLite are always built; PostgreSQL,
+//! Redis and etcd owner leases are the features `postgres`, `redis` and
+//! `etcd`, none on by default, so a library user links only the clients it
+//! picks (the CLI and the bindings turn on what they ship). `testing` adds
+//! what only tests and benchmarks use.
 
 mod bindings {
     wasmtime::component::bindgen!({
@@ -22,13 +28,14 @@ mod bindings {
     });
 }
 
-mod asynchronous;
 mod convert;
 mod embedded;
 mod error;
 pub mod holder;
 mod http_outcome;
 mod names;
+/// The native pool that tests and benchmarks compare the component with.
+#[cfg(feature = "testing")]
 pub mod native;
 mod ownership;
 mod pool;
@@ -42,7 +49,6 @@ mod wall;
 
 use std::time::Duration;
 
-pub use asynchronous::{AsyncPool, AsyncPoolSet};
 pub use embedded::{EmbeddedPool, Sharing};
 pub use error::{codes, Error, Field, Result, SnapshotError, StoreError, Unit};
 pub use holder::{HeldLease, Holder, Loss, OpenOptions};
@@ -50,15 +56,16 @@ pub use http_outcome::{http_outcome, retry_after_header};
 pub use ownership::{Keeper, Ownership, Standing};
 pub use pool::{Pool, PoolOps, PoolSet, TenantPool};
 pub use prober::{finish_probe, start_probes, Verdict};
-pub use providers::{Clock, ManualClock, Providers, SystemClock};
+pub use providers::{Backend, Clock, ManualClock, Providers, SystemClock};
 pub use repute_core::{
     Block, CellState, CellView, Command, Context, CoolingRule, Event, EventKind, FailureKind, Lease, LeaseKind,
     Outcome, Policy, RateLimit, Recovery, Refusal, RejectReason, ResourceId, ResourceView, Stats, Strategy,
     MAX_RETRY_AFTER, SECOND,
 };
+#[cfg(feature = "testing")]
 #[doc(hidden)]
 pub use runtime::{measure_cold_start, Variant};
-pub use store::{Mode, OwnersSpec, Store, StoreSpec};
+pub use store::{Mode, OwnersSpec, StoreSpec};
 pub use two_phase::{InFlight, Proposal, Revoke, Step};
 pub use wall::Wall;
 
@@ -99,7 +106,7 @@ impl Default for Limits {
 /// for a success, else one of the `FailureKind` names; `retry_after` (ns)
 /// goes with `rate_limited` or `quota_exhausted`. Latency and wait are
 /// checked by the core on the way in, so a bad one is refused by the same
-/// rule natively and in the component.
+/// rule in the component and in a core linked into the host.
 pub fn parse_outcome(failure: Option<&str>, latency_ms: f64, retry_after: Option<u64>) -> Result<Outcome> {
     let kind = failure.map(FailureKind::parse).transpose()?;
     if let Some(wait) = retry_after {

@@ -79,128 +79,45 @@ pub trait PoolOps {
     fn drain_events(&mut self) -> Result<Vec<Event>>;
 }
 
-/// Implements `PoolOps` for a type that reaches a shard and a tenant slot.
+/// Implements `PoolOps` for a type that reaches a shard and a tenant slot:
+/// each operation is the shard's method of the same name, on that slot.
 macro_rules! shard_ops {
-    ($ty:ty, $this:ident => $parts:expr) => {
+    (@impl $ty:ty, $this:ident => $parts:expr; $($op:ident($($arg:ident: $arg_ty:ty),*) -> $out:ty;)*) => {
         impl PoolOps for $ty {
-            fn register(&mut self, kind: &str, value: &str, permits: u32) -> Result<bool> {
-                let $this = self;
-                let (s, t) = $parts;
-                s.register(t, kind, value, permits)
-            }
-            fn unregister(&mut self, kind: &str, value: &str, force: bool) -> Result<()> {
-                let $this = self;
-                let (s, t) = $parts;
-                s.unregister(t, kind, value, force)
-            }
-            fn acquire(&mut self, context: &str) -> Result<Lease> {
-                let $this = self;
-                let (s, t) = $parts;
-                s.acquire(t, context)
-            }
-            fn acquire_for_probe(&mut self, kind: &str, value: &str, context: &str) -> Result<Lease> {
-                let $this = self;
-                let (s, t) = $parts;
-                s.acquire_for_probe(t, kind, value, context)
-            }
-            fn renew(&mut self, id: u64, token: u64) -> Result<Lease> {
-                let $this = self;
-                let (s, t) = $parts;
-                s.renew(t, id, token)
-            }
-            fn release(&mut self, id: u64, token: u64) -> Result<()> {
-                let $this = self;
-                let (s, t) = $parts;
-                s.release(t, id, token)
-            }
-            fn lease(&mut self, id: u64) -> Result<Option<Lease>> {
-                let $this = self;
-                let (s, t) = $parts;
-                s.lease(t, id)
-            }
-            fn report(&mut self, kind: &str, value: &str, context: &str, outcome: &Outcome) -> Result<()> {
-                let $this = self;
-                let (s, t) = $parts;
-                s.report(t, kind, value, context, outcome)
-            }
-            fn block(
-                &mut self,
-                kind: &str,
-                value: &str,
-                context: Option<&str>,
-                duration: Option<u64>,
-                reason: Option<&str>,
-            ) -> Result<()> {
-                let $this = self;
-                let (s, t) = $parts;
-                s.block(t, kind, value, context, duration, reason)
-            }
-            fn unblock(&mut self, kind: &str, value: &str, context: Option<&str>) -> Result<bool> {
-                let $this = self;
-                let (s, t) = $parts;
-                s.unblock(t, kind, value, context)
-            }
-            fn due_for_probe(&mut self) -> Result<Vec<(ResourceId, Context)>> {
-                let $this = self;
-                let (s, t) = $parts;
-                s.due_for_probe(t)
-            }
-            fn cells(&mut self, kind: &str, value: &str) -> Result<Vec<CellView>> {
-                let $this = self;
-                let (s, t) = $parts;
-                s.cells(t, kind, value)
-            }
-            fn resources(&mut self) -> Result<Vec<ResourceView>> {
-                let $this = self;
-                let (s, t) = $parts;
-                s.resources(t)
-            }
-            fn leases(&mut self) -> Result<Vec<Lease>> {
-                let $this = self;
-                let (s, t) = $parts;
-                s.leases(t)
-            }
-            fn stats(&mut self) -> Result<Stats> {
-                let $this = self;
-                let (s, t) = $parts;
-                s.stats(t)
-            }
-            fn snapshot(&mut self, with_leases: bool) -> Result<Vec<u8>> {
-                let $this = self;
-                let (s, t) = $parts;
-                s.snapshot(t, with_leases)
-            }
-            fn snapshot_json(&mut self, with_leases: bool) -> Result<String> {
-                let $this = self;
-                let (s, t) = $parts;
-                s.snapshot_json(t, with_leases)
-            }
-            fn restore(&mut self, bytes: &[u8]) -> Result<()> {
-                let $this = self;
-                let (s, t) = $parts;
-                s.restore(t, bytes)
-            }
-            fn restore_json(&mut self, json: &str) -> Result<()> {
-                let $this = self;
-                let (s, t) = $parts;
-                s.restore_json(t, json)
-            }
-            fn checkpoint(&mut self, with_leases: bool) -> Result<u64> {
-                let $this = self;
-                let (s, t) = $parts;
-                s.checkpoint(t, with_leases)
-            }
-            fn sync(&mut self) -> Result<u32> {
-                let $this = self;
-                let (s, t) = $parts;
-                s.sync(t)
-            }
-            fn drain_events(&mut self) -> Result<Vec<Event>> {
-                let $this = self;
-                let (s, t) = $parts;
-                s.drain_events(t)
-            }
+            $(
+                fn $op(&mut self, $($arg: $arg_ty),*) -> Result<$out> {
+                    let $this = self;
+                    let (s, t) = $parts;
+                    s.$op(t, $($arg),*)
+                }
+            )*
         }
+    };
+    ($ty:ty, $this:ident => $parts:expr) => {
+        shard_ops!(@impl $ty, $this => $parts;
+            register(kind: &str, value: &str, permits: u32) -> bool;
+            unregister(kind: &str, value: &str, force: bool) -> ();
+            acquire(context: &str) -> Lease;
+            acquire_for_probe(kind: &str, value: &str, context: &str) -> Lease;
+            renew(id: u64, token: u64) -> Lease;
+            release(id: u64, token: u64) -> ();
+            lease(id: u64) -> Option<Lease>;
+            report(kind: &str, value: &str, context: &str, outcome: &Outcome) -> ();
+            block(kind: &str, value: &str, context: Option<&str>, duration: Option<u64>, reason: Option<&str>) -> ();
+            unblock(kind: &str, value: &str, context: Option<&str>) -> bool;
+            due_for_probe() -> Vec<(ResourceId, Context)>;
+            cells(kind: &str, value: &str) -> Vec<CellView>;
+            resources() -> Vec<ResourceView>;
+            leases() -> Vec<Lease>;
+            stats() -> Stats;
+            snapshot(with_leases: bool) -> Vec<u8>;
+            snapshot_json(with_leases: bool) -> String;
+            restore(bytes: &[u8]) -> ();
+            restore_json(json: &str) -> ();
+            checkpoint(with_leases: bool) -> u64;
+            sync() -> u32;
+            drain_events() -> Vec<Event>;
+        );
     };
 }
 
@@ -219,13 +136,17 @@ impl Pool {
 
     /// Opens a tenant with the given limits.
     pub fn open_with(config: TenantConfig, providers: Providers, limits: Limits) -> Result<Pool> {
-        Pool::open_variant(config, providers, limits, Variant::Release)
+        Pool::on(Shard::new(Variant::Release, limits)?, config, providers)
     }
 
     /// Opens a tenant on a chosen build of the component (tests only).
+    #[cfg(feature = "testing")]
     #[doc(hidden)]
     pub fn open_variant(config: TenantConfig, providers: Providers, limits: Limits, variant: Variant) -> Result<Pool> {
-        let mut shard = Shard::new(variant, limits)?;
+        Pool::on(Shard::new(variant, limits)?, config, providers)
+    }
+
+    fn on(mut shard: Shard, config: TenantConfig, providers: Providers) -> Result<Pool> {
         let tenant = shard.add(config, providers)?;
         Ok(Pool { shard, tenant })
     }
@@ -301,11 +222,17 @@ pub struct PoolSet {
 impl PoolSet {
     /// `shards` instances (at least one), each bounded by `limits`.
     pub fn new(shards: usize, limits: Limits) -> Result<PoolSet> {
-        Self::with_variant(shards, limits, Variant::Release)
+        Self::on(shards, limits, Variant::Release)
     }
 
+    /// `shards` instances of a chosen build of the component (tests only).
+    #[cfg(feature = "testing")]
     #[doc(hidden)]
     pub fn with_variant(shards: usize, limits: Limits, variant: Variant) -> Result<PoolSet> {
+        Self::on(shards, limits, variant)
+    }
+
+    fn on(shards: usize, limits: Limits, variant: Variant) -> Result<PoolSet> {
         let shards =
             (0..shards.max(1)).map(|_| Shard::new(variant, limits.clone()).map(Mutex::new)).collect::<Result<_>>()?;
         Ok(PoolSet { shards, tenants: RwLock::new(HashMap::new()) })

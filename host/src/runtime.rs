@@ -24,6 +24,7 @@ pub enum Variant {
     Release,
     /// Built with the core's `trap-test` feature: registering a resource of
     /// kind `"__trap__"` traps. Only for tests of trap containment.
+    #[cfg(feature = "testing")]
     TrapTest,
 }
 
@@ -33,7 +34,9 @@ pub(crate) struct Runtime {
     /// The component with its imports resolved: instantiating a shard is
     /// then only allocating its memory and running its start.
     pub pre: ReputePre<ShardState>,
-    /// Whether the build-time precompiled form was used (else it was compiled here).
+    /// Whether the build-time precompiled form was used (else it was
+    /// compiled here): what the cold-start benchmark and its test report.
+    #[cfg(feature = "testing")]
     pub precompiled: bool,
 }
 
@@ -62,6 +65,7 @@ fn load(engine: Engine, variant: Variant) -> Result<Arc<Runtime>, String> {
             include_bytes!(concat!(env!("OUT_DIR"), "/repute.cwasm")),
             include_bytes!(concat!(env!("OUT_DIR"), "/repute.wasm")),
         ),
+        #[cfg(feature = "testing")]
         Variant::TrapTest => (
             include_bytes!(concat!(env!("OUT_DIR"), "/repute-trap-test.cwasm")),
             include_bytes!(concat!(env!("OUT_DIR"), "/repute-trap-test.wasm")),
@@ -73,6 +77,7 @@ fn load(engine: Engine, variant: Variant) -> Result<Arc<Runtime>, String> {
     // which case the component is compiled from its wasm instead.
     let loaded =
         (!precompiled.is_empty()).then(|| unsafe { Component::deserialize(&engine, precompiled) }).and_then(Result::ok);
+    #[cfg(feature = "testing")]
     let precompiled = loaded.is_some();
     let component = match loaded {
         Some(component) => component,
@@ -82,15 +87,22 @@ fn load(engine: Engine, variant: Variant) -> Result<Arc<Runtime>, String> {
     let pre = Repute::add_to_linker::<ShardState, HasSelf<ShardState>>(&mut linker, |state| state)
         .and_then(|()| ReputePre::new(linker.instantiate_pre(&component)?))
         .map_err(|e| format!("linking the component: {e:#}"))?;
-    Ok(Arc::new(Runtime { engine, pre, precompiled }))
+    Ok(Arc::new(Runtime {
+        engine,
+        pre,
+        #[cfg(feature = "testing")]
+        precompiled,
+    }))
 }
 
 /// The runtime for `variant`, loaded on first use and shared by every shard.
 pub(crate) fn runtime(variant: Variant) -> Result<Arc<Runtime>, Error> {
     static RELEASE: OnceLock<Result<Arc<Runtime>, String>> = OnceLock::new();
+    #[cfg(feature = "testing")]
     static TRAP_TEST: OnceLock<Result<Arc<Runtime>, String>> = OnceLock::new();
     let cell = match variant {
         Variant::Release => &RELEASE,
+        #[cfg(feature = "testing")]
         Variant::TrapTest => &TRAP_TEST,
     };
     let engine = engine()?.clone();
@@ -102,6 +114,7 @@ pub(crate) fn runtime(variant: Variant) -> Result<Arc<Runtime>, Error> {
 /// instantiated, a tenant opened, one resource registered, the first lease
 /// acquired. For the benchmark: the time, and whether the precompiled form
 /// was used (false means the component had to be compiled at start).
+#[cfg(feature = "testing")]
 #[doc(hidden)]
 pub fn measure_cold_start() -> Result<(Duration, bool), Error> {
     let started = std::time::Instant::now();
@@ -141,6 +154,7 @@ mod tests {
         );
     }
 
+    #[cfg(feature = "testing")]
     #[test]
     fn the_build_time_precompiled_component_is_used() {
         assert!(runtime(Variant::Release).unwrap().precompiled);

@@ -1,27 +1,89 @@
 //! Where tenants live, named the same way by every front end: `memory`,
-//! `sqlite:PATH`, a `postgres://` or a `redis://` URL, plus how processes
-//! share a tenant.
+//! `sqlite:PATH`, a `postgres://` or a `redis://` URL (the names of the
+//! backends in [`BACKENDS`]), plus how processes share a tenant.
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::ownership::Ownership;
-use crate::providers::{Clock, Postgres, Providers, Redis};
+use crate::providers::{Backend, Registration, BACKENDS};
 
-/// A parsed store name.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StoreSpec {
-    /// Nothing durable: state lives as long as the process.
-    Memory,
-    /// One SQLite file for every tenant; one process owns a tenant at a time.
-    Sqlite(PathBuf),
-    /// A PostgreSQL database (`postgres://user@host:port/db`), shared by any
-    /// number of processes.
-    Postgres(String),
-    /// A Redis server (`redis://host:port[/db]`): shared mode.
-    Redis(String),
+/// A parsed store name: the backend it names, and the address to open.
+#[derive(Clone)]
+pub struct StoreSpec {
+    backend: &'static Registration,
+    address: String,
+}
+
+impl StoreSpec {
+    /// Parses a name of one of the [`BACKENDS`] this build has; anything
+    /// else, and the name of a backend the build left out, is refused
+    /// naming the `store` field.
+    pub fn parse(s: &str) -> Result<StoreSpec> {
+        let found = BACKENDS.iter().find_map(|backend| Some((backend, (backend.address)(s)?)));
+        let Some((backend, address)) = found else {
+            let names: Vec<_> = BACKENDS.iter().map(|b| b.syntax).collect();
+            let (last, rest) = names.split_last().expect("at least one backend");
+            return Err(Error::invalid("store", &format!("must be {} or {last}", rest.join(", "))));
+        };
+        if backend.open.is_none() {
+            let name = backend.name;
+            let rule = format!("{name} stores need a build with the `{name}` feature (cargo build --features {name})");
+            return Err(Error::invalid("store", &rule));
+        }
+        Ok(StoreSpec { backend, address: address.to_owned() })
+    }
+
+    /// The store that keeps nothing beyond the process.
+    pub fn memory() -> StoreSpec {
+        StoreSpec::parse("memory").expect("memory is always built")
+    }
+
+    /// The backend's name, as in [`BACKENDS`].
+    pub fn backend(&self) -> &'static str {
+        self.backend.name
+    }
+
+    /// See [`Backend::durable`].
+    pub fn durable(&self) -> bool {
+        self.backend.durable
+    }
+
+    /// The file of a store that one server at a time may serve (SQLite), so
+    /// the server can lock it before it opens any tenant.
+    pub fn local_file(&self) -> Option<&Path> {
+        (self.backend.name == "sqlite").then(|| Path::new(&self.address))
+    }
+
+    /// Connects (PostgreSQL: and migrates the schema) once per process.
+    pub fn open(&self) -> Result<Arc<dyn Backend>> {
+        let open = self.backend.open.expect("parse refuses a backend the build left out");
+        open(&self.address)
+    }
+}
+
+impl PartialEq for StoreSpec {
+    fn eq(&self, other: &Self) -> bool {
+        self.backend.name == other.backend.name && self.address == other.address
+    }
+}
+
+impl Eq for StoreSpec {}
+
+impl std::fmt::Debug for StoreSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreSpec").field("backend", &self.backend.name).field("address", &self.address).finish()
+    }
+}
+
+impl std::str::FromStr for StoreSpec {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        StoreSpec::parse(s)
+    }
 }
 
 /// How processes share a tenant on PostgreSQL.
@@ -49,106 +111,6 @@ impl Mode {
         match self {
             Mode::Sharded => "sharded",
             Mode::Shared => "shared",
-        }
-    }
-}
-
-impl StoreSpec {
-    /// Parses `memory`, `sqlite:PATH` or `postgres://…` (`postgresql://` too);
-    /// anything else is refused naming the `store` field.
-    pub fn parse(s: &str) -> Result<StoreSpec> {
-        if s == "memory" {
-            return Ok(StoreSpec::Memory);
-        }
-        if s.starts_with("postgres://") || s.starts_with("postgresql://") {
-            return Ok(StoreSpec::Postgres(s.to_owned()));
-        }
-        if s.starts_with("redis://") {
-            return Ok(StoreSpec::Redis(s.to_owned()));
-        }
-        match s.strip_prefix("sqlite:") {
-            Some(path) if !path.is_empty() => Ok(StoreSpec::Sqlite(PathBuf::from(path))),
-            _ => Err(Error::InvalidInput {
-                field: "store".into(),
-                rule: "must be \"memory\", \"sqlite:PATH\", a postgres:// or a redis:// URL".into(),
-            }),
-        }
-    }
-
-    /// Durable stores open tenants from their newest checkpoint and log
-    /// every change before acknowledging it.
-    pub fn durable(&self) -> bool {
-        !matches!(self, StoreSpec::Memory)
-    }
-
-    /// Connects (PostgreSQL: and migrates the schema) once per process.
-    pub fn open(&self) -> Result<Store> {
-        Ok(match self {
-            StoreSpec::Memory => Store::Memory,
-            StoreSpec::Sqlite(path) => Store::Sqlite(path.clone()),
-            StoreSpec::Postgres(url) => Store::Postgres(Postgres::connect(url)?),
-            StoreSpec::Redis(url) => Store::Redis(Redis::connect(url)?),
-        })
-    }
-}
-
-impl std::str::FromStr for StoreSpec {
-    type Err = Error;
-
-    fn from_str(s: &str) -> Result<Self> {
-        StoreSpec::parse(s)
-    }
-}
-
-/// An opened store: what each tenant's providers are made from.
-#[derive(Debug, Clone)]
-pub enum Store {
-    Memory,
-    Sqlite(PathBuf),
-    Postgres(Postgres),
-    Redis(Redis),
-}
-
-impl Store {
-    /// See [`StoreSpec::durable`].
-    pub fn durable(&self) -> bool {
-        !matches!(self, Store::Memory)
-    }
-
-    /// Whether several processes can serve one tenant on this store at once
-    /// (the store is then their lease authority and log).
-    pub fn is_shared(&self) -> bool {
-        matches!(self, Store::Postgres(_) | Store::Redis(_))
-    }
-
-    /// Providers for `tenant`. `epoch` is the owner epoch PostgreSQL writes
-    /// carry (0: shared); the other stores take ownership themselves.
-    pub fn providers(&self, tenant: &str, epoch: u64, clock: Arc<dyn Clock>) -> Result<Providers> {
-        match self {
-            Store::Memory => Ok(Providers::memory_with_clock(clock)),
-            Store::Sqlite(path) => Providers::sqlite(path, tenant, clock),
-            Store::Postgres(db) => {
-                if epoch > 0 {
-                    db.raise_epoch(tenant, epoch)?;
-                }
-                Ok(Providers::postgres(db, tenant, epoch, clock))
-            }
-            Store::Redis(db) => {
-                if epoch > 0 {
-                    db.raise_epoch(tenant, epoch)?;
-                }
-                let (storage, fencing) = db.tenant(tenant, epoch);
-                Ok(Providers { clock, fencing: Box::new(fencing), storage: Box::new(storage) })
-            }
-        }
-    }
-
-    /// Owner leases for sharded mode kept in the store itself, where it can
-    /// hold them (PostgreSQL); `None` for the single-process stores.
-    pub fn ownership(&self, address: &str, ttl: Duration) -> Option<Ownership> {
-        match self {
-            Store::Postgres(db) => Some(Ownership::new(Box::new(db.owners()), address, ttl)),
-            _ => None,
         }
     }
 }
@@ -192,21 +154,21 @@ impl OwnersSpec {
     /// Owner leases for sharded mode on `store` (`None`: the store serves
     /// tenants from one process and needs none). etcd is connected to here;
     /// it is refused beside a store that cannot fence writes by epoch.
-    pub fn ownership(&self, store: &Store, address: &str, ttl: Duration) -> Result<Option<Ownership>> {
-        match (self, store) {
-            (OwnersSpec::Store, _) => Ok(store.ownership(address, ttl)),
+    pub fn ownership(&self, store: &dyn Backend, address: &str, ttl: Duration) -> Result<Option<Ownership>> {
+        match self {
+            OwnersSpec::Store => Ok(store.ownership(address, ttl)),
             #[cfg(not(feature = "etcd"))]
-            (OwnersSpec::Etcd(_), _) => Err(Error::invalid(
+            OwnersSpec::Etcd(_) => Err(Error::invalid(
                 "owners",
                 "etcd owner leases need a build with the `etcd` feature (cargo build --features etcd; it needs protoc)",
             )),
             #[cfg(feature = "etcd")]
-            (OwnersSpec::Etcd(_), Store::Memory | Store::Sqlite(_)) => Err(Error::invalid(
+            OwnersSpec::Etcd(_) if !store.is_shared() => Err(Error::invalid(
                 "owners",
                 "etcd owner leases need a postgres:// or redis:// store: memory and SQLite cannot refuse an older owner's writes",
             )),
             #[cfg(feature = "etcd")]
-            (OwnersSpec::Etcd(endpoints), _) => {
+            OwnersSpec::Etcd(endpoints) => {
                 let owners = crate::providers::EtcdOwners::connect(endpoints)?;
                 Ok(Some(Ownership::new(Box::new(owners), address, ttl)))
             }
@@ -222,21 +184,42 @@ impl std::str::FromStr for OwnersSpec {
     }
 }
 
-/// Without the `etcd` feature an etcd owners URL still parses (it is a
-/// valid name), and opening it is refused naming the field.
-#[cfg(all(test, not(feature = "etcd")))]
+#[cfg(test)]
 mod tests {
     use super::*;
 
+    /// Without the `etcd` feature an etcd owners URL still parses (it is a
+    /// valid name), and opening it is refused naming the field.
+    #[cfg(not(feature = "etcd"))]
     #[test]
     fn etcd_owners_without_the_feature_are_refused_naming_the_field() {
         let spec = OwnersSpec::parse("etcd://127.0.0.1:2379").unwrap();
-        match spec.ownership(&Store::Memory, "http://127.0.0.1:7070", Duration::from_secs(10)) {
+        match spec.ownership(&crate::providers::Memory, "http://127.0.0.1:7070", Duration::from_secs(10)) {
             Err(Error::InvalidInput { field, rule }) => {
                 assert_eq!(field, "owners");
                 assert!(rule.contains("`etcd` feature"), "{rule}");
             }
             other => panic!("expected invalid_input on owners, got {other:?}"),
+        }
+    }
+
+    /// A store name of a backend the build left out is refused naming the
+    /// field and the feature to build with; an unknown one lists them all.
+    #[test]
+    fn store_names_are_refused_naming_the_field() {
+        let refused = |name: &str| match StoreSpec::parse(name) {
+            Err(Error::InvalidInput { field, rule }) => {
+                assert_eq!(field, "store");
+                rule
+            }
+            other => panic!("expected invalid_input on store, got {other:?}"),
+        };
+        assert!(refused("sqlite:").contains("\"sqlite:PATH\""));
+        assert!(refused("mysql://db").contains("a redis:// URL"));
+        for (name, built) in [("postgres://db", cfg!(feature = "postgres")), ("redis://db", cfg!(feature = "redis"))] {
+            if !built {
+                assert!(refused(name).contains("feature"), "{name}");
+            }
         }
     }
 }

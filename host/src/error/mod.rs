@@ -340,8 +340,8 @@ impl From<repute_core::SnapshotError> for SnapshotError {
     }
 }
 
-/// The native path (differential test, benchmarks) maps core errors the same
-/// way the component path maps the WIT variants.
+/// Core errors met in the host itself (outcome parsing, the linked-in core
+/// of the differential test) map the same way the WIT variants do.
 impl From<repute_core::Error> for Error {
     fn from(e: repute_core::Error) -> Self {
         use repute_core::Error as E;

@@ -22,8 +22,10 @@ pub use waiting::{refusal_hint, Waiting};
 use crate::embedded::EmbeddedPool;
 use crate::error::{Error, Result};
 use crate::pool::Pool;
-use crate::providers::{Clock, RedisWire, SystemClock};
-use crate::store::{Mode, StoreSpec};
+#[cfg(feature = "redis")]
+use crate::providers::RedisWire;
+use crate::providers::{Clock, SystemClock};
+use crate::store::Mode;
 use crate::{Lease, PoolOps};
 
 /// An open pool and whether closing it saves a last checkpoint.
@@ -68,14 +70,14 @@ impl Holder {
         let clock = clock.unwrap_or_else(|| Arc::new(SystemClock::new()));
         let store = resolved.store.open()?;
         let last_checkpoint = resolved.config.durable && !(store.is_shared() && resolved.sharing.mode == Mode::Shared);
-        let pool = EmbeddedPool::open(&store, &resolved.sharing, &resolved.tenant, resolved.config, clock.clone())?;
+        let pool = EmbeddedPool::open(&*store, &resolved.sharing, &resolved.tenant, resolved.config, clock.clone())?;
         Ok(Arc::new(Holder {
             pool: Mutex::new(Some(Open { pool, last_checkpoint })),
             freed: Condvar::new(),
             clock,
             margin: resolved.margin,
             closed: AtomicBool::new(false),
-            network: matches!(resolved.store, StoreSpec::Postgres(_) | StoreSpec::Redis(_)),
+            network: store.is_shared(),
             durable: resolved.store.durable(),
             watch: watch::Watch::default(),
         }))
@@ -120,6 +122,7 @@ impl Holder {
 
     /// The tenant's grants and revokes as bytes, for a front end that runs
     /// them on a connection of its own event loop (see [`EmbeddedPool::wire`]).
+    #[cfg(feature = "redis")]
     pub fn wire(&self) -> Option<RedisWire> {
         self.lock().as_ref().and_then(|open| open.pool.wire().cloned())
     }

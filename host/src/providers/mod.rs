@@ -1,26 +1,48 @@
 //! The capabilities a host gives the core: a clock, a lease authority
 //! (fencing) and durable storage. Each is a trait so that shared backends
 //! (PostgreSQL, Redis, etcd) plug in beside the in-memory and SQLite ones
-//! without touching the WIT or the core.
+//! without touching the WIT or the core. The stores themselves are
+//! [`Backend`]s, listed in [`BACKENDS`]; the networked ones and etcd each
+//! sit behind a Cargo feature of their name.
 
+/// `Debug` for providers whose fields are connections, locks and caches:
+/// the type's name only.
+macro_rules! opaque_debug {
+    ($($ty:ident),*) => {
+        $(impl std::fmt::Debug for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($ty)).finish_non_exhaustive()
+            }
+        })*
+    };
+}
+
+mod backend;
 mod clock;
 #[cfg(feature = "etcd")]
 mod etcd;
 mod fencing;
+mod memory;
 mod owners;
-mod postgresql;
+#[cfg(feature = "postgres")]
+mod postgres;
+#[cfg(feature = "redis")]
 mod redis;
 mod sqlite;
 mod storage;
 
+pub use backend::{Backend, Registration, BACKENDS};
 pub use clock::{Clock, ManualClock, SystemClock};
 #[cfg(feature = "etcd")]
 pub use etcd::EtcdOwners;
 pub use fencing::{Fencing, MemoryFencing, Permit};
+pub use memory::Memory;
 pub use owners::{owner_margin, Claim, OwnerStore};
-pub use postgresql::{PgFencing, PgOwners, PgStorage, Postgres};
+#[cfg(feature = "postgres")]
+pub use postgres::{PgFencing, PgOwners, PgStorage, Postgres};
+#[cfg(feature = "redis")]
 pub use redis::{Address, Done, Exchange, Redis, RedisFencing, RedisStorage, RedisWire};
-pub use sqlite::{SqliteFencing, SqliteStorage};
+pub use sqlite::{SqliteFencing, SqliteFile, SqliteStorage};
 pub use storage::{Checkpoint, LogEntry, MemoryStorage, Storage};
 
 use std::sync::Arc;
@@ -33,6 +55,11 @@ pub struct Providers {
 }
 
 impl Providers {
+    /// Boxes one store's pair of a tenant's storage and lease authority.
+    pub fn new(clock: Arc<dyn Clock>, (storage, fencing): (impl Storage + 'static, impl Fencing + 'static)) -> Self {
+        Providers { clock, fencing: Box::new(fencing), storage: Box::new(storage) }
+    }
+
     /// The system monotonic clock with in-memory fencing and storage: a
     /// single process with nothing durable.
     pub fn memory() -> Self {
@@ -41,7 +68,7 @@ impl Providers {
 
     /// In-memory fencing and storage on the given clock (e.g. a `ManualClock`).
     pub fn memory_with_clock(clock: Arc<dyn Clock>) -> Self {
-        Providers { clock, fencing: Box::new(MemoryFencing::default()), storage: Box::new(MemoryStorage::default()) }
+        Providers::new(clock, (MemoryStorage::default(), MemoryFencing::default()))
     }
 
     /// SQLite at `path` for `tenant`: durable checkpoints, report log and
@@ -50,19 +77,22 @@ impl Providers {
     pub fn sqlite(path: impl AsRef<std::path::Path>, tenant: &str, clock: Arc<dyn Clock>) -> crate::Result<Self> {
         let storage = SqliteStorage::open(path, tenant)?;
         let fencing = storage.fencing();
-        Ok(Providers { clock, fencing: Box::new(fencing), storage: Box::new(storage) })
+        Ok(Providers::new(clock, (storage, fencing)))
     }
 
     /// PostgreSQL for `tenant`, writing under owner `epoch` (0 when the
     /// tenant is shared by many processes).
+    #[cfg(feature = "postgres")]
     pub fn postgres(db: &Postgres, tenant: &str, epoch: u64, clock: Arc<dyn Clock>) -> Self {
-        let (storage, fencing) = db.tenant(tenant, epoch);
-        Providers { clock, fencing: Box::new(fencing), storage: Box::new(storage) }
+        Providers::new(clock, db.tenant(tenant, epoch))
+    }
+
+    /// Redis for `tenant`, writing under owner `epoch` (0 when the tenant
+    /// is shared by many processes).
+    #[cfg(feature = "redis")]
+    pub fn redis(db: &Redis, tenant: &str, epoch: u64, clock: Arc<dyn Clock>) -> Self {
+        Providers::new(clock, db.tenant(tenant, epoch))
     }
 }
 
-impl std::fmt::Debug for Providers {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Providers").finish_non_exhaustive()
-    }
-}
+opaque_debug!(Providers);

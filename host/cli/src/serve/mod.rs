@@ -6,6 +6,7 @@
 //! shutdown (SIGTERM or ctrl-c drains in-flight requests, then saves).
 
 pub mod auth;
+mod extract;
 mod metrics;
 mod probe;
 pub mod problem;
@@ -269,10 +270,7 @@ async fn run(args: &Args) -> Result<(), String> {
     let set = PoolSet::new(shards, Limits::default()).map_err(|e| format!("cannot start the pool: {e}"))?;
     let owner_ttl = seconds(args.owner_ttl, "--owner-ttl")?;
     let sync_every = seconds(args.sync_every, "--sync-every")?;
-    let mut server_lock = match &args.store {
-        StoreSpec::Sqlite(path) => Some(lock_sqlite(path)?),
-        _ => None,
-    };
+    let mut server_lock = args.store.local_file().map(lock_sqlite).transpose()?;
     let listener =
         tokio::net::TcpListener::bind(args.listen).await.map_err(|e| format!("--listen {}: {e}", args.listen))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
@@ -289,7 +287,7 @@ async fn run(args: &Args) -> Result<(), String> {
     let ownership = match args.mode {
         Mode::Sharded => {
             let (owners, store, advertise) = (args.owners.clone(), store.clone(), advertise.clone());
-            tokio::task::spawn_blocking(move || owners.ownership(&store, &advertise, owner_ttl))
+            tokio::task::spawn_blocking(move || owners.ownership(&*store, &advertise, owner_ttl))
                 .await
                 .map_err(|e| e.to_string())?
                 .map_err(|e| format!("--owners: {e}"))?
@@ -365,7 +363,7 @@ pub fn in_memory_app(
     metrics_auth: bool,
 ) -> Result<axum::Router, String> {
     let set = PoolSet::new(1, Limits::default()).map_err(|e| format!("cannot start the pool: {e}"))?;
-    let store = StoreSpec::Memory.open().map_err(|e| e.to_string())?;
+    let store = StoreSpec::memory().open().map_err(|e| e.to_string())?;
     let (_, stopping) = watch::channel(false);
     let state = AppState::new(
         set,

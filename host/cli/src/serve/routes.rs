@@ -3,13 +3,9 @@
 //! reputation-pool 0.5.0 where it has one.
 
 use std::convert::Infallible;
-use std::sync::Arc;
 use std::time::Instant;
 
-use axum::body::Bytes;
-use axum::extract::rejection::PathRejection;
-use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, MatchedPath, Path, Request, State};
-use axum::http::request::Parts;
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
@@ -24,10 +20,9 @@ use serde_json::Value;
 use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
 use tokio_stream::wrappers::BroadcastStream;
 
+use super::extract::{bearer, App, AppResult, Body, Raw, Tenant, P, Q};
 use super::problem::Problem;
 use super::share::{self, Growth};
-use super::state::AppState;
-use super::tenant;
 use super::units::http_view;
 
 /// The OpenAPI document of this API, kept in the repository beside the code.
@@ -36,10 +31,7 @@ pub const OPENAPI: &str = include_str!("../../openapi.json");
 /// Header naming the tenant when auth is off (with a key, the key names it).
 pub const TENANT_HEADER: &str = "repute-tenant";
 
-type AppResult<T> = Result<T, Problem>;
-type Shared = Arc<AppState>;
-
-pub fn router(state: Shared) -> Router {
+pub fn router(state: App) -> Router {
     let v1 = Router::new()
         .route("/resources", post(register).get(resources))
         .route("/resources/{kind}/{value}", axum::routing::delete(unregister))
@@ -73,7 +65,7 @@ pub fn router(state: Shared) -> Router {
 /// Times every request into the latency histogram, by route template and
 /// method: both from fixed sets, so invented paths and methods cannot grow
 /// the metrics page.
-async fn observe(State(state): State<Shared>, req: Request, next: Next) -> Response {
+async fn observe(State(state): State<App>, req: Request, next: Next) -> Response {
     let route = req.extensions().get::<MatchedPath>().map_or("unmatched", |m| m.as_str()).to_owned();
     let method = super::metrics::method_label(req.method());
     let start = Instant::now();
@@ -81,177 +73,6 @@ async fn observe(State(state): State<Shared>, req: Request, next: Next) -> Respo
     state.metrics.observe_request(method, &route, res.status().as_u16(), start.elapsed());
     tracing::debug!(%method, %route, status = res.status().as_u16(), "request");
     res
-}
-
-// ---- extractors ----
-
-/// The tenant a request acts on: the one its API key is bound to, or (with
-/// auth off) the `Repute-Tenant` header, defaulting to `default`.
-pub struct Tenant(pub String);
-
-impl FromRequestParts<Shared> for Tenant {
-    type Rejection = Problem;
-
-    async fn from_request_parts(parts: &mut Parts, state: &Shared) -> AppResult<Tenant> {
-        let named = match parts.headers.get(TENANT_HEADER) {
-            None => None,
-            Some(v) => {
-                let v = v.to_str().map_err(|_| Problem::invalid("Repute-Tenant", "must be ASCII"))?;
-                tenant::check(v).map_err(|rule| Problem::invalid("Repute-Tenant", rule))?;
-                Some(v.to_owned())
-            }
-        };
-        let Some(keys) = &state.keys else {
-            return Ok(Tenant(named.unwrap_or_else(|| "default".into())));
-        };
-        let presented = bearer(&parts.headers).ok_or_else(|| {
-            Problem::new(StatusCode::UNAUTHORIZED, "unauthorized", "An API key is required")
-                .detail("send it as `Authorization: Bearer KEY` or `X-Api-Key: KEY`")
-        })?;
-        let owner = keys
-            .tenant_of(presented)
-            .ok_or_else(|| Problem::new(StatusCode::UNAUTHORIZED, "unauthorized", "Unknown API key"))?;
-        match named {
-            Some(t) if t != owner => {
-                Err(Problem::new(StatusCode::FORBIDDEN, "forbidden", "The key is for another tenant")
-                    .detail(format!("this key may act on tenant {owner:?} only")))
-            }
-            _ => Ok(Tenant(owner)),
-        }
-    }
-}
-
-/// The key of `Authorization: Bearer KEY` (the scheme is case-insensitive,
-/// RFC 9110 11.1) or of `X-Api-Key`.
-fn bearer(headers: &HeaderMap) -> Option<&str> {
-    if let Some(v) = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
-        let (scheme, key) = v.trim_start().split_once(' ')?;
-        return scheme.eq_ignore_ascii_case("bearer").then(|| key.trim());
-    }
-    headers.get("x-api-key").and_then(|v| v.to_str().ok())
-}
-
-/// A JSON body whose refusals are problem+json naming the request's field
-/// (the path serde was at) and the rule; an oversized body is a 413.
-pub struct Body<T>(pub T);
-
-impl<T: serde::de::DeserializeOwned> FromRequest<Shared> for Body<T> {
-    type Rejection = Problem;
-
-    async fn from_request(req: Request, state: &Shared) -> AppResult<Self> {
-        // `application/json` or a `+json` type, parameters (charset) aside, as axum's `Json` takes.
-        let json = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| {
-            let essence = v.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
-            essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json"))
-        });
-        if !json {
-            return Err(Problem::invalid("body", "must be sent as Content-Type: application/json")
-                .with_status(StatusCode::UNSUPPORTED_MEDIA_TYPE));
-        }
-        let Raw(bytes) = Raw::from_request(req, state).await?;
-        let mut de = serde_json::Deserializer::from_slice(&bytes);
-        let value = serde_path_to_error::deserialize(&mut de).map_err(json_problem)?;
-        de.end().map_err(|e| Problem::invalid("body", format!("must be one JSON value: {}", serde_rule(&e))))?;
-        Ok(Body(value))
-    }
-}
-
-/// A serde_json error's message without its position.
-fn serde_rule(e: &serde_json::Error) -> String {
-    let text = e.to_string();
-    let at = format!(" at line {} column {}", e.line(), e.column());
-    text.strip_suffix(&at).unwrap_or(&text).to_owned()
-}
-
-/// The name inside serde's "missing field `x`" / "unknown field `x`, …".
-fn named_in(message: &str, prefix: &str) -> Option<String> {
-    let rest = message.strip_prefix(prefix)?;
-    Some(rest[..rest.find('`')?].to_owned())
-}
-
-fn json_problem(e: serde_path_to_error::Error<serde_json::Error>) -> Problem {
-    let path = e.path().to_string();
-    let inner = e.into_inner();
-    let rule = serde_rule(&inner);
-    if inner.is_syntax() || inner.is_eof() {
-        return Problem::invalid("body", format!("must be valid JSON: {rule}"));
-    }
-    if let Some(field) = named_in(&rule, "missing field `") {
-        let field = if path == "." { field } else { format!("{path}.{field}") };
-        return Problem::invalid(field, "is required");
-    }
-    if let Some(field) = named_in(&rule, "unknown field `") {
-        // The path already ends at the unknown key.
-        return Problem::invalid(if path == "." { field } else { path }, "is not a field of this request");
-    }
-    Problem::invalid(if path == "." { "body".to_owned() } else { path }, rule)
-}
-
-/// The raw body, at most `--max-body-bytes`; a longer one is a 413 problem.
-pub struct Raw(pub Bytes);
-
-impl FromRequest<Shared> for Raw {
-    type Rejection = Problem;
-
-    async fn from_request(req: Request, state: &Shared) -> AppResult<Self> {
-        match Bytes::from_request(req, state).await {
-            Ok(b) => Ok(Raw(b)),
-            Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => Err(Problem::too_large(state.max_body_bytes)),
-            Err(e) => Err(Problem::invalid("body", e.body_text()).with_status(e.status())),
-        }
-    }
-}
-
-/// Path parameters, refused as problem+json naming the parameter.
-pub struct P<T>(pub T);
-
-impl<T: serde::de::DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for P<T> {
-    type Rejection = Problem;
-
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> AppResult<Self> {
-        use axum::extract::path::ErrorKind;
-        match Path::<T>::from_request_parts(parts, state).await {
-            Ok(Path(v)) => Ok(P(v)),
-            Err(PathRejection::FailedToDeserializePathParams(e)) => Err(match e.into_kind() {
-                ErrorKind::ParseErrorAtKey { key, expected_type, .. } => {
-                    Problem::invalid(key, path_rule(expected_type))
-                }
-                ErrorKind::InvalidUtf8InPathParam { key } => {
-                    Problem::invalid(key, "must be UTF-8 once percent-decoded")
-                }
-                ErrorKind::DeserializeError { key, message, .. } => Problem::invalid(key, message),
-                kind => Problem::invalid("path", kind.to_string()),
-            }),
-            Err(e) => Err(Problem::invalid("path", e.body_text()).with_status(e.status())),
-        }
-    }
-}
-
-fn path_rule(expected_type: &str) -> String {
-    match expected_type {
-        "u64" => "must be an integer in 0..=18446744073709551615".to_owned(),
-        other => format!("must be a {other}"),
-    }
-}
-
-/// The query string, refused as problem+json naming the parameter.
-pub struct Q<T>(pub T);
-
-impl<T: serde::de::DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Q<T> {
-    type Rejection = Problem;
-
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> AppResult<Self> {
-        let query = parts.uri.query().unwrap_or_default();
-        let de = serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
-        serde_path_to_error::deserialize(de).map(Q).map_err(|e| {
-            let path = e.path().to_string();
-            let rule = e.into_inner().to_string();
-            match named_in(&rule, "missing field `") {
-                Some(field) => Problem::invalid(field, "is required"),
-                None => Problem::invalid(if path == "." { "query".to_owned() } else { path }, rule),
-            }
-        })
-    }
 }
 
 // ---- views ----
@@ -293,7 +114,7 @@ fn nanos(ms: f64, field: &str) -> AppResult<u64> {
 
 // ---- handlers ----
 
-async fn readyz(State(state): State<Shared>) -> Response {
+async fn readyz(State(state): State<App>) -> Response {
     if state.is_ready() {
         "ready".into_response()
     } else {
@@ -301,7 +122,7 @@ async fn readyz(State(state): State<Shared>) -> Response {
     }
 }
 
-async fn metrics(State(state): State<Shared>, headers: HeaderMap) -> Response {
+async fn metrics(State(state): State<App>, headers: HeaderMap) -> Response {
     if let (true, Some(keys)) = (state.metrics_auth, &state.keys) {
         let known = bearer(&headers).and_then(|k| keys.tenant_of(k));
         if known.is_none() {
@@ -329,7 +150,7 @@ fn one() -> u32 {
     1
 }
 
-async fn register(State(state): State<Shared>, Tenant(t): Tenant, Body(b): Body<RegisterIn>) -> AppResult<StatusCode> {
+async fn register(State(state): State<App>, Tenant(t): Tenant, Body(b): Body<RegisterIn>) -> AppResult<StatusCode> {
     let max = state.max_tenant_bytes;
     state
         .call(&t, move |p| match share::admit(p, max, Growth::Resource { kind: &b.kind, value: &b.value })? {
@@ -340,7 +161,7 @@ async fn register(State(state): State<Shared>, Tenant(t): Tenant, Body(b): Body<
     Ok(StatusCode::NO_CONTENT)
 }
 
-async fn resources(State(state): State<Shared>, Tenant(t): Tenant) -> AppResult<Json<Value>> {
+async fn resources(State(state): State<App>, Tenant(t): Tenant) -> AppResult<Json<Value>> {
     let views: Vec<ResourceView> = state.call(&t, |p| p.resources()).await?;
     Ok(Json(http_view(&views, &*state.clock)))
 }
@@ -365,7 +186,7 @@ struct ForceQuery {
 }
 
 async fn unregister(
-    State(state): State<Shared>,
+    State(state): State<App>,
     Tenant(t): Tenant,
     P(KindValue { kind, value }): P<KindValue>,
     Q(q): Q<ForceQuery>,
@@ -375,7 +196,7 @@ async fn unregister(
 }
 
 async fn cells(
-    State(state): State<Shared>,
+    State(state): State<App>,
     Tenant(t): Tenant,
     P(KindValue { kind, value }): P<KindValue>,
 ) -> AppResult<Json<Value>> {
@@ -392,7 +213,7 @@ struct BlockIn {
 }
 
 async fn block(
-    State(state): State<Shared>,
+    State(state): State<App>,
     Tenant(t): Tenant,
     P(KindValue { kind, value }): P<KindValue>,
     Body(b): Body<BlockIn>,
@@ -419,7 +240,7 @@ struct ContextQuery {
 }
 
 async fn unblock(
-    State(state): State<Shared>,
+    State(state): State<App>,
     Tenant(t): Tenant,
     P(KindValue { kind, value }): P<KindValue>,
     Q(q): Q<ContextQuery>,
@@ -438,7 +259,7 @@ struct AcquireIn {
     context: String,
 }
 
-async fn acquire(State(state): State<Shared>, Tenant(t): Tenant, Body(b): Body<AcquireIn>) -> AppResult<Response> {
+async fn acquire(State(state): State<App>, Tenant(t): Tenant, Body(b): Body<AcquireIn>) -> AppResult<Response> {
     let clock = state.clock.clone();
     let (lease, now) = state.call(&t, move |p| p.acquire(&b.context).map(|l| (l, clock.now()))).await?;
     created(&lease, now)
@@ -451,14 +272,14 @@ fn created(lease: &Lease, now: u64) -> AppResult<Response> {
     Ok(res)
 }
 
-async fn leases(State(state): State<Shared>, Tenant(t): Tenant) -> AppResult<Json<Vec<LeaseOut>>> {
+async fn leases(State(state): State<App>, Tenant(t): Tenant) -> AppResult<Json<Vec<LeaseOut>>> {
     let clock = state.clock.clone();
     let (all, now) = state.call(&t, move |p| p.leases().map(|l| (l, clock.now()))).await?;
     Ok(Json(all.iter().map(|l| lease_out(l, now)).collect()))
 }
 
 async fn lease(
-    State(state): State<Shared>,
+    State(state): State<App>,
     Tenant(t): Tenant,
     P(LeaseId { id }): P<LeaseId>,
 ) -> AppResult<Json<LeaseOut>> {
@@ -473,7 +294,7 @@ struct TokenQuery {
 }
 
 async fn release(
-    State(state): State<Shared>,
+    State(state): State<App>,
     Tenant(t): Tenant,
     P(LeaseId { id }): P<LeaseId>,
     Q(q): Q<TokenQuery>,
@@ -490,7 +311,7 @@ struct RenewIn {
 }
 
 async fn renew(
-    State(state): State<Shared>,
+    State(state): State<App>,
     Tenant(t): Tenant,
     P(LeaseId { id }): P<LeaseId>,
     Body(b): Body<RenewIn>,
@@ -519,7 +340,7 @@ struct OutcomeIn {
     latency_ms: f64,
 }
 
-async fn report(State(state): State<Shared>, Tenant(t): Tenant, Body(b): Body<OutcomeIn>) -> AppResult<StatusCode> {
+async fn report(State(state): State<App>, Tenant(t): Tenant, Body(b): Body<OutcomeIn>) -> AppResult<StatusCode> {
     let outcome = match (&b.outcome, b.http_status) {
         (Some(outcome), None) => {
             let failure = (outcome != "success").then_some(outcome.as_str());
@@ -560,7 +381,7 @@ struct DueOut {
     context: String,
 }
 
-async fn due_for_probe(State(state): State<Shared>, Tenant(t): Tenant) -> AppResult<Json<Vec<DueOut>>> {
+async fn due_for_probe(State(state): State<App>, Tenant(t): Tenant) -> AppResult<Json<Vec<DueOut>>> {
     let due = state.call(&t, |p| p.due_for_probe()).await?;
     Ok(Json(
         due.into_iter()
@@ -577,14 +398,14 @@ struct ProbeIn {
     context: String,
 }
 
-async fn probe(State(state): State<Shared>, Tenant(t): Tenant, Body(b): Body<ProbeIn>) -> AppResult<Response> {
+async fn probe(State(state): State<App>, Tenant(t): Tenant, Body(b): Body<ProbeIn>) -> AppResult<Response> {
     let clock = state.clock.clone();
     let (lease, now) =
         state.call(&t, move |p| p.acquire_for_probe(&b.kind, &b.value, &b.context).map(|l| (l, clock.now()))).await?;
     created(&lease, now)
 }
 
-async fn stats(State(state): State<Shared>, Tenant(t): Tenant) -> AppResult<Json<Stats>> {
+async fn stats(State(state): State<App>, Tenant(t): Tenant) -> AppResult<Json<Stats>> {
     Ok(Json(state.call(&t, |p| p.stats()).await?))
 }
 
@@ -594,7 +415,7 @@ struct ExportQuery {
     leases: Option<bool>,
 }
 
-async fn export(State(state): State<Shared>, Tenant(t): Tenant, Q(q): Q<ExportQuery>) -> AppResult<Response> {
+async fn export(State(state): State<App>, Tenant(t): Tenant, Q(q): Q<ExportQuery>) -> AppResult<Response> {
     let with_leases = q.leases.unwrap_or(true);
     match q.format.as_deref() {
         None | Some("binary") => {
@@ -613,9 +434,10 @@ async fn export(State(state): State<Shared>, Tenant(t): Tenant, Q(q): Q<ExportQu
 /// first (`--max-resources`, `--max-cells`, `--rate`), so an import can lower
 /// a budget but never lift one; with `--max-tenant-bytes`, the pool it
 /// builds must fit the tenant's memory share (its footprint as built here,
-/// natively, where sizes are at least those of the wasm instance).
+/// by the core linked into the server, where sizes are at least those of the
+/// wasm instance).
 async fn import(
-    State(state): State<Shared>,
+    State(state): State<App>,
     Tenant(t): Tenant,
     headers: HeaderMap,
     Raw(body): Raw,
@@ -651,7 +473,7 @@ async fn import(
 
 /// Server-Sent Events: the event name is the pool event's type, the data its JSON.
 async fn events(
-    State(state): State<Shared>,
+    State(state): State<App>,
     Tenant(t): Tenant,
 ) -> AppResult<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>> {
     state.ensure_open(&t)?;

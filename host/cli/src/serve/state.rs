@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-use repute_host::{Clock, Event, Ownership, Policy, PoolOps, PoolSet, Standing, Store, TenantConfig, TenantPool};
+use repute_host::{Backend, Clock, Event, Ownership, Policy, PoolOps, PoolSet, Standing, TenantConfig, TenantPool};
 use tokio::sync::{broadcast, watch};
 
 use repute_core::snapshot::{capped, CappedInput, Caps};
@@ -20,7 +20,7 @@ const EVENT_BUFFER: usize = 4096;
 
 pub struct AppState {
     pub set: PoolSet,
-    pub store: Store,
+    pub store: Arc<dyn Backend>,
     /// Sharded mode on PostgreSQL: the owner leases of this process. `None`
     /// when every tenant is served here (single process, or shared mode).
     pub ownership: Option<Ownership>,
@@ -52,7 +52,7 @@ impl AppState {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         set: PoolSet,
-        store: Store,
+        store: Arc<dyn Backend>,
         ownership: Option<Ownership>,
         clock: Arc<dyn Clock>,
         policy: Policy,

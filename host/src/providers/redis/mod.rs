@@ -22,6 +22,7 @@
 
 mod wire;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::{Client, Connection, Script};
@@ -29,6 +30,7 @@ use repute_core::{Command, RateLimit, SECOND};
 
 use super::fencing::{Fencing, Permit};
 use super::storage::{decode_command, encode_command, Checkpoint, LogEntry, Storage};
+use super::{Backend, Clock, Providers};
 use crate::error::StoreError;
 
 pub use wire::{Address, Done, Exchange, RedisWire};
@@ -177,9 +179,33 @@ pub struct Redis {
     client: Client,
 }
 
-impl std::fmt::Debug for Redis {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Redis").finish_non_exhaustive()
+opaque_debug!(Redis, RedisStorage, RedisFencing);
+
+impl Backend for Redis {
+    fn open(url: &str) -> crate::Result<Redis> {
+        Ok(Redis::connect(url)?)
+    }
+
+    fn is_shared(&self) -> bool {
+        true
+    }
+
+    fn tenant_providers(&self, tenant: &str, epoch: u64, clock: Arc<dyn Clock>) -> crate::Result<Providers> {
+        Ok(Providers::redis(self, tenant, epoch, clock))
+    }
+
+    /// Makes `epoch` the tenant's if it is higher than the stored one, so an
+    /// owner chosen elsewhere fences this store's earlier writers.
+    fn raise_epoch(&self, tenant: &str, epoch: u64) -> Result<(), StoreError> {
+        let keys = Keys::new(tenant);
+        self.link().run(|c, s| s.raise_epoch.key(&keys.epoch).arg(epoch).invoke::<i64>(c))?;
+        Ok(())
+    }
+
+    /// For a caller that owns the connection (see [`Exchange`]); none for
+    /// a TLS server.
+    fn wire(&self, tenant: &str, epoch: u64) -> Option<RedisWire> {
+        RedisWire::new(self.client.get_connection_info(), Keys::new(tenant), epoch)
     }
 }
 
@@ -204,20 +230,6 @@ impl Redis {
             RedisStorage { link: self.link(), keys: keys.clone(), epoch, seen: 0 },
             RedisFencing { link: self.link(), keys, epoch },
         )
-    }
-
-    /// The tenant's grants and revokes as bytes for a caller that owns the
-    /// connection (see [`Exchange`]); none for a TLS server.
-    pub fn wire(&self, tenant: &str, epoch: u64) -> Option<RedisWire> {
-        RedisWire::new(self.client.get_connection_info(), Keys::new(tenant), epoch)
-    }
-
-    /// Makes `epoch` the tenant's if it is higher than the stored one, so an
-    /// owner chosen elsewhere fences this store's earlier writers.
-    pub fn raise_epoch(&self, tenant: &str, epoch: u64) -> Result<(), StoreError> {
-        let keys = Keys::new(tenant);
-        self.link().run(|c, s| s.raise_epoch.key(&keys.epoch).arg(epoch).invoke::<i64>(c))?;
-        Ok(())
     }
 }
 
@@ -297,18 +309,6 @@ pub struct RedisFencing {
     link: Link,
     keys: Keys,
     epoch: u64,
-}
-
-impl std::fmt::Debug for RedisStorage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisStorage").finish_non_exhaustive()
-    }
-}
-
-impl std::fmt::Debug for RedisFencing {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisFencing").finish_non_exhaustive()
-    }
 }
 
 type Fields = (Option<u64>, Option<u64>, Option<u64>, Option<Vec<u8>>);

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use repute_host::providers::{Claim, EtcdOwners, OwnerStore};
 use repute_host::{
-    Error, Outcome, OwnersSpec, Ownership, Pool, PoolOps, Standing, Store, StoreError, StoreSpec, SystemClock,
+    Backend, Error, Outcome, OwnersSpec, Ownership, Pool, PoolOps, Standing, StoreError, StoreSpec, SystemClock,
     TenantConfig,
 };
 
@@ -37,6 +37,15 @@ fn claimed(claim: Claim) -> u64 {
         Claim::Owned { epoch, .. } => epoch,
         other => panic!("expected to own the tenant, got {other:?}"),
     }
+}
+
+/// A fresh tenant named after `name` that owner `a` claimed, beside a
+/// second owner `b`; the epoch `a` took.
+fn claimed_by_a(name: &str) -> (String, EtcdOwners, EtcdOwners, u64) {
+    let t = tenant(name);
+    let (mut a, b) = (owners(), owners());
+    let epoch = claimed(a.claim(&t, "a", "http://a", TTL).unwrap());
+    (t, a, b, epoch)
 }
 
 const TTL: Duration = Duration::from_secs(1);
@@ -73,9 +82,7 @@ fn a_held_tenant_is_elsewhere_naming_its_owner() {
 
 #[test]
 fn renewals_keep_the_tenant_and_its_epoch() {
-    let t = tenant("renewed");
-    let (mut a, mut b) = (owners(), owners());
-    let epoch = claimed(a.claim(&t, "a", "http://a", TTL).unwrap());
+    let (t, mut a, mut b, epoch) = claimed_by_a("renewed");
     // Three lease lengths, kept alive every quarter TTL: never lost.
     for _ in 0..12 {
         std::thread::sleep(TTL / 4);
@@ -89,9 +96,7 @@ fn renewals_keep_the_tenant_and_its_epoch() {
 
 #[test]
 fn resigning_frees_the_tenant_at_once_and_epochs_rise() {
-    let t = tenant("resign");
-    let (mut a, mut b) = (owners(), owners());
-    let first = claimed(a.claim(&t, "a", "http://a", TTL).unwrap());
+    let (t, mut a, mut b, first) = claimed_by_a("resign");
     a.resign(&t, "a", first).unwrap();
     let second = claimed(b.claim(&t, "b", "http://b", TTL).unwrap());
     assert!(second > first, "epoch {second} after {first}");
@@ -107,9 +112,7 @@ fn resigning_frees_the_tenant_at_once_and_epochs_rise() {
 
 #[test]
 fn a_lease_not_kept_alive_lapses_and_another_takes_over() {
-    let t = tenant("lapsed");
-    let (mut a, mut b) = (owners(), owners());
-    let first = claimed(a.claim(&t, "a", "http://a", TTL).unwrap());
+    let (t, mut a, mut b, first) = claimed_by_a("lapsed");
     // A stops renewing (paused or dead); etcd deletes the key when its lease runs out.
     let (second, waited) = take_over(&mut b, &t, "b");
     assert!(second > first, "epoch {second} after {first}");
@@ -121,9 +124,7 @@ fn a_lease_not_kept_alive_lapses_and_another_takes_over() {
 
 #[test]
 fn the_watch_reports_a_tenant_let_go() {
-    let t = tenant("vacated");
-    let (mut a, mut b) = (owners(), owners());
-    let epoch = claimed(a.claim(&t, "a", "http://a", TTL).unwrap());
+    let (t, mut a, mut b, epoch) = claimed_by_a("vacated");
     assert!(matches!(b.claim(&t, "b", "http://b", TTL).unwrap(), Claim::Elsewhere { .. }));
     assert!(b.vacated().is_empty());
     a.resign(&t, "a", epoch).unwrap();
@@ -148,7 +149,7 @@ fn ok() -> Outcome {
     Outcome::Success { latency_ms: 10.0 }
 }
 
-fn open(store: &Store, t: &str, epoch: u64) -> Pool {
+fn open(store: &dyn Backend, t: &str, epoch: u64) -> Pool {
     let providers = store.providers(t, epoch, Arc::new(SystemClock::new())).unwrap();
     Pool::open(TenantConfig { durable: true, ..TenantConfig::default() }, providers).unwrap()
 }
@@ -161,7 +162,7 @@ fn postgres_refuses_the_writes_of_an_owner_deposed_in_etcd() {
     let t = tenant("deposed");
     let (mut a_owners, mut b_owners) = (owners(), owners());
     let first = claimed(a_owners.claim(&t, "a", "http://a", TTL).unwrap());
-    let mut a = open(&store, &t, first);
+    let mut a = open(&*store, &t, first);
     a.register("proxy", "p1", 1).unwrap();
     a.report("proxy", "p1", "shop", &ok()).unwrap();
     assert_eq!(a.checkpoint(true).unwrap(), 1);
@@ -169,7 +170,7 @@ fn postgres_refuses_the_writes_of_an_owner_deposed_in_etcd() {
     // A is paused past its owner lease; B takes the tenant over in etcd and
     // opens it, which raises the epoch PostgreSQL checks.
     let (second, _) = take_over(&mut b_owners, &t, "b");
-    let mut b = open(&store, &t, second);
+    let mut b = open(&*store, &t, second);
     assert_eq!(b.cells("proxy", "p1").unwrap()[0].observations, 1, "B folded A's acknowledged report");
 
     // A wakes up: its log append and its checkpoint carry the old epoch.
@@ -276,8 +277,8 @@ fn owners_spec_names_etcd_endpoints_and_needs_a_fencing_store() {
         }
     }
     let etcd = OwnersSpec::parse(&format!("etcd://{}", etcd_url().trim_start_matches("http://"))).unwrap();
-    for store in [Store::Memory, StoreSpec::parse("sqlite:unused.db").unwrap().open().unwrap()] {
-        match etcd.ownership(&store, "http://a", TTL) {
+    for store in [StoreSpec::memory(), StoreSpec::parse("sqlite:unused.db").unwrap()].map(|s| s.open().unwrap()) {
+        match etcd.ownership(&*store, "http://a", TTL) {
             Err(Error::InvalidInput { field, rule }) => assert!(field == "owners" && rule.contains("postgres://")),
             other => panic!("{store:?}: {other:?}"),
         }

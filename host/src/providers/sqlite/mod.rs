@@ -24,6 +24,7 @@ use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use super::fencing::{Fencing, MemoryFencing, Permit};
 use super::storage::{decode_command, encode_command, Checkpoint, LogEntry, Storage};
+use super::{Backend, Clock, Providers};
 use crate::error::{Error, StoreError};
 
 const SCHEMA: &str = "
@@ -91,6 +92,23 @@ struct Inner {
 }
 
 /// Checkpoints and the command log of one tenant in a SQLite file.
+/// One SQLite file for every tenant; one process owns a tenant at a time.
+#[derive(Debug, Clone)]
+pub struct SqliteFile {
+    path: PathBuf,
+}
+
+impl Backend for SqliteFile {
+    fn open(path: &str) -> crate::Result<SqliteFile> {
+        Ok(SqliteFile { path: PathBuf::from(path) })
+    }
+
+    /// The file lock is the owner here: no epoch comes from outside.
+    fn tenant_providers(&self, tenant: &str, _: u64, clock: Arc<dyn Clock>) -> crate::Result<Providers> {
+        Providers::sqlite(&self.path, tenant, clock)
+    }
+}
+
 pub struct SqliteStorage {
     inner: Arc<Mutex<Inner>>,
 }
@@ -124,17 +142,7 @@ pub struct SqliteFencing {
     permits: MemoryFencing,
 }
 
-impl std::fmt::Debug for SqliteStorage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SqliteStorage").finish_non_exhaustive()
-    }
-}
-
-impl std::fmt::Debug for SqliteFencing {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SqliteFencing").finish_non_exhaustive()
-    }
-}
+opaque_debug!(SqliteStorage, SqliteFencing);
 
 /// The tenant's lock file beside the database, named by a stable hash so any
 /// tenant name makes a valid file name.

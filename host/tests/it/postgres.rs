@@ -7,14 +7,13 @@
 //!
 //! Needs `REPUTE_TEST_PG_URL` (see `scripts/services.sh`).
 
-mod shared_store;
-
 use std::sync::Arc;
 use std::time::Duration;
 
 use repute_host::providers::{Claim, OwnerStore, Postgres, Storage};
 use repute_host::{Error, Outcome, Policy, Pool, PoolOps, Providers, StoreError, SystemClock, TenantConfig};
-use shared_store::{tenant, Opener};
+
+use crate::shared_store::{shared_store_tests, tenant, Opener};
 
 fn url() -> String {
     std::env::var("REPUTE_TEST_PG_URL")
@@ -137,7 +136,7 @@ fn migrations_run_once() {
     assert_eq!(versions, vec![1]);
 }
 
-shared_store::shared_store_tests!(opener: opener, db: db, grants: 60);
+shared_store_tests!(opener: opener, db: db, grants: 60);
 
 #[test]
 fn a_lease_released_after_the_checkpoint_does_not_come_back() {

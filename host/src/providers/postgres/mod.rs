@@ -25,10 +25,12 @@ use repute_core::{Command, RateLimit, SECOND};
 use super::fencing::{Fencing, Permit};
 use super::owners::{owner_margin, Claim, OwnerStore};
 use super::storage::{decode_command, encode_command, Checkpoint, LogEntry, Storage};
+use super::{Backend, Clock, Providers};
 use crate::error::StoreError;
+use crate::ownership::Ownership;
 
 /// Schema versions in order; each runs once, in one transaction.
-const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("../../migrations/0001_init.sql"))];
+const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("../../../migrations/0001_init.sql"))];
 
 /// Any lock number, the same in every process: serialises migrations.
 const MIGRATION_LOCK: i64 = 0x7265_7075_7465;
@@ -128,9 +130,37 @@ pub struct Postgres {
     config: Arc<Config>,
 }
 
-impl std::fmt::Debug for Postgres {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Postgres").finish_non_exhaustive()
+opaque_debug!(Postgres, PgStorage, PgFencing, PgOwners);
+
+impl Backend for Postgres {
+    fn open(url: &str) -> crate::Result<Postgres> {
+        Ok(Postgres::connect(url)?)
+    }
+
+    fn is_shared(&self) -> bool {
+        true
+    }
+
+    fn tenant_providers(&self, tenant: &str, epoch: u64, clock: Arc<dyn Clock>) -> crate::Result<Providers> {
+        Ok(Providers::postgres(self, tenant, epoch, clock))
+    }
+
+    /// Makes `epoch` the tenant's if it is higher than the stored one: an
+    /// owner chosen elsewhere (etcd) fences this store's earlier writers.
+    /// An epoch taken here (`PgOwners`) is already stored; this is a no-op.
+    fn raise_epoch(&self, tenant: &str, epoch: u64) -> Result<(), StoreError> {
+        self.link().run(|c| {
+            c.execute(
+                "INSERT INTO repute_tenant AS t (tenant, epoch) VALUES ($1, $2::bigint)
+                 ON CONFLICT (tenant) DO UPDATE SET epoch = greatest(t.epoch, EXCLUDED.epoch)",
+                &[&tenant, &(epoch as i64)],
+            )
+        })?;
+        Ok(())
+    }
+
+    fn ownership(&self, address: &str, ttl: Duration) -> Option<Ownership> {
+        Some(Ownership::new(Box::new(self.owners()), address, ttl))
     }
 }
 
@@ -167,20 +197,6 @@ impl Postgres {
     /// renewals never queue behind a tenant's calls.
     pub fn owners(&self) -> PgOwners {
         PgOwners { link: self.link() }
-    }
-
-    /// Makes `epoch` the tenant's if it is higher than the stored one: an
-    /// owner chosen elsewhere (etcd) fences this store's earlier writers.
-    /// An epoch taken here (`PgOwners`) is already stored; this is a no-op.
-    pub fn raise_epoch(&self, tenant: &str, epoch: u64) -> Result<(), StoreError> {
-        self.link().run(|c| {
-            c.execute(
-                "INSERT INTO repute_tenant AS t (tenant, epoch) VALUES ($1, $2::bigint)
-                 ON CONFLICT (tenant) DO UPDATE SET epoch = greatest(t.epoch, EXCLUDED.epoch)",
-                &[&tenant, &(epoch as i64)],
-            )
-        })?;
-        Ok(())
     }
 }
 
@@ -226,18 +242,6 @@ pub struct PgStorage {
 /// The permit table as the tenant's lease authority.
 pub struct PgFencing {
     inner: Arc<Mutex<Inner>>,
-}
-
-impl std::fmt::Debug for PgStorage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PgStorage").finish_non_exhaustive()
-    }
-}
-
-impl std::fmt::Debug for PgFencing {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PgFencing").finish_non_exhaustive()
-    }
 }
 
 impl Storage for PgStorage {
@@ -437,12 +441,6 @@ impl Fencing for PgFencing {
 /// only grows and whose expiry is judged by the database clock.
 pub struct PgOwners {
     link: Link,
-}
-
-impl std::fmt::Debug for PgOwners {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PgOwners").finish_non_exhaustive()
-    }
 }
 
 impl OwnerStore for PgOwners {

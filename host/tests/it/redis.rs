@@ -10,8 +10,6 @@
 //!
 //! Needs `REPUTE_TEST_REDIS_URL` (see `scripts/services.sh`).
 
-mod shared_store;
-
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::Arc;
@@ -19,10 +17,11 @@ use std::time::Duration;
 
 use repute_host::providers::{Address, Done, Exchange, Redis, Storage};
 use repute_host::{
-    EmbeddedPool, Error, Lease, Mode, Policy, Pool, PoolOps, Providers, Sharing, Store, StoreError, Strategy,
+    Backend, EmbeddedPool, Error, Lease, Mode, Policy, Pool, PoolOps, Providers, Sharing, StoreError, Strategy,
     SystemClock, TenantConfig,
 };
-use shared_store::{tenant, Opener};
+
+use crate::shared_store::{shared_store_tests, tenant, Opener};
 
 fn url() -> String {
     std::env::var("REPUTE_TEST_REDIS_URL").expect(
@@ -35,9 +34,7 @@ fn db() -> Redis {
 }
 
 fn open_with(db: &Redis, tenant: &str, policy: Policy) -> Pool {
-    let (storage, fencing) = db.tenant(tenant, 0);
-    let providers =
-        Providers { clock: Arc::new(SystemClock::new()), fencing: Box::new(fencing), storage: Box::new(storage) };
+    let providers = Providers::redis(db, tenant, 0, Arc::new(SystemClock::new()));
     Pool::open(TenantConfig { policy, durable: true, ..TenantConfig::default() }, providers).unwrap()
 }
 
@@ -92,7 +89,7 @@ fn a_stale_epoch_is_refused_by_the_scripts() {
     assert_eq!(current.append(&register), Ok(2), "raising never lowers the epoch");
 }
 
-shared_store::shared_store_tests!(opener: opener, db: db, grants: 100);
+shared_store_tests!(opener: opener, db: db, grants: 100);
 
 /// A server that lost its scripts (a restart, `SCRIPT FLUSH`) is given them
 /// again: the release still frees the permit for the next grant.
@@ -123,7 +120,7 @@ fn first() -> TenantConfig {
 }
 
 fn embedded(tenant: &str) -> EmbeddedPool {
-    let store = Store::Redis(db());
+    let store = db();
     let sharing = Sharing { mode: Mode::Shared, ..Sharing::default() };
     EmbeddedPool::open(&store, &sharing, tenant, first(), Arc::new(SystemClock::new())).unwrap()
 }
@@ -144,6 +141,13 @@ impl Driven {
         let socket = TcpStream::connect((host.as_str(), port)).unwrap();
         socket.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         Driven { pool, exchange, socket }
+    }
+
+    /// A fresh tenant named after `name`, with one single-permit resource `a`.
+    fn with_one(name: &str) -> Driven {
+        let mut driven = Driven::open(&tenant(name));
+        driven.pool.serve().unwrap().register("proxy", "a", 1).unwrap();
+        driven
     }
 
     /// Writes what is pending and reads until something finishes.
@@ -253,9 +257,7 @@ fn acquires_in_flight_together_take_distinct_permits() {
 /// other tests on the server.
 #[test]
 fn scripts_the_server_lost_are_sent_as_source() {
-    let t = tenant("exchange-noscript");
-    let mut driven = Driven::open(&t);
-    driven.pool.serve().unwrap().register("proxy", "a", 1).unwrap();
+    let mut driven = Driven::with_one("exchange-noscript");
     driven.exchange.acquire(driven.pool.serve().unwrap(), 1, "shop").unwrap();
     let by_hash = driven.exchange.take_output();
     assert!(by_hash.starts_with(b"*9\r\n$7\r\nEVALSHA\r\n"));
@@ -281,9 +283,7 @@ fn scripts_the_server_lost_are_sent_as_source() {
 
 #[test]
 fn a_broken_connection_fails_what_was_in_flight() {
-    let t = tenant("exchange-broken");
-    let mut driven = Driven::open(&t);
-    driven.pool.serve().unwrap().register("proxy", "a", 1).unwrap();
+    let mut driven = Driven::with_one("exchange-broken");
     driven.exchange.acquire(driven.pool.serve().unwrap(), 9, "shop").unwrap();
     assert!(driven.exchange.busy());
     let why = StoreError::Unavailable("redis: connection reset".into());
@@ -299,9 +299,7 @@ fn a_broken_connection_fails_what_was_in_flight() {
 
 #[test]
 fn a_reply_the_exchange_cannot_read_breaks_the_connection() {
-    let t = tenant("exchange-garbage");
-    let mut driven = Driven::open(&t);
-    driven.pool.serve().unwrap().register("proxy", "a", 1).unwrap();
+    let mut driven = Driven::with_one("exchange-garbage");
     driven.exchange.acquire(driven.pool.serve().unwrap(), 1, "shop").unwrap();
     let fed = driven.exchange.feed(driven.pool.serve().unwrap(), b"*1\r\n");
     assert!(matches!(fed, Err(StoreError::Unavailable(_))), "{fed:?}");
@@ -309,7 +307,7 @@ fn a_reply_the_exchange_cannot_read_breaks_the_connection() {
 
 #[test]
 fn a_shared_rate_limit_keeps_a_pool_to_the_one_call_acquire() {
-    let store = Store::Redis(db());
+    let store = db();
     let sharing = Sharing { mode: Mode::Shared, ..Sharing::default() };
     let limited = TenantConfig {
         policy: Policy { rate_limit: Some(repute_host::RateLimit { rate: 10.0, burst: 1 }), ..Policy::default() },

@@ -112,11 +112,7 @@ pub struct EtcdOwners {
     watcher: Option<JoinHandle<()>>,
 }
 
-impl std::fmt::Debug for EtcdOwners {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EtcdOwners").finish_non_exhaustive()
-    }
-}
+opaque_debug!(EtcdOwners);
 
 fn new_runtime() -> Result<Runtime, StoreError> {
     tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(unavailable)

@@ -2,7 +2,6 @@
 //! command sequences on the same clock readings, must agree on every result,
 //! every event and every snapshot byte.
 
-#[path = "differential/commands.rs"]
 mod commands;
 
 use commands::{Cmd, CONTEXTS, KINDS, VALUES};

@@ -4,16 +4,11 @@ use std::process::Command;
 
 use repute_core::{Context, FailureKind, Outcome, Policy, Pool, ResourceId};
 
+use crate::tempdir;
+
 fn repute(args: &[&str], dir: &std::path::Path) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_repute")).args(args).current_dir(dir).output().unwrap();
     (out.status.success(), String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
-}
-
-fn tempdir(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("repute-tools-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 #[test]

@@ -129,12 +129,34 @@ fn a_pool_that_saved_behind_another_writers_back_is_refused() {
     assert_ne!(stale.load().unwrap().unwrap().bytes, b"stale");
 }
 
+/// A [`PoolSet`](repute_host::PoolSet) driven from async code runs its
+/// SQLite calls on tokio's blocking pool, so a slow disk never stalls an
+/// executor thread.
+#[derive(Clone)]
+struct AsyncPoolSet(Arc<repute_host::PoolSet>);
+
+impl AsyncPoolSet {
+    async fn open_tenant(&self, tenant: &str, config: TenantConfig, providers: Providers) -> repute_host::Result<()> {
+        let (set, tenant) = (self.0.clone(), tenant.to_owned());
+        tokio::task::spawn_blocking(move || set.open_tenant(&tenant, config, providers)).await.unwrap()
+    }
+
+    async fn with<R: Send + 'static>(
+        &self,
+        tenant: &str,
+        f: impl FnOnce(&mut repute_host::TenantPool<'_>) -> R + Send + 'static,
+    ) -> repute_host::Result<R> {
+        let (set, tenant) = (self.0.clone(), tenant.to_owned());
+        tokio::task::spawn_blocking(move || set.with(&tenant, f)).await.unwrap()
+    }
+}
+
 #[test]
 fn the_async_face_runs_sqlite_calls_off_the_executor() {
     let db = TempDb::new("async");
     let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
     runtime.block_on(async {
-        let set = repute_host::AsyncPoolSet::new(repute_host::PoolSet::new(2, Default::default()).unwrap());
+        let set = AsyncPoolSet(Arc::new(repute_host::PoolSet::new(2, Default::default()).unwrap()));
         for tenant in ["a", "b"] {
             let providers = Providers::sqlite(&db.0, tenant, Arc::new(ManualClock::new(1))).unwrap();
             let config = TenantConfig { durable: true, ..TenantConfig::default() };
@@ -167,7 +189,7 @@ fn a_second_process_is_refused() {
     let clock = ManualClock::new(1);
     let child = || {
         let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--ignored", "--exact", "child_opener", "--nocapture"])
+            .args(["--ignored", "--exact", "sqlite_restart::child_opener", "--nocapture"])
             .env("REPUTE_TEST_CHILD_DB", &db.0)
             .output()
             .unwrap();
@@ -240,7 +262,7 @@ fn grants_and_releases_survive_kill_9() {
     let db = TempDb::new("kill9");
     let mut child = Killed(
         Command::new(std::env::current_exe().unwrap())
-            .args(["--ignored", "--exact", "child_holder", "--nocapture", "--test-threads=1"])
+            .args(["--ignored", "--exact", "sqlite_restart::child_holder", "--nocapture", "--test-threads=1"])
             .env("REPUTE_TEST_CHILD_HOLDER_DB", &db.0)
             .stdout(Stdio::piped())
             .spawn()
