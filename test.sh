@@ -13,8 +13,9 @@
 # running ones, and stops the ones it started when it ends, passed or failed.
 #
 # Everything builds in release with the `etcd` feature (repute-cli's turns
-# on every backend of repute-host: postgres, redis and etcd), so every test
-# runs and wasmtime is compiled once and shared by cargo, maturin and napi.
+# on every backend of repute-host: postgres, redis and etcd) and the host's
+# `testing` one (its test doubles), so every test runs; the workspace-hack
+# crate keeps wasmtime compiled once and shared by cargo, maturin and napi.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -93,17 +94,19 @@ cargo metadata --locked --format-version 1 >/dev/null
 cargo hakari generate --diff
 cargo hakari manage-deps --dry-run
 cargo hakari verify
-cargo clippy --workspace --all-targets --release --locked --features repute-cli/etcd -- -D warnings
+cargo clippy --workspace --all-targets --release --locked --features repute-cli/etcd,repute-host/testing -- -D warnings
+# The host library as an embedder that enables no networked backend builds it.
+cargo clippy -p repute-host --release --locked --no-default-features -- -D warnings
 # The component glue only compiles for wasm; lint it there too.
 cargo clippy -p repute-core --target wasm32-wasip2 --features trap-test --release --locked -- -D warnings
 # The binding crates are extension modules: their symbols come from the
 # Python / Node process, so they are tested through their own suites below.
-cargo test --workspace --release --locked --features repute-cli/etcd --exclude repute-python --exclude repute-node
+cargo test --workspace --release --locked --features repute-cli/etcd,repute-host/testing --exclude repute-python --exclude repute-node
 # The server against its own OpenAPI document (schemathesis, from PyPI).
 scripts/schemathesis.sh
 ./bindings-python/test.sh
 # The fault harness's Python scenario (kill -9 of a Python process holding
 # leases on SQLite) needs the binding the step above installed in .venv.
-REPUTE_TEST_PYTHON="$PWD/.venv/bin/python" cargo test --workspace --release --locked --features repute-cli/etcd \
+REPUTE_TEST_PYTHON="$PWD/.venv/bin/python" cargo test --workspace --release --locked --features repute-cli/etcd,repute-host/testing \
     --exclude repute-python --exclude repute-node --test faults sqlite_python -- --ignored
 ./bindings-node/test.sh

@@ -64,12 +64,12 @@ pg_start() {
     echo "postgres: $(pg_url)"
 }
 
+pg_halt() {
+    as_pg "$(pg_bin)/pg_ctl" -D "$1/data" -m fast -w stop >/dev/null 2>&1 || true
+}
+
 pg_stop() {
-    [ -f "$PG_DIR_FILE" ] || return 0
-    local dir
-    dir=$(cat "$PG_DIR_FILE")
-    as_pg "$(pg_bin)/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null 2>&1 || true
-    rm -rf "$dir" "$PG_DIR_FILE"
+    stop "$PG_DIR_FILE" pg_halt
 }
 
 pg_restart() {
@@ -80,6 +80,29 @@ pg_restart() {
 
 etcd_url() {
     echo "http://127.0.0.1:$ETCD_PORT"
+}
+
+# Stops the server whose pid file this script wrote: never another one that
+# happens to listen on the port. TERM, then KILL after 10 s.
+halt() {
+    local pid
+    [ -f "$1" ] || return 0
+    pid=$(cat "$1")
+    kill -TERM "$pid" 2>/dev/null || return 0
+    for _ in $(seq 100); do
+        kill -0 "$pid" 2>/dev/null || return 0
+        sleep 0.1
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+}
+
+# Halts the server recorded in the file $1 with $2 and removes its data.
+stop() {
+    [ -f "$1" ] || return 0
+    local dir
+    dir=$(cat "$1")
+    "$2" "$dir"
+    rm -rf "$dir" "$1"
 }
 
 etcd_running() {
@@ -124,23 +147,12 @@ etcd_start() {
 }
 
 etcd_halt() {
-    local dir=$1 pid
-    etcd_running "$dir" || return 0
-    pid=$(cat "$dir/etcd.pid")
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 100); do
-        kill -0 "$pid" 2>/dev/null || return 0
-        sleep 0.1
-    done
-    kill -KILL "$pid" 2>/dev/null || true
+    etcd_running "$1" && halt "$1/etcd.pid"
+    return 0
 }
 
 etcd_stop() {
-    [ -f "$ETCD_DIR_FILE" ] || return 0
-    local dir
-    dir=$(cat "$ETCD_DIR_FILE")
-    etcd_halt "$dir"
-    rm -rf "$dir" "$ETCD_DIR_FILE"
+    stop "$ETCD_DIR_FILE" etcd_halt
 }
 
 etcd_restart() {
@@ -177,26 +189,12 @@ redis_start() {
     exit 1
 }
 
-# Stops the server this script started in $1, by the pid file it wrote
-# there: never another Redis that happens to listen on the port.
 redis_halt() {
-    local dir=$1 pid
-    [ -f "$dir/redis.pid" ] || return 0
-    pid=$(cat "$dir/redis.pid")
-    kill -TERM "$pid" 2>/dev/null || return 0
-    for _ in $(seq 100); do
-        kill -0 "$pid" 2>/dev/null || return 0
-        sleep 0.1
-    done
-    kill -KILL "$pid" 2>/dev/null || true
+    halt "$1/redis.pid"
 }
 
 redis_stop() {
-    [ -f "$REDIS_DIR_FILE" ] || return 0
-    local dir
-    dir=$(cat "$REDIS_DIR_FILE")
-    redis_halt "$dir"
-    rm -rf "$dir" "$REDIS_DIR_FILE"
+    stop "$REDIS_DIR_FILE" redis_halt
 }
 
 redis_restart() {

@@ -24,6 +24,18 @@ function pgUrl() {
 
 const newTenant = () => `node-${randomUUID()}`;
 
+/** Ends the tenant's owner lease in the database, as it ends for an owner
+ * that could not renew in time. */
+async function endOwnerLease(store, tenant) {
+  await promisify(execFile)('psql', [
+    store,
+    '-v',
+    'ON_ERROR_STOP=1',
+    '-qc',
+    `UPDATE repute_tenant SET expires_at = '-infinity' WHERE tenant = '${tenant}'`,
+  ]);
+}
+
 test('sharded: a second pool is refused, naming the owner, until the first resigns', async () => {
   const store = pgUrl();
   const tenant = newTenant();
@@ -60,13 +72,7 @@ test('sharded: a pool whose owner lease lapsed stops serving', async () => {
   // The database ends the owner lease, as it does for an owner that could
   // not renew in time (paused, cut off): renewal now fails, and the pool
   // refuses every call from then on instead of serving what it lost.
-  await promisify(execFile)('psql', [
-    store,
-    '-v',
-    'ON_ERROR_STOP=1',
-    '-qc',
-    `UPDATE repute_tenant SET expires_at = '-infinity' WHERE tenant = '${tenant}'`,
-  ]);
+  await endOwnerLease(store, tenant);
   const successor = await Pool.open({ store, tenant });
   const end = performance.now() + 5_000;
   let refusal;
@@ -130,13 +136,7 @@ test('owner loss loses an auto-renewed lease once', async () => {
   const lost = [];
   lease.on('lost', (loss) => lost.push(loss));
   // The database ends the owner lease, as for an owner cut off too long.
-  await promisify(execFile)('psql', [
-    store,
-    '-v',
-    'ON_ERROR_STOP=1',
-    '-qc',
-    `UPDATE repute_tenant SET expires_at = '-infinity' WHERE tenant = '${tenant}'`,
-  ]);
+  await endOwnerLease(store, tenant);
   const successor = await Pool.open({ store, tenant });
   const end = performance.now() + 10_000;
   while (lost.length === 0 && performance.now() < end) await sleep(20);

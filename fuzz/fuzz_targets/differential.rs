@@ -1,7 +1,7 @@
 //! The component against the native core: the input decodes (with
 //! `arbitrary`) into a tenant config and a sequence of the differential
 //! test's commands, run on a `repute_host::Pool` (the WebAssembly
-//! component in wasmtime) and a `NativePool` on clocks read alike. Oracle:
+//! component in wasmtime) and a `LinkedPool` on clocks read alike. Oracle:
 //! no panic or trap, and the same result for every command, the same
 //! events after every command and the same final snapshots, byte for byte.
 

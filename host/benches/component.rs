@@ -3,14 +3,14 @@
 //! with 10 contexts, the fixed price of one call, and a cold start
 //! (engine → first acquire).
 //!
-//! Run: `cargo bench -p repute-host --bench component`
+//! Run: `cargo bench -p repute-host --features testing --bench component`
 
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use repute_host::native::NativePool;
+use repute_host::linked::LinkedPool;
 use repute_host::{
     measure_cold_start, FailureKind, Limits, Outcome, Policy, Pool, PoolOps, Providers, Strategy, SystemClock,
     TenantConfig,
@@ -42,11 +42,11 @@ fn fill(p: &mut dyn PoolOps, n: usize) {
 fn pools(n: usize, strategy: Strategy) -> Vec<(&'static str, Box<dyn PoolOps>)> {
     let config = TenantConfig { policy: Policy { strategy, ..Policy::default() }, ..TenantConfig::default() };
     let quiet = Limits { max_pending_events: 0, ..Limits::default() };
-    let mut native_quiet = NativePool::open(config.clone(), providers()).unwrap();
+    let mut native_quiet = LinkedPool::open(config.clone(), providers()).unwrap();
     native_quiet.set_record_events(false);
     let mut pools: Vec<(&'static str, Box<dyn PoolOps>)> = vec![
         ("component", Box::new(Pool::open(config.clone(), providers()).unwrap())),
-        ("native", Box::new(NativePool::open(config.clone(), providers()).unwrap())),
+        ("native", Box::new(LinkedPool::open(config.clone(), providers()).unwrap())),
         ("component-quiet", Box::new(Pool::open_with(config, providers(), quiet).unwrap())),
         ("native-quiet", Box::new(native_quiet)),
     ];

@@ -33,10 +33,11 @@ mod embedded;
 mod error;
 pub mod holder;
 mod http_outcome;
-mod names;
-/// The native pool that tests and benchmarks compare the component with.
+/// The core linked into the host without the component, which tests and
+/// benchmarks compare the component with.
 #[cfg(feature = "testing")]
-pub mod native;
+pub mod linked;
+mod names;
 mod ownership;
 mod pool;
 mod prober;

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use repute_host::native::NativePool;
+use repute_host::linked::LinkedPool;
 use repute_host::{FailureKind, ManualClock, Outcome, Pool, PoolOps, Providers, Stats, TenantConfig};
 
 pub const KINDS: [&str; 2] = ["proxy", "key"];
@@ -118,7 +118,7 @@ pub fn differ(config: TenantConfig, cmds: &[Cmd]) -> Option<String> {
     let (wasm_clock, native_clock) = (ManualClock::new(1_000), ManualClock::new(1_000));
     let mut wasm = Pool::open(config.clone(), Providers::memory_with_clock(Arc::new(wasm_clock.clone())))
         .expect("open component pool");
-    let mut native = NativePool::open(config, Providers::memory_with_clock(Arc::new(native_clock.clone())))
+    let mut native = LinkedPool::open(config, Providers::memory_with_clock(Arc::new(native_clock.clone())))
         .expect("open native pool");
     let (mut wasm_seen, mut native_seen) = (Vec::new(), Vec::new());
     for (step, cmd) in cmds.iter().enumerate() {

@@ -112,14 +112,14 @@ impl journal::Storage for ProviderStorage {
 
 /// A tenant's pool running natively. Behaves exactly like [`crate::Pool`]
 /// (that is what the differential test checks), minus the sandbox.
-pub struct NativePool {
+pub struct LinkedPool {
     journal: Journal<ProviderStorage>,
     fault: Arc<Mutex<Option<StoreError>>>,
 }
 
-impl std::fmt::Debug for NativePool {
+impl std::fmt::Debug for LinkedPool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NativePool").field("pool", self.journal.pool()).finish_non_exhaustive()
+        f.debug_struct("LinkedPool").field("pool", self.journal.pool()).finish_non_exhaustive()
     }
 }
 
@@ -142,9 +142,9 @@ fn checked(outcome: &Outcome) -> Result<Outcome> {
     })
 }
 
-impl NativePool {
+impl LinkedPool {
     /// Opens a tenant as `Pool::open` does: fresh, or from storage when durable.
-    pub fn open(config: TenantConfig, providers: Providers) -> Result<NativePool> {
+    pub fn open(config: TenantConfig, providers: Providers) -> Result<LinkedPool> {
         let Providers { clock, fencing, storage } = providers;
         let fault = Arc::new(Mutex::new(None));
         let own_authority = fencing.in_process();
@@ -167,7 +167,7 @@ impl NativePool {
             Journal::unlogged(pool, storage)
         };
         journal.pool_mut().drain_events();
-        Ok(NativePool { journal, fault })
+        Ok(LinkedPool { journal, fault })
     }
 
     /// Runs a change through the journal, logged first when durable.
@@ -207,7 +207,7 @@ impl NativePool {
     }
 }
 
-impl PoolOps for NativePool {
+impl PoolOps for LinkedPool {
     fn register(&mut self, kind: &str, value: &str, permits: u32) -> Result<bool> {
         let id = id(kind, value)?;
         let resource = id.clone();
