@@ -225,19 +225,20 @@ impl HeldLease {
     /// The one way a held lease becomes lost: the status changes once and
     /// the listeners run once, outside every lock.
     pub(crate) fn lose(&self, loss: Loss) {
-        let listeners = {
-            let mut s = self.state();
-            if s.status != Status::Held {
-                return;
-            }
-            s.status = Status::Lost(loss);
-            s.loss = Some(loss);
-            s.told = !s.listeners.is_empty();
-            std::mem::take(&mut s.listeners)
-        };
-        for listener in listeners {
-            listener(loss);
+        tell(loss, self.mark_lost(loss));
+    }
+
+    /// Marks a held lease lost and hands back the listeners to tell; none
+    /// when it was no longer held.
+    fn mark_lost(&self, loss: Loss) -> Vec<Listener> {
+        let mut s = self.state();
+        if s.status != Status::Held {
+            return Vec::new();
         }
+        s.status = Status::Lost(loss);
+        s.loss = Some(loss);
+        s.told = !s.listeners.is_empty();
+        std::mem::take(&mut s.listeners)
     }
 
     /// Runs `listener` once when the lease is lost; at once if it already
@@ -391,9 +392,11 @@ impl HeldLease {
         }
         if let Some(until) = auto.and_then(|a| a.until) {
             if now >= until {
-                self.lose(Loss::MaxHold);
-                // The holder was told to stop; the permit goes back now.
+                // The permit goes back now, before the holder is told to
+                // stop, so a listener finds the lease released.
+                let listeners = self.mark_lost(Loss::MaxHold);
                 drop(self.release());
+                tell(Loss::MaxHold, listeners);
                 return None;
             }
         }
@@ -415,5 +418,12 @@ impl HeldLease {
         let s = self.state();
         let next = s.sent.saturating_add(self.lease.ttl / 3).min(s.deadline);
         Some(auto.until.map_or(next, |u| next.min(u)))
+    }
+}
+
+/// Runs the listeners of a lease just lost, outside its lock.
+fn tell(loss: Loss, listeners: Vec<Listener>) {
+    for listener in listeners {
+        listener(loss);
     }
 }
