@@ -74,8 +74,23 @@ impl Eq for StoreSpec {}
 
 impl std::fmt::Debug for StoreSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StoreSpec").field("backend", &self.backend.name).field("address", &self.address).finish()
+        f.debug_struct("StoreSpec")
+            .field("backend", &self.backend.name)
+            .field("address", &redacted(&self.address))
+            .finish()
     }
+}
+
+/// The address with a URL's password replaced, so that logging a store
+/// (the server logs the one it serves) never writes a database credential.
+fn redacted(address: &str) -> std::borrow::Cow<'_, str> {
+    let Some(scheme_end) = address.find("://").map(|i| i + 3) else { return address.into() };
+    let authority_end = address[scheme_end..].find(['/', '?', '#']).map_or(address.len(), |i| scheme_end + i);
+    let authority = &address[scheme_end..authority_end];
+    let Some(at) = authority.rfind('@') else { return address.into() };
+    let Some(colon) = authority[..at].find(':') else { return address.into() };
+    let (start, end) = (scheme_end + colon + 1, scheme_end + at);
+    format!("{}***{}", &address[..start], &address[end..]).into()
 }
 
 impl std::str::FromStr for StoreSpec {
@@ -221,5 +236,15 @@ mod tests {
                 assert!(refused(name).contains("feature"), "{name}");
             }
         }
+    }
+
+    #[test]
+    fn a_logged_store_shows_no_password() {
+        assert_eq!(redacted("postgres://repute:s3cret@db:5432/repute?x=1"), "postgres://repute:***@db:5432/repute?x=1");
+        assert_eq!(redacted("redis://:s3cret@127.0.0.1:6379/0"), "redis://:***@127.0.0.1:6379/0");
+        assert_eq!(redacted("postgres://repute@db/repute"), "postgres://repute@db/repute");
+        assert_eq!(redacted("repute.db"), "repute.db");
+        let spec = StoreSpec::parse("sqlite:a@b:c").unwrap();
+        assert_eq!(format!("{spec:?}"), r#"StoreSpec { backend: "sqlite", address: "a@b:c" }"#);
     }
 }
