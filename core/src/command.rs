@@ -7,7 +7,7 @@ use alloc::string::String;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Context, Outcome, Pool, ResourceId, Result};
+use crate::{Context, Labels, Outcome, Pool, Registration, ResourceId, Result, Secret};
 
 /// One logged change to a pool.
 ///
@@ -15,11 +15,34 @@ use crate::{Context, Outcome, Pool, ResourceId, Result};
 /// origin, so the end is taken from the clock of the process that folds it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Command {
-    Report { resource: ResourceId, context: Context, outcome: Outcome },
-    Register { resource: ResourceId, permits: u32 },
-    Unregister { resource: ResourceId, force: bool },
-    Block { resource: ResourceId, context: Option<Context>, duration: Option<u64>, reason: Option<String> },
-    Unblock { resource: ResourceId, context: Option<Context> },
+    Report {
+        resource: ResourceId,
+        context: Context,
+        outcome: Outcome,
+    },
+    /// Labels and secret are absent from entries logged before resources had them.
+    Register {
+        resource: ResourceId,
+        permits: u32,
+        #[serde(default, skip_serializing_if = "Labels::is_empty")]
+        labels: Labels,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        secret: Option<Secret>,
+    },
+    Unregister {
+        resource: ResourceId,
+        force: bool,
+    },
+    Block {
+        resource: ResourceId,
+        context: Option<Context>,
+        duration: Option<u64>,
+        reason: Option<String>,
+    },
+    Unblock {
+        resource: ResourceId,
+        context: Option<Context>,
+    },
 }
 
 impl Pool {
@@ -31,7 +54,10 @@ impl Pool {
             Command::Report { resource, context, outcome } => {
                 self.report(resource, context, *outcome, now).map(|()| true)
             }
-            Command::Register { resource, permits } => self.register(resource.clone(), *permits, now),
+            Command::Register { resource, permits, labels, secret } => {
+                let registration = Registration { permits: *permits, labels: labels.clone(), secret: secret.clone() };
+                self.register_with(resource.clone(), registration, now)
+            }
             Command::Unregister { resource, force } => self.unregister(resource, *force, now).map(|()| true),
             Command::Block { resource, context, duration, reason } => {
                 self.block(resource, context.as_ref(), *duration, reason.clone(), now).map(|()| true)

@@ -16,7 +16,7 @@ pub const MAX_ID_BYTES: usize = 256;
 /// The context name reserved for the resource-wide reputation layer.
 pub const GLOBAL_CONTEXT: &str = "*";
 
-fn check(field: &'static str, s: &str) -> Result<()> {
+pub(crate) fn check(field: &'static str, s: &str) -> Result<()> {
     if s.is_empty() {
         return Err(Error::invalid(field, "must not be empty"));
     }

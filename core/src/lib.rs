@@ -28,6 +28,7 @@ mod id;
 mod index;
 pub mod journal;
 mod key;
+mod labels;
 mod lease;
 mod outcome;
 mod permits;
@@ -37,6 +38,8 @@ mod ratelimit;
 mod refusal;
 mod rng;
 mod score;
+mod secret;
+mod selector;
 pub mod snapshot;
 mod tree;
 
@@ -48,9 +51,15 @@ pub use event::{Event, EventKind, RejectReason};
 pub use id::{Context, ResourceId, GLOBAL_CONTEXT, MAX_ID_BYTES};
 pub use journal::Journal;
 pub use key::ResourceKey;
+pub use labels::{Labels, MAX_LABELS, MAX_LABEL_NAME_BYTES};
 pub use lease::{Lease, LeaseKind};
 pub use outcome::{check_retry_after, FailureKind, Outcome, MAX_RETRY_AFTER};
 pub use policy::{CoolingRule, Policy, RateLimit, Recovery, Strategy, SECOND};
-pub use pool::{Block, CellView, Pool, Proposal, ResourceView, Settled, Stats, MAX_PERMITS, MAX_REASON_BYTES};
+pub use pool::{
+    Block, CellView, Pool, Proposal, Registration, ResourceView, Settled, Stats, MAX_AFFINITIES, MAX_PERMITS,
+    MAX_REASON_BYTES,
+};
 pub use refusal::Refusal;
+pub use secret::{Secret, MAX_SECRET_BYTES};
+pub use selector::{LabelFilter, Selector, MAX_EXCLUDE, MAX_FILTERS, MAX_FILTER_VALUES};
 pub use snapshot::SnapshotError;

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::cell::Phase;
 use crate::id::Context;
 use crate::pool::Pool;
+use crate::selector::Selector;
 
 /// An acquire's refusal, resource by resource: each registered resource is
 /// counted once, under the first of blocked, rate limited, cooling, leased
@@ -72,14 +73,17 @@ enum Standing {
 }
 
 impl Pool {
-    /// The refusal of an acquire in `context` that found nothing. A permit
+    /// The refusal of an acquire in `context` that found nothing, counting
+    /// the resources `selector` admits. A permit
     /// the authority refused, or another acquire holds in flight, is free
     /// here and counts as leased.
-    pub(crate) fn refusal(&self, context: &Context) -> Refusal {
+    pub(crate) fn refusal(&self, context: &Context, selector: &Selector) -> Refusal {
         let ctx = self.contexts.id(context);
         let mut refusal = Refusal::default();
-        for (slot, _) in self.registry.iter() {
-            self.count(&mut refusal, slot, ctx);
+        for (slot, r) in self.registry.iter() {
+            if selector.admits(&r.id, &r.labels) {
+                self.count(&mut refusal, slot, ctx);
+            }
         }
         refusal
     }
@@ -146,10 +150,10 @@ impl Pool {
     /// The `fail_open` candidate: a resource with a free permit that only a
     /// cooldown or pause holds back (never a block), the one whose wait ends
     /// soonest; ties go to the lowest slot.
-    pub(crate) fn least_bad(&self, ctx: Option<u32>) -> Option<u32> {
+    pub(crate) fn least_bad(&self, ctx: Option<u32>, selector: &Selector) -> Option<u32> {
         let mut best: Option<(u64, u32)> = None;
         for (slot, r) in self.registry.iter() {
-            if !r.permits.any_free() {
+            if !r.permits.any_free() || !selector.admits(&r.id, &r.labels) {
                 continue;
             }
             let ready = match self.standing(slot, ctx) {

@@ -7,7 +7,7 @@ use alloc::vec::Vec;
 
 use super::convert::{
     cell_out, ctx_in, err_out, grant_out, id_in, id_out, key_in, lease_out, outcome_in, permits_in, policy_in,
-    proposal_in, proposal_out, resource_view_out, stats_out,
+    proposal_in, proposal_out, registration_in, resource_view_out, selector_in, stats_out,
 };
 use super::exports::repute::pool::api::{Guest, GuestPool, Options, Pool as PoolHandle};
 use super::{emit_pending, journal_err, prepare, wit, Component, GuestState, ImportedStorage};
@@ -77,12 +77,13 @@ impl GuestPool for GuestState {
         self.journal.borrow_mut().fold(None).map_err(wit::Error::Storage)
     }
 
-    fn register(&self, resource: wit::ResourceId, permits: u32) -> Result<bool, wit::Error> {
+    fn register(&self, resource: wit::ResourceId, registration: wit::Registration) -> Result<bool, wit::Error> {
         let id = id_in(&resource)?;
         #[cfg(feature = "trap-test")]
         trap_test(id.kind());
-        let entry = || wit::LogEntry::Register(wit::LoggedRegister { resource, permits });
-        self.logged(entry, |p, now| p.register(id, permits, now))
+        let parsed = registration_in(&registration)?;
+        let entry = || wit::LogEntry::Register(wit::LoggedRegister { resource, registration });
+        self.logged(entry, |p, now| p.register_with(id, parsed, now))
     }
 
     fn unregister(&self, resource: wit::ResourceId, force: bool) -> Result<(), wit::Error> {
@@ -91,22 +92,29 @@ impl GuestPool for GuestState {
         self.logged(entry, |p, now| p.unregister(&id, force, now))
     }
 
-    fn acquire(&self, context: String) -> Result<wit::Grant, wit::Error> {
+    fn acquire(&self, context: String, selector: wit::Selector) -> Result<wit::Grant, wit::Error> {
         let known = self.journal.borrow().pool().known_context(&context);
         let context = known.map_or_else(|| ctx_in(&context), Ok)?;
-        self.op(|p, now| p.acquire(&context, now).map(|l| grant_out(p, &l))).map_err(err_out)
+        let selector = selector_in(selector);
+        self.op(|p, now| p.acquire_with(&context, &selector, now).map(|l| grant_out(p, &l))).map_err(err_out)
     }
 
-    fn propose(&self, context: String, in_flight: Vec<wit::RefusedPermit>) -> Result<wit::Proposal, wit::Error> {
+    fn propose(
+        &self,
+        context: String,
+        selector: wit::Selector,
+        in_flight: Vec<wit::RefusedPermit>,
+    ) -> Result<wit::Proposal, wit::Error> {
         let known = self.journal.borrow().pool().known_context(&context);
         let context = known.map_or_else(|| ctx_in(&context), Ok)?;
-        let in_flight = permits_in(in_flight);
-        self.op(|p, now| p.propose(&context, now, &in_flight).map(proposal_out)).map_err(err_out)
+        let (selector, in_flight) = (selector_in(selector), permits_in(in_flight));
+        self.op(|p, now| p.propose(&context, &selector, now, &in_flight).map(proposal_out)).map_err(err_out)
     }
 
     fn settle(
         &self,
         context: String,
+        selector: wit::Selector,
         proposal: wit::Proposal,
         answer: Option<u64>,
         in_flight: Vec<wit::RefusedPermit>,
@@ -115,7 +123,9 @@ impl GuestPool for GuestState {
         let context = known.map_or_else(|| ctx_in(&context), Ok)?;
         let mut journal = self.journal.borrow_mut();
         let pool = journal.pool_mut();
-        let settled = pool.settle(&context, proposal_in(proposal), answer, &permits_in(in_flight)).map_err(err_out)?;
+        let selector = selector_in(selector);
+        let settled =
+            pool.settle(&context, &selector, proposal_in(proposal), answer, &permits_in(in_flight)).map_err(err_out)?;
         let settled = match settled {
             Settled::Granted(l) => wit::Settled::Granted(grant_out(pool, &l)),
             Settled::Next(p) => wit::Settled::Next(proposal_out(p)),
@@ -149,6 +159,13 @@ impl GuestPool for GuestState {
     fn resource_of(&self, key: wit::ResourceKey) -> Option<wit::ResourceId> {
         let key = key_in(key);
         self.journal.borrow().pool().resource_at(key).map(id_out)
+    }
+
+    fn secret_of(&self, resource: wit::ResourceId) -> Result<Option<String>, wit::Error> {
+        let id = id_in(&resource)?;
+        let journal = self.journal.borrow();
+        let secret = journal.pool().secret_of(&id).map_err(err_out)?;
+        Ok(secret.map(|s| s.expose().into()))
     }
 
     fn report(&self, resource: wit::ResourceId, context: String, outcome: wit::Outcome) -> Result<(), wit::Error> {

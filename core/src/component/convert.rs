@@ -8,9 +8,9 @@ use alloc::vec::Vec;
 use super::wit;
 use crate::snapshot::SnapshotError;
 use crate::{
-    Block, CellState, CellView, Command, Context, CoolingRule, Error, Event, EventKind, FailureKind, Lease, LeaseKind,
-    Outcome, Policy, Pool, Proposal, RateLimit, Recovery, RejectReason, ResourceId, ResourceKey, ResourceView, Stats,
-    Strategy,
+    Block, CellState, CellView, Command, Context, CoolingRule, Error, Event, EventKind, FailureKind, LabelFilter,
+    Labels, Lease, LeaseKind, Outcome, Policy, Pool, Proposal, RateLimit, Recovery, Registration, RejectReason,
+    ResourceId, ResourceKey, ResourceView, Secret, Selector, Stats, Strategy,
 };
 
 pub(super) fn id_in(r: &wit::ResourceId) -> Result<ResourceId, wit::Error> {
@@ -45,6 +45,27 @@ pub(super) fn outcome_in(o: wit::Outcome) -> Result<Outcome, wit::Error> {
     .map_err(err_out)
 }
 
+pub(super) fn registration_in(r: &wit::Registration) -> Result<Registration, wit::Error> {
+    let labels = Labels::new(r.labels.iter().map(|l| (l.name.clone(), l.value.clone()))).map_err(err_out)?;
+    let secret = r.secret.as_ref().map(|s| Secret::new(s.as_str())).transpose().map_err(err_out)?;
+    Ok(Registration { permits: r.permits, labels, secret })
+}
+
+fn labels_out(labels: &Labels) -> Vec<wit::Label> {
+    labels.iter().map(|(name, value)| wit::Label { name: name.into(), value: value.into() }).collect()
+}
+
+/// A selector as the core takes it; the pool validates it.
+pub(super) fn selector_in(s: wit::Selector) -> Selector {
+    Selector {
+        kind: s.kind,
+        labels: s.labels.into_iter().map(|f| LabelFilter { name: f.name, values: f.values }).collect(),
+        exclude: s.exclude,
+        prefer: s.prefer,
+        affinity: s.affinity,
+    }
+}
+
 fn opt_ctx_in(c: &Option<String>) -> Result<Option<Context>, wit::Error> {
     c.as_deref().map(ctx_in).transpose()
 }
@@ -57,7 +78,10 @@ pub(super) fn command_in(e: &wit::LogEntry) -> Result<Command, wit::Error> {
             context: ctx_in(&r.context)?,
             outcome: outcome_in(r.outcome)?,
         },
-        wit::LogEntry::Register(r) => Command::Register { resource: id_in(&r.resource)?, permits: r.permits },
+        wit::LogEntry::Register(r) => {
+            let Registration { permits, labels, secret } = registration_in(&r.registration)?;
+            Command::Register { resource: id_in(&r.resource)?, permits, labels, secret }
+        }
         wit::LogEntry::Unregister(r) => Command::Unregister { resource: id_in(&r.resource)?, force: r.force },
         wit::LogEntry::Block(b) => Command::Block {
             resource: id_in(&b.resource)?,
@@ -266,6 +290,7 @@ pub(super) fn resource_view_out(r: ResourceView) -> wit::ResourceView {
     wit::ResourceView {
         resource: id_out(&r.resource),
         permits: r.permits,
+        labels: labels_out(&r.labels),
         leased: r.leased,
         score: r.score,
         contexts: r.contexts,

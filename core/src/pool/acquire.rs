@@ -7,11 +7,12 @@ use crate::cell::{Cell, Phase};
 use crate::error::{Error, Result};
 use crate::event::{EventKind, RejectReason};
 use crate::id::{Context, ResourceId};
-use crate::index::{ContextEntry, GlobalEntry, SCALE};
+use crate::index::{ContextEntry, GlobalEntry, GroupRef, SCALE};
 use crate::key::ResourceKey;
 use crate::lease::{Lease, LeaseKind};
 use crate::policy::Strategy;
 use crate::score;
+use crate::selector::Selector;
 
 use super::{ContextCell, Pool};
 
@@ -20,6 +21,8 @@ use super::{ContextCell, Pool};
 const THOMPSON_DRAWS: usize = 8;
 /// Candidates tried per acquire when the authority refuses the chosen permit.
 const GRANT_ATTEMPTS: usize = 4;
+/// Draws from a filtered source before its members are scanned instead.
+const FILTERED_DRAWS: usize = 32;
 /// Holder mark, while the next candidate of an acquire is chosen, of a permit the authority said is held elsewhere.
 const HELD_ELSEWHERE: u64 = u64::MAX;
 
@@ -41,6 +44,14 @@ pub struct Proposal {
     pub refused: Vec<(ResourceKey, u32)>,
     /// Chosen by the `fail_open` policy while nothing was selectable.
     pub fail_open: bool,
+}
+
+/// The candidates a filtered acquire draws from.
+enum Source {
+    /// Every resource (the selector filters on values only).
+    All,
+    /// The groups of one part of the selector.
+    Groups(Vec<u32>),
 }
 
 /// What the authority's answer to a proposal led to.
@@ -131,11 +142,7 @@ impl Pool {
                         continue;
                     }
                     seen[i] = slot;
-                    let r = self.registry.res(slot);
-                    let cell = ctx.and_then(|c| self.cells.get(&(slot, c))).map(|cc| &cc.cell);
-                    let (a, b) = score::posterior(cell, &r.global, self.now);
-                    let latency = cell.unwrap_or(&r.global).latency_ms;
-                    let u = score::utility(self.rng.beta(a, b), latency);
+                    let u = self.thompson_utility(slot, ctx);
                     if best.is_none_or(|(bu, _)| u > bu) {
                         best = Some((u, slot));
                     }
@@ -145,16 +152,209 @@ impl Pool {
         }
     }
 
+    /// One Thompson draw for a candidate: a sampled success rate, weighed by latency.
+    fn thompson_utility(&mut self, slot: u32, ctx: Option<u32>) -> f64 {
+        let r = self.registry.res(slot);
+        let cell = ctx.and_then(|c| self.cells.get(&(slot, c))).map(|cc| &cc.cell);
+        let (a, b) = score::posterior(cell, &r.global, self.now);
+        let latency = cell.unwrap_or(&r.global).latency_ms;
+        score::utility(self.rng.beta(a, b), latency)
+    }
+
+    /// The resource the selector's affinity key is bound to, else the one
+    /// it prefers, if that one is leasable in `ctx` and admitted.
+    fn first_choice(&self, ctx: Option<u32>, selector: &Selector) -> Option<u32> {
+        let bound = selector.affinity.as_deref().and_then(|a| self.affinities.get(a));
+        let bound = bound.filter(|&key| self.resource_at(key).is_some()).map(|key| key.slot);
+        let preferred =
+            selector.prefer.as_deref().and_then(|value| self.slot_with_value(selector.kind.as_deref(), value));
+        bound.into_iter().chain(preferred).find(|&slot| self.choosable(slot, ctx, selector))
+    }
+
+    /// The resource with `value`, of `kind` if given, else of any kind.
+    fn slot_with_value(&self, kind: Option<&str>, value: &str) -> Option<u32> {
+        let find = |kind: &str| ResourceId::new(kind, value).ok().and_then(|id| self.registry.find(&id));
+        match kind {
+            Some(kind) => find(kind),
+            None => self.index.groups().kinds().find_map(find),
+        }
+    }
+
+    /// Leasable in `ctx` now and admitted by the selector.
+    fn choosable(&self, slot: u32, ctx: Option<u32>, selector: &Selector) -> bool {
+        self.leasable_weight(slot, ctx).is_some() && {
+            let r = self.registry.res(slot);
+            selector.admits(&r.id, &r.labels)
+        }
+    }
+
+    fn leasable_weight(&self, slot: u32, ctx: Option<u32>) -> Option<i64> {
+        let record = ctx.and_then(|c| self.cells.get(&(slot, c))).map(|cc| &cc.indexed);
+        self.index.leasable(slot, record)
+    }
+
+    /// `select` among the resources a filtering selector admits: draws from
+    /// the smallest group that holds them all (its kind or one label
+    /// filter's values), re-drawing a candidate another part of the
+    /// selector refuses; when draws keep missing, the group's members are
+    /// weighed one by one.
+    fn select_among(&mut self, ctx: Option<u32>, selector: &Selector) -> Option<u32> {
+        let source = self.source(selector)?;
+        let k = match self.policy.strategy {
+            Strategy::Classic => self.floor() - (self.index.min_score(ctx)? + 100 * SCALE),
+            Strategy::First | Strategy::Thompson => 0,
+        };
+        let total = self.source_total(&source, ctx, k);
+        if total <= 0 {
+            return None;
+        }
+        let admitted = |pool: &Self, slot: u32| {
+            let r = pool.registry.res(slot);
+            selector.admits(&r.id, &r.labels)
+        };
+        match self.policy.strategy {
+            Strategy::First => {
+                let first = (0..FILTERED_DRAWS as i64)
+                    .map(|i| i * SCALE)
+                    .take_while(|&t| t < total)
+                    .map(|t| self.source_pick(&source, ctx, k, t))
+                    .find(|&slot| admitted(self, slot));
+                first.or_else(|| self.scan(&source, ctx, k, selector))
+            }
+            Strategy::Classic => {
+                for _ in 0..FILTERED_DRAWS {
+                    let target = self.rng.below(total as u64) as i64;
+                    let slot = self.source_pick(&source, ctx, k, target);
+                    if admitted(self, slot) {
+                        return Some(slot);
+                    }
+                }
+                self.scan(&source, ctx, k, selector)
+            }
+            Strategy::Thompson => {
+                let mut best: Option<(f64, u32)> = None;
+                let mut seen = [u32::MAX; THOMPSON_DRAWS];
+                let mut found = 0;
+                for _ in 0..FILTERED_DRAWS {
+                    if found == THOMPSON_DRAWS {
+                        break;
+                    }
+                    let target = self.rng.below(total as u64) as i64;
+                    let slot = self.source_pick(&source, ctx, k, target);
+                    if seen[..found].contains(&slot) || !admitted(self, slot) {
+                        continue;
+                    }
+                    seen[found] = slot;
+                    found += 1;
+                    let u = self.thompson_utility(slot, ctx);
+                    if best.is_none_or(|(bu, _)| u > bu) {
+                        best = Some((u, slot));
+                    }
+                }
+                best.map(|(_, slot)| slot).or_else(|| self.scan(&source, ctx, k, selector))
+            }
+        }
+    }
+
+    /// Where a filtered acquire draws from: the groups of its most
+    /// selective part; `None` when some part matches no resource at all.
+    fn source(&self, selector: &Selector) -> Option<Source> {
+        let groups = self.index.groups();
+        let mut best: Option<(u64, Vec<u32>)> = None;
+        let mut consider = |mut gs: Vec<u32>| -> Option<()> {
+            gs.sort_unstable();
+            gs.dedup();
+            let size: u64 = gs.iter().map(|&g| u64::from(groups.size(g))).sum();
+            if size == 0 {
+                return None;
+            }
+            if best.as_ref().is_none_or(|(s, _)| size < *s) {
+                best = Some((size, gs));
+            }
+            Some(())
+        };
+        if let Some(kind) = &selector.kind {
+            consider(groups.find(GroupRef::Kind(kind)).into_iter().collect())?;
+        }
+        for f in &selector.labels {
+            consider(f.values.iter().filter_map(|v| groups.find(GroupRef::Label(&f.name, v))).collect())?;
+        }
+        Some(best.map_or(Source::All, |(_, gs)| Source::Groups(gs)))
+    }
+
+    fn source_total(&self, source: &Source, ctx: Option<u32>, k: i64) -> i64 {
+        match source {
+            Source::All => self.index.total(ctx, k),
+            Source::Groups(gs) => gs.iter().map(|&g| self.index.groups().total(g, ctx, k)).sum(),
+        }
+    }
+
+    /// The slot holding the `target`-th unit of the source's total.
+    fn source_pick(&self, source: &Source, ctx: Option<u32>, k: i64, mut target: i64) -> u32 {
+        match source {
+            Source::All => self.index.pick(ctx, k, target),
+            Source::Groups(gs) => {
+                let groups = self.index.groups();
+                for &g in &gs[..gs.len() - 1] {
+                    let t = groups.total(g, ctx, k);
+                    if target < t {
+                        return groups.pick(g, ctx, k, target);
+                    }
+                    target -= t;
+                }
+                groups.pick(gs[gs.len() - 1], ctx, k, target)
+            }
+        }
+    }
+
+    /// Weighs every member of the source one by one: the slow path of a
+    /// filtered acquire whose draws kept landing on resources it refuses.
+    fn scan(&mut self, source: &Source, ctx: Option<u32>, k: i64, selector: &Selector) -> Option<u32> {
+        let members: Vec<u32> = match source {
+            Source::All => self.registry.iter().map(|(slot, _)| slot).collect(),
+            Source::Groups(gs) => gs.iter().flat_map(|&g| self.index.groups().members(g)).collect(),
+        };
+        let candidates: Vec<(u32, i64)> = members
+            .into_iter()
+            .filter(|&slot| {
+                let r = self.registry.res(slot);
+                selector.admits(&r.id, &r.labels)
+            })
+            .filter_map(|slot| self.leasable_weight(slot, ctx).map(|w| (slot, w + k)))
+            .collect();
+        if self.policy.strategy == Strategy::First {
+            return candidates.iter().map(|&(slot, _)| slot).min();
+        }
+        let total: i64 = candidates.iter().map(|&(_, w)| w).sum();
+        if total <= 0 {
+            return None;
+        }
+        let mut target = self.rng.below(total as u64) as i64;
+        for &(slot, w) in &candidates {
+            if target < w {
+                return Some(slot);
+            }
+            target -= w;
+        }
+        None
+    }
+
     /// Grants the best lease for `context` under the pool's strategy, asking
     /// the pool's authority in turn for each candidate it tries.
     pub fn acquire(&mut self, context: &Context, now: u64) -> Result<Lease> {
-        let mut proposal = self.propose(context, now, &[])?;
+        self.acquire_with(context, &Selector::default(), now)
+    }
+
+    /// `acquire` among the resources `selector` admits, trying its
+    /// `affinity` and `prefer` resources first.
+    pub fn acquire_with(&mut self, context: &Context, selector: &Selector, now: u64) -> Result<Lease> {
+        let mut proposal = self.propose(context, selector, now, &[])?;
         loop {
             let r = self.registry.res(proposal.resource.slot);
             let answer = self.authority.grant(&r.id, proposal.permit, proposal.ttl, proposal.last);
             // A proposal this call just made needs no checking.
             let slot = proposal.resource.slot;
-            match self.settle_slot(slot, context, proposal, answer, &[])? {
+            match self.settle_slot(slot, context, selector, proposal, answer, &[])? {
                 Settled::Granted(lease) => return Ok(lease),
                 Settled::Next(next) => proposal = next,
             }
@@ -168,7 +368,14 @@ impl Pool {
     /// and spent by the grant. `in_flight` are the permits of the host's
     /// other proposals still waiting for an answer: they are not proposed
     /// again, so acquires in flight together do not contend for one permit.
-    pub fn propose(&mut self, context: &Context, now: u64, in_flight: &[(ResourceKey, u32)]) -> Result<Proposal> {
+    pub fn propose(
+        &mut self,
+        context: &Context,
+        selector: &Selector,
+        now: u64,
+        in_flight: &[(ResourceKey, u32)],
+    ) -> Result<Proposal> {
+        selector.validate()?;
         self.advance(now);
         if let (Some(limit), Some(bucket)) = (self.policy.rate_limit, self.bucket.as_mut()) {
             if let Err(retry_after) = bucket.check(&limit, self.now).and_then(|()| match self.authority.admit(&limit) {
@@ -180,9 +387,9 @@ impl Pool {
                 return Err(Error::RateLimited { retry_after });
             }
         }
-        match self.propose_next(context, self.now, in_flight, Vec::new()) {
+        match self.propose_next(context, selector, self.now, in_flight, Vec::new()) {
             Some(proposal) => Ok(proposal),
-            None => Err(self.no_candidates(context)),
+            None => Err(self.no_candidates(context, selector)),
         }
     }
 
@@ -194,12 +401,14 @@ impl Pool {
     pub fn settle(
         &mut self,
         context: &Context,
+        selector: &Selector,
         proposal: Proposal,
         answer: Option<u64>,
         in_flight: &[(ResourceKey, u32)],
     ) -> Result<Settled> {
+        selector.validate()?;
         let slot = self.proposed_slot(&proposal)?;
-        self.settle_slot(slot, context, proposal, answer, in_flight)
+        self.settle_slot(slot, context, selector, proposal, answer, in_flight)
     }
 
     /// `settle` for a proposal known to name `slot` and a permit it has.
@@ -207,6 +416,7 @@ impl Pool {
         &mut self,
         slot: u32,
         context: &Context,
+        selector: &Selector,
         proposal: Proposal,
         answer: Option<u64>,
         in_flight: &[(ResourceKey, u32)],
@@ -231,17 +441,20 @@ impl Pool {
             if let Some(b) = self.bucket.as_mut() {
                 b.take();
             }
+            if let Some(key) = &selector.affinity {
+                self.affinities.bind(key, proposal.resource);
+            }
             return Ok(Settled::Granted(lease));
         }
         let mut refused = proposal.refused;
         refused.push((proposal.resource, proposal.permit));
         if refused.len() >= GRANT_ATTEMPTS {
-            return Err(self.no_candidates(context));
+            return Err(self.no_candidates(context, selector));
         }
         let aside: Vec<(ResourceKey, u32)> = refused.iter().chain(in_flight).copied().collect();
-        match self.propose_next(context, proposal.at, &aside, refused) {
+        match self.propose_next(context, selector, proposal.at, &aside, refused) {
             Some(next) => Ok(Settled::Next(next)),
-            None => Err(self.no_candidates(context)),
+            None => Err(self.no_candidates(context, selector)),
         }
     }
 
@@ -251,6 +464,7 @@ impl Pool {
     pub(super) fn propose_next(
         &mut self,
         context: &Context,
+        selector: &Selector,
         at: u64,
         aside: &[(ResourceKey, u32)],
         refused: Vec<(ResourceKey, u32)>,
@@ -269,9 +483,16 @@ impl Pool {
             self.reindex(slot);
         }
         let ctx = self.contexts.id(context);
-        let next = match self.select(ctx) {
+        let chosen = match self.first_choice(ctx, selector) {
+            Some(slot) => Some(slot),
+            None if selector.is_any() => self.select(ctx),
+            None => self.select_among(ctx, selector),
+        };
+        let next = match chosen {
             Some(slot) => Some(self.proposal(slot, at, refused, false)),
-            None if self.policy.fail_open => self.least_bad(ctx).map(|slot| self.proposal(slot, at, refused, true)),
+            None if self.policy.fail_open => {
+                self.least_bad(ctx, selector).map(|slot| self.proposal(slot, at, refused, true))
+            }
             None => None,
         };
         for (slot, permit) in held {
@@ -309,8 +530,8 @@ impl Pool {
         Ok(proposal.resource.slot)
     }
 
-    pub(super) fn no_candidates(&mut self, context: &Context) -> Error {
-        let refusal = self.refusal(context);
+    pub(super) fn no_candidates(&mut self, context: &Context, selector: &Selector) -> Error {
+        let refusal = self.refusal(context, selector);
         let context = context.clone();
         self.emit(self.now, EventKind::Rejected { context, reason: RejectReason::NoCandidates });
         Error::NoResourceAvailable(refusal)
@@ -368,6 +589,40 @@ mod tests {
             }
         }
         assert_eq!(rebuilt.available(), pool.index.available());
+        assert_groups_consistent(pool);
+    }
+
+    /// Every group holds exactly the resources of its kind or label value,
+    /// and its totals are the sums of what the main index leases them at.
+    fn assert_groups_consistent(pool: &Pool) {
+        use alloc::collections::BTreeMap;
+        use alloc::string::String;
+        let mut expected: BTreeMap<(Option<String>, String), Vec<u32>> = BTreeMap::new();
+        for (slot, r) in pool.registry.iter() {
+            expected.entry((None, r.id.kind().into())).or_default().push(slot);
+            for (n, v) in r.labels.iter() {
+                expected.entry((Some(n.into()), v.into())).or_default().push(slot);
+            }
+        }
+        let groups = pool.index.groups();
+        for ((name, value), mut slots) in expected {
+            let key = match &name {
+                None => GroupRef::Kind(&value),
+                Some(n) => GroupRef::Label(n, &value),
+            };
+            let g = groups.find(key).expect("a group for every kind and label value");
+            let mut members: Vec<u32> = groups.members(g).collect();
+            members.sort_unstable();
+            slots.sort_unstable();
+            assert_eq!(members, slots, "members of {name:?}={value}");
+            let ctxs = (0..pool.contexts.len() as u32).map(Some).chain([None]);
+            for c in ctxs {
+                for k in [0, 7 * SCALE] {
+                    let sum: i64 = slots.iter().filter_map(|&s| pool.leasable_weight(s, c)).map(|w| w + k).sum();
+                    assert_eq!(groups.total(g, c, k), sum, "total of {name:?}={value} in {c:?} with k {k}");
+                }
+            }
+        }
     }
 
     #[test]
@@ -384,7 +639,16 @@ mod tests {
                 let id = &ids[rng.below(ids.len() as u64) as usize];
                 let c = &ctxs[rng.below(ctxs.len() as u64) as usize];
                 match rng.below(10) {
-                    0 => drop(pool.register(id.clone(), 1 + rng.below(3) as u32, now)),
+                    0 => {
+                        let region = ["eu", "us", "ap"][rng.below(3) as usize];
+                        let mut labels = alloc::vec![("region".into(), region.into())];
+                        if rng.below(2) == 0 {
+                            labels.push(("tier".into(), "paid".into()));
+                        }
+                        let labels = crate::Labels::new(labels).unwrap();
+                        let reg = crate::Registration { labels, ..crate::Registration::new(1 + rng.below(3) as u32) };
+                        drop(pool.register_with(id.clone(), reg, now))
+                    }
                     1 if rng.below(8) == 0 => drop(pool.unregister(id, true, now)),
                     2 | 3 => {
                         if let Ok(l) = pool.acquire(c, now) {

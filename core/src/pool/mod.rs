@@ -22,6 +22,7 @@ use crate::ratelimit::Bucket;
 use crate::rng::Rng;
 
 mod acquire;
+mod affinity;
 mod blocklist;
 mod contexts;
 mod leases;
@@ -31,9 +32,12 @@ mod timers;
 mod views;
 
 pub use acquire::{Proposal, Settled};
+pub(crate) use affinity::Affinities;
+pub use affinity::MAX_AFFINITIES;
 pub use blocklist::Block;
 pub(crate) use contexts::Contexts;
 pub(crate) use leases::LeaseTable;
+pub use registry::Registration;
 pub(crate) use registry::{ContextCell, Registry};
 pub(crate) use timers::{Timer, TimerTable};
 pub use views::{CellView, ResourceView, Stats};
@@ -60,6 +64,7 @@ pub struct Pool {
     pub(crate) probe_due: BTreeSet<(u32, u32)>,
     pub(crate) bucket: Option<Bucket>,
     pub(crate) index: Index,
+    pub(crate) affinities: Affinities,
     pub(crate) events: Vec<Event>,
     /// Events are recorded for `drain_events`; off when nobody reads them.
     pub(crate) record_events: bool,
@@ -86,6 +91,7 @@ impl Pool {
             probe_due: BTreeSet::new(),
             bucket,
             index: Index::new(),
+            affinities: Affinities::default(),
             events: Vec::new(),
             record_events: true,
         }

@@ -10,17 +10,37 @@ use crate::cell::{Cell, Pause};
 use crate::error::{Error, Result};
 use crate::event::EventKind;
 use crate::id::{Context, ResourceId};
-use crate::index::ContextSlot;
+use crate::index::{ContextSlot, GroupKey};
 use crate::key::ResourceKey;
+use crate::labels::Labels;
 use crate::permits::{self, Permits};
+use crate::secret::Secret;
 
 use super::blocklist::reason_bytes;
 use super::leases::End;
 use super::{Block, Pool, MAX_PERMITS};
 
+/// How a resource is registered: its permits, its labels and its secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Registration {
+    /// Concurrent leases, 1..=1024.
+    pub permits: u32,
+    pub labels: Labels,
+    pub secret: Option<Secret>,
+}
+
+impl Registration {
+    /// `permits` permits, no labels, no secret.
+    pub fn new(permits: u32) -> Registration {
+        Registration { permits, labels: Labels::default(), secret: None }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub(crate) struct Resource {
     pub id: ResourceId,
+    pub labels: Labels,
+    pub secret: Option<Secret>,
     /// Names this registration to hosts (see `ResourceKey`).
     pub serial: u64,
     /// Holders and last tokens; counters never shrink, so re-grown permits continue their sequence.
@@ -139,6 +159,8 @@ impl Registry {
     fn place(&mut self, id: ResourceId, permits: Permits) -> u32 {
         let resource = Resource {
             id: id.clone(),
+            labels: Labels::default(),
+            secret: None,
             serial: self.take_serial(),
             permits,
             block: None,
@@ -202,6 +224,8 @@ impl Registry {
             .iter()
             .map(|(_, r)| {
                 r.id.heap_bytes()
+                    + r.labels.heap_bytes()
+                    + r.secret.as_ref().map_or(0, Secret::heap_bytes)
                     + r.permits.heap_bytes()
                     + reason_bytes(&r.block)
                     + r.global.heap_bytes()
@@ -233,10 +257,17 @@ impl Pool {
         }
     }
 
-    /// Registers a resource with `permits` concurrent leases. Registering an
-    /// existing resource again changes its permits (returns whether anything changed);
-    /// lowering them is refused while a removed permit is leased.
+    /// Registers a resource with `permits` concurrent leases, no labels and
+    /// no secret (see `register_with`).
     pub fn register(&mut self, id: ResourceId, permits: u32, now: u64) -> Result<bool> {
+        self.register_with(id, Registration::new(permits), now)
+    }
+
+    /// Registers a resource. Registering an existing resource again replaces
+    /// its permits, labels and secret (returns whether anything changed);
+    /// lowering the permits is refused while a removed permit is leased.
+    pub fn register_with(&mut self, id: ResourceId, registration: Registration, now: u64) -> Result<bool> {
+        let Registration { permits, labels, secret } = registration;
         if !(1..=MAX_PERMITS).contains(&permits) {
             return Err(Error::invalid("permits", "must be in 1..=1024"));
         }
@@ -244,14 +275,24 @@ impl Pool {
         if let Some(slot) = self.registry.find(&id) {
             let r = self.registry.res(slot);
             let current = r.permits.count() as u32;
-            if permits == current {
+            if permits == current && labels == r.labels && secret == r.secret {
                 return Ok(false);
             }
             let live = r.permits.held_from(permits as usize).count() as u32;
             if live > 0 {
                 return Err(Error::Leased { live });
             }
-            self.registry.res_mut(slot).permits.resize(permits);
+            let relabel = labels != r.labels;
+            let r = self.registry.res_mut(slot);
+            r.permits.resize(permits);
+            r.secret = secret;
+            if relabel {
+                let records = self.records(slot);
+                self.index.leave(slot, &records);
+                self.registry.res_mut(slot).labels = labels;
+                let keys = self.group_keys(slot);
+                self.index.join(slot, keys, &records);
+            }
             self.reindex(slot);
             self.emit(self.now, EventKind::Registered { resource: id, permits });
             return Ok(true);
@@ -262,9 +303,37 @@ impl Pool {
             }
         }
         let slot = self.registry.insert(id.clone(), permits);
-        self.reindex(slot);
+        let r = self.registry.res_mut(slot);
+        r.labels = labels;
+        r.secret = secret;
+        self.enter(slot);
         self.emit(self.now, EventKind::Registered { resource: id, permits });
         Ok(true)
+    }
+
+    /// Indexes a newly placed slot: its groups, then its entries.
+    pub(crate) fn enter(&mut self, slot: u32) {
+        let keys = self.group_keys(slot);
+        self.index.join(slot, keys, &[]);
+        self.reindex(slot);
+    }
+
+    /// The groups a resource belongs in: its kind and each label value.
+    fn group_keys(&self, slot: u32) -> Vec<GroupKey> {
+        let r = self.registry.res(slot);
+        let labels = r.labels.iter().map(|(n, v)| GroupKey::Label(n.into(), v.into()));
+        core::iter::once(GroupKey::Kind(r.id.kind().into())).chain(labels).collect()
+    }
+
+    /// The index records of a resource's cells, by context.
+    fn records(&self, slot: u32) -> Vec<(u32, ContextSlot)> {
+        let r = self.registry.res(slot);
+        r.contexts.iter().map(|&c| (c, self.cells[&(slot, c)].indexed)).collect()
+    }
+
+    /// The secret a resource was registered with.
+    pub fn secret_of(&self, id: &ResourceId) -> Result<Option<&Secret>> {
+        Ok(self.registry.res(self.registry.slot_of(id)?).secret.as_ref())
     }
 
     /// Removes a resource and its cells. Refused while leased unless `force`,
@@ -290,6 +359,7 @@ impl Pool {
             self.probe_due.remove(&(slot, ctx));
         }
         self.index.set_global(slot, None);
+        self.index.leave(slot, &[]);
         self.emit(self.now, EventKind::Unregistered { resource: id });
         Ok(())
     }

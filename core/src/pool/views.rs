@@ -8,6 +8,7 @@ use crate::cell::{Cell, CellState, Pause, Phase};
 use crate::error::Result;
 use crate::event::Event;
 use crate::id::{Context, ResourceId};
+use crate::labels::Labels;
 use crate::lease::Lease;
 use crate::outcome::FailureKind;
 use crate::score;
@@ -42,6 +43,7 @@ pub struct CellView {
 pub struct ResourceView {
     pub resource: ResourceId,
     pub permits: u32,
+    pub labels: Labels,
     pub leased: u32,
     pub score: i32,
     pub contexts: u32,
@@ -157,6 +159,7 @@ impl Pool {
             .map(|(_, r)| ResourceView {
                 resource: r.id.clone(),
                 permits: r.permits.count() as u32,
+                labels: r.labels.clone(),
                 leased: r.permits.held_from(0).count() as u32,
                 score: r.global.score,
                 contexts: r.contexts.len() as u32,
@@ -190,6 +193,7 @@ impl Pool {
             + self.timers.heap_bytes()
             + btree::<(u32, u32)>(self.probe_due.len())
             + self.index.heap_bytes()
+            + self.affinities.heap_bytes()
             + vec::<Event>(self.events.capacity());
         total as u64
     }

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::cell::{Cell, Pause, Phase, MAX_SCORE, MIN_SCORE};
 use crate::error::Error;
 use crate::id::{Context, ResourceId};
+use crate::labels::Labels;
 use crate::lease::{Lease, LeaseEntry, LeaseKind};
 use crate::outcome::{FailureKind, Outcome, MAX_RETRY_AFTER};
 use crate::permits::Permits;
@@ -17,6 +18,7 @@ use crate::policy::Policy;
 use crate::pool::{Block, ContextCell, Pool, Registry, Timer, MAX_PERMITS, MAX_REASON_BYTES};
 use crate::ratelimit::Bucket;
 use crate::rng::Rng;
+use crate::secret::Secret;
 
 use super::{counter, counters, invalid, SnapshotError};
 
@@ -41,6 +43,11 @@ struct ResourceRecord {
     block: Option<BlockRecord>,
     pause: Option<PauseRecord>,
     global: CellRecordData,
+    #[serde(default)]
+    labels: Labels,
+    /// Kept in the binary form only: the JSON view writes none.
+    #[serde(default)]
+    secret: Option<Secret>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -226,6 +233,8 @@ impl SnapshotData {
                 block: block_out(&r.block, now),
                 pause: pause_out(r.pause, now),
                 global: cell_out(&r.global, now),
+                labels: r.labels.clone(),
+                secret: r.secret.clone(),
             })
             .collect();
         resources.sort_by(|a, b| a.resource.cmp(&b.resource));
@@ -270,6 +279,14 @@ impl SnapshotData {
         }
     }
 
+    /// Drops every resource's secret: for the JSON view, which people and
+    /// tools read.
+    pub(super) fn forget_secrets(&mut self) {
+        for r in &mut self.resources {
+            r.secret = None;
+        }
+    }
+
     /// The pool this data describes, its registrations numbered from `first_serial`.
     pub(super) fn build(self, now: u64, first_serial: u64) -> Result<Pool, SnapshotError> {
         self.policy.validate().map_err(|e| match e {
@@ -311,11 +328,17 @@ impl SnapshotData {
             let block = block_in(r.block, now)?;
             let pause = pause_in(r.pause, now, FailureKind::QuotaExhausted)?;
             let global = cell_in(r.global, now, &self.policy)?;
+            r.labels.check().map_err(|_| invalid("resource.labels", "must be valid labels"))?;
+            if let Some(secret) = &r.secret {
+                secret.check().map_err(|_| invalid("resource.secret", "must be 1..=4096 bytes"))?;
+            }
             let slot = pool.registry.restore(r.resource, Permits::new(r.permits, r.fences));
             let restored = pool.registry.res_mut(slot);
             restored.block = block;
             restored.pause = pause;
             restored.global = global;
+            restored.labels = r.labels;
+            restored.secret = r.secret;
         }
         for c in self.cells {
             c.context.revalidate().map_err(|_| invalid("cell.context", "must be a valid context"))?;

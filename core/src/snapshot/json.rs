@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::data::SnapshotData;
 use super::{SnapshotError, VERSION};
 
+/// The JSON form of `data`, without secrets (see `Secret`).
 pub(super) fn to_json(data: &SnapshotData) -> String {
     #[derive(Serialize)]
     struct Versioned<'a> {
@@ -14,7 +15,9 @@ pub(super) fn to_json(data: &SnapshotData) -> String {
         #[serde(flatten)]
         data: &'a SnapshotData,
     }
-    serde_json::to_string_pretty(&Versioned { format: VERSION, data }).expect("snapshot data serializes")
+    let mut data = data.clone();
+    data.forget_secrets();
+    serde_json::to_string_pretty(&Versioned { format: VERSION, data: &data }).expect("snapshot data serializes")
 }
 
 pub(super) fn from_json(json: &str) -> Result<SnapshotData, SnapshotError> {
@@ -45,12 +48,13 @@ pub(super) fn from_json(json: &str) -> Result<SnapshotData, SnapshotError> {
 pub const JSON_PER_FOOTPRINT_BYTE: u64 = 3;
 
 /// Bounds on the JSON view's size, measured the same way: a pool's fixed
-/// part, one resource with one permit (longest names, a block with the
-/// longest reason, a pause, an empty outcome window), one cell (longest
+/// part, one resource with one permit (longest names, the most labels with
+/// the longest names and values, a block with the longest reason, a pause,
+/// an empty outcome window), one cell (longest
 /// context, a block with the longest reason, an empty window), and each
 /// outcome a window holds.
 pub const JSON_BASE_BYTES: u64 = 1024;
-pub const JSON_RESOURCE_BYTES: u64 = 3700;
+pub const JSON_RESOURCE_BYTES: u64 = 14_000;
 pub const JSON_CELL_BYTES: u64 = 4200;
 pub const JSON_OUTCOME_BYTES: u64 = 100;
 

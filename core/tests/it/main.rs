@@ -6,5 +6,6 @@ mod footprint;
 mod properties;
 mod recovery;
 mod scenarios;
+mod selectors;
 mod snapshot_bounds;
 mod two_phase;

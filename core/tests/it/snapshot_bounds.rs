@@ -3,7 +3,7 @@
 //! pools as long in JSON as they can be.
 
 use repute_core::snapshot::{json_bound, JSON_PER_FOOTPRINT_BYTE};
-use repute_core::{Context, FailureKind, Outcome, Policy, Pool, ResourceId};
+use repute_core::{Context, FailureKind, Labels, Outcome, Policy, Pool, Registration, ResourceId, MAX_LABELS};
 
 /// A name of `len` bytes, unique per `i`, made of the character JSON
 /// escapes (`"` becomes `\"`), so its JSON is as long as a name's can be.
@@ -21,7 +21,10 @@ fn the_json_snapshot_stays_within_its_bounds() {
         let (resources, contexts) = (20, 5);
         for i in 0..resources {
             let id = ResourceId::new(quoted("k", i, 256), quoted("v", i, 256)).unwrap();
-            p.register(id.clone(), 1, 0).unwrap();
+            // The most labels, the longest names, values JSON escapes.
+            let labels = (0..MAX_LABELS).map(|l| (format!("{l:0>64}"), quoted("l", l, 256)));
+            let registration = Registration { labels: Labels::new(labels).unwrap(), ..Registration::new(1) };
+            p.register_with(id.clone(), registration, 0).unwrap();
             p.block(&id, None, Some(1 << 60), Some(quoted("r", i, 1024)), 0).unwrap();
             for c in 0..contexts {
                 let context = Context::new(quoted("c", c, 256)).unwrap();

@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex};
 use crate::common::*;
 use proptest::prelude::*;
 use repute_core::{
-    Authority, Error, FailureKind, LeaseKind, Policy, Pool, Proposal, Refusal, ResourceId, Settled, Strategy as Pick,
+    Authority, Error, FailureKind, LeaseKind, Policy, Pool, Proposal, Refusal, ResourceId, Selector, Settled,
+    Strategy as Pick,
 };
 
 const RESOURCES: [&str; 4] = ["r0", "r1", "r2", "r3"];
@@ -49,10 +50,10 @@ fn resource_of(pool: &Pool, proposal: &Proposal) -> ResourceId {
 /// An acquire the way a host with an asynchronous authority drives it.
 fn two_phase(pool: &mut Pool, answers: &Answers, context: &str, now: u64) -> repute_core::Result<repute_core::Lease> {
     let context = ctx(context);
-    let mut proposal = pool.propose(&context, now, &[])?;
+    let mut proposal = pool.propose(&context, &Selector::default(), now, &[])?;
     loop {
         let answer = answers.answer(&resource_of(pool, &proposal), proposal.permit, proposal.last);
-        match pool.settle(&context, proposal, answer, &[])? {
+        match pool.settle(&context, &Selector::default(), proposal, answer, &[])? {
             Settled::Granted(lease) => return Ok(lease),
             Settled::Next(next) => proposal = next,
         }
@@ -162,20 +163,20 @@ fn pool_with(values: &[&str]) -> Pool {
 #[test]
 fn a_proposal_holds_nothing_until_it_is_settled() {
     let mut pool = pool_with(&["a"]);
-    let proposal = pool.propose(&ctx("c"), 5 * S, &[]).unwrap();
+    let proposal = pool.propose(&ctx("c"), &Selector::default(), 5 * S, &[]).unwrap();
     assert_eq!((proposal.permit, proposal.last, proposal.at), (0, 0, 5 * S));
     assert_eq!(pool.stats().live_leases, 0);
     assert_eq!(pool.stats().available, 1);
-    let again = pool.propose(&ctx("c"), 6 * S, &[]).unwrap();
+    let again = pool.propose(&ctx("c"), &Selector::default(), 6 * S, &[]).unwrap();
     assert_eq!(again.resource, proposal.resource, "the dropped proposal left the permit free");
 }
 
 #[test]
 fn a_granted_proposal_is_dated_from_the_proposal_and_carries_the_authority_token() {
     let mut pool = pool_with(&["a"]);
-    let proposal = pool.propose(&ctx("c"), 5 * S, &[]).unwrap();
+    let proposal = pool.propose(&ctx("c"), &Selector::default(), 5 * S, &[]).unwrap();
     pool.advance(7 * S);
-    let Settled::Granted(lease) = pool.settle(&ctx("c"), proposal, Some(41), &[]).unwrap() else {
+    let Settled::Granted(lease) = pool.settle(&ctx("c"), &Selector::default(), proposal, Some(41), &[]).unwrap() else {
         panic!("a token grants the lease");
     };
     assert_eq!((lease.token, lease.kind, lease.granted_at), (41, LeaseKind::Client, 5 * S));
@@ -187,13 +188,13 @@ fn a_granted_proposal_is_dated_from_the_proposal_and_carries_the_authority_token
 fn refusals_move_on_to_other_candidates_and_then_run_out() {
     let mut pool = pool_with(&["a", "b"]);
     let c = ctx("c");
-    let first = pool.propose(&c, 0, &[]).unwrap();
-    let Settled::Next(second) = pool.settle(&c, first.clone(), None, &[]).unwrap() else {
+    let first = pool.propose(&c, &Selector::default(), 0, &[]).unwrap();
+    let Settled::Next(second) = pool.settle(&c, &Selector::default(), first.clone(), None, &[]).unwrap() else {
         panic!("another candidate is free");
     };
     assert_ne!(second.resource, first.resource);
     assert_eq!(second.refused, vec![(first.resource, 0)]);
-    assert_eq!(pool.settle(&c, second, None, &[]), Err(Error::NoResourceAvailable(leased(2))));
+    assert_eq!(pool.settle(&c, &Selector::default(), second, None, &[]), Err(Error::NoResourceAvailable(leased(2))));
     assert_eq!(pool.stats().available, 2, "refused permits are free again once the acquire ends");
 }
 
@@ -202,13 +203,15 @@ fn a_refused_permit_leaves_the_other_permits_of_its_resource_selectable() {
     let mut pool = first_pool();
     pool.register(rid("a"), 3, 0).unwrap();
     let c = ctx("c");
-    let first = pool.propose(&c, 0, &[]).unwrap();
+    let first = pool.propose(&c, &Selector::default(), 0, &[]).unwrap();
     assert_eq!(first.permit, 0);
-    let Settled::Next(second) = pool.settle(&c, first.clone(), None, &[]).unwrap() else {
+    let Settled::Next(second) = pool.settle(&c, &Selector::default(), first.clone(), None, &[]).unwrap() else {
         panic!("two permits are free")
     };
     assert_eq!((second.resource, second.permit), (first.resource, 1));
-    let Settled::Granted(lease) = pool.settle(&c, second, Some(1), &[]).unwrap() else { panic!("granted") };
+    let Settled::Granted(lease) = pool.settle(&c, &Selector::default(), second, Some(1), &[]).unwrap() else {
+        panic!("granted")
+    };
     assert_eq!((lease.resource, lease.permit), (rid("a"), 1));
     assert_eq!(pool.resources()[0].leased, 1, "the refused permit is free again");
 }
@@ -217,14 +220,17 @@ fn a_refused_permit_leaves_the_other_permits_of_its_resource_selectable() {
 fn permits_in_flight_are_not_proposed_again() {
     let mut pool = pool_with(&["a", "b"]);
     let c = ctx("c");
-    let first = pool.propose(&c, 0, &[]).unwrap();
-    let second = pool.propose(&c, 0, &[(first.resource, first.permit)]).unwrap();
+    let first = pool.propose(&c, &Selector::default(), 0, &[]).unwrap();
+    let second = pool.propose(&c, &Selector::default(), 0, &[(first.resource, first.permit)]).unwrap();
     assert_ne!(second.resource, first.resource);
     let both = [(first.resource, first.permit), (second.resource, second.permit)];
-    assert_eq!(pool.propose(&c, 0, &both), Err(Error::NoResourceAvailable(leased(2))));
+    assert_eq!(pool.propose(&c, &Selector::default(), 0, &both), Err(Error::NoResourceAvailable(leased(2))));
     // A refusal moves on past the permits in flight too.
     let in_flight = [(second.resource, second.permit)];
-    assert_eq!(pool.settle(&c, first, None, &in_flight), Err(Error::NoResourceAvailable(leased(2))));
+    assert_eq!(
+        pool.settle(&c, &Selector::default(), first, None, &in_flight),
+        Err(Error::NoResourceAvailable(leased(2)))
+    );
     assert_eq!(pool.stats().available, 2, "nothing stays marked");
 }
 
@@ -232,8 +238,11 @@ fn permits_in_flight_are_not_proposed_again() {
 fn a_token_not_above_the_last_seen_is_a_refusal() {
     let mut pool = pool_with(&["a"]);
     let c = ctx("c");
-    let proposal = pool.propose(&c, 0, &[]).unwrap();
-    assert_eq!(pool.settle(&c, proposal, Some(0), &[]), Err(Error::NoResourceAvailable(leased(1))));
+    let proposal = pool.propose(&c, &Selector::default(), 0, &[]).unwrap();
+    assert_eq!(
+        pool.settle(&c, &Selector::default(), proposal, Some(0), &[]),
+        Err(Error::NoResourceAvailable(leased(1)))
+    );
     assert_eq!(pool.stats().live_leases, 0);
 }
 
@@ -241,26 +250,28 @@ fn a_token_not_above_the_last_seen_is_a_refusal() {
 fn a_proposal_overtaken_by_another_grant_is_refused_and_changes_nothing() {
     let mut pool = pool_with(&["a"]);
     let c = ctx("c");
-    let early = pool.propose(&c, 0, &[]).unwrap();
-    let late = pool.propose(&c, 0, &[]).unwrap();
-    let Settled::Granted(lease) = pool.settle(&c, late, Some(1), &[]).unwrap() else { panic!("granted") };
+    let early = pool.propose(&c, &Selector::default(), 0, &[]).unwrap();
+    let late = pool.propose(&c, &Selector::default(), 0, &[]).unwrap();
+    let Settled::Granted(lease) = pool.settle(&c, &Selector::default(), late, Some(1), &[]).unwrap() else {
+        panic!("granted")
+    };
     let before = pool.snapshot(0, true);
     let held = Error::InvalidInput { field: "proposal", rule: "names a permit that is held" };
-    assert_eq!(pool.settle(&c, early.clone(), Some(2), &[]), Err(held));
+    assert_eq!(pool.settle(&c, &Selector::default(), early.clone(), Some(2), &[]), Err(held));
     assert_eq!(pool.snapshot(0, true), before);
     pool.release(lease.id, lease.token, 0).unwrap();
     let overtaken = Error::InvalidInput { field: "proposal", rule: "was overtaken by a newer token for its permit" };
-    assert_eq!(pool.settle(&c, early, Some(2), &[]), Err(overtaken));
+    assert_eq!(pool.settle(&c, &Selector::default(), early, Some(2), &[]), Err(overtaken));
 }
 
 #[test]
 fn a_proposal_for_a_resource_unregistered_since_is_refused() {
     let mut pool = pool_with(&["a"]);
     let c = ctx("c");
-    let proposal = pool.propose(&c, 0, &[]).unwrap();
+    let proposal = pool.propose(&c, &Selector::default(), 0, &[]).unwrap();
     pool.unregister(&rid("a"), false, 0).unwrap();
     pool.register(rid("a"), 1, 0).unwrap();
-    assert_eq!(pool.settle(&c, proposal, Some(1), &[]), Err(Error::UnknownResource));
+    assert_eq!(pool.settle(&c, &Selector::default(), proposal, Some(1), &[]), Err(Error::UnknownResource));
     assert_eq!(pool.stats().live_leases, 0);
 }
 
@@ -268,7 +279,7 @@ fn a_proposal_for_a_resource_unregistered_since_is_refused() {
 fn a_proposal_this_pool_did_not_make_is_refused() {
     let mut pool = pool_with(&["a"]);
     let c = ctx("c");
-    let proposal = pool.propose(&c, 3 * S, &[]).unwrap();
+    let proposal = pool.propose(&c, &Selector::default(), 3 * S, &[]).unwrap();
     let foreign = Error::InvalidInput { field: "proposal", rule: "was not made by this pool" };
     let no_permit = Error::InvalidInput { field: "proposal", rule: "names a permit the resource does not have" };
     for (forged, err) in [
@@ -276,7 +287,7 @@ fn a_proposal_this_pool_did_not_make_is_refused() {
         (Proposal { ttl: 1, ..proposal.clone() }, foreign),
         (Proposal { permit: 1, ..proposal.clone() }, no_permit),
     ] {
-        assert_eq!(pool.settle(&c, forged, Some(1), &[]), Err(err));
+        assert_eq!(pool.settle(&c, &Selector::default(), forged, Some(1), &[]), Err(err));
     }
     assert_eq!(pool.stats().live_leases, 0);
 }

@@ -18,6 +18,13 @@
 //!
 //! What the index last recorded for a (resource, context) lives with the cell
 //! (`ContextSlot`), so updating it costs no lookup of its own.
+//!
+//! `groups` mirrors the same entries into one tree per kind and per label
+//! value, for acquires that filter on them.
+
+mod groups;
+
+pub(crate) use groups::{GroupKey, GroupRef, Groups};
 
 use alloc::vec::Vec;
 
@@ -71,6 +78,7 @@ pub(crate) struct Index {
     stored: Vec<Option<GlobalEntry>>,
     hist: Histogram,
     contexts: Vec<ContextIndex>,
+    groups: Groups,
 }
 
 fn tree_value(g: Option<GlobalEntry>) -> (i64, i64) {
@@ -94,11 +102,19 @@ impl Index {
             + self.hist.heap_bytes()
             + vec::<ContextIndex>(self.contexts.capacity())
             + contexts
+            + self.groups.heap_bytes()
     }
 
     pub fn new() -> Self {
         let global = SumTree::new();
-        Index { shape: global.shape(), global, stored: Vec::new(), hist: Histogram::new(), contexts: Vec::new() }
+        Index {
+            shape: global.shape(),
+            global,
+            stored: Vec::new(),
+            hist: Histogram::new(),
+            contexts: Vec::new(),
+            groups: Groups::default(),
+        }
     }
 
     fn context_mut(&mut self, ctx: u32) -> &mut ContextIndex {
@@ -133,6 +149,7 @@ impl Index {
         self.global.add(i, nw - ow, nc - oc);
         self.hist.recount(old.map(|o| o.bucket), entry.map(|n| n.bucket));
         self.stored[i] = entry;
+        self.groups.set_global(slot, entry);
     }
 
     /// Sets a resource's entry in a context where it has a cell (`None` once the
@@ -162,7 +179,32 @@ impl Index {
         }
         c.members.recount(record.member, new.member);
         c.effective.recount(record.effective, new.effective);
+        self.groups.apply(slot, ctx, record, &new);
         *record = new;
+    }
+
+    /// Puts a slot into the groups of `keys` (see `Groups::join`); `records`
+    /// are its cells' records, by context.
+    pub fn join(&mut self, slot: u32, keys: impl IntoIterator<Item = GroupKey>, records: &[(u32, ContextSlot)]) {
+        let global = self.stored.get(slot as usize).copied().flatten();
+        self.groups.join(slot, keys, global, records);
+    }
+
+    /// Takes a slot out of its groups; `records` as for `join`.
+    pub fn leave(&mut self, slot: u32, records: &[(u32, ContextSlot)]) {
+        self.groups.leave(slot, records);
+    }
+
+    pub fn groups(&self) -> &Groups {
+        &self.groups
+    }
+
+    /// The weight of a slot leasable now in the context whose record is
+    /// `record` (none: no cell there), or `None` if it is not leasable.
+    pub fn leasable(&self, slot: u32, record: Option<&ContextSlot>) -> Option<i64> {
+        let (w, c) = tree_value(self.stored.get(slot as usize).copied().flatten());
+        let (dw, dc) = record.map_or((0, 0), |r| r.delta);
+        (c + dc == 1).then_some(w + dw)
     }
 
     /// Lowest eligible score in a context, fixed point; `None` when nothing is eligible.
