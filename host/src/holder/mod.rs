@@ -324,7 +324,9 @@ mod tests {
         let _held = holder.try_acquire("c", &Selector::default()).unwrap().unwrap();
         let waiter = {
             let holder = holder.clone();
-            std::thread::spawn(move || holder.acquire("c", &Selector::default(), Some(SECOND), || Ok::<(), Error>(())).map(|_| ()))
+            std::thread::spawn(move || {
+                holder.acquire("c", &Selector::default(), Some(SECOND), || Ok::<(), Error>(())).map(|_| ())
+            })
         };
         std::thread::sleep(Duration::from_millis(100));
         assert!(!waiter.is_finished(), "real time passed, the pool's clock did not");

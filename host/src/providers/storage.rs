@@ -121,6 +121,6 @@ mod tests {
         let StoreError::Unavailable(message) = decode_command(7, entry).unwrap_err() else { panic!("unavailable") };
         assert_eq!(message, "log entry 7 (38 bytes) does not decode: data error at line 1 column 36");
         let StoreError::Unavailable(message) = decode_command(8, "{\"Regi").unwrap_err() else { panic!() };
-        assert_eq!(message, "log entry 8 (7 bytes) does not decode: eof error at line 1 column 7");
+        assert_eq!(message, "log entry 8 (6 bytes) does not decode: eof error at line 1 column 6");
     }
 }

@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use repute_host::providers::{Address, Done, Exchange, Redis, Storage};
 use repute_host::{
-    Backend, EmbeddedPool, Error, Labels, Lease, Mode, Policy, Pool, PoolOps, Providers, Selector, Sharing,
-    StoreError, Strategy, SystemClock, TenantConfig,
+    Backend, EmbeddedPool, Error, Labels, Lease, Mode, Policy, Pool, PoolOps, Providers, Selector, Sharing, StoreError,
+    Strategy, SystemClock, TenantConfig,
 };
 
 use crate::shared_store::{shared_store_tests, tenant, Opener};

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use repute_host::linked::LinkedPool;
 use repute_host::{
-    Command, Error, Field, Holder, ManualClock, OpenOptions, Outcome, Pool, PoolOps, Providers, Registration,
+    holder::Field, Command, Error, Holder, ManualClock, OpenOptions, Outcome, Pool, PoolOps, Providers, Registration,
     ResourceId, Secret, Selector, StoreError, TenantConfig,
 };
 
@@ -146,8 +146,7 @@ fn a_log_entry_that_does_not_decode_is_named_without_its_text() {
     drop(conn);
 
     let at = broken.find(&format!("\"{SECRET}\"")).unwrap() + SECRET.len() + 2;
-    let expected =
-        format!("log entry 1 ({} bytes) does not decode: data error at line 1 column {at}", broken.len());
+    let expected = format!("log entry 1 ({} bytes) does not decode: data error at line 1 column {at}", broken.len());
     assert_eq!(open().unwrap_err(), Error::Store(StoreError::Unavailable(expected)));
     let _ = std::fs::remove_dir_all(&dir);
 }

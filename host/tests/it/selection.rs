@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use repute_host::linked::LinkedPool;
 use repute_host::{
-    Error, Field, Holder, LabelFilter, Labels, ManualClock, OpenOptions, Policy, Pool, PoolOps, Providers,
+    holder::Field, Error, Holder, LabelFilter, Labels, ManualClock, OpenOptions, Policy, Pool, PoolOps, Providers,
     Registration, Selector, Strategy, TenantConfig,
 };
 

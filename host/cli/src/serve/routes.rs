@@ -158,8 +158,8 @@ fn one() -> u32 {
     1
 }
 
-/// Registers the resource again if it is: its labels and secret are
-/// replaced by the body's (none when left out), as its permits are.
+/// Registering a resource again replaces its permits, labels and secret
+/// with the body's (no labels, no secret when left out).
 async fn register(State(state): State<App>, Tenant(t): Tenant, Body(b): Body<RegisterIn>) -> AppResult<StatusCode> {
     let registration = labels::registration(b.permits, b.labels, b.secret)?;
     let max = state.max_tenant_bytes;

@@ -67,10 +67,12 @@ fn only_the_201_of_a_grant_carries_the_secret() {
     leased.problem(409, "leased");
     said.push(leased);
     let long = format!("{SECRET}{}", "x".repeat(4096));
-    let too_long = call("POST", &url("/v1/resources"), NONE, Some(json!({"kind": "key", "value": "k3", "secret": long})));
+    let too_long =
+        call("POST", &url("/v1/resources"), NONE, Some(json!({"kind": "key", "value": "k3", "secret": long})));
     too_long.problem(400, "invalid_input");
     said.push(too_long);
-    let typed = call("POST", &url("/v1/resources"), NONE, Some(json!({"kind": "key", "value": "k3", "secret": [SECRET]})));
+    let typed =
+        call("POST", &url("/v1/resources"), NONE, Some(json!({"kind": "key", "value": "k3", "secret": [SECRET]})));
     typed.problem(400, "invalid_input");
     said.push(typed);
     for reply in &said {

@@ -13,7 +13,8 @@ fn labelled(name: &str) -> Server {
         ("key", "k3", json!({"region": "eu", "tier": "free"})),
         ("proxy", "p1", json!({"region": "eu"})),
     ] {
-        let r = call("POST", &s.url("/v1/resources"), NONE, Some(json!({"kind": kind, "value": value, "labels": labels})));
+        let r =
+            call("POST", &s.url("/v1/resources"), NONE, Some(json!({"kind": kind, "value": value, "labels": labels})));
         assert_eq!(r.status, 204, "{}", r.body);
     }
     s
@@ -98,10 +99,7 @@ fn bad_labels_secrets_and_selectors_are_problems_naming_the_request_field() {
         some("labels", "names may hold only ASCII letters, digits, '_', '-' and '.'")
     );
     assert_eq!(register(json!({"labels": {"a": ""}})), some("labels", "must not be empty"));
-    assert_eq!(
-        register(json!({"labels": {"a": 5}})),
-        some("labels.a", "invalid type: integer `5`, expected a string")
-    );
+    assert_eq!(register(json!({"labels": {"a": 5}})), some("labels.a", "invalid type: integer `5`, expected a string"));
     let many: serde_json::Map<String, Value> = (0..17).map(|i| (format!("l{i:02}"), json!("v"))).collect();
     assert_eq!(register(json!({ "labels": many })), some("labels", "must be at most 16"));
     assert_eq!(register(json!({"secret": ""})), some("secret", "must not be empty"));
