@@ -229,3 +229,163 @@ fn a_secret_is_kept_and_handed_back_but_never_shown() {
     assert!(p.register_with(id.clone(), with_labels(1, &[("tier", "paid")]), 0).unwrap());
     assert_eq!(p.secret_of(&id).unwrap(), None);
 }
+
+mod properties {
+    use super::{ctx, filter, pool, with_labels, BTreeMap, BTreeSet, Error, ResourceId, Selector};
+    use proptest::prelude::*;
+    use repute_core::Strategy as Pick;
+
+    const VALUES: [&str; 6] = ["v0", "v1", "v2", "v3", "v4", "v5"];
+    const REGIONS: [&str; 3] = ["eu", "us", "ap"];
+
+    #[derive(Debug, Clone)]
+    enum Cmd {
+        /// Register value, as an api-key or a proxy, in a region.
+        Register(usize, bool, usize),
+        Acquire(usize, SelectorCase),
+        Release(usize),
+        Block(usize),
+        Unregister(usize),
+    }
+
+    #[derive(Debug, Clone)]
+    struct SelectorCase {
+        key: Option<bool>,
+        regions: Vec<usize>,
+        exclude: Vec<usize>,
+        prefer: Option<usize>,
+        affinity: Option<usize>,
+    }
+
+    impl SelectorCase {
+        fn selector(&self) -> Selector {
+            Selector {
+                kind: self.key.map(|k| if k { "api-key" } else { "proxy" }.to_string()),
+                labels: match self.regions.is_empty() {
+                    true => Vec::new(),
+                    false => vec![filter("region", &self.regions.iter().map(|&r| REGIONS[r]).collect::<Vec<_>>())],
+                },
+                exclude: self.exclude.iter().map(|&v| VALUES[v].to_string()).collect(),
+                prefer: self.prefer.map(|v| VALUES[v].to_string()),
+                affinity: self.affinity.map(|a| format!("user-{a}")),
+            }
+        }
+    }
+
+    fn case() -> impl Strategy<Value = SelectorCase> {
+        (
+            proptest::option::of(any::<bool>()),
+            proptest::collection::vec(0..3usize, 0..3),
+            proptest::collection::vec(0..6usize, 0..3),
+            proptest::option::of(0..6usize),
+            proptest::option::of(0..2usize),
+        )
+            .prop_map(|(key, regions, exclude, prefer, affinity)| SelectorCase {
+                key,
+                regions,
+                exclude,
+                prefer,
+                affinity,
+            })
+    }
+
+    fn cmd() -> impl Strategy<Value = Cmd> {
+        prop_oneof![
+            2 => (0..6usize, any::<bool>(), 0..3usize).prop_map(|(v, k, r)| Cmd::Register(v, k, r)),
+            4 => (0..2usize, case()).prop_map(|(c, s)| Cmd::Acquire(c, s)),
+            2 => (0..8usize).prop_map(Cmd::Release),
+            1 => (0..6usize).prop_map(Cmd::Block),
+            1 => (0..6usize).prop_map(Cmd::Unregister),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        /// A filtered acquire grants only what its selector admits, and
+        /// refuses only when nothing it admits is free and unblocked; a
+        /// preferred or bound resource that is free is the one granted.
+        #[test]
+        fn a_selector_grants_only_what_it_admits_and_refuses_only_when_nothing_is_free(
+            strategy in prop_oneof![Just(Pick::Thompson), Just(Pick::Classic), Just(Pick::First)],
+            cmds in proptest::collection::vec(cmd(), 1..60),
+        ) {
+            let mut p = pool(strategy);
+            let mut kinds: BTreeMap<usize, (bool, usize)> = BTreeMap::new();
+            let mut held: Vec<repute_core::Lease> = Vec::new();
+            let mut blocked: BTreeSet<usize> = BTreeSet::new();
+            let mut bound: BTreeMap<usize, usize> = BTreeMap::new();
+            let id = |v: usize, key: bool| ResourceId::new(if key { "api-key" } else { "proxy" }, VALUES[v]).unwrap();
+            for c in cmds {
+                match c {
+                    Cmd::Register(v, key, r) => {
+                        if kinds.get(&v).is_some_and(|&(k, _)| k != key) {
+                            continue;
+                        }
+                        let reg = with_labels(1, &[("region", REGIONS[r])]);
+                        if held.iter().all(|l| l.resource != id(v, key)) {
+                            p.register_with(id(v, key), reg, 0).unwrap();
+                            kinds.insert(v, (key, r));
+                        }
+                    }
+                    Cmd::Acquire(c, case) => {
+                        let sel = case.selector();
+                        let admitted = |v: usize| {
+                            let (key, r) = kinds[&v];
+                            case.key.is_none_or(|k| k == key)
+                                && (case.regions.is_empty() || case.regions.contains(&r))
+                                && !case.exclude.contains(&v)
+                        };
+                        let free: BTreeSet<usize> = kinds
+                            .keys()
+                            .copied()
+                            .filter(|&v| admitted(v) && !blocked.contains(&v))
+                            .filter(|&v| held.iter().all(|l| l.resource.value() != VALUES[v]))
+                            .collect();
+                        let context = ctx(["c0", "c1"][c]);
+                        match p.acquire_with(&context, &sel, 0) {
+                            Ok(l) => {
+                                let v = VALUES.iter().position(|x| *x == l.resource.value()).unwrap();
+                                prop_assert!(free.contains(&v), "granted {v}, free {free:?}");
+                                let first = case.affinity.and_then(|a| bound.get(&a).copied()).filter(|b| free.contains(b));
+                                let first = first.or(case.prefer.filter(|p| free.contains(p)));
+                                if let Some(f) = first {
+                                    prop_assert_eq!(v, f, "the bound or preferred resource comes first");
+                                }
+                                if let Some(a) = case.affinity {
+                                    bound.insert(a, v);
+                                }
+                                held.push(l);
+                            }
+                            Err(Error::NoResourceAvailable(r)) => {
+                                prop_assert!(free.is_empty(), "refused with {free:?} free");
+                                let admitted_count = kinds.keys().filter(|&&v| admitted(v)).count() as u32;
+                                prop_assert_eq!(r.registered, admitted_count);
+                            }
+                            Err(e) => prop_assert!(false, "{e:?}"),
+                        }
+                    }
+                    Cmd::Release(i) if !held.is_empty() => {
+                        let l = held.swap_remove(i % held.len());
+                        p.release(l.id, l.token, 0).unwrap();
+                    }
+                    Cmd::Release(_) => {}
+                    Cmd::Block(v) => {
+                        if let Some(&(key, _)) = kinds.get(&v) {
+                            p.block(&id(v, key), None, None, None, 0).unwrap();
+                            blocked.insert(v);
+                        }
+                    }
+                    Cmd::Unregister(v) => {
+                        if let Some((key, _)) = kinds.remove(&v) {
+                            p.unregister(&id(v, key), true, 0).unwrap();
+                            held.retain(|l| l.resource != id(v, key));
+                            blocked.remove(&v);
+                            bound.retain(|_, b| *b != v);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
