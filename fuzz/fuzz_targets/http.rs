@@ -6,8 +6,9 @@
 //! grow) and a sequence of requests, sent through the axum router on a current-thread
 //! runtime. The generator is biased to the real routes and request shapes
 //! (fields of the right type, ids and tokens of leases it was granted,
-//! snapshots it exported) and mixes in wrong types, unknown fields,
-//! invented methods and paths, bad headers and oversized bodies.
+//! snapshots it exported, labels, secrets and selectors) and mixes in wrong
+//! types, unknown fields, invented methods and paths, bad headers and
+//! oversized bodies.
 //!
 //! Oracle: no panic; no 5xx; on a route of the OpenAPI document, a status
 //! that document lists for it (a method the route lacks: 405); every
@@ -46,6 +47,8 @@ const TENANTS: [&str; 3] = ["default", "alpha", "beta"];
 const KINDS: [&str; 2] = ["proxy", "key"];
 const VALUES: [&str; 2] = ["a", "b"];
 const CONTEXTS: [&str; 3] = ["x.com", "y.com", "*"];
+const LABELS: [&str; 2] = ["region", "a b"];
+const REGIONS: [&str; 2] = ["eu", "us"];
 const OUTCOMES: [&str; 9] = [
     "success",
     "connection_reset",
@@ -247,6 +250,11 @@ fn any_value(u: &mut Unstructured, depth: u32) -> Result<Value> {
     })
 }
 
+/// An object of one entry.
+fn entry(key: String, value: Value) -> Value {
+    Value::Object(Map::from_iter([(key, value)]))
+}
+
 fn pick(u: &mut Unstructured, names: &[&str]) -> Result<String> {
     Ok(if u.ratio(1, 10)? { u.arbitrary()? } else { (*u.choose(names)?).to_owned() })
 }
@@ -370,6 +378,12 @@ fn request(u: &mut Unstructured, s: &Session) -> Result<Option<Made>> {
             if u.arbitrary()? {
                 f.push(("permits", json!(u.int_in_range(0..=1100u32)?)));
             }
+            if u.ratio(1, 3)? {
+                f.push(("labels", entry(pick(u, &LABELS)?, json!(pick(u, &REGIONS)?))));
+            }
+            if u.ratio(1, 4)? {
+                f.push(("secret", json!(pick(u, &["sk-1", ""])?)));
+            }
             body = Some(object(u, f)?.to_string().into_bytes());
         }
         (Route::Resource, "DELETE") => {
@@ -386,8 +400,24 @@ fn request(u: &mut Unstructured, s: &Session) -> Result<Option<Made>> {
         }
         (Route::Block, "DELETE") if u.arbitrary()? => path.push_str(&query(&[("context", pick(u, &CONTEXTS)?)])),
         (Route::Leases, "POST") => {
-            let context = json!(pick(u, &CONTEXTS)?);
-            body = Some(object(u, vec![("context", context)])?.to_string().into_bytes());
+            let mut f = vec![("context", json!(pick(u, &CONTEXTS)?))];
+            if u.ratio(1, 4)? {
+                f.push(("kind", json!(pick(u, &KINDS)?)));
+            }
+            if u.ratio(1, 4)? {
+                let values = if u.arbitrary()? { json!(pick(u, &REGIONS)?) } else { json!([pick(u, &REGIONS)?]) };
+                f.push(("where", entry(pick(u, &LABELS)?, values)));
+            }
+            if u.ratio(1, 6)? {
+                f.push(("exclude", json!([pick(u, &VALUES)?])));
+            }
+            if u.ratio(1, 6)? {
+                f.push(("prefer", json!(pick(u, &VALUES)?)));
+            }
+            if u.ratio(1, 4)? {
+                f.push(("affinity", json!(pick(u, &["user-1", "user-2"])?)));
+            }
+            body = Some(object(u, f)?.to_string().into_bytes());
         }
         (Route::Lease, "DELETE") if u.ratio(7, 8)? => path.push_str(&query(&[("token", lease.1.to_string())])),
         (Route::Renewals, "POST") => {
