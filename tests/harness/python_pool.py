@@ -40,11 +40,11 @@ def lease_json(lease: repute.Lease) -> dict[str, object]:
 
 def status_of(e: repute.ReputeError) -> int:
     """The status `repute serve` answers each error with."""
-    if isinstance(e, (repute.UnknownResource, repute.UnknownLease)):
+    if isinstance(e, (repute.UnknownResourceError, repute.UnknownLeaseError)):
         return 404
-    if isinstance(e, repute.RateLimited):
+    if isinstance(e, repute.RateLimitedError):
         return 429
-    if isinstance(e, repute.InvalidInput):
+    if isinstance(e, repute.InvalidInputError):
         return 400
     if isinstance(e, repute.StoreError):
         return 503
