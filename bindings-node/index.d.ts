@@ -100,7 +100,24 @@ export interface HoldOptions {
   maxHoldMs?: number;
 }
 
-export interface AcquireOptions extends HoldOptions {
+/** Which resources an acquire may choose, and which it tries first; every part optional. */
+export interface SelectorOptions {
+  /** Only resources of this kind. */
+  kind?: string;
+  /** Only resources whose labels match every entry: label name → the value, or any of the values (1..=16), it must have. */
+  where?: Record<string, string | readonly string[]>;
+  /** Never resources with these values, of any kind (at most 64). */
+  exclude?: readonly string[];
+  /** Try the resource with this value first (of `kind` when given), if it is selectable and admitted. */
+  prefer?: string;
+  /**
+   * Try the resource the last lease with this key got first, if it is still selectable and
+   * admitted; the grant binds the key to its resource (a blocked one is replaced).
+   */
+  affinity?: string;
+}
+
+export interface AcquireOptions extends HoldOptions, SelectorOptions {
   /** How long to wait for a resource; default without limit (as in Python). 0 tries once. */
   timeoutMs?: number;
   /** Aborts the wait (rejects with the signal's reason). */
@@ -178,10 +195,21 @@ export interface CellInfo {
   block?: BlockInfo;
 }
 
+export interface RegisterOptions {
+  /** Concurrent leases, 1..=1024; default 1. */
+  permits?: number;
+  /** At most 16, for acquire's `where`: a name of 1..=64 ASCII letters, digits, `_`, `-`, `.`. */
+  labels?: Record<string, string>;
+  /** Handed to the holders of the resource's leases (`lease.secret`), shown nowhere else; 1..=4096 bytes. */
+  secret?: string;
+}
+
 export interface ResourceInfo {
   kind: string;
   value: string;
   permits: number;
+  /** By name; a resource's secret is never part of its view. */
+  labels: Record<string, string>;
   leased: number;
   score: number;
   contexts: number;
@@ -264,6 +292,8 @@ export class Lease extends EventEmitter implements Disposable, AsyncDisposable {
   readonly context: string;
   readonly permit: number;
   readonly leaseKind: LeaseKind;
+  /** The secret the resource was registered with, or null (read from the pool once). */
+  readonly secret: string | null;
   readonly ttlMs: number;
   readonly grantedAtMs: number;
   readonly expiresAtMs: number;
@@ -301,8 +331,8 @@ export class Pool implements Disposable {
   /** Like the constructor, with the store opened off the JS thread. */
   static open(options?: PoolOptions): Promise<Pool>;
   now(): number;
-  /** True if anything changed. */
-  register(kind: string, value: string, options?: { permits?: number }): boolean;
+  /** Registers a resource, or replaces its permits, labels and secret; true if anything changed. */
+  register(kind: string, value: string, options?: RegisterOptions): boolean;
   unregister(kind: string, value: string, options?: { force?: boolean }): void;
   /**
    * The best lease for `context` now, or null. Synchronous: on SQLite it
@@ -310,7 +340,7 @@ export class Pool implements Disposable {
    * waits for the store's round trip on the JS thread, where `acquire()`
    * waits off it.
    */
-  tryAcquire(context: string, options?: HoldOptions): Lease | null;
+  tryAcquire(context: string, options?: HoldOptions & SelectorOptions): Lease | null;
   acquire(context: string, options?: AcquireOptions): Promise<Lease>;
   /**
    * Acquires, runs `fn(lease, signal)` and releases. `signal` aborts (with a

@@ -103,6 +103,13 @@ function obj(field, v) {
   return v;
 }
 
+/** An array of strings, or undefined. */
+function optStrings(field, v) {
+  if (v === undefined || v === null) return undefined;
+  if (!Array.isArray(v) || !v.every((s) => typeof s === 'string')) throw invalidArg(field, 'must be an array of strings');
+  return v;
+}
+
 function bigint(field, v) {
   if (typeof v === 'bigint') return v;
   if (Number.isSafeInteger(v) && v >= 0) return BigInt(v);
@@ -196,6 +203,14 @@ class Lease extends EventEmitter {
   get leaseKind() {
     return this.#d.leaseKind;
   }
+  /**
+   * The secret the resource was registered with (an API key, a password),
+   * or null: read from the pool once, then kept by the native lease. No
+   * view, event, error, `toJSON` or inspection of the lease shows it.
+   */
+  get secret() {
+    return this.#n.secret();
+  }
   get ttlMs() {
     return this.#d.ttlMs;
   }
@@ -287,6 +302,39 @@ class Lease extends EventEmitter {
 const ignore = () => {};
 
 // ------------------------------------------------------------------- pool
+
+/**
+ * `{ kind, where, exclude, prefer, affinity }`, checked for type, as the
+ * native selector: `where` (label name to a value or an array of values)
+ * becomes one label filter per name. The rules are the core's.
+ */
+function selectorOptions(o) {
+  const rule = 'must be an object of label name to a string or an array of strings';
+  let labels;
+  if (o.where !== undefined && o.where !== null) {
+    if (typeof o.where !== 'object' || Array.isArray(o.where)) throw invalidArg('where', rule);
+    labels = Object.entries(o.where).map(([name, v]) => {
+      const values = typeof v === 'string' ? [v] : v;
+      if (!Array.isArray(values) || !values.every((s) => typeof s === 'string')) throw invalidArg('where', rule);
+      return { name, values };
+    });
+  }
+  return {
+    kind: optStr('kind', o.kind),
+    labels,
+    exclude: optStrings('exclude', o.exclude),
+    prefer: optStr('prefer', o.prefer),
+    affinity: optStr('affinity', o.affinity),
+  };
+}
+
+/** `register`'s `labels`: an object of label name to string. */
+function labelsOption(v) {
+  if (v === undefined || v === null) return undefined;
+  const ok = typeof v === 'object' && !Array.isArray(v) && Object.values(v).every((s) => typeof s === 'string');
+  if (!ok) throw invalidArg('labels', 'must be an object of label name to string');
+  return v;
+}
 
 /** `{ autoRenew, maxHoldMs }`, checked for type; the rule is the host's. */
 function holdOptions(options) {
@@ -471,9 +519,18 @@ class Pool {
     }
   }
 
+  /**
+   * Registers a resource with `{ permits, labels, secret }`: `permits`
+   * concurrent leases (default 1), `labels` (label name to string) for
+   * acquire's `where`, and a `secret` handed to its lease holders
+   * (`lease.secret`). Registering again replaces them. True if anything changed.
+   */
   register(kind, value, options = {}) {
-    const permits = obj('options', options).permits ?? 1;
-    return this.#call(() => this.#native.register(str('kind', kind), str('value', value), uint('permits', permits)), true);
+    const o = obj('options', options);
+    const permits = uint('permits', o.permits ?? 1);
+    const labels = labelsOption(o.labels);
+    const secret = optStr('secret', o.secret);
+    return this.#call(() => this.#native.register(str('kind', kind), str('value', value), permits, labels, secret), true);
   }
 
   unregister(kind, value, options = {}) {
@@ -486,14 +543,16 @@ class Pool {
    * Synchronous; on a SQLite store it writes the new fencing token (one
    * small local transaction) before returning, and on PostgreSQL or Redis
    * it waits for the store's round trip on the JS thread (`acquire` waits
-   * off it). `{ autoRenew, maxHoldMs }` as for `acquire`.
+   * off it). `{ kind, where, exclude, prefer, affinity, autoRenew,
+   * maxHoldMs }` as for `acquire`.
    */
   tryAcquire(context, options = {}) {
     str('context', context);
+    const selector = selectorOptions(obj('options', options));
     const hold = holdOptions(options);
     let n;
     try {
-      n = this.#native.acquire(context);
+      n = this.#native.acquire(context, selector);
     } catch (e) {
       if (e instanceof NoResourceAvailableError) return null;
       throw e;
@@ -509,13 +568,17 @@ class Pool {
    * follow the pool's plan (the same as every front end's: from 1 ms up to
    * 50 ms, never past the pool's `retryAfterMs`, on the pool's clock) and
    * end early when this pool releases or changes anything. Rejects with the
-   * last NoResourceAvailableError / RateLimitedError on timeout. With
-   * `autoRenew: true` the pool renews the lease until it is released, lost
-   * or held for `maxHoldMs`.
+   * last NoResourceAvailableError / RateLimitedError on timeout. Only
+   * resources of `kind`, whose labels match `where` (label name to a value
+   * or an array of values) and whose value is not in `exclude` are chosen;
+   * `prefer` (a value) and `affinity` (a key: the resource the last lease
+   * with it got) are tried first. With `autoRenew: true` the pool renews
+   * the lease until it is released, lost or held for `maxHoldMs`.
    */
   async acquire(context, options = {}) {
     str('context', context);
     const o = obj('options', options);
+    const selector = selectorOptions(o);
     const hold = holdOptions(o);
     const timeoutMs = optNum('timeoutMs', o.timeoutMs);
     const signal = o.signal;
@@ -524,7 +587,7 @@ class Pool {
       signal?.throwIfAborted();
       let err;
       try {
-        return this.#adopt(await this.#acquireOnce(context), hold);
+        return this.#adopt(await this.#acquireOnce(context, selector), hold);
       } catch (e) {
         if (!(e instanceof NoResourceAvailableError || e instanceof RateLimitedError)) throw e;
         err = e;
@@ -542,10 +605,10 @@ class Pool {
   }
 
   /** One attempt: over the link on Redis, else a (possibly async) native call. */
-  async #acquireOnce(context) {
-    if (!this.#link) return this.#maybeAsync(false, 'acquire', context);
+  async #acquireOnce(context, selector) {
+    if (!this.#link) return this.#maybeAsync(false, 'acquire', context, selector);
     try {
-      return await this.#native.linkAcquire(context);
+      return await this.#native.linkAcquire(context, selector);
     } finally {
       this.#changed(false);
     }

@@ -65,6 +65,13 @@ impl NativeLease {
         LeaseData::new(&lease, Some(self.held.deadline()), &Wall::now(&**self.held.holder().clock()))
     }
 
+    /// The secret the resource was registered with, or null: read from the
+    /// pool once, then kept. No view, event or error carries it.
+    #[napi]
+    pub fn secret(&self) -> napi::Result<Option<String>> {
+        Ok(self.held.secret().or_throw()?.map(|s| s.expose().to_owned()))
+    }
+
     #[napi]
     pub fn valid(&self) -> bool {
         self.held.valid()

@@ -17,6 +17,7 @@ mod lease;
 mod link;
 mod outcome;
 mod pool;
+mod selector;
 mod task;
 mod units;
 mod views;

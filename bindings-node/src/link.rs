@@ -22,12 +22,13 @@ use napi::bindgen_prelude::{ToNapiValue, TypeName, ValueType};
 use napi::{check_status, sys, Env};
 use napi_derive::napi;
 use repute_host::providers::{Address, Done, Exchange};
-use repute_host::{Error, Holder, Pool, StoreError};
+use repute_host::{Error, Holder, Pool, Selector, StoreError};
 use socket2::{Domain, SockAddr, Socket, Type};
 
 use crate::errors::{to_js, to_js_value, OrThrow};
 use crate::lease::NativeLease;
 use crate::pool::NativePool;
+use crate::selector::SelectorSpec;
 
 /// The parts of libuv this needs; Node exports them to addons.
 mod uv {
@@ -177,9 +178,9 @@ impl Link {
     }
 
     /// Starts an acquire; refusals the pool knows at once are thrown.
-    pub(crate) fn acquire(this: &Rc<RefCell<Link>>, context: &str) -> napi::Result<Promised> {
+    pub(crate) fn acquire(this: &Rc<RefCell<Link>>, context: &str, selector: &Selector) -> napi::Result<Promised> {
         let mut link = this.borrow_mut();
-        let (op, ()) = link.begin(|x, p, op| x.acquire(p, op, context))?;
+        let (op, ()) = link.begin(|x, p, op| x.acquire(p, op, context, selector))?;
         let promise = link.promise(op)?;
         link.send(this);
         Ok(promise)
@@ -500,12 +501,12 @@ impl NativePool {
         self.link.ready.borrow().is_some() || self.link.open.borrow().is_some()
     }
 
-    /// An acquire on the pool's connection: a promise of the lease.
-    /// Refusals the pool knows at once are thrown.
+    /// An acquire on the pool's connection among the resources `selector`
+    /// admits: a promise of the lease. Refusals the pool knows at once are thrown.
     #[napi(ts_return_type = "Promise<NativeLease>")]
-    pub fn link_acquire(&self, env: Env, context: String) -> napi::Result<Promised> {
+    pub fn link_acquire(&self, env: Env, context: String, selector: SelectorSpec) -> napi::Result<Promised> {
         let link = self.link.get(env.raw(), &self.holder)?;
-        Link::acquire(&link, &context)
+        Link::acquire(&link, &context, &Selector::from(selector))
     }
 
     /// A release: the lease ends in the pool now; the promise resolves once

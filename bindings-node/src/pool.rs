@@ -15,7 +15,7 @@ use napi::bindgen_prelude::{AsyncTask, BigInt, Buffer, Uint8Array};
 use napi_derive::napi;
 use repute_host::holder::{Cooldown, Field, OpenOptions};
 use repute_host::providers::Exchange;
-use repute_host::{finish_probe, start_probes, Clock, Error, Holder, Lease, Pool, PoolOps, Verdict, Wall};
+use repute_host::{finish_probe, start_probes, Clock, Error, Holder, Lease, Pool, PoolOps, Selector, Verdict, Wall};
 
 use crate::clock::NativeClock;
 use crate::errors::{invalid, OrThrow};
@@ -23,6 +23,7 @@ use crate::events::EventData;
 use crate::lease::{NativeLease, NativeWaiting};
 use crate::link::{LinkSlot, Target};
 use crate::outcome::{self, CooldownConfig, OutcomeSpec};
+use crate::selector::{self, SelectorSpec};
 use crate::task::Job;
 use crate::units::{ms_to_ns, ns_to_ms};
 use crate::views::{CellInfo, LeaseData, ProbeTarget, ResourceInfo, StatsInfo};
@@ -211,9 +212,18 @@ impl NativePool {
         ns_to_ms(self.holder.now())
     }
 
+    /// Registers a resource with its permits, labels and secret; again to replace them.
     #[napi]
-    pub fn register(&self, kind: String, value: String, permits: u32) -> napi::Result<bool> {
-        self.with(|p| p.register(&kind, &value, permits))
+    pub fn register(
+        &self,
+        kind: String,
+        value: String,
+        permits: u32,
+        labels: Option<HashMap<String, String>>,
+        secret: Option<String>,
+    ) -> napi::Result<bool> {
+        let registration = selector::registration(permits, labels, secret).or_throw()?;
+        self.with(|p| p.register_with(&kind, &value, &registration))
     }
 
     #[napi]
@@ -221,15 +231,17 @@ impl NativePool {
         self.with(|p| p.unregister(&kind, &value, force))
     }
 
+    /// The best lease for `context` among the resources `selector` admits.
     #[napi]
-    pub fn acquire(&self, context: String) -> napi::Result<NativeLease> {
-        self.grant(|p| p.acquire(&context))
+    pub fn acquire(&self, context: String, selector: SelectorSpec) -> napi::Result<NativeLease> {
+        self.holder.acquire_now(&context, &Selector::from(selector)).map(NativeLease::new).or_throw()
     }
 
     #[napi]
-    pub fn acquire_async(&self, context: String) -> AsyncTask<Job<NativeLease>> {
+    pub fn acquire_async(&self, context: String, selector: SelectorSpec) -> AsyncTask<Job<NativeLease>> {
         let holder = self.holder.clone();
-        AsyncTask::new(Job::new(move || holder.grant(|p| p.acquire(&context)).map(NativeLease::new).or_throw()))
+        let selector = Selector::from(selector);
+        AsyncTask::new(Job::new(move || holder.acquire_now(&context, &selector).map(NativeLease::new).or_throw()))
     }
 
     #[napi]

@@ -3,6 +3,8 @@
 //! beside each a `*UnixMs` field gives its Unix time in ms (as
 //! `Date.now()`), mapped when the view was made (see `repute_host::Wall`).
 
+use std::collections::BTreeMap;
+
 use napi_derive::napi;
 use repute_host::{Block, CellView, Context, Lease, LeaseKind, ResourceId, ResourceView, Stats, Wall};
 
@@ -119,6 +121,8 @@ pub struct ResourceInfo {
     pub kind: String,
     pub value: String,
     pub permits: u32,
+    /// By name; the resource's secret is never part of the view.
+    pub labels: BTreeMap<String, String>,
     pub leased: u32,
     pub score: i32,
     pub contexts: u32,
@@ -131,6 +135,7 @@ impl ResourceInfo {
             kind: r.resource.kind().to_owned(),
             value: r.resource.value().to_owned(),
             permits: r.permits,
+            labels: r.labels.iter().map(|(n, v)| (n.to_owned(), v.to_owned())).collect(),
             leased: r.leased,
             score: r.score,
             contexts: r.contexts,

@@ -41,6 +41,33 @@ test('redis shared: two pools never hold one permit together', async () => {
   }
 });
 
+test('redis shared: acquires on the connection choose by selector and hand out a secret registered elsewhere', async () => {
+  const store = env('REPUTE_TEST_REDIS_URL');
+  const tenant = newTenant();
+  const other = await Pool.open({ store, tenant, mode: 'shared' });
+  const pool = await Pool.open({ store, tenant, mode: 'shared' });
+  try {
+    other.register('api-key', 'k1', { labels: { tier: 'free' }, secret: 'sk-1' });
+    other.register('api-key', 'k2', { labels: { tier: 'paid' }, secret: 'sk-2' });
+    other.register('proxy', 'p1', { labels: { tier: 'paid' } });
+    assert.equal(pool.sync(), 3);
+    const lease = await pool.acquire('c', { timeoutMs: 0, kind: 'api-key', where: { tier: 'paid' }, affinity: 'user-1' });
+    assert.deepEqual([lease.value, lease.secret], ['k2', 'sk-2']);
+    assert.equal(other.tryAcquire('c', { kind: 'api-key', where: { tier: 'paid' } }), null, 'Redis holds it');
+    await lease.release();
+    const again = await pool.acquire('c', { timeoutMs: 0, affinity: 'user-1' });
+    assert.equal(again.value, 'k2');
+    await again.release();
+    await assert.rejects(
+      pool.acquire('c', { timeoutMs: 0, where: { tier: [] } }),
+      (e) => e instanceof InvalidInputError && e.field === 'where' && e.rule === 'each filter must list 1..=16 values',
+    );
+  } finally {
+    pool.close();
+    other.close();
+  }
+});
+
 /** Sends one command to the Redis at `url` on a connection of its own; resolves with the reply line. */
 function redisCommand(url, ...args) {
   const { hostname, port } = new URL(url);

@@ -38,6 +38,23 @@ export async function tour(): Promise<number> {
     using lease = pool.tryAcquire('example.com') ?? undefined;
     void lease?.expiresInMs;
   }
+  pool.register('api-key', 'k1', { labels: { tier: 'paid' }, secret: 'sk-1' });
+  const keyed: Lease = await pool.acquire('gpt-4o', {
+    kind: 'api-key',
+    where: { tier: ['paid', 'free'], region: 'eu' },
+    exclude: ['k0'],
+    prefer: 'k1',
+    affinity: 'user-1',
+    timeoutMs: 100,
+  });
+  const secret: string | null = keyed.secret;
+  const labels: Record<string, string> = pool.resources()[0].labels;
+  void pool.tryAcquire('gpt-4o', { kind: 'api-key', autoRenew: true });
+  // @ts-expect-error: a label's value is a string
+  pool.register('api-key', 'k2', { labels: { tier: 1 } });
+  // @ts-expect-error: where maps a label name to a string or strings
+  void pool.tryAcquire('gpt-4o', { where: { tier: 1 } });
+  void secret, labels;
   const permit: number = await pool.withLease('example.com', async (lease) => lease.permit);
   const held: boolean = await pool.withLease(
     'example.com',

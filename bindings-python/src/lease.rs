@@ -86,6 +86,14 @@ impl Lease {
         self.held.lease().token
     }
 
+    /// The secret the resource was registered with (an API key, a
+    /// password), or None; read from the pool once, then kept. No repr,
+    /// event, view or error shows it.
+    #[getter]
+    fn secret(&self, py: Python<'_>) -> PyResult<Option<String>> {
+        Ok(self.run(py, |held| held.secret())?.map(|s| s.expose().to_owned()))
+    }
+
     /// "client", "trial" (a half-open trial), "probe" or "fail_open".
     #[getter]
     fn lease_kind(&self) -> &'static str {

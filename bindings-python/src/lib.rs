@@ -14,6 +14,7 @@ mod link;
 mod outcome;
 mod pool;
 mod probe;
+mod selector;
 mod time;
 mod views;
 

@@ -16,6 +16,7 @@ use repute_host::{Error, StoreError};
 use crate::errors::{to_py, Failure};
 use crate::lease::{released_name, Lease};
 use crate::pool::OpenPool;
+use crate::selector;
 
 struct State {
     exchange: Exchange,
@@ -94,17 +95,35 @@ impl RedisLink {
         (a.host.clone(), a.port)
     }
 
-    /// Starts an acquire; returns its operation number. Refusals the pool
-    /// knows at once (nothing selectable, the rate limit) are raised here.
-    #[pyo3(signature = (context, auto_renew = false, max_hold = None))]
-    fn acquire(&self, py: Python<'_>, context: &str, auto_renew: bool, max_hold: Option<f64>) -> PyResult<u32> {
+    /// Starts an acquire (the selector's arguments as for `Pool.acquire`);
+    /// returns its operation number. Refusals the pool knows at once
+    /// (nothing selectable, the rate limit) are raised here.
+    #[pyo3(signature = (
+        context, auto_renew = false, max_hold = None, *,
+        kind = None, r#where = None, exclude = None, prefer = None, affinity = None,
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn acquire(
+        &self,
+        py: Python<'_>,
+        context: &str,
+        auto_renew: bool,
+        max_hold: Option<f64>,
+        kind: Option<&str>,
+        r#where: Option<Bound<'_, PyAny>>,
+        exclude: Option<Bound<'_, PyAny>>,
+        prefer: Option<&str>,
+        affinity: Option<&str>,
+    ) -> PyResult<u32> {
+        let selector = selector::selector(kind, r#where.as_ref(), exclude.as_ref(), prefer, affinity);
+        let selector = selector.map_err(|f| to_py(py, f))?;
         let hold = crate::pool::hold(auto_renew, max_hold).map_err(|f| to_py(py, f))?;
         py.detach(|| {
             self.shared.check()?;
             let mut state = self.state();
             let op = state.op();
             let exchange = &mut state.exchange;
-            self.shared.holder.with(|p| exchange.acquire(p, op, context))?;
+            self.shared.holder.with(|p| exchange.acquire(p, op, context, &selector))?;
             state.holds.insert(op, hold);
             Ok(op)
         })

@@ -18,6 +18,7 @@ use crate::clock::ManualClock;
 use crate::errors::{invalid, to_py, Failure};
 use crate::lease::Lease;
 use crate::outcome;
+use crate::selector;
 use crate::time::{ns_to_secs, positive_duration, secs_to_ns};
 use crate::views::{event, Cell, ProbeTarget, Resource, Stats};
 
@@ -222,11 +223,21 @@ impl Pool {
         self.shared.holder.waits_on_network()
     }
 
-    /// Registers a resource with `permits` concurrent leases, or changes its
-    /// permits. True if anything changed.
-    #[pyo3(signature = (kind, value, permits = 1))]
-    fn register(&self, py: Python<'_>, kind: &str, value: &str, permits: u32) -> PyResult<bool> {
-        self.call_freeing(py, |p| p.register(kind, value, permits))
+    /// Registers a resource with `permits` concurrent leases, its `labels`
+    /// (a mapping of str to str) and its `secret`; registering again
+    /// replaces them. True if anything changed.
+    #[pyo3(signature = (kind, value, permits = 1, *, labels = None, secret = None))]
+    fn register(
+        &self,
+        py: Python<'_>,
+        kind: &str,
+        value: &str,
+        permits: u32,
+        labels: Option<Bound<'_, PyAny>>,
+        secret: Option<&str>,
+    ) -> PyResult<bool> {
+        let registration = selector::registration(permits, labels.as_ref(), secret).map_err(|f| to_py(py, f))?;
+        self.call_freeing(py, |p| p.register_with(kind, value, &registration))
     }
 
     /// Removes a resource; refused while leased unless `force` (which revokes the leases).
@@ -235,20 +246,32 @@ impl Pool {
         self.call(py, |p| p.unregister(kind, value, force))
     }
 
-    /// The best lease for `context` now, or None if nothing is available.
-    #[pyo3(signature = (context, *, auto_renew = false, max_hold = None))]
+    /// The best lease for `context` now among the resources the selector
+    /// admits (see `acquire`), or None if nothing is available.
+    #[pyo3(signature = (
+        context, *, kind = None, r#where = None, exclude = None, prefer = None, affinity = None,
+        auto_renew = false, max_hold = None,
+    ))]
+    #[allow(clippy::too_many_arguments)]
     fn try_acquire(
         &self,
         py: Python<'_>,
         context: &str,
+        kind: Option<&str>,
+        r#where: Option<Bound<'_, PyAny>>,
+        exclude: Option<Bound<'_, PyAny>>,
+        prefer: Option<&str>,
+        affinity: Option<&str>,
         auto_renew: bool,
         max_hold: Option<f64>,
     ) -> PyResult<Option<Lease>> {
+        let selector = selector::selector(kind, r#where.as_ref(), exclude.as_ref(), prefer, affinity);
+        let selector = selector.map_err(|f| to_py(py, f))?;
         let hold = hold(auto_renew, max_hold).map_err(|f| to_py(py, f))?;
         let held = py
             .detach(|| {
                 self.shared.check()?;
-                self.shared.holder.try_acquire(context).map_err(Failure::from)
+                self.shared.holder.try_acquire(context, &selector).map_err(Failure::from)
             })
             .map_err(|f| to_py(py, f))?;
         Ok(held.map(|held| Lease::held(self.shared.clone(), held, hold)))
@@ -256,26 +279,40 @@ impl Pool {
 
     /// The best lease for `context`, waiting up to `timeout` seconds (None:
     /// without limit) for one to come free. Raises `NoResourceAvailable` or
-    /// `RateLimited` when the time is up. With `auto_renew`, a thread of the
-    /// pool renews the lease until it is released, lost, or held for
-    /// `max_hold` seconds.
-    #[pyo3(signature = (context, timeout = None, *, auto_renew = false, max_hold = None))]
+    /// `RateLimited` when the time is up. Only resources of `kind`, whose
+    /// labels match `where` (label name to a value or a list of values) and
+    /// whose value is not in `exclude` are chosen; `prefer` (a value) and
+    /// `affinity` (a key: the resource the last lease with it got) are
+    /// tried first. With `auto_renew`, a thread of the pool renews the lease
+    /// until it is released, lost, or held for `max_hold` seconds.
+    #[pyo3(signature = (
+        context, timeout = None, *, kind = None, r#where = None, exclude = None, prefer = None, affinity = None,
+        auto_renew = false, max_hold = None,
+    ))]
+    #[allow(clippy::too_many_arguments)]
     fn acquire(
         &self,
         py: Python<'_>,
         context: &str,
         timeout: Option<f64>,
+        kind: Option<&str>,
+        r#where: Option<Bound<'_, PyAny>>,
+        exclude: Option<Bound<'_, PyAny>>,
+        prefer: Option<&str>,
+        affinity: Option<&str>,
         auto_renew: bool,
         max_hold: Option<f64>,
     ) -> PyResult<Lease> {
         let timeout = timeout.map(|t| secs_to_ns("timeout", t)).transpose().map_err(|f| to_py(py, f))?;
+        let selector = selector::selector(kind, r#where.as_ref(), exclude.as_ref(), prefer, affinity);
+        let selector = selector.map_err(|f| to_py(py, f))?;
         let hold = hold(auto_renew, max_hold).map_err(|f| to_py(py, f))?;
         let held = py
             .detach(|| {
                 self.shared.check()?;
                 // Between waits, so that Ctrl-C interrupts a long wait.
                 let between = || Python::attach(|py| py.check_signals()).map_err(Failure::Python);
-                self.shared.holder.acquire(context, timeout, between)
+                self.shared.holder.acquire(context, &selector, timeout, between)
             })
             .map_err(|f| to_py(py, f))?;
         Ok(Lease::held(self.shared.clone(), held, hold))

@@ -7,7 +7,7 @@
 
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::PyType;
+use pyo3::types::{IntoPyDict, PyDict, PyType};
 use pyo3::IntoPyObjectExt;
 use repute_host::{Block, CellView, Context, Event as HostEvent, EventKind, FailureKind, LeaseKind, RejectReason};
 use repute_host::{Lease as HostLease, ResourceId, ResourceView, Stats as HostStats, Wall};
@@ -156,23 +156,40 @@ impl Cell {
     }
 }
 
-/// One registered resource.
-#[pyclass(frozen, get_all, module = "repute")]
+/// One registered resource (its secret is never part of the view).
+#[pyclass(frozen, module = "repute")]
 pub(crate) struct Resource {
+    #[pyo3(get)]
     kind: String,
+    #[pyo3(get)]
     value: String,
+    #[pyo3(get)]
     permits: u32,
+    labels: Vec<(String, String)>,
+    #[pyo3(get)]
     leased: u32,
+    #[pyo3(get)]
     score: i32,
+    #[pyo3(get)]
     contexts: u32,
+    #[pyo3(get)]
     blocked: bool,
+    #[pyo3(get)]
     blocked_until: Option<f64>,
+    #[pyo3(get)]
     blocked_until_unix: Option<f64>,
+    #[pyo3(get)]
     block_reason: Option<String>,
 }
 
 #[pymethods]
 impl Resource {
+    /// The resource's labels, a new dict on every read, sorted by name.
+    #[getter]
+    fn labels<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        self.labels.clone().into_py_dict(py)
+    }
+
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let fields = vec![
             ("kind", py_value(py, &self.kind)?),
@@ -180,6 +197,7 @@ impl Resource {
             ("permits", py_value(py, self.permits)?),
             ("leased", py_value(py, self.leased)?),
             ("score", py_value(py, self.score)?),
+            ("labels", self.labels(py)?.into_any()),
         ];
         repr("Resource", fields)
     }
@@ -192,6 +210,7 @@ impl Resource {
             kind: v.resource.kind().to_owned(),
             value: v.resource.value().to_owned(),
             permits: v.permits,
+            labels: v.labels.iter().map(|(n, l)| (n.to_owned(), l.to_owned())).collect(),
             leased: v.leased,
             score: v.score,
             contexts: v.contexts,

@@ -126,3 +126,36 @@ def test_asyncio_on_redis_fails_in_flight_calls_when_the_server_is_gone(tenant: 
         return code
 
     assert asyncio.run(main()) == "True"
+
+
+def test_asyncio_on_redis_chooses_by_selector_and_hands_out_a_secret_registered_elsewhere(tenant: str) -> None:
+    import asyncio
+
+    url = env("REPUTE_TEST_REDIS_URL")
+
+    async def main() -> None:
+        other = repute.Pool(store=url, tenant=tenant, mode="shared")
+        other.register("api-key", "k1", labels={"tier": "free"}, secret="sk-1")
+        other.register("api-key", "k2", labels={"tier": "paid"}, secret="sk-2")
+        other.register("proxy", "p1", labels={"tier": "paid"})
+        pool = repute.AsyncPool(repute.Pool(store=url, tenant=tenant, mode="shared"))
+        assert [(r.value, r.labels) for r in await pool.resources()] == [
+            ("k1", {"tier": "free"}),
+            ("k2", {"tier": "paid"}),
+            ("p1", {"tier": "paid"}),
+        ], "opened from the log"
+        assert pool._link is not None, "acquires run on the pool's own connection"
+        lease = await pool.acquire("c", timeout=0, kind="api-key", where={"tier": "paid"}, affinity="user-1")
+        assert (lease.value, lease.secret) == ("k2", "sk-2")
+        assert other.try_acquire("c", kind="api-key", where={"tier": "paid"}) is None, "Redis holds it"
+        await lease.release()
+        again = await pool.acquire("c", timeout=0, affinity="user-1")
+        assert again.value == "k2"
+        await again.release()
+        with pytest.raises(repute.InvalidInputError) as bad:
+            await pool.acquire("c", timeout=0, where={"tier": []})
+        assert (bad.value.field, bad.value.rule) == ("where", "each filter must list 1..=16 values")
+        await pool.close()
+        other.close()
+
+    asyncio.run(main())

@@ -45,7 +45,10 @@ def test_stubs_catch_misuse(tmp_path: Path) -> None:
         "pool.register(1, 'v')\n"
         "lease: repute.Lease = pool.try_acquire('c')\n"
         "pool.block('k', 'v', seconds='soon')\n"
+        "pool.register('k', 'v', labels={'tier': 1})\n"
+        "pool.acquire('c', where={'tier': 1})\n"
+        "secret: str = pool.acquire('c').secret\n"
     )
     done = _mypy(str(bad))
     assert done.returncode == 1
-    assert done.stdout.count("error:") == 3, done.stdout
+    assert done.stdout.count("error:") == 6, done.stdout

@@ -51,18 +51,27 @@ def use_pool(pool: repute.Pool) -> list[int]:
         hint: float | None = e.retry_after
         code: str = e.code
         del hint, code
+    pool.register("api-key", "k1", labels={"tier": "paid"}, secret="sk-1")
+    keyed = pool.acquire("gpt-4o", kind="api-key", where={"tier": ["paid", "free"]}, exclude=["k0"], affinity="u1")
+    secret: str | None = keyed.secret
+    assert secret == "sk-1"
+    keyed.release()
+    labels: dict[str, str] = next(r for r in pool.resources() if r.kind == "api-key").labels
+    assert labels == {"tier": "paid"}
     return tokens
 
 
 async def use_async(clock: repute.ManualClock) -> int:
     pool = await repute.AsyncPool.open(clock=clock, lease_ttl=10.0, mode="shared", owner_ttl=5.0)
-    await pool.register("key", "k")
+    await pool.register("key", "k", labels={"tier": "paid"})
     folded: int = await pool.sync()
     assert folded == 0
     blocking: repute.Pool = pool.pool
     assert not blocking.closed
-    async with pool.acquire("api", timeout=1.0) as lease:
+    async with pool.acquire("api", timeout=1.0, kind="key", where={"tier": "paid"}, prefer="k") as lease:
         token: int = lease.token
+        secret: str | None = lease.secret
+        del secret
         await lease.report_success(latency=0.01)
     held: repute.AsyncLease = await pool.acquire("api")
     await held.release()

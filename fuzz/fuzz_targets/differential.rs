@@ -11,7 +11,7 @@
 mod commands;
 
 use arbitrary::{Result, Unstructured};
-use commands::{Cmd, CONTEXTS, KINDS, VALUES};
+use commands::{Cmd, CONTEXTS, KINDS, LABEL_SETS, SELECTORS, VALUES};
 use libfuzzer_sys::fuzz_target;
 use repute_host::{FailureKind, Policy, RateLimit, Recovery, Strategy, TenantConfig, SECOND};
 
@@ -75,7 +75,7 @@ fn latency(u: &mut Unstructured) -> Result<f64> {
 /// One command, weighted as the proptest strategy weighs them.
 fn cmd(u: &mut Unstructured) -> Result<Cmd> {
     let advances = [0, 1_000_000, SECOND, 10 * SECOND, 31 * SECOND, 400 * SECOND, 4000 * SECOND];
-    Ok(match u.int_in_range(0..=32)? {
+    Ok(match u.int_in_range(0..=38)? {
         0..=3 => Cmd::Advance(*u.choose(&advances)?),
         4..=6 => Cmd::Register(resource(u)?, u.int_in_range(1..=3)?),
         7 => Cmd::Unregister(resource(u)?, u.arbitrary()?),
@@ -95,9 +95,14 @@ fn cmd(u: &mut Unstructured) -> Result<Cmd> {
             maybe(u, |_| Ok("manual"))?,
         ),
         26 => Cmd::Unblock(resource(u)?, maybe(u, context)?),
-        27..=28 => Cmd::Inspect(u.int_in_range(0..=5)?),
+        27..=28 => Cmd::Inspect(u.int_in_range(0..=6)?),
         29 => Cmd::SnapshotRestore(u.arbitrary()?),
         30 => Cmd::Checkpoint(u.arbitrary()?),
-        _ => Cmd::BadInput(u.int_in_range(0..=3)?),
+        31..=32 => Cmd::BadInput(u.int_in_range(0..=3)?),
+        33..=34 => {
+            let (r, permits) = (resource(u)?, u.int_in_range(1..=3)?);
+            Cmd::RegisterWith(r, permits, u.choose_index(LABEL_SETS.len())?, u.arbitrary()?)
+        }
+        _ => Cmd::AcquireWith(context(u)?, u.choose_index(SELECTORS)?),
     })
 }

@@ -4,8 +4,8 @@
 //! invalid id would be a broken component, reported as such.
 
 use repute_core::{
-    Block, CellState, CellView, Command, Context, Event, EventKind, FailureKind, Lease, LeaseKind, Outcome, Policy,
-    Recovery, Refusal, RejectReason, ResourceId, ResourceView, Stats, Strategy,
+    Block, CellState, CellView, Command, Context, Event, EventKind, FailureKind, Labels, Lease, LeaseKind, Outcome,
+    Policy, Recovery, Refusal, Registration, RejectReason, ResourceId, ResourceView, Secret, Selector, Stats, Strategy,
 };
 
 use crate::bindings::repute::pool::types as wit;
@@ -73,6 +73,41 @@ pub(crate) fn outcome_in(o: &wit::Outcome) -> Outcome {
     }
 }
 
+fn labels_out(labels: &Labels) -> Vec<wit::Label> {
+    labels.iter().map(|(name, value)| wit::Label { name: name.to_owned(), value: value.to_owned() }).collect()
+}
+
+fn labels_in(labels: Vec<wit::Label>) -> Result<Labels, Error> {
+    Labels::new(labels.into_iter().map(|l| (l.name, l.value))).map_err(|e| broken("labels", e))
+}
+
+/// A secret out of the component. The error names the rule it broke, never
+/// the value.
+pub(crate) fn secret_in(secret: Option<String>) -> Result<Option<Secret>, Error> {
+    secret.map(Secret::new).transpose().map_err(|e| broken("secret", e))
+}
+
+fn registration_parts_out(permits: u32, labels: &Labels, secret: Option<&Secret>) -> wit::Registration {
+    wit::Registration { permits, labels: labels_out(labels), secret: secret.map(|s| s.expose().to_owned()) }
+}
+
+pub(crate) fn registration_out(r: &Registration) -> wit::Registration {
+    registration_parts_out(r.permits, &r.labels, r.secret.as_ref())
+}
+
+/// A selector crosses as it is: the core validates it, so a bad one is
+/// refused by the same rule in the component and in a core linked into the
+/// host. The default selector allocates nothing.
+pub(crate) fn selector_out(s: &Selector) -> wit::Selector {
+    wit::Selector {
+        kind: s.kind.clone(),
+        labels: s.labels.iter().map(|f| wit::LabelFilter { name: f.name.clone(), values: f.values.clone() }).collect(),
+        exclude: s.exclude.clone(),
+        prefer: s.prefer.clone(),
+        affinity: s.affinity.clone(),
+    }
+}
+
 /// A log entry the component appends, as the command storage keeps.
 pub(crate) fn log_entry_in(e: wit::LogEntry) -> Result<Command, Error> {
     Ok(match e {
@@ -81,7 +116,15 @@ pub(crate) fn log_entry_in(e: wit::LogEntry) -> Result<Command, Error> {
             context: ctx_in(&r.context)?,
             outcome: outcome_in(&r.outcome),
         },
-        wit::LogEntry::Register(r) => Command::Register { resource: id_in(&r.resource)?, permits: r.permits },
+        wit::LogEntry::Register(r) => {
+            let wit::Registration { permits, labels, secret } = r.registration;
+            Command::Register {
+                resource: id_in(&r.resource)?,
+                permits,
+                labels: labels_in(labels)?,
+                secret: secret_in(secret)?,
+            }
+        }
         wit::LogEntry::Unregister(r) => Command::Unregister { resource: id_in(&r.resource)?, force: r.force },
         wit::LogEntry::Block(b) => Command::Block {
             resource: id_in(&b.resource)?,
@@ -105,9 +148,10 @@ pub(crate) fn log_entry_out(c: &Command) -> wit::LogEntry {
             context: context.as_str().to_owned(),
             outcome: outcome_out(outcome),
         }),
-        Command::Register { resource, permits } => {
-            wit::LogEntry::Register(wit::LoggedRegister { resource: id(resource), permits: *permits })
-        }
+        Command::Register { resource, permits, labels, secret } => wit::LogEntry::Register(wit::LoggedRegister {
+            resource: id(resource),
+            registration: registration_parts_out(*permits, labels, secret.as_ref()),
+        }),
         Command::Unregister { resource, force } => {
             wit::LogEntry::Unregister(wit::LoggedUnregister { resource: id(resource), force: *force })
         }
@@ -234,6 +278,7 @@ pub(crate) fn resource_view_in(r: wit::ResourceView) -> Result<ResourceView, Err
     Ok(ResourceView {
         resource: id_in(&r.resource)?,
         permits: r.permits,
+        labels: labels_in(r.labels)?,
         leased: r.leased,
         score: r.score,
         contexts: r.contexts,

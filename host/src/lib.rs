@@ -51,7 +51,7 @@ mod wall;
 use std::time::Duration;
 
 pub use embedded::{EmbeddedPool, Sharing};
-pub use error::{codes, Error, Field, Result, SnapshotError, StoreError, Unit};
+pub use error::{codes, selector_error, Error, Field, Result, SnapshotError, StoreError, Unit};
 pub use holder::{HeldLease, Holder, Loss, OpenOptions};
 pub use http_outcome::{http_outcome, retry_after_header};
 pub use ownership::{Keeper, Ownership, Standing};
@@ -59,9 +59,9 @@ pub use pool::{Pool, PoolOps, PoolSet, TenantPool};
 pub use prober::{finish_probe, start_probes, Verdict};
 pub use providers::{Backend, Clock, ManualClock, Providers, SystemClock};
 pub use repute_core::{
-    Block, CellState, CellView, Command, Context, CoolingRule, Event, EventKind, FailureKind, Lease, LeaseKind,
-    Outcome, Policy, RateLimit, Recovery, Refusal, RejectReason, ResourceId, ResourceView, Stats, Strategy,
-    MAX_RETRY_AFTER, SECOND,
+    Block, CellState, CellView, Command, Context, CoolingRule, Event, EventKind, FailureKind, LabelFilter, Labels,
+    Lease, LeaseKind, Outcome, Policy, RateLimit, Recovery, Refusal, Registration, RejectReason, ResourceId,
+    ResourceView, Secret, Selector, Stats, Strategy, MAX_RETRY_AFTER, SECOND,
 };
 #[cfg(feature = "testing")]
 #[doc(hidden)]

@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex};
 
 use repute_core::journal::{self, Checkpoint, Journal, JournalError};
 use repute_core::{
-    Authority, CellView, Command, Context, Event, Lease, Outcome, RateLimit, ResourceId, ResourceView, Stats,
+    Authority, CellView, Command, Context, Event, Lease, Outcome, RateLimit, Registration, ResourceId, ResourceView,
+    Secret, Selector, Stats,
 };
 
 use crate::error::{Error, Result, StoreError};
@@ -208,10 +209,15 @@ impl LinkedPool {
 }
 
 impl PoolOps for LinkedPool {
-    fn register(&mut self, kind: &str, value: &str, permits: u32) -> Result<bool> {
+    fn register_with(&mut self, kind: &str, value: &str, registration: &Registration) -> Result<bool> {
         let id = id(kind, value)?;
-        let resource = id.clone();
-        self.logged(|| Command::Register { resource, permits }, |p, now| p.register(id, permits, now))
+        let command = Command::Register {
+            resource: id.clone(),
+            permits: registration.permits,
+            labels: registration.labels.clone(),
+            secret: registration.secret.clone(),
+        };
+        self.logged(|| command, |p, now| p.register_with(id, registration.clone(), now))
     }
 
     fn unregister(&mut self, kind: &str, value: &str, force: bool) -> Result<()> {
@@ -220,9 +226,14 @@ impl PoolOps for LinkedPool {
         self.logged(|| Command::Unregister { resource, force }, |p, now| p.unregister(&id, force, now))
     }
 
-    fn acquire(&mut self, context: &str) -> Result<Lease> {
+    fn acquire_with(&mut self, context: &str, selector: &Selector) -> Result<Lease> {
         let context = ctx(context)?;
-        self.run(|p, now| p.acquire(&context, now))
+        self.run(|p, now| p.acquire_with(&context, selector, now))
+    }
+
+    fn secret(&mut self, kind: &str, value: &str) -> Result<Option<Secret>> {
+        let id = id(kind, value)?;
+        Ok(self.journal.pool().secret_of(&id)?.cloned())
     }
 
     fn acquire_for_probe(&mut self, kind: &str, value: &str, context: &str) -> Result<Lease> {

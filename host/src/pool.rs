@@ -4,7 +4,9 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, RwLock};
 
-use repute_core::{CellView, Context, Event, Lease, Outcome, ResourceId, ResourceView, Stats};
+use repute_core::{
+    CellView, Context, Event, Lease, Outcome, Registration, ResourceId, ResourceView, Secret, Selector, Stats,
+};
 
 use crate::error::{Error, Result};
 use crate::providers::Providers;
@@ -13,22 +15,40 @@ use crate::shard::Shard;
 use crate::two_phase::{InFlight, Proposal, Revoke, Step};
 use crate::{Limits, TenantConfig};
 
-/// Every pool operation. Each call reads the tenant's clock once, first fires
-/// the timers due by then, and is one call into the component (a lease on a
-/// resource this host has not named before adds one call that reads no
-/// clock, to learn the resource's id). Resources are
+/// Every pool operation. Each call but `secret` reads the tenant's clock
+/// once, first fires the timers due by then, and is one call into the
+/// component (a lease on a resource this host has not named before adds one
+/// call that reads no clock, to learn the resource's id). Resources are
 /// named by `kind` and `value` (each 1..=256 bytes, no control characters);
 /// contexts by a name of the same rules other than `"*"`.
 pub trait PoolOps {
-    /// Registers a resource with `permits` (1..=1024) concurrent leases; again
-    /// to change its permits. True if anything changed. Lowering permits is
-    /// refused with `Leased` while a removed permit is leased.
-    fn register(&mut self, kind: &str, value: &str, permits: u32) -> Result<bool>;
+    /// Registers a resource with its permits (1..=1024 concurrent leases),
+    /// labels and secret; again to replace them. True if anything changed.
+    /// Lowering permits is refused with `Leased` while a removed permit is
+    /// leased.
+    fn register_with(&mut self, kind: &str, value: &str, registration: &Registration) -> Result<bool>;
+    /// `register_with` of `permits` alone: no labels, no secret.
+    fn register(&mut self, kind: &str, value: &str, permits: u32) -> Result<bool> {
+        self.register_with(kind, value, &Registration::new(permits))
+    }
     /// Removes a resource and its cells; refused with `Leased` while leased
     /// unless `force`, which revokes the leases. Fence counters are kept.
     fn unregister(&mut self, kind: &str, value: &str, force: bool) -> Result<()>;
-    /// The best lease for `context`, fenced by the tenant's authority.
-    fn acquire(&mut self, context: &str) -> Result<Lease>;
+    /// The best lease for `context` among the resources `selector` admits
+    /// (its `prefer` and `affinity` tried first), fenced by the tenant's
+    /// authority. A bad selector is refused with `InvalidInput` naming its
+    /// part as the core does (`kind`, `labels`, `exclude`, `prefer`,
+    /// `affinity`; see [`crate::selector_error`] for the front ends' names).
+    fn acquire_with(&mut self, context: &str, selector: &Selector) -> Result<Lease>;
+    /// `acquire_with` of the default selector: any resource.
+    fn acquire(&mut self, context: &str) -> Result<Lease> {
+        self.acquire_with(context, &Selector::default())
+    }
+    /// The secret the resource was registered with, if any; `UnknownResource`
+    /// if it is not registered. Reads no clock (it fires no timers). The one
+    /// way a secret leaves a pool: no event, view, JSON snapshot or error
+    /// carries it.
+    fn secret(&mut self, kind: &str, value: &str) -> Result<Option<Secret>>;
     /// A probe lease on a cell that `due_for_probe` lists.
     fn acquire_for_probe(&mut self, kind: &str, value: &str, context: &str) -> Result<Lease>;
     /// Extends a live lease by its TTL from now.
@@ -95,9 +115,10 @@ macro_rules! shard_ops {
     };
     ($ty:ty, $this:ident => $parts:expr) => {
         shard_ops!(@impl $ty, $this => $parts;
-            register(kind: &str, value: &str, permits: u32) -> bool;
+            register_with(kind: &str, value: &str, registration: &Registration) -> bool;
             unregister(kind: &str, value: &str, force: bool) -> ();
-            acquire(context: &str) -> Lease;
+            acquire_with(context: &str, selector: &Selector) -> Lease;
+            secret(kind: &str, value: &str) -> Option<Secret>;
             acquire_for_probe(kind: &str, value: &str, context: &str) -> Lease;
             renew(id: u64, token: u64) -> Lease;
             release(id: u64, token: u64) -> ();
@@ -157,25 +178,27 @@ impl Pool {
     }
 
     /// The first half of an acquire whose authority the caller asks itself
-    /// (see [`Proposal`]); the rate limit is checked as by `acquire`. The
-    /// permits of `in_flight` (the caller's proposals still unanswered)
-    /// are not proposed again.
-    pub fn propose(&mut self, context: &str, in_flight: &InFlight) -> Result<Proposal> {
-        self.shard.propose(self.tenant, context, &in_flight.0)
+    /// (see [`Proposal`]), among the resources `selector` admits; the rate
+    /// limit is checked as by `acquire`. The permits of `in_flight` (the
+    /// caller's proposals still unanswered) are not proposed again.
+    pub fn propose(&mut self, context: &str, selector: &Selector, in_flight: &InFlight) -> Result<Proposal> {
+        self.shard.propose(self.tenant, context, selector, &in_flight.0)
     }
 
     /// The authority's answer to `proposal` (`None`: held elsewhere): the
-    /// lease, or the next permit to ask for (none of `in_flight`). A
-    /// proposal overtaken meanwhile is refused with `InvalidInput` on
-    /// `proposal`; the caller then revokes the token it was given.
+    /// lease, or the next permit to ask for (none of `in_flight`), chosen
+    /// by the selector the proposal was made with. A proposal overtaken
+    /// meanwhile is refused with `InvalidInput` on `proposal`; the caller
+    /// then revokes the token it was given.
     pub fn settle(
         &mut self,
         context: &str,
+        selector: &Selector,
         proposal: &Proposal,
         answer: Option<u64>,
         in_flight: &InFlight,
     ) -> Result<Step> {
-        self.shard.settle(self.tenant, context, proposal, answer, &in_flight.0)
+        self.shard.settle(self.tenant, context, selector, proposal, answer, &in_flight.0)
     }
 
     /// Ends a live lease in the pool and returns the revoke the caller owes

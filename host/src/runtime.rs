@@ -125,8 +125,8 @@ pub fn measure_cold_start() -> Result<(Duration, bool), Error> {
     let precompiled = runtime.precompiled;
     let mut shard = crate::shard::Shard::with_runtime(runtime, crate::Limits::default())?;
     let tenant = shard.add(crate::TenantConfig::default(), crate::Providers::memory())?;
-    shard.register(tenant, "proxy", "a", 1)?;
-    shard.acquire(tenant, "example.com")?;
+    shard.register_with(tenant, "proxy", "a", &repute_core::Registration::new(1))?;
+    shard.acquire_with(tenant, "example.com", &repute_core::Selector::default())?;
     Ok((started.elapsed(), precompiled))
 }
 

@@ -28,7 +28,7 @@ import asyncio
 import functools
 from concurrent.futures import Executor, ThreadPoolExecutor
 from types import TracebackType
-from typing import Any, Callable, Generator, Iterable, Iterator, Literal, Mapping, TypeVar
+from typing import Any, Callable, Generator, Iterable, Iterator, Literal, Mapping, Sequence, TypedDict, TypeVar
 
 from ._native import (
     Cell,
@@ -116,9 +116,9 @@ class _Link(asyncio.Protocol):
         self._flush()
         return await future
 
-    async def acquire(self, context: str, hold: _Hold) -> Lease:
+    async def acquire(self, context: str, selector: _Selector, hold: _Hold) -> Lease:
         await self._ready()
-        op = self._native.acquire(context, hold.auto_renew, hold.max_hold)
+        op = self._native.acquire(context, hold.auto_renew, hold.max_hold, **selector)
         lease: Lease = await self._await(op)
         return lease
 
@@ -216,6 +216,11 @@ class AsyncLease:
         return self._lease.lease_kind
 
     @property
+    def secret(self) -> str | None:
+        """The resource's secret, or None (read from the pool's memory once)."""
+        return self._lease.secret
+
+    @property
     def expires_at(self) -> float:
         return self._lease.expires_at
 
@@ -303,6 +308,16 @@ class AsyncLease:
         return f"Async{self._lease!r}"
 
 
+class _Selector(TypedDict):
+    """``acquire``'s arguments that choose among the resources, as given."""
+
+    kind: str | None
+    where: Mapping[str, str | Sequence[str]] | None
+    exclude: Iterable[str] | None
+    prefer: str | None
+    affinity: str | None
+
+
 class _Hold:
     """How a lease is held once granted: auto-renewed (up to ``max_hold``
     seconds), and whether its loss cancels the task that acquired it."""
@@ -316,18 +331,21 @@ class _Hold:
 class _Acquire:
     """``await pool.acquire(...)`` gives the lease; ``async with`` also releases it."""
 
-    def __init__(self, pool: AsyncPool, context: str, timeout: float | None, hold: _Hold) -> None:
+    def __init__(
+        self, pool: AsyncPool, context: str, timeout: float | None, selector: _Selector, hold: _Hold
+    ) -> None:
         self._pool = pool
         self._context = context
         self._timeout = timeout
+        self._selector = selector
         self._hold = hold
         self._lease: AsyncLease | None = None
 
     def __await__(self) -> Generator[Any, None, AsyncLease]:
-        return self._pool._acquire(self._context, self._timeout, self._hold).__await__()
+        return self._pool._acquire(self._context, self._timeout, self._selector, self._hold).__await__()
 
     async def __aenter__(self) -> AsyncLease:
-        self._lease = await self._pool._acquire(self._context, self._timeout, self._hold)
+        self._lease = await self._pool._acquire(self._context, self._timeout, self._selector, self._hold)
         return self._lease
 
     async def __aexit__(
@@ -420,16 +438,36 @@ class AsyncPool:
     def now(self) -> float:
         return self._pool.now
 
-    async def register(self, kind: str, value: str, permits: int = 1) -> bool:
-        return await _call(self._io, self._pool.register, kind, value, permits)
+    async def register(
+        self,
+        kind: str,
+        value: str,
+        permits: int = 1,
+        *,
+        labels: Mapping[str, str] | None = None,
+        secret: str | None = None,
+    ) -> bool:
+        return await _call(self._io, self._pool.register, kind, value, permits, labels=labels, secret=secret)
 
     async def unregister(self, kind: str, value: str, force: bool = False) -> None:
         await _call(self._io, self._pool.unregister, kind, value, force)
 
     async def try_acquire(
-        self, context: str, *, auto_renew: bool = False, max_hold: float | None = None
+        self,
+        context: str,
+        *,
+        kind: str | None = None,
+        where: Mapping[str, str | Sequence[str]] | None = None,
+        exclude: Iterable[str] | None = None,
+        prefer: str | None = None,
+        affinity: str | None = None,
+        auto_renew: bool = False,
+        max_hold: float | None = None,
     ) -> AsyncLease | None:
-        lease = await _call(self._io, self._pool.try_acquire, context, auto_renew=auto_renew, max_hold=max_hold)
+        selector = _Selector(kind=kind, where=where, exclude=exclude, prefer=prefer, affinity=affinity)
+        lease = await _call(
+            self._io, self._pool.try_acquire, context, **selector, auto_renew=auto_renew, max_hold=max_hold
+        )
         return None if lease is None else AsyncLease(lease, self._io, self._link)
 
     def acquire(
@@ -437,26 +475,34 @@ class AsyncPool:
         context: str,
         timeout: float | None = None,
         *,
+        kind: str | None = None,
+        where: Mapping[str, str | Sequence[str]] | None = None,
+        exclude: Iterable[str] | None = None,
+        prefer: str | None = None,
+        affinity: str | None = None,
         auto_renew: bool = False,
         max_hold: float | None = None,
         cancel_on_loss: bool = False,
     ) -> _Acquire:
         """The best lease for ``context``, waiting up to ``timeout`` seconds
         (None: without limit); raises ``NoResourceAvailableError`` or
-        ``RateLimitedError`` when the time is up. With ``auto_renew`` the
-        pool's thread renews the lease until it is released, lost or held for
-        ``max_hold`` seconds; with ``cancel_on_loss`` a lost lease cancels the
-        task that acquired it (so ``async with`` leaves its block)."""
-        return _Acquire(self, context, timeout, _Hold(auto_renew, max_hold, cancel_on_loss))
+        ``RateLimitedError`` when the time is up. ``kind``, ``where``,
+        ``exclude``, ``prefer`` and ``affinity`` choose among the resources
+        as for :meth:`Pool.acquire`. With ``auto_renew`` the pool's thread
+        renews the lease until it is released, lost or held for ``max_hold``
+        seconds; with ``cancel_on_loss`` a lost lease cancels the task that
+        acquired it (so ``async with`` leaves its block)."""
+        selector = _Selector(kind=kind, where=where, exclude=exclude, prefer=prefer, affinity=affinity)
+        return _Acquire(self, context, timeout, selector, _Hold(auto_renew, max_hold, cancel_on_loss))
 
-    async def _acquire(self, context: str, timeout: float | None, hold: _Hold) -> AsyncLease:
+    async def _acquire(self, context: str, timeout: float | None, selector: _Selector, hold: _Hold) -> AsyncLease:
         # The plan starts the timeout now, and checks it (InvalidInputError)
         # before the pool is touched; without one it is made at the first
         # refusal, so a grant at once costs nothing more.
         waiting = None if timeout is None else self._pool._waiting(timeout)
         while True:
             try:
-                lease = AsyncLease(await self._attempt(context, hold), self._io, self._link)
+                lease = AsyncLease(await self._attempt(context, selector, hold), self._io, self._link)
                 break
             except (NoResourceAvailableError, RateLimitedError) as refusal:
                 if waiting is None:
@@ -472,13 +518,13 @@ class AsyncPool:
             lease.on_lost(lambda _loss: loop.call_soon_threadsafe(task.cancel))
         return lease
 
-    async def _attempt(self, context: str, hold: _Hold) -> Lease:
+    async def _attempt(self, context: str, selector: _Selector, hold: _Hold) -> Lease:
         if self._link is not None:
-            return await self._link.acquire(context, hold)
+            return await self._link.acquire(context, selector, hold)
         if self._io is None:
-            return self._pool.acquire(context, 0.0, auto_renew=hold.auto_renew, max_hold=hold.max_hold)
+            return self._pool.acquire(context, 0.0, **selector, auto_renew=hold.auto_renew, max_hold=hold.max_hold)
         attempt = functools.partial(
-            self._pool.acquire, context, 0.0, auto_renew=hold.auto_renew, max_hold=hold.max_hold
+            self._pool.acquire, context, 0.0, **selector, auto_renew=hold.auto_renew, max_hold=hold.max_hold
         )
         loop = asyncio.get_running_loop()
         future = loop.run_in_executor(self._io, attempt)

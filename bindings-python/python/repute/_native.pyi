@@ -3,7 +3,7 @@
 # is checked against these by mypy in the test suite.
 
 from types import TracebackType
-from typing import Awaitable, Callable, Iterable, Iterator, Literal, Mapping, final
+from typing import Awaitable, Callable, Iterable, Iterator, Literal, Mapping, Sequence, final
 
 from ._types import FailureKind
 
@@ -14,6 +14,8 @@ _Recovery = Literal["traffic", "probe", "classic"]
 _ProbeAnswer = bool | int | None
 _Probe = Callable[[str, str, str], _ProbeAnswer] | Callable[[str, str, str], Awaitable[_ProbeAnswer]]
 _Headers = Mapping[str, str] | Iterable[tuple[str, str]]
+# `acquire(where=...)`: label name -> the value, or the values, it must have.
+_Where = Mapping[str, str | Sequence[str]]
 
 class ReputeError(Exception):
     """Base class of every error repute raises."""
@@ -132,6 +134,8 @@ class Resource:
     def value(self) -> str: ...
     @property
     def permits(self) -> int: ...
+    @property
+    def labels(self) -> dict[str, str]: ...
     @property
     def leased(self) -> int: ...
     @property
@@ -301,7 +305,18 @@ class RedisLink:
 
     @property
     def address(self) -> tuple[str, int]: ...
-    def acquire(self, context: str, auto_renew: bool = False, max_hold: float | None = None) -> int: ...
+    def acquire(
+        self,
+        context: str,
+        auto_renew: bool = False,
+        max_hold: float | None = None,
+        *,
+        kind: str | None = None,
+        where: _Where | None = None,
+        exclude: Iterable[str] | None = None,
+        prefer: str | None = None,
+        affinity: str | None = None,
+    ) -> int: ...
     def release(self, lease: Lease) -> tuple[str, int | None]: ...
     def output(self) -> bytes: ...
     def feed(self, data: bytes) -> list[tuple[int, Lease | None | ReputeError]]: ...
@@ -339,6 +354,8 @@ class Lease:
     def token(self) -> int: ...
     @property
     def lease_kind(self) -> _LeaseKind: ...
+    @property
+    def secret(self) -> str | None: ...
     @property
     def ttl(self) -> float: ...
     @property
@@ -413,11 +430,40 @@ class Pool:
     def waits_on_network(self) -> bool: ...
     @property
     def closed(self) -> bool: ...
-    def register(self, kind: str, value: str, permits: int = 1) -> bool: ...
+    def register(
+        self,
+        kind: str,
+        value: str,
+        permits: int = 1,
+        *,
+        labels: Mapping[str, str] | None = None,
+        secret: str | None = None,
+    ) -> bool: ...
     def unregister(self, kind: str, value: str, force: bool = False) -> None: ...
-    def try_acquire(self, context: str, *, auto_renew: bool = False, max_hold: float | None = None) -> Lease | None: ...
+    def try_acquire(
+        self,
+        context: str,
+        *,
+        kind: str | None = None,
+        where: _Where | None = None,
+        exclude: Iterable[str] | None = None,
+        prefer: str | None = None,
+        affinity: str | None = None,
+        auto_renew: bool = False,
+        max_hold: float | None = None,
+    ) -> Lease | None: ...
     def acquire(
-        self, context: str, timeout: float | None = None, *, auto_renew: bool = False, max_hold: float | None = None
+        self,
+        context: str,
+        timeout: float | None = None,
+        *,
+        kind: str | None = None,
+        where: _Where | None = None,
+        exclude: Iterable[str] | None = None,
+        prefer: str | None = None,
+        affinity: str | None = None,
+        auto_renew: bool = False,
+        max_hold: float | None = None,
     ) -> Lease: ...
     def _waiting(self, timeout: float | None = None) -> Waiting: ...
     def _link(self) -> RedisLink | None: ...

@@ -229,6 +229,27 @@ impl Error {
     }
 }
 
+/// The name every front end gives a selector's label filters.
+const WHERE: &str = "where";
+
+/// An acquire's error as the front ends name its fields. The core calls a
+/// selector's label filters `labels`, as it calls a registration's labels;
+/// HTTP, Python and JavaScript take the filters as `where` (`labels` is the
+/// registration's there), so a refusal names what the caller wrote. Every
+/// other error passes unchanged.
+pub fn selector_error(e: Error) -> Error {
+    match e {
+        Error::InvalidInput { field, rule } => {
+            let field = match field.strip_prefix("labels") {
+                Some(rest) if rest.is_empty() || rest.starts_with('.') => format!("{WHERE}{rest}"),
+                _ => field,
+            };
+            Error::InvalidInput { field, rule }
+        }
+        e => e,
+    }
+}
+
 /// One field value of an error, for a front end to show in its own types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Field<'a> {
@@ -405,6 +426,19 @@ mod tests {
                 assert!(!e.message(unit).contains(" ns"), "{}", e.message(unit));
             }
         }
+    }
+
+    #[test]
+    fn a_selectors_label_filters_are_named_where() {
+        let renamed = |field: &str| match selector_error(Error::invalid(field, "r")) {
+            Error::InvalidInput { field, .. } => field,
+            e => panic!("{e:?}"),
+        };
+        assert_eq!(renamed("labels"), "where");
+        assert_eq!(renamed("labels.values"), "where.values");
+        assert_eq!(renamed("labelset"), "labelset");
+        assert_eq!(renamed("exclude"), "exclude");
+        assert_eq!(selector_error(Error::Blocked), Error::Blocked);
     }
 
     #[test]

@@ -8,12 +8,12 @@
 //! reached, the pool closed) ends in one place, [`HeldLease::lose`], which
 //! tells the listeners once.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use crate::error::{Error, Result, StoreError};
 use crate::pool::Pool;
 use crate::two_phase::Revoke;
-use crate::{Lease, PoolOps};
+use crate::{Lease, PoolOps, Secret};
 
 use super::Holder;
 
@@ -115,6 +115,10 @@ pub struct HeldLease {
     /// Serialises renewals and the release of this handle, so that a
     /// renewal in flight cannot resurrect a lease released meanwhile.
     op: Mutex<()>,
+    /// The resource's secret, once asked for: most leases are of resources
+    /// without one, or of holders that never ask, so a grant does not
+    /// fetch it.
+    secret: OnceLock<Option<Secret>>,
 }
 
 impl std::fmt::Debug for HeldLease {
@@ -145,7 +149,7 @@ impl HeldLease {
             released_as: None,
             loss: None,
         };
-        Arc::new(HeldLease { holder, lease, state: Mutex::new(state), op: Mutex::new(()) })
+        Arc::new(HeldLease { holder, lease, state: Mutex::new(state), op: Mutex::new(()), secret: OnceLock::new() })
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -163,6 +167,20 @@ impl HeldLease {
 
     pub fn holder(&self) -> &Arc<Holder> {
         &self.holder
+    }
+
+    /// The secret the lease's resource was registered with (an API key,
+    /// say), if any: asked of the pool on the first call, then kept, so it
+    /// stays readable after the lease ends. An error (the resource was
+    /// unregistered first, the pool closed) is not kept: a later call asks
+    /// again.
+    pub fn secret(&self) -> Result<Option<Secret>> {
+        if let Some(secret) = self.secret.get() {
+            return Ok(secret.clone());
+        }
+        let id = &self.lease.resource;
+        let fetched = self.holder.with(|p| p.secret(id.kind(), id.value()))?;
+        Ok(self.secret.get_or_init(|| fetched).clone())
     }
 
     /// When the authority lets the lease lapse (pool clock), as of the last renewal.

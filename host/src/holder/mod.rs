@@ -20,13 +20,13 @@ pub use options::{hold, Cooldown, Field, Names, OpenOptions, DEFAULT_OWNER_TTL};
 pub use waiting::{refusal_hint, Waiting};
 
 use crate::embedded::EmbeddedPool;
-use crate::error::{Error, Result};
+use crate::error::{selector_error, Error, Result};
 use crate::pool::Pool;
 #[cfg(feature = "redis")]
 use crate::providers::RedisWire;
 use crate::providers::{Clock, SystemClock};
 use crate::store::Mode;
-use crate::{Lease, PoolOps};
+use crate::{Lease, PoolOps, Selector};
 
 /// An open pool and whether closing it saves a last checkpoint.
 struct Open {
@@ -152,9 +152,17 @@ impl Holder {
         Ok(self.adopt(lease, sent))
     }
 
-    /// The best lease for `context` now, or `None` when nothing is selectable.
-    pub fn try_acquire(self: &Arc<Self>, context: &str) -> Result<Option<Arc<HeldLease>>> {
-        match self.grant(|p| p.acquire(context)) {
+    /// The best lease for `context` among the resources `selector` admits,
+    /// now; a refusal (nothing selectable among them included) is the
+    /// error. A bad selector is refused naming its label filters `where`,
+    /// as every front end spells them ([`selector_error`]).
+    pub fn acquire_now(self: &Arc<Self>, context: &str, selector: &Selector) -> Result<Arc<HeldLease>> {
+        self.grant(|p| p.acquire_with(context, selector)).map_err(selector_error)
+    }
+
+    /// `acquire_now`, with `None` when nothing `selector` admits is selectable.
+    pub fn try_acquire(self: &Arc<Self>, context: &str, selector: &Selector) -> Result<Option<Arc<HeldLease>>> {
+        match self.acquire_now(context, selector) {
             Ok(lease) => Ok(Some(lease)),
             Err(Error::NoResourceAvailable(_)) => Ok(None),
             Err(e) => Err(e),
@@ -167,14 +175,16 @@ impl Holder {
         Waiting::new(self.now(), timeout)
     }
 
-    /// The best lease for `context`, waiting up to `timeout` ns for one to
-    /// come free: woken by a release here, else after the backoff, the
-    /// pool's retry hint or the timeout (on the pool's clock), whichever
-    /// comes first. `between` runs between waits (a binding checks for
-    /// interrupts there). On timeout, the last refusal is the error.
+    /// The best lease for `context` among the resources `selector` admits,
+    /// waiting up to `timeout` ns for one to come free: woken by a release
+    /// here, else after the backoff, the pool's retry hint or the timeout
+    /// (on the pool's clock), whichever comes first. `between` runs between
+    /// waits (a binding checks for interrupts there). On timeout, the last
+    /// refusal is the error; errors name fields as `acquire_now`'s do.
     pub fn acquire<E: From<Error>>(
         self: &Arc<Self>,
         context: &str,
+        selector: &Selector,
         timeout: Option<u64>,
         mut between: impl FnMut() -> Result<(), E>,
     ) -> Result<Arc<HeldLease>, E> {
@@ -183,7 +193,7 @@ impl Holder {
             let mut guard = self.lock();
             let sent = self.now();
             let answer = match guard.as_mut() {
-                Some(open) => open.pool.serve().and_then(|p| p.acquire(context)),
+                Some(open) => open.pool.serve().and_then(|p| p.acquire_with(context, selector)),
                 None => Err(Error::Closed),
             };
             let refusal = match answer {
@@ -191,7 +201,7 @@ impl Holder {
                     drop(guard);
                     return Ok(self.adopt(lease, sent));
                 }
-                Err(e) => e,
+                Err(e) => selector_error(e),
             };
             let Some(hint) = refusal_hint(&refusal) else { return Err(refusal.into()) };
             let Some(wait) = waiting.next(hint, self.now()) else { return Err(refusal.into()) };
@@ -277,7 +287,7 @@ mod tests {
     fn a_lost_lease_tells_each_listener_once_and_releases_quietly() {
         let clock = ManualClock::new(0);
         let holder = pool(&clock);
-        let lease = holder.try_acquire("c").unwrap().expect("a is free");
+        let lease = holder.try_acquire("c", &Selector::default()).unwrap().expect("a is free");
         let calls = Arc::new(AtomicUsize::new(0));
         let seen = calls.clone();
         lease.on_lost(Box::new(move |loss| {
@@ -299,22 +309,24 @@ mod tests {
     fn a_deadline_passed_unseen_is_reported_by_the_release() {
         let clock = ManualClock::new(0);
         let holder = pool(&clock);
-        let lease = holder.try_acquire("c").unwrap().unwrap();
+        let lease = holder.try_acquire("c", &Selector::default()).unwrap().unwrap();
         assert_eq!(lease.deadline(), 9 * SECOND);
         clock.advance(9 * SECOND);
         assert!(!lease.valid());
         assert_eq!(lease.release(), Ok(Released::LostUnseen));
-        assert!(holder.try_acquire("c").unwrap().is_some(), "the permit is free again");
+        assert!(holder.try_acquire("c", &Selector::default()).unwrap().is_some(), "the permit is free again");
     }
 
     #[test]
     fn a_waiting_acquire_ends_on_the_pools_clock() {
         let clock = ManualClock::new(0);
         let holder = pool(&clock);
-        let _held = holder.try_acquire("c").unwrap().unwrap();
+        let _held = holder.try_acquire("c", &Selector::default()).unwrap().unwrap();
         let waiter = {
             let holder = holder.clone();
-            std::thread::spawn(move || holder.acquire("c", Some(SECOND), || Ok::<(), Error>(())).map(|_| ()))
+            std::thread::spawn(move || {
+                holder.acquire("c", &Selector::default(), Some(SECOND), || Ok::<(), Error>(())).map(|_| ())
+            })
         };
         std::thread::sleep(Duration::from_millis(100));
         assert!(!waiter.is_finished(), "real time passed, the pool's clock did not");
@@ -326,7 +338,7 @@ mod tests {
     fn closing_refuses_later_calls_and_loses_held_leases() {
         let clock = ManualClock::new(0);
         let holder = pool(&clock);
-        let lease = holder.try_acquire("c").unwrap().unwrap();
+        let lease = holder.try_acquire("c", &Selector::default()).unwrap().unwrap();
         holder.close(true).unwrap();
         holder.close(true).unwrap();
         assert!(!lease.valid());

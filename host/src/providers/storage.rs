@@ -30,8 +30,20 @@ pub(crate) fn encode_command(command: &Command) -> Result<String, StoreError> {
     serde_json::to_string(command).map_err(|e| StoreError::Unavailable(format!("log entry: {e}")))
 }
 
-pub(crate) fn decode_command(entry: &str) -> Result<Command, StoreError> {
-    serde_json::from_str(entry).map_err(|e| StoreError::Unavailable(format!("log entry {entry:?}: {e}")))
+/// A stored entry back as a command. A refusal names the entry by its
+/// position and size and says where decoding stopped, never what it read:
+/// an entry may hold a resource's secret, and serde's own message quotes
+/// the value it did not expect.
+pub(crate) fn decode_command(seq: u64, entry: &str) -> Result<Command, StoreError> {
+    serde_json::from_str(entry).map_err(|e| {
+        let category = format!("{:?}", e.classify()).to_lowercase();
+        StoreError::Unavailable(format!(
+            "log entry {seq} ({} bytes) does not decode: {category} error at line {} column {}",
+            entry.len(),
+            e.line(),
+            e.column()
+        ))
+    })
 }
 
 /// Checkpoints and command log of one tenant. Every write is conditional:
@@ -96,5 +108,19 @@ impl Storage for MemoryStorage {
     fn read_log(&mut self, after: u64, limit: u32) -> Result<Vec<LogEntry>, StoreError> {
         let start = self.log.partition_point(|e| e.seq <= after);
         Ok(self.log[start..].iter().take(limit as usize).cloned().collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_entry_that_does_not_decode_is_named_by_position_never_by_its_text() {
+        let entry = r#"{"Register":{"permits":"sk-live-123"}}"#;
+        let StoreError::Unavailable(message) = decode_command(7, entry).unwrap_err() else { panic!("unavailable") };
+        assert_eq!(message, "log entry 7 (38 bytes) does not decode: data error at line 1 column 36");
+        let StoreError::Unavailable(message) = decode_command(8, "{\"Regi").unwrap_err() else { panic!() };
+        assert_eq!(message, "log entry 8 (6 bytes) does not decode: eof error at line 1 column 6");
     }
 }

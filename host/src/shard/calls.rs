@@ -1,7 +1,7 @@
 //! The pool operations of a shard, one component call each, with their
 //! arguments and results converted between the host's types and the WIT's.
 
-use repute_core::Outcome;
+use repute_core::{Outcome, Registration, Secret, Selector};
 
 use super::Shard;
 use crate::bindings::repute::pool::types as wit;
@@ -21,9 +21,16 @@ macro_rules! op {
 }
 
 impl Shard {
-    pub(crate) fn register(&mut self, t: usize, kind: &str, value: &str, permits: u32) -> Result<bool> {
+    pub(crate) fn register_with(
+        &mut self,
+        t: usize,
+        kind: &str,
+        value: &str,
+        registration: &Registration,
+    ) -> Result<bool> {
         let id = convert::id_out(kind, value);
-        op!(self, t, |s, p, h| p.call_register(s, h, &id, permits))
+        let registration = convert::registration_out(registration);
+        op!(self, t, |s, p, h| p.call_register(s, h, &id, &registration))
     }
 
     pub(crate) fn unregister(&mut self, t: usize, kind: &str, value: &str, force: bool) -> Result<()> {
@@ -31,14 +38,22 @@ impl Shard {
         op!(self, t, |s, p, h| p.call_unregister(s, h, &id, force))
     }
 
-    pub(crate) fn acquire(&mut self, t: usize, context: &str) -> Result<repute_core::Lease> {
-        let grant = op!(self, t, |s, p, h| p.call_acquire(s, h, context))?;
+    pub(crate) fn acquire_with(&mut self, t: usize, context: &str, selector: &Selector) -> Result<repute_core::Lease> {
+        let selector = convert::selector_out(selector);
+        let grant = op!(self, t, |s, p, h| p.call_acquire(s, h, context, &selector))?;
         let context = self.context(t, context)?;
         self.lease_from(t, grant, context)
     }
 
-    pub(crate) fn propose(&mut self, t: usize, context: &str, in_flight: &[wit::RefusedPermit]) -> Result<Proposal> {
-        let inner = op!(self, t, |s, p, h| p.call_propose(s, h, context, in_flight))?;
+    pub(crate) fn propose(
+        &mut self,
+        t: usize,
+        context: &str,
+        selector: &Selector,
+        in_flight: &[wit::RefusedPermit],
+    ) -> Result<Proposal> {
+        let selector = convert::selector_out(selector);
+        let inner = op!(self, t, |s, p, h| p.call_propose(s, h, context, &selector, in_flight))?;
         let resource = self.resource_of(t, inner.resource)?;
         Ok(Proposal { inner, resource })
     }
@@ -47,11 +62,13 @@ impl Shard {
         &mut self,
         t: usize,
         context: &str,
+        selector: &Selector,
         proposal: &Proposal,
         answer: Option<u64>,
         in_flight: &[wit::RefusedPermit],
     ) -> Result<Step> {
-        match op!(self, t, |s, p, h| p.call_settle(s, h, context, &proposal.inner, answer, in_flight))? {
+        let selector = convert::selector_out(selector);
+        match op!(self, t, |s, p, h| p.call_settle(s, h, context, &selector, &proposal.inner, answer, in_flight))? {
             wit::Settled::Granted(grant) => {
                 let context = self.context(t, context)?;
                 Ok(Step::Granted(self.lease_from(t, grant, context)?))
@@ -134,6 +151,13 @@ impl Shard {
     pub(crate) fn lease(&mut self, t: usize, id: u64) -> Result<Option<repute_core::Lease>> {
         let lease = op!(self, t, |s, p, h| p.call_get_lease(s, h, id).map(Ok))?;
         lease.map(convert::lease_in).transpose()
+    }
+
+    /// The secret of a resource, from the component: the host keeps no copy.
+    pub(crate) fn secret(&mut self, t: usize, kind: &str, value: &str) -> Result<Option<Secret>> {
+        let id = convert::id_out(kind, value);
+        let secret = op!(self, t, |s, p, h| p.call_secret_of(s, h, &id))?;
+        convert::secret_in(secret)
     }
 
     pub(crate) fn report(&mut self, t: usize, kind: &str, value: &str, context: &str, outcome: &Outcome) -> Result<()> {

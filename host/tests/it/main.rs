@@ -14,6 +14,8 @@ mod prober;
 mod redis;
 mod resource_keys;
 mod restore;
+mod secrets;
+mod selection;
 mod shared_store;
 mod sqlite_restart;
 mod trap;

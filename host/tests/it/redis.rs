@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use repute_host::providers::{Address, Done, Exchange, Redis, Storage};
 use repute_host::{
-    Backend, EmbeddedPool, Error, Lease, Mode, Policy, Pool, PoolOps, Providers, Sharing, StoreError, Strategy,
-    SystemClock, TenantConfig,
+    Backend, EmbeddedPool, Error, Labels, Lease, Mode, Policy, Pool, PoolOps, Providers, Selector, Sharing, StoreError,
+    Strategy, SystemClock, TenantConfig,
 };
 
 use crate::shared_store::{shared_store_tests, tenant, Opener};
@@ -79,8 +79,12 @@ fn a_stale_epoch_is_refused_by_the_scripts() {
     let t = tenant("epoch");
     db.raise_epoch(&t, 3).unwrap();
     let (mut old, _) = db.tenant(&t, 2);
-    let register =
-        repute_host::Command::Register { resource: repute_host::ResourceId::new("proxy", "p").unwrap(), permits: 1 };
+    let register = repute_host::Command::Register {
+        resource: repute_host::ResourceId::new("proxy", "p").unwrap(),
+        permits: 1,
+        labels: Labels::default(),
+        secret: None,
+    };
     assert_eq!(old.append(&register), Err(StoreError::StaleEpoch { mine: 2, stored: 3 }));
     assert_eq!(old.save(b"bytes", 0, 0), Err(StoreError::StaleEpoch { mine: 2, stored: 3 }));
     let (mut current, _) = db.tenant(&t, 3);
@@ -171,7 +175,7 @@ impl Driven {
     }
 
     fn acquire(&mut self, context: &str) -> repute_host::Result<Lease> {
-        self.exchange.acquire(self.pool.serve()?, 1, context)?;
+        self.exchange.acquire(self.pool.serve()?, 1, context, &Selector::default())?;
         match self.pump().as_slice() {
             [Done::Acquired { op: 1, result }] => result.clone(),
             other => panic!("one acquire finishes: {other:?}"),
@@ -237,7 +241,7 @@ fn acquires_in_flight_together_take_distinct_permits() {
         driven.pool.serve().unwrap().register("proxy", value, 1).unwrap();
     }
     for op in 1..=3 {
-        driven.exchange.acquire(driven.pool.serve().unwrap(), op, "shop").unwrap();
+        driven.exchange.acquire(driven.pool.serve().unwrap(), op, "shop", &Selector::default()).unwrap();
     }
     let mut granted = Vec::new();
     while granted.len() < 3 {
@@ -258,7 +262,7 @@ fn acquires_in_flight_together_take_distinct_permits() {
 #[test]
 fn scripts_the_server_lost_are_sent_as_source() {
     let mut driven = Driven::with_one("exchange-noscript");
-    driven.exchange.acquire(driven.pool.serve().unwrap(), 1, "shop").unwrap();
+    driven.exchange.acquire(driven.pool.serve().unwrap(), 1, "shop", &Selector::default()).unwrap();
     let by_hash = driven.exchange.take_output();
     assert!(by_hash.starts_with(b"*9\r\n$7\r\nEVALSHA\r\n"));
     let lost = b"-NOSCRIPT No matching script. Please use EVAL.\r\n";
@@ -284,7 +288,7 @@ fn scripts_the_server_lost_are_sent_as_source() {
 #[test]
 fn a_broken_connection_fails_what_was_in_flight() {
     let mut driven = Driven::with_one("exchange-broken");
-    driven.exchange.acquire(driven.pool.serve().unwrap(), 9, "shop").unwrap();
+    driven.exchange.acquire(driven.pool.serve().unwrap(), 9, "shop", &Selector::default()).unwrap();
     assert!(driven.exchange.busy());
     let why = StoreError::Unavailable("redis: connection reset".into());
     match driven.exchange.reset(&why).as_slice() {
@@ -300,7 +304,7 @@ fn a_broken_connection_fails_what_was_in_flight() {
 #[test]
 fn a_reply_the_exchange_cannot_read_breaks_the_connection() {
     let mut driven = Driven::with_one("exchange-garbage");
-    driven.exchange.acquire(driven.pool.serve().unwrap(), 1, "shop").unwrap();
+    driven.exchange.acquire(driven.pool.serve().unwrap(), 1, "shop", &Selector::default()).unwrap();
     let fed = driven.exchange.feed(driven.pool.serve().unwrap(), b"*1\r\n");
     assert!(matches!(fed, Err(StoreError::Unavailable(_))), "{fed:?}");
 }

@@ -7,6 +7,7 @@
 
 pub mod auth;
 mod extract;
+mod labels;
 mod metrics;
 mod probe;
 pub mod problem;

@@ -14,13 +14,14 @@ use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use futures_util::stream::{Stream, StreamExt as _};
 use repute_core::snapshot::{capped, CappedInput};
-use repute_host::{CellView, Lease, LeaseKind, PoolOps, ResourceView, Stats};
+use repute_host::{selector_error, CellView, Lease, LeaseKind, PoolOps, ResourceView, Secret, Stats, TenantPool};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
 use tokio_stream::wrappers::BroadcastStream;
 
 use super::extract::{bearer, App, AppResult, Body, Raw, Tenant, P, Q};
+use super::labels::{self, Values};
 use super::problem::Problem;
 use super::share::{self, Growth};
 use super::units::http_view;
@@ -88,6 +89,9 @@ struct LeaseOut {
     lease_kind: LeaseKind,
     ttl_ms: f64,
     expires_in_ms: f64,
+    /// Only in the answer to the grant: the one way a client learns it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    secret: Option<String>,
 }
 
 fn lease_out(l: &Lease, now: u64) -> LeaseOut {
@@ -101,6 +105,7 @@ fn lease_out(l: &Lease, now: u64) -> LeaseOut {
         lease_kind: l.kind,
         ttl_ms: l.ttl as f64 / 1e6,
         expires_in_ms: l.expires_at.saturating_sub(now) as f64 / 1e6,
+        secret: None,
     }
 }
 
@@ -144,26 +149,39 @@ struct RegisterIn {
     value: String,
     #[serde(default = "one")]
     permits: u32,
+    #[serde(default)]
+    labels: std::collections::BTreeMap<String, String>,
+    secret: Option<String>,
 }
 
 fn one() -> u32 {
     1
 }
 
+/// Registering a resource again replaces its permits, labels and secret
+/// with the body's (no labels, no secret when left out).
 async fn register(State(state): State<App>, Tenant(t): Tenant, Body(b): Body<RegisterIn>) -> AppResult<StatusCode> {
+    let registration = labels::registration(b.permits, b.labels, b.secret)?;
     let max = state.max_tenant_bytes;
     state
         .call(&t, move |p| match share::admit(p, max, Growth::Resource { kind: &b.kind, value: &b.value })? {
-            Ok(()) => p.register(&b.kind, &b.value, b.permits).map(|_| Ok(())),
+            Ok(()) => p.register_with(&b.kind, &b.value, &registration).map(|_| Ok(())),
             Err(refused) => Ok(Err(refused)),
         })
         .await??;
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// The views with `labels` as an object; a view never carries a secret.
 async fn resources(State(state): State<App>, Tenant(t): Tenant) -> AppResult<Json<Value>> {
     let views: Vec<ResourceView> = state.call(&t, |p| p.resources()).await?;
-    Ok(Json(http_view(&views, &*state.clock)))
+    let mut out = http_view(&views, &*state.clock);
+    if let Value::Array(items) = &mut out {
+        for (item, view) in items.iter_mut().zip(&views) {
+            item["labels"] = labels::object(&view.labels);
+        }
+    }
+    Ok(Json(out))
 }
 
 /// `{kind}/{value}` of a resource path.
@@ -253,21 +271,50 @@ async fn unblock(
     }
 }
 
+/// What an acquire may choose; every part but `context` is optional.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct AcquireIn {
     context: String,
+    kind: Option<String>,
+    #[serde(default, rename = "where")]
+    filters: std::collections::BTreeMap<String, Values>,
+    #[serde(default)]
+    exclude: Vec<String>,
+    prefer: Option<String>,
+    affinity: Option<String>,
 }
 
 async fn acquire(State(state): State<App>, Tenant(t): Tenant, Body(b): Body<AcquireIn>) -> AppResult<Response> {
+    let selector = labels::selector(b.kind, b.filters, b.exclude, b.prefer, b.affinity);
     let clock = state.clock.clone();
-    let (lease, now) = state.call(&t, move |p| p.acquire(&b.context).map(|l| (l, clock.now()))).await?;
-    created(&lease, now)
+    let granted = state
+        .call(&t, move |p| {
+            let lease = p.acquire_with(&b.context, &selector).map_err(selector_error)?;
+            with_secret(p, lease, &*clock)
+        })
+        .await?;
+    created(granted)
 }
 
-fn created(lease: &Lease, now: u64) -> AppResult<Response> {
+/// A lease just granted, with its resource's secret and the clock reading
+/// its expiry counts from, read in the call that granted it.
+struct Granted {
+    lease: Lease,
+    secret: Option<Secret>,
+    now: u64,
+}
+
+fn with_secret(p: &mut TenantPool<'_>, lease: Lease, clock: &dyn repute_host::Clock) -> repute_host::Result<Granted> {
+    let secret = p.secret(lease.resource.kind(), lease.resource.value())?;
+    Ok(Granted { lease, secret, now: clock.now() })
+}
+
+/// The 201 of a grant: the only answer that carries the resource's secret.
+fn created(Granted { lease, secret, now }: Granted) -> AppResult<Response> {
     let location = HeaderValue::from_str(&format!("/v1/leases/{}", lease.id)).expect("digits are a valid header");
-    let mut res = (StatusCode::CREATED, Json(lease_out(lease, now))).into_response();
+    let body = LeaseOut { secret: secret.map(|s| s.expose().to_owned()), ..lease_out(&lease, now) };
+    let mut res = (StatusCode::CREATED, Json(body)).into_response();
     res.headers_mut().insert(header::LOCATION, location);
     Ok(res)
 }
@@ -398,11 +445,17 @@ struct ProbeIn {
     context: String,
 }
 
+/// A probe lease carries the secret as a client's does: a probe of an API
+/// key needs the key.
 async fn probe(State(state): State<App>, Tenant(t): Tenant, Body(b): Body<ProbeIn>) -> AppResult<Response> {
     let clock = state.clock.clone();
-    let (lease, now) =
-        state.call(&t, move |p| p.acquire_for_probe(&b.kind, &b.value, &b.context).map(|l| (l, clock.now()))).await?;
-    created(&lease, now)
+    let granted = state
+        .call(&t, move |p| {
+            let lease = p.acquire_for_probe(&b.kind, &b.value, &b.context)?;
+            with_secret(p, lease, &*clock)
+        })
+        .await?;
+    created(granted)
 }
 
 async fn stats(State(state): State<App>, Tenant(t): Tenant) -> AppResult<Json<Stats>> {

@@ -317,7 +317,10 @@ impl Storage for PgStorage {
             )
         })?;
         rows.iter()
-            .map(|r| Ok(LogEntry { seq: r.get::<_, i64>(0) as u64, command: decode_command(r.get(1))? }))
+            .map(|r| {
+                let seq = r.get::<_, i64>(0) as u64;
+                Ok(LogEntry { seq, command: decode_command(seq, r.get(1))? })
+            })
             .collect()
     }
 

@@ -378,7 +378,7 @@ impl Storage for RedisStorage {
                 .ok_or_else(|| unavailable(format!("log entry {id} has no body")))?
                 .1;
             self.seen = self.seen.max(seq);
-            out.push(LogEntry { seq, command: decode_command(&entry)? });
+            out.push(LogEntry { seq, command: decode_command(seq, &entry)? });
         }
         Ok(out)
     }

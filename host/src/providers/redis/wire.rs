@@ -8,10 +8,10 @@
 use std::collections::VecDeque;
 
 use redis::{ConnectionAddr, ConnectionInfo};
-use repute_core::Lease;
+use repute_core::{Lease, Selector};
 
 use super::{micros, Keys, GRANT, NOW, PRELUDE, REVOKE};
-use crate::error::{Error, Result, StoreError};
+use crate::error::{selector_error, Error, Result, StoreError};
 use crate::providers::Permit;
 use crate::two_phase::{InFlight, Proposal, Revoke, Step};
 use crate::Pool;
@@ -205,6 +205,8 @@ enum Waiting {
     Grant {
         op: u32,
         context: String,
+        /// What the acquire may choose: the next candidate after a refusal too.
+        selector: Selector,
         proposal: Proposal,
         by_source: bool,
     },
@@ -270,11 +272,13 @@ impl Exchange {
         !self.waiting.is_empty()
     }
 
-    /// Starts an acquire: refusals the pool knows at once (nothing
-    /// selectable, the rate limit) come back here, the rest as `Done`.
-    pub fn acquire(&mut self, pool: &mut Pool, op: u32, context: &str) -> Result<()> {
-        let proposal = pool.propose(context, &self.in_flight)?;
-        self.send_grant(op, context.to_owned(), proposal, false);
+    /// Starts an acquire among the resources `selector` admits: refusals
+    /// the pool knows at once (nothing selectable, the rate limit, a bad
+    /// selector, named as [`selector_error`] names it) come back here, the
+    /// rest as `Done`.
+    pub fn acquire(&mut self, pool: &mut Pool, op: u32, context: &str, selector: &Selector) -> Result<()> {
+        let proposal = pool.propose(context, selector, &self.in_flight).map_err(selector_error)?;
+        self.send_grant(op, context.to_owned(), selector.clone(), proposal, false);
         Ok(())
     }
 
@@ -291,10 +295,10 @@ impl Exchange {
         }
     }
 
-    fn send_grant(&mut self, op: u32, context: String, proposal: Proposal, by_source: bool) {
+    fn send_grant(&mut self, op: u32, context: String, selector: Selector, proposal: Proposal, by_source: bool) {
         self.wire.grant(&mut self.output, &proposal, by_source);
         self.in_flight.add(&proposal);
-        self.waiting.push_back(Waiting::Grant { op, context, proposal, by_source });
+        self.waiting.push_back(Waiting::Grant { op, context, selector, proposal, by_source });
     }
 
     fn send_revoke(&mut self, op: Option<u32>, revoke: Revoke, by_source: bool) {
@@ -330,11 +334,11 @@ impl Exchange {
                 Reply::Status => {}
                 other => return Err(broken(format!("the handshake was answered {other:?}"))),
             },
-            Waiting::Grant { op, context, proposal, by_source: false } if lost_script => {
+            Waiting::Grant { op, context, selector, proposal, by_source: false } if lost_script => {
                 self.in_flight.remove(&proposal);
-                self.send_grant(op, context, proposal, true);
+                self.send_grant(op, context, selector, proposal, true);
             }
-            Waiting::Grant { op, context, proposal, .. } => {
+            Waiting::Grant { op, context, selector, proposal, .. } => {
                 self.in_flight.remove(&proposal);
                 let answer = match reply {
                     Reply::Int(token) if token > 0 => Some(token as u64),
@@ -345,9 +349,9 @@ impl Exchange {
                     }
                     other => return Err(broken(format!("a grant was answered {other:?}"))),
                 };
-                match pool.settle(&context, &proposal, answer, &self.in_flight) {
+                match pool.settle(&context, &selector, &proposal, answer, &self.in_flight) {
                     Ok(Step::Granted(lease)) => done.push(Done::Acquired { op, result: Ok(lease) }),
-                    Ok(Step::Next(next)) => self.send_grant(op, context, next, false),
+                    Ok(Step::Next(next)) => self.send_grant(op, context, selector, next, false),
                     Err(e) => {
                         if let Some(token) = answer {
                             let resource = proposal.resource().clone();

@@ -306,7 +306,7 @@ impl Storage for SqliteStorage {
         let mut out = Vec::new();
         for row in rows {
             let (seq, entry) = row?;
-            out.push(LogEntry { seq: seq as u64, command: decode_command(&entry)? });
+            out.push(LogEntry { seq: seq as u64, command: decode_command(seq as u64, &entry)? });
         }
         Ok(out)
     }

@@ -6,18 +6,29 @@
 use std::sync::Arc;
 
 use repute_host::linked::LinkedPool;
-use repute_host::{FailureKind, ManualClock, Outcome, Pool, PoolOps, Providers, Stats, TenantConfig};
+use repute_host::{
+    FailureKind, LabelFilter, Labels, ManualClock, Outcome, Pool, PoolOps, Providers, Registration, Secret, Selector,
+    Stats, TenantConfig,
+};
 
 pub const KINDS: [&str; 2] = ["proxy", "key"];
 pub const VALUES: [&str; 3] = ["a", "b", "c"];
 pub const CONTEXTS: [&str; 3] = ["x.com", "y.com", "z.com"];
+/// The labels a registration may carry, by index.
+pub const LABEL_SETS: [&[(&str, &str)]; 3] = [&[], &[("region", "eu")], &[("region", "us"), ("tier", "paid")]];
+/// How many selectors [`selector`] knows; the last one is refused.
+pub const SELECTORS: usize = 9;
 
 #[derive(Debug, Clone)]
 pub enum Cmd {
     Advance(u64),
     Register(usize, u32),
+    /// Register with a label set of [`LABEL_SETS`] and, if `true`, a secret.
+    RegisterWith(usize, u32, usize, bool),
     Unregister(usize, bool),
     Acquire(usize),
+    /// Acquire in a context with the n-th of the [`selector`]s.
+    AcquireWith(usize, usize),
     AcquireForProbe(usize, usize),
     /// Renew the n-th lease seen so far; `true` presents a stale token.
     Renew(usize, bool),
@@ -35,6 +46,33 @@ pub fn res(i: usize) -> (&'static str, &'static str) {
     (KINDS[i / VALUES.len()], VALUES[i % VALUES.len()])
 }
 
+fn registration(r: usize, permits: u32, labels: usize, secret: bool) -> Registration {
+    let pairs = LABEL_SETS[labels % LABEL_SETS.len()].iter().map(|(n, v)| (n.to_string(), v.to_string()));
+    let secret = secret.then(|| Secret::new(format!("secret-{r}")).expect("a valid secret"));
+    Registration { permits, labels: Labels::new(pairs).expect("valid labels"), secret }
+}
+
+/// One of [`SELECTORS`] selectors over the resources and labels above:
+/// every part alone, some together, and one the core refuses.
+pub fn selector(i: usize) -> Selector {
+    let filter = |name: &str, values: &[&str]| LabelFilter {
+        name: name.to_owned(),
+        values: values.iter().map(|v| v.to_string()).collect(),
+    };
+    let any = Selector::default();
+    match i % SELECTORS {
+        0 => Selector { kind: Some("proxy".into()), ..any },
+        1 => Selector { labels: vec![filter("region", &["eu"])], ..any },
+        2 => Selector { kind: Some("key".into()), labels: vec![filter("tier", &["paid", "free"])], ..any },
+        3 => Selector { exclude: vec!["a".into()], ..any },
+        4 => Selector { prefer: Some("b".into()), ..any },
+        5 => Selector { affinity: Some("u1".into()), ..any },
+        6 => Selector { affinity: Some("u2".into()), labels: vec![filter("region", &["eu", "us"])], ..any },
+        7 => Selector { prefer: Some("c".into()), affinity: Some("u1".into()), exclude: vec!["b".into()], ..any },
+        _ => Selector { labels: vec![filter("bad name", &["x"])], ..any },
+    }
+}
+
 /// Runs one command on one side, rendering the result as text so both
 /// sides' results (of many types) compare in one place.
 pub fn run(p: &mut dyn PoolOps, cmd: &Cmd, clock: &ManualClock, seen: &mut Vec<(u64, u64)>) -> String {
@@ -48,9 +86,19 @@ pub fn run(p: &mut dyn PoolOps, cmd: &Cmd, clock: &ManualClock, seen: &mut Vec<(
             String::new()
         }
         Cmd::Register(r, permits) => format!("{:?}", p.register(res(r).0, res(r).1, permits)),
+        Cmd::RegisterWith(r, permits, labels, secret) => {
+            format!("{:?}", p.register_with(res(r).0, res(r).1, &registration(r, permits, labels, secret)))
+        }
         Cmd::Unregister(r, force) => format!("{:?}", p.unregister(res(r).0, res(r).1, force)),
         Cmd::Acquire(c) => {
             let out = p.acquire(CONTEXTS[c]);
+            if let Ok(l) = &out {
+                seen.push((l.id, l.token));
+            }
+            format!("{out:?}")
+        }
+        Cmd::AcquireWith(c, s) => {
+            let out = p.acquire_with(CONTEXTS[c], &selector(s));
             if let Ok(l) = &out {
                 seen.push((l.id, l.token));
             }
@@ -95,7 +143,9 @@ pub fn run(p: &mut dyn PoolOps, cmd: &Cmd, clock: &ManualClock, seen: &mut Vec<(
             // The footprint counts the target's own sizes (wasm32's pointers
             // are half as wide), so it is the one figure the two may differ in.
             4 => format!("{:?}", p.stats().map(|s| Stats { footprint: 0, ..s })),
-            _ => format!("{:?}", p.snapshot_json(true)),
+            5 => format!("{:?}", p.snapshot_json(true)),
+            // Debug would show only whether there is one.
+            _ => format!("{:?}", p.secret(res(0).0, res(0).1).map(|s| s.map(|s| s.expose().to_owned()))),
         },
         Cmd::SnapshotRestore(with_leases) => {
             let bytes = p.snapshot(with_leases).expect("snapshot");

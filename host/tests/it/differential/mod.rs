@@ -4,7 +4,7 @@
 
 mod commands;
 
-use commands::{Cmd, CONTEXTS, KINDS, VALUES};
+use commands::{Cmd, CONTEXTS, KINDS, LABEL_SETS, SELECTORS, VALUES};
 use proptest::prelude::*;
 use repute_host::{FailureKind, Policy, RateLimit, Strategy as Pick, TenantConfig, SECOND};
 
@@ -24,8 +24,11 @@ fn cmd() -> impl Strategy<Value = Cmd> {
         4 => proptest::sample::select(vec![0, 1_000_000, SECOND, 10 * SECOND, 31 * SECOND, 400 * SECOND, 4000 * SECOND])
             .prop_map(Cmd::Advance),
         3 => (resource(), 1u32..4).prop_map(|(r, p)| Cmd::Register(r, p)),
+        2 => (resource(), 1u32..4, 0..LABEL_SETS.len(), any::<bool>())
+            .prop_map(|(r, p, l, s)| Cmd::RegisterWith(r, p, l, s)),
         1 => (resource(), any::<bool>()).prop_map(|(r, f)| Cmd::Unregister(r, f)),
         5 => (0..CONTEXTS.len()).prop_map(Cmd::Acquire),
+        4 => (0..CONTEXTS.len(), 0..SELECTORS).prop_map(|(c, s)| Cmd::AcquireWith(c, s)),
         1 => (resource(), 0..CONTEXTS.len()).prop_map(|(r, c)| Cmd::AcquireForProbe(r, c)),
         2 => (0usize..16, any::<bool>()).prop_map(|(i, s)| Cmd::Renew(i, s)),
         3 => (0usize..16, any::<bool>()).prop_map(|(i, s)| Cmd::Release(i, s)),
@@ -39,7 +42,7 @@ fn cmd() -> impl Strategy<Value = Cmd> {
         )
             .prop_map(|(r, c, d, why)| Cmd::Block(r, c, d, why)),
         1 => (resource(), proptest::option::of(0..CONTEXTS.len())).prop_map(|(r, c)| Cmd::Unblock(r, c)),
-        2 => (0usize..6).prop_map(Cmd::Inspect),
+        2 => (0usize..7).prop_map(Cmd::Inspect),
         1 => any::<bool>().prop_map(Cmd::SnapshotRestore),
         1 => any::<bool>().prop_map(Cmd::Checkpoint),
         1 => (0usize..4).prop_map(Cmd::BadInput),

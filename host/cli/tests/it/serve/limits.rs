@@ -222,12 +222,15 @@ fn the_default_body_limit_fits_the_largest_snapshot_the_budgets_allow() {
     let dir = tempdir("body-limit");
     // 10 resources and 10 cells: repute_core::snapshot::json_bound(10, 10, 10) bytes.
     let s = Server::start(&["--no-auth", "--store", "memory", "--max-resources", "10", "--max-cells", "10"], &dir);
-    let limit = 1024 + 10 * (3700 + 1000) + 10 * (4200 + 1000);
+    let limit = 1024 + 10 * (14_000 + 1000) + 10 * (4200 + 1000);
     let quoted = |tag: String, len: usize| format!("{tag}{}", "\"".repeat(len - tag.len()));
     let timeout = json!({"outcome": "timeout", "latency_ms": 123456.789});
     for i in 0..10 {
         let (kind, value) = (quoted(format!("k{i}"), 256), quoted(format!("v{i}"), 256));
-        let body = json!({"kind": kind, "value": value});
+        // The most labels, longest names and values.
+        let labels: serde_json::Map<String, Value> =
+            (0..16).map(|l| (format!("{l:02}{}", "n".repeat(62)), json!(quoted(format!("l{l}"), 256)))).collect();
+        let body = json!({"kind": kind, "value": value, "labels": labels});
         assert_eq!(call("POST", &s.url("/v1/resources"), NONE, Some(body)).status, 204);
         let mut report = json!({"kind": kind, "value": value, "context": quoted(format!("c{i}"), 256)});
         report.as_object_mut().unwrap().extend(timeout.as_object().unwrap().clone());

@@ -4,6 +4,8 @@ mod leases;
 mod limits;
 mod observe;
 mod refusals;
+mod secrets;
+mod selectors;
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
