@@ -73,11 +73,13 @@ impl Pool {
     }
 
     /// Counts a grant of `cost` tokens on `slot`, then shuts it out of
-    /// selection if its limits admit no further grant for now.
+    /// selection if its limits admit no further grant for now. Without
+    /// limits to count only its uses grow.
     pub(super) fn count_grant(&mut self, slot: u32, cost: u64) {
         let now = self.now;
         let r = self.registry.res_mut(slot);
         if !r.limits.counted() {
+            r.usage.uses += 1;
             return;
         }
         r.usage.record(cost, now);
