@@ -115,6 +115,11 @@ export interface SelectorOptions {
    * admitted; the grant binds the key to its resource (a blocked one is replaced).
    */
   affinity?: string;
+  /**
+   * Tokens the grant reserves against a resource's `tpm`, > 0; default 1. Only resources whose
+   * `tpm` is at least this are chosen; `lease.reconcile(used)` corrects it to the use.
+   */
+  cost?: number | bigint;
 }
 
 export interface AcquireOptions extends HoldOptions, SelectorOptions {
@@ -130,6 +135,11 @@ export type Loss = 'expired' | 'renewal_refused' | 'blocked' | 'owner_lost' | 'm
 export interface ReportOptions {
   /** Observed latency; default 0. */
   latencyMs?: number;
+}
+
+export interface UsageOptions {
+  /** The tokens the use took, reconciled (as `lease.reconcile`) before the report. */
+  usage?: number | bigint;
 }
 
 export interface FailureOptions extends ReportOptions {
@@ -195,9 +205,34 @@ export interface CellInfo {
   block?: BlockInfo;
 }
 
+/** Why its usage limits retired a resource. */
+export type RetireReason = 'max_uses' | 'max_age';
+
+/** A resource's usage limits, as its view shows them: the ones it has. */
+export interface Limits {
+  /** At most this many grants in any 60 s, 1..=100000. */
+  rpm?: number;
+  /** At most this many tokens (each lease's `cost`, reconciled to its use) in any 60 s. */
+  tpm?: number;
+  /** At least this long between two grants. */
+  minIntervalMs?: number;
+  /** At most this many grants ever; then the resource is retired. */
+  maxUses?: number;
+  /** Retired this long after it was registered. */
+  maxAgeMs?: number;
+}
+
+/** `register`'s `limits`: a view's `limits` registers them again; counts may be bigints. */
+export interface LimitsOptions extends Omit<Limits, 'tpm' | 'maxUses'> {
+  tpm?: number | bigint;
+  maxUses?: number | bigint;
+}
+
 export interface RegisterOptions {
   /** Concurrent leases, 1..=1024; default 1. */
   permits?: number;
+  /** Usage limits; none when absent. A bad one throws InvalidInputError naming `limits.rpm`, ... */
+  limits?: LimitsOptions;
   /** At most 16, for acquire's `where`: a name of 1..=64 ASCII letters, digits, `_`, `-`, `.`. */
   labels?: Record<string, string>;
   /** Handed to the holders of the resource's leases (`lease.secret`), shown nowhere else; 1..=4096 bytes. */
@@ -210,6 +245,11 @@ export interface ResourceInfo {
   permits: number;
   /** By name; a resource's secret is never part of its view. */
   labels: Record<string, string>;
+  limits: Limits;
+  /** Grants since it was registered, as its limits count them (`rpm`, `tpm`, `minIntervalMs` and `maxUses` do; without them 0). */
+  uses: number;
+  /** Set once its limits retired it; it is not selected again. */
+  retired?: RetireReason;
   leased: number;
   score: number;
   contexts: number;
@@ -244,7 +284,8 @@ export type EventType =
   | 'released'
   | 'lease_expired'
   | 'revoked'
-  | 'rejected';
+  | 'rejected'
+  | 'retired';
 
 /** One pool event; only the fields the event carries are set. */
 export interface PoolEvent {
@@ -262,7 +303,7 @@ export interface PoolEvent {
   untilUnixMs?: number;
   /** `cooled`. */
   cause?: FailureKind;
-  /** `blocklisted`: the block's reason; `rejected`: `no_candidates` or `rate_limited`. */
+  /** `blocklisted`: the block's reason; `rejected`: `no_candidates` or `rate_limited`; `retired`: a `RetireReason`. */
   reason?: string;
   /** Lease events. */
   lease?: LeaseData;
@@ -317,10 +358,12 @@ export class Lease extends EventEmitter implements Disposable, AsyncDisposable {
   on(event: 'lost', listener: (loss: Loss) => void): this;
   once(event: 'lost', listener: (loss: Loss) => void): this;
   off(event: 'lost', listener: (loss: Loss) => void): this;
-  reportSuccess(options?: ReportOptions): Promise<void>;
-  reportFailure(failure: FailureKind, options?: FailureOptions): Promise<void>;
+  /** The lease used `used` tokens of its resource's `tpm` instead of its `cost`; the window counts `used` from now on. */
+  reconcile(used: number | bigint): Promise<void>;
+  reportSuccess(options?: ReportOptions & UsageOptions): Promise<void>;
+  reportFailure(failure: FailureKind, options?: FailureOptions & UsageOptions): Promise<void>;
   /** Reports the use by the upstream's HTTP answer (429 + Retry-After, 401, ...), mapped as the README's table says. */
-  reportHttp(status: number, options?: HttpReportOptions): Promise<void>;
+  reportHttp(status: number, options?: HttpReportOptions & UsageOptions): Promise<void>;
   [Symbol.dispose](): void;
   [Symbol.asyncDispose](): Promise<void>;
   toJSON(): Record<string, unknown>;
@@ -331,7 +374,7 @@ export class Pool implements Disposable {
   /** Like the constructor, with the store opened off the JS thread. */
   static open(options?: PoolOptions): Promise<Pool>;
   now(): number;
-  /** Registers a resource, or replaces its permits, labels and secret; true if anything changed. */
+  /** Registers a resource, or replaces its permits, limits, labels and secret; true if anything changed. */
   register(kind: string, value: string, options?: RegisterOptions): boolean;
   unregister(kind: string, value: string, options?: { force?: boolean }): void;
   /**
@@ -445,6 +488,8 @@ export class NoResourceAvailableError extends ReputeError {
   readonly rateLimited: number;
   readonly cooling: number;
   readonly leased: number;
+  /** Over a usage limit until its window frees up, or retired by its limits. */
+  readonly limited: number;
 }
 export class LeasedError extends ReputeError {
   readonly code: 'leased';

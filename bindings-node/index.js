@@ -116,6 +116,10 @@ function bigint(field, v) {
   throw invalidArg(field, 'must be a non-negative safe integer or a bigint');
 }
 
+function optBigint(field, v) {
+  return v === undefined || v === null ? undefined : bigint(field, v);
+}
+
 // ------------------------------------------------------------------ clock
 
 const kNative = Symbol('repute.native');
@@ -147,6 +151,7 @@ class ManualClock {
 const kAdopt = Symbol('repute.adopt');
 const kRenew = Symbol('repute.renew');
 const kRelease = Symbol('repute.release');
+const kReconcile = Symbol('repute.reconcile');
 const kReport = Symbol('repute.report');
 
 /**
@@ -269,6 +274,15 @@ class Lease extends EventEmitter {
     return this.#pool[kRelease](this.#n).then((how) => how === 'held');
   }
 
+  /**
+   * The lease used `used` tokens of its resource's `tpm` instead of the
+   * `cost` it reserved: the window counts `used` from now on.
+   */
+  async reconcile(used) {
+    await this.#pool[kReconcile](this.#n, bigint('used', used));
+  }
+
+  /** `{ latencyMs, usage }`: `usage`, the tokens used, is reconciled first (as `reconcile`). */
   reportSuccess(options) {
     return this.#pool[kReport](this.#n, {}, options);
   }
@@ -304,7 +318,7 @@ const ignore = () => {};
 // ------------------------------------------------------------------- pool
 
 /**
- * `{ kind, where, exclude, prefer, affinity }`, checked for type, as the
+ * `{ kind, where, exclude, prefer, affinity, cost }`, checked for type, as the
  * native selector: `where` (label name to a value or an array of values)
  * becomes one label filter per name. The rules are the core's.
  */
@@ -325,6 +339,7 @@ function selectorOptions(o) {
     exclude: optStrings('exclude', o.exclude),
     prefer: optStr('prefer', o.prefer),
     affinity: optStr('affinity', o.affinity),
+    cost: optBigint('cost', o.cost),
   };
 }
 
@@ -334,6 +349,19 @@ function labelsOption(v) {
   const ok = typeof v === 'object' && !Array.isArray(v) && Object.values(v).every((s) => typeof s === 'string');
   if (!ok) throw invalidArg('labels', 'must be an object of label name to string');
   return v;
+}
+
+/** `register`'s `limits: { rpm, tpm, minIntervalMs, maxUses, maxAgeMs }`, checked for type; the rules are the core's. */
+function limitsOption(v) {
+  if (v === undefined || v === null) return undefined;
+  const l = obj('limits', v);
+  return {
+    rpm: optUint('limits.rpm', l.rpm),
+    tpm: optBigint('limits.tpm', l.tpm),
+    minIntervalMs: optNum('limits.minIntervalMs', l.minIntervalMs),
+    maxUses: optBigint('limits.maxUses', l.maxUses),
+    maxAgeMs: optNum('limits.maxAgeMs', l.maxAgeMs),
+  };
 }
 
 /** `{ autoRenew, maxHoldMs }`, checked for type; the rule is the host's. */
@@ -520,17 +548,25 @@ class Pool {
   }
 
   /**
-   * Registers a resource with `{ permits, labels, secret }`: `permits`
-   * concurrent leases (default 1), `labels` (label name to string) for
-   * acquire's `where`, and a `secret` handed to its lease holders
-   * (`lease.secret`). Registering again replaces them. True if anything changed.
+   * Registers a resource with `{ permits, labels, secret, limits }`:
+   * `permits` concurrent leases (default 1), `labels` (label name to
+   * string) for acquire's `where`, a `secret` handed to its lease holders
+   * (`lease.secret`), and usage `limits`: at most `rpm` grants and `tpm`
+   * tokens (each lease's `cost`, reconciled to its use) in any 60 s, at
+   * least `minIntervalMs` between two grants, retired after `maxUses`
+   * grants or `maxAgeMs`. Registering again replaces them all. True if
+   * anything changed.
    */
   register(kind, value, options = {}) {
     const o = obj('options', options);
     const permits = uint('permits', o.permits ?? 1);
+    const limits = limitsOption(o.limits);
     const labels = labelsOption(o.labels);
     const secret = optStr('secret', o.secret);
-    return this.#call(() => this.#native.register(str('kind', kind), str('value', value), permits, labels, secret), true);
+    return this.#call(
+      () => this.#native.register(str('kind', kind), str('value', value), permits, limits, labels, secret),
+      true,
+    );
   }
 
   unregister(kind, value, options = {}) {
@@ -572,8 +608,11 @@ class Pool {
    * resources of `kind`, whose labels match `where` (label name to a value
    * or an array of values) and whose value is not in `exclude` are chosen;
    * `prefer` (a value) and `affinity` (a key: the resource the last lease
-   * with it got) are tried first. With `autoRenew: true` the pool renews
-   * the lease until it is released, lost or held for `maxHoldMs`.
+   * with it got) are tried first. `cost` is the tokens the grant reserves
+   * against a resource's `tpm` (1 when absent; only resources whose `tpm`
+   * admits it are chosen); `lease.reconcile(used)` corrects it to the use.
+   * With `autoRenew: true` the pool renews the lease until it is released,
+   * lost or held for `maxHoldMs`.
    */
   async acquire(context, options = {}) {
     str('context', context);
@@ -702,10 +741,20 @@ class Pool {
     }
   }
 
-  async [kReport](n, spec, options = {}) {
-    const latencyMs = num('latencyMs', obj('options', options).latencyMs ?? 0);
+  async [kReconcile](n, used) {
     try {
-      await (this.#durable ? n.reportAsync({ ...spec, latencyMs }) : n.report({ ...spec, latencyMs }));
+      await (this.#durable ? n.reconcileAsync(used) : n.reconcile(used));
+    } finally {
+      this.#changed(true);
+    }
+  }
+
+  async [kReport](n, spec, options = {}) {
+    const o = obj('options', options);
+    const latencyMs = num('latencyMs', o.latencyMs ?? 0);
+    const usage = optBigint('usage', o.usage);
+    try {
+      await (this.#durable ? n.reportAsync({ ...spec, latencyMs }, usage) : n.report({ ...spec, latencyMs }, usage));
     } finally {
       this.#changed(true);
     }

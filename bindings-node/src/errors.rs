@@ -103,10 +103,33 @@ fn build(classes: &Classes, e: &Error) -> napi::Result<sys::napi_value> {
     Ok(instance)
 }
 
+/// The core's names of the fields this API spells its own way (camelCase,
+/// durations in ms), as an `InvalidInputError` names them.
+const SPELLED: [(&str, &str); 3] = [
+    ("limits.min_interval", "limits.minIntervalMs"),
+    ("limits.max_uses", "limits.maxUses"),
+    ("limits.max_age", "limits.maxAgeMs"),
+];
+
+/// `e`, with a field of [`SPELLED`] named as this API names it.
+fn spelled(e: Error) -> Error {
+    match e {
+        Error::InvalidInput { field, rule } => {
+            let field = match SPELLED.iter().find(|(core, _)| *core == field) {
+                Some((_, js)) => (*js).to_owned(),
+                None => field,
+            };
+            Error::InvalidInput { field, rule }
+        }
+        e => e,
+    }
+}
+
 /// The error an addon call throws or an async task rejects with: on a JS
 /// thread the typed error object itself; on a libuv worker a plain error
 /// with the message, the host error parked for [`take_parked`].
 pub(crate) fn to_js(e: Error) -> napi::Error {
+    let e = spelled(e);
     let built = CLASSES.with(|c| {
         c.borrow().as_ref().map(|classes| {
             build(classes, &e).map(|value| {

@@ -27,7 +27,7 @@ pub struct EventData {
     pub until_unix_ms: Option<f64>,
     /// The failure kind that cooled a cell.
     pub cause: Option<&'static str>,
-    /// A block's reason, or why an acquire was rejected.
+    /// A block's reason, why an acquire was rejected, or why a resource was retired.
     pub reason: Option<String>,
     pub lease: Option<LeaseData>,
 }
@@ -80,6 +80,10 @@ impl EventData {
                 resource(&lease.resource);
                 out.context = Some(lease.context.as_str().to_owned());
                 out.lease = Some(LeaseData::new(&lease, None, wall));
+            }
+            EventKind::Retired { resource: r, reason } => {
+                resource(&r);
+                out.reason = Some(reason.as_str().to_owned());
             }
             EventKind::Rejected { context, reason } => {
                 out.context = Some(context.as_str().to_owned());

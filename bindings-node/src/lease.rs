@@ -5,16 +5,16 @@
 
 use std::sync::Arc;
 
-use napi::bindgen_prelude::AsyncTask;
+use napi::bindgen_prelude::{AsyncTask, BigInt};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::Status;
 use napi_derive::napi;
 use repute_host::holder::{hold, Field, Released, Waiting};
-use repute_host::{HeldLease, Holder, Wall};
+use repute_host::{Error, HeldLease, Holder, Outcome, Wall};
 
 use crate::errors::OrThrow;
 use crate::outcome::{self, OutcomeSpec};
-use crate::pool::field_name;
+use crate::pool::{field_name, u64_arg};
 use crate::task::Job;
 use crate::units::ms_to_ns;
 use crate::views::LeaseData;
@@ -136,18 +136,38 @@ impl NativeLease {
         }));
     }
 
+    /// The lease used `used` tokens of its resource's `tpm` instead of its cost.
     #[napi]
-    pub fn report(&self, spec: OutcomeSpec) -> napi::Result<()> {
-        let outcome = outcome::outcome(&spec).or_throw()?;
-        self.held.report(&outcome).or_throw()
+    pub fn reconcile(&self, used: BigInt) -> napi::Result<()> {
+        let used = u64_arg("used", &used).or_throw()?;
+        self.held.reconcile(used).or_throw()
     }
 
     #[napi]
-    pub fn report_async(&self, spec: OutcomeSpec) -> napi::Result<AsyncTask<Job<()>>> {
-        let outcome = outcome::outcome(&spec).or_throw()?;
+    pub fn reconcile_async(&self, used: BigInt) -> napi::Result<AsyncTask<Job<()>>> {
+        let used = u64_arg("used", &used).or_throw()?;
         let held = self.held.clone();
-        Ok(AsyncTask::new(Job::new(move || held.report(&outcome).or_throw())))
+        Ok(AsyncTask::new(Job::new(move || held.reconcile(used).or_throw())))
     }
+
+    /// Reports the outcome, first reconciling the lease to `usage` tokens if given.
+    #[napi]
+    pub fn report(&self, spec: OutcomeSpec, usage: Option<BigInt>) -> napi::Result<()> {
+        let (outcome, usage) = report_args(&spec, usage).or_throw()?;
+        self.held.report(&outcome, usage).or_throw()
+    }
+
+    #[napi]
+    pub fn report_async(&self, spec: OutcomeSpec, usage: Option<BigInt>) -> napi::Result<AsyncTask<Job<()>>> {
+        let (outcome, usage) = report_args(&spec, usage).or_throw()?;
+        let held = self.held.clone();
+        Ok(AsyncTask::new(Job::new(move || held.report(&outcome, usage).or_throw())))
+    }
+}
+
+/// A lease report's outcome and usage as the host takes them.
+fn report_args(spec: &OutcomeSpec, usage: Option<BigInt>) -> Result<(Outcome, Option<u64>), Error> {
+    Ok((outcome::outcome(spec)?, usage.map(|u| u64_arg("usage", &u)).transpose()?))
 }
 
 /// One waiting acquire's plan.

@@ -506,7 +506,7 @@ impl NativePool {
     #[napi(ts_return_type = "Promise<NativeLease>")]
     pub fn link_acquire(&self, env: Env, context: String, selector: SelectorSpec) -> napi::Result<Promised> {
         let link = self.link.get(env.raw(), &self.holder)?;
-        Link::acquire(&link, &context, &Selector::from(selector))
+        Link::acquire(&link, &context, &Selector::try_from(selector).or_throw()?)
     }
 
     /// A release: the lease ends in the pool now; the promise resolves once

@@ -23,7 +23,7 @@ use crate::events::EventData;
 use crate::lease::{NativeLease, NativeWaiting};
 use crate::link::{LinkSlot, Target};
 use crate::outcome::{self, CooldownConfig, OutcomeSpec};
-use crate::selector::{self, SelectorSpec};
+use crate::selector::{self, LimitsSpec, SelectorSpec};
 use crate::task::Job;
 use crate::units::{ms_to_ns, ns_to_ms};
 use crate::views::{CellInfo, LeaseData, ProbeTarget, ResourceInfo, StatsInfo};
@@ -212,17 +212,18 @@ impl NativePool {
         ns_to_ms(self.holder.now())
     }
 
-    /// Registers a resource with its permits, labels and secret; again to replace them.
+    /// Registers a resource with its permits, limits, labels and secret; again to replace them.
     #[napi]
     pub fn register(
         &self,
         kind: String,
         value: String,
         permits: u32,
+        limits: Option<LimitsSpec>,
         labels: Option<HashMap<String, String>>,
         secret: Option<String>,
     ) -> napi::Result<bool> {
-        let registration = selector::registration(permits, labels, secret).or_throw()?;
+        let registration = selector::registration(permits, limits, labels, secret).or_throw()?;
         self.with(|p| p.register_with(&kind, &value, &registration))
     }
 
@@ -234,14 +235,15 @@ impl NativePool {
     /// The best lease for `context` among the resources `selector` admits.
     #[napi]
     pub fn acquire(&self, context: String, selector: SelectorSpec) -> napi::Result<NativeLease> {
-        self.holder.acquire_now(&context, &Selector::from(selector)).map(NativeLease::new).or_throw()
+        let selector = Selector::try_from(selector).or_throw()?;
+        self.holder.acquire_now(&context, &selector).map(NativeLease::new).or_throw()
     }
 
     #[napi]
-    pub fn acquire_async(&self, context: String, selector: SelectorSpec) -> AsyncTask<Job<NativeLease>> {
+    pub fn acquire_async(&self, context: String, selector: SelectorSpec) -> napi::Result<AsyncTask<Job<NativeLease>>> {
         let holder = self.holder.clone();
-        let selector = Selector::from(selector);
-        AsyncTask::new(Job::new(move || holder.acquire_now(&context, &selector).map(NativeLease::new).or_throw()))
+        let selector = Selector::try_from(selector).or_throw()?;
+        Ok(AsyncTask::new(Job::new(move || holder.acquire_now(&context, &selector).map(NativeLease::new).or_throw())))
     }
 
     #[napi]

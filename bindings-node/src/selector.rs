@@ -1,14 +1,19 @@
 //! Registrations and selectors from JavaScript values: `labels` to the
-//! core's `Labels`, `secret` to a `Secret`, and an acquire's `kind`,
-//! `where`, `exclude`, `prefer` and `affinity` (which `index.js` checked
-//! for type and turned into label filters) to a `Selector`. The rules are
-//! the core's, checked when the pool takes the values; the host names a
-//! bad label filter `where`, as this API does.
+//! core's `Labels`, `secret` to a `Secret`, `limits` to `Limits` (ms to
+//! ns), and an acquire's `kind`, `where`, `exclude`, `prefer`, `affinity`
+//! and `cost` (which `index.js` checked for type and turned into label
+//! filters) to a `Selector`. The rules are the core's, checked when the
+//! pool takes the values; the host names a bad label filter `where`, as
+//! this API does (and `errors` spells a bad limit as this API does).
 
 use std::collections::HashMap;
 
+use napi::bindgen_prelude::BigInt;
 use napi_derive::napi;
-use repute_host::{Error, LabelFilter, Labels, Registration, Secret, Selector};
+use repute_host::{Error, LabelFilter, Labels, Limits, Registration, Secret, Selector};
+
+use crate::pool::u64_arg;
+use crate::units::ms_to_ns;
 
 /// Label `name` must have one of `values`.
 #[napi(object, object_to_js = false)]
@@ -26,11 +31,15 @@ pub struct SelectorSpec {
     pub exclude: Option<Vec<String>>,
     pub prefer: Option<String>,
     pub affinity: Option<String>,
+    /// Tokens the grant reserves against a `tpm` limit.
+    pub cost: Option<BigInt>,
 }
 
-impl From<SelectorSpec> for Selector {
-    fn from(s: SelectorSpec) -> Self {
-        Selector {
+impl TryFrom<SelectorSpec> for Selector {
+    type Error = Error;
+
+    fn try_from(s: SelectorSpec) -> Result<Self, Error> {
+        Ok(Selector {
             kind: s.kind,
             labels: s
                 .labels
@@ -41,18 +50,47 @@ impl From<SelectorSpec> for Selector {
             exclude: s.exclude.unwrap_or_default(),
             prefer: s.prefer,
             affinity: s.affinity,
-        }
+            cost: s.cost.map(|c| u64_arg("cost", &c)).transpose()?,
+        })
+    }
+}
+
+/// `register`'s `limits`, as `index.js` sends them: durations in ms.
+#[napi(object, object_to_js = false)]
+pub struct LimitsSpec {
+    pub rpm: Option<u32>,
+    pub tpm: Option<BigInt>,
+    pub min_interval_ms: Option<f64>,
+    pub max_uses: Option<BigInt>,
+    pub max_age_ms: Option<f64>,
+}
+
+impl TryFrom<LimitsSpec> for Limits {
+    type Error = Error;
+
+    fn try_from(l: LimitsSpec) -> Result<Self, Error> {
+        let count = |field, n: Option<BigInt>| n.map(|n| u64_arg(field, &n)).transpose();
+        let ms = |field, ms: Option<f64>| ms.map(|ms| ms_to_ns(field, ms)).transpose();
+        Ok(Limits {
+            rpm: l.rpm,
+            tpm: count("limits.tpm", l.tpm)?,
+            min_interval: ms("limits.minIntervalMs", l.min_interval_ms)?,
+            max_uses: count("limits.maxUses", l.max_uses)?,
+            max_age: ms("limits.maxAgeMs", l.max_age_ms)?,
+        })
     }
 }
 
 /// `register`'s options as the host takes them.
 pub(crate) fn registration(
     permits: u32,
+    limits: Option<LimitsSpec>,
     labels: Option<HashMap<String, String>>,
     secret: Option<String>,
 ) -> Result<Registration, Error> {
     Ok(Registration {
         permits,
+        limits: limits.map(Limits::try_from).transpose()?.unwrap_or_default(),
         labels: Labels::new(labels.unwrap_or_default())?,
         secret: secret.map(Secret::new).transpose()?,
     })

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use napi_derive::napi;
-use repute_host::{Block, CellView, Context, Lease, LeaseKind, ResourceId, ResourceView, Stats, Wall};
+use repute_host::{Block, CellView, Context, Lease, LeaseKind, Limits, ResourceId, ResourceView, Stats, Wall};
 
 use crate::units::ns_to_ms;
 
@@ -116,6 +116,28 @@ impl CellInfo {
     }
 }
 
+/// A resource's usage limits, the ones it has (as `register` takes them).
+#[napi(object, object_from_js = false)]
+pub struct LimitsInfo {
+    pub rpm: Option<u32>,
+    pub tpm: Option<f64>,
+    pub min_interval_ms: Option<f64>,
+    pub max_uses: Option<f64>,
+    pub max_age_ms: Option<f64>,
+}
+
+impl From<Limits> for LimitsInfo {
+    fn from(l: Limits) -> Self {
+        LimitsInfo {
+            rpm: l.rpm,
+            tpm: l.tpm.map(|n| n as f64),
+            min_interval_ms: l.min_interval.map(ns_to_ms),
+            max_uses: l.max_uses.map(|n| n as f64),
+            max_age_ms: l.max_age.map(ns_to_ms),
+        }
+    }
+}
+
 #[napi(object, object_from_js = false)]
 pub struct ResourceInfo {
     pub kind: String,
@@ -123,6 +145,12 @@ pub struct ResourceInfo {
     pub permits: u32,
     /// By name; the resource's secret is never part of the view.
     pub labels: BTreeMap<String, String>,
+    pub limits: LimitsInfo,
+    /// Grants since it was registered, as its limits count them (`rpm`,
+    /// `tpm`, `minIntervalMs` and `maxUses` do; without them it stays 0).
+    pub uses: f64,
+    /// Why its limits retired it: `max_uses` or `max_age`; absent while they have not.
+    pub retired: Option<&'static str>,
     pub leased: u32,
     pub score: i32,
     pub contexts: u32,
@@ -136,6 +164,9 @@ impl ResourceInfo {
             value: r.resource.value().to_owned(),
             permits: r.permits,
             labels: r.labels.iter().map(|(n, v)| (n.to_owned(), v.to_owned())).collect(),
+            limits: r.limits.into(),
+            uses: r.uses as f64,
+            retired: r.retired.map(|r| r.as_str()),
             leased: r.leased,
             score: r.score,
             contexts: r.contexts,

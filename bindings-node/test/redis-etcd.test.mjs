@@ -11,7 +11,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import net from 'node:net';
 
-import { Pool, NotOwnerError, InvalidInputError, StoreError } from 'repute';
+import { Pool, NotOwnerError, InvalidInputError, NoResourceAvailableError, StoreError } from 'repute';
 
 function env(name) {
   const value = process.env[name];
@@ -62,6 +62,35 @@ test('redis shared: acquires on the connection choose by selector and hand out a
       pool.acquire('c', { timeoutMs: 0, where: { tier: [] } }),
       (e) => e instanceof InvalidInputError && e.field === 'where' && e.rule === 'each filter must list 1..=16 values',
     );
+  } finally {
+    pool.close();
+    other.close();
+  }
+});
+
+test('redis shared: the store counts a key\'s limits across pools, acquires on the connection too', async () => {
+  const store = env('REPUTE_TEST_REDIS_URL');
+  const tenant = newTenant();
+  const other = await Pool.open({ store, tenant, mode: 'shared' });
+  const pool = await Pool.open({ store, tenant, mode: 'shared' });
+  try {
+    other.register('api-key', 'k1', { limits: { rpm: 2, tpm: 100 } });
+    assert.equal(pool.sync(), 1);
+    assert.deepEqual(pool.resources()[0].limits, { rpm: 2, tpm: 100 });
+    await assert.rejects(
+      pool.acquire('gpt-4o', { timeoutMs: 0, cost: 101 }),
+      (e) => e instanceof NoResourceAvailableError && e.noneRegistered,
+      "the cost went with the acquire: above the key's tpm",
+    );
+    await pool.withLease('gpt-4o', (lease) => lease.reportSuccess({ usage: 30 }), { timeoutMs: 0, cost: 60 });
+    // 30 + 70 tokens: Redis counts what the first grant used, not its cost.
+    await (await other.acquire('gpt-4o', { timeoutMs: 0, cost: 70 })).release();
+    await assert.rejects(pool.acquire('gpt-4o', { timeoutMs: 0 }), (e) => {
+      assert.ok(e instanceof NoResourceAvailableError, String(e));
+      assert.equal(e.limited, 1, 'two grants a minute, of both pools');
+      assert.ok(e.retryAfterMs > 50_000 && e.retryAfterMs <= 60_000, String(e.retryAfterMs));
+      return true;
+    });
   } finally {
     pool.close();
     other.close();

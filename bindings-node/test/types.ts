@@ -13,7 +13,9 @@ import {
   PoolClosedError,
   InternalError,
   type CellInfo,
+  type Limits,
   type PoolEvent,
+  type RetireReason,
   type Stats,
 } from 'repute';
 
@@ -55,6 +57,24 @@ export async function tour(): Promise<number> {
   // @ts-expect-error: where maps a label name to a string or strings
   void pool.tryAcquire('gpt-4o', { where: { tier: 1 } });
   void secret, labels;
+  pool.register('api-key', 'k3', {
+    limits: { rpm: 60, tpm: 90_000n, minIntervalMs: 500, maxUses: 1_000, maxAgeMs: 3_600_000 },
+  });
+  const metered: Lease = await pool.acquire('gpt-4o', { kind: 'api-key', cost: 500, timeoutMs: 100 });
+  await metered.reconcile(420);
+  await metered.reportHttp(200, { latencyMs: 200, usage: 430n });
+  await metered.reportSuccess({ usage: 1 });
+  const view = pool.resources()[0];
+  const limits: Limits = view.limits;
+  const rpm: number | undefined = limits.rpm;
+  const retired: RetireReason | undefined = view.retired;
+  const uses: number = view.uses;
+  pool.register('api-key', 'k3', { limits });
+  // @ts-expect-error: durations are ms, named so
+  pool.register('api-key', 'k4', { limits: { minInterval: 500 } });
+  // @ts-expect-error: a cost is a count
+  void pool.tryAcquire('gpt-4o', { cost: '500' });
+  void rpm, retired, uses;
   const permit: number = await pool.withLease('example.com', async (lease) => lease.permit);
   const held: boolean = await pool.withLease(
     'example.com',
@@ -72,7 +92,8 @@ export async function tour(): Promise<number> {
   } catch (e) {
     if (e instanceof NoResourceAvailableError) {
       const after: number | null = e.retryAfterMs;
-      void after;
+      const limited: number = e.limited;
+      void after, limited;
     } else if (e instanceof InvalidInputError) {
       const where: string = `${e.field}: ${e.rule}`;
       void where;

@@ -12,6 +12,7 @@ use repute_host::{HeldLease, Outcome, Wall};
 use crate::errors::{to_py, Failure};
 use crate::outcome;
 use crate::pool::OpenPool;
+use crate::selector;
 use crate::time::{ns_to_secs, secs_to_ns};
 use crate::views::{lease_kind, py_value, repr};
 
@@ -46,9 +47,16 @@ impl Lease {
         .map_err(|f| to_py(py, f))
     }
 
-    fn report(&self, py: Python<'_>, outcome: Result<Outcome, Failure>) -> PyResult<()> {
+    /// Reports `outcome`, first correcting the lease's cost to `usage` tokens if given.
+    fn report(
+        &self,
+        py: Python<'_>,
+        outcome: Result<Outcome, Failure>,
+        usage: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
         let outcome = outcome.map_err(|f| to_py(py, f))?;
-        self.run(py, |held| held.report(&outcome))
+        let usage = selector::count_or_none("usage", usage).map_err(|f| to_py(py, f))?;
+        self.run(py, |held| held.report(&outcome, usage))
     }
 }
 
@@ -199,29 +207,48 @@ impl Lease {
         Ok(self.run(py, |held| held.release())? == Released::Held)
     }
 
-    /// Reports a successful use; `latency` in seconds.
-    fn report_success(&self, py: Python<'_>, latency: f64) -> PyResult<()> {
-        self.report(py, outcome::outcome(None, latency, None))
+    /// The lease used `used` tokens of its resource's `tpm` instead of the
+    /// `cost` it reserved: the window counts `used` from now on.
+    fn reconcile(&self, py: Python<'_>, used: Bound<'_, PyAny>) -> PyResult<()> {
+        let used = selector::count("used", &used).map_err(|f| to_py(py, f))?;
+        self.run(py, |held| held.reconcile(used))
     }
 
-    /// Reports a failed use; `kind` is a `FailureKind` or its name, and
-    /// `retry_after` (seconds) the wait a `rate_limited` or `quota_exhausted` answer gave.
-    #[pyo3(signature = (kind, latency, *, retry_after = None))]
-    fn report_failure(&self, py: Python<'_>, kind: &str, latency: f64, retry_after: Option<f64>) -> PyResult<()> {
-        self.report(py, outcome::outcome(Some(kind), latency, retry_after))
+    /// Reports a successful use; `latency` in seconds, `usage` the tokens
+    /// it used (reconciled first, as `reconcile` does).
+    #[pyo3(signature = (latency, *, usage = None))]
+    fn report_success(&self, py: Python<'_>, latency: f64, usage: Option<Bound<'_, PyAny>>) -> PyResult<()> {
+        self.report(py, outcome::outcome(None, latency, None), usage.as_ref())
+    }
+
+    /// Reports a failed use; `kind` is a `FailureKind` or its name,
+    /// `retry_after` (seconds) the wait a `rate_limited` or `quota_exhausted`
+    /// answer gave, and `usage` as for `report_success`.
+    #[pyo3(signature = (kind, latency, *, retry_after = None, usage = None))]
+    fn report_failure(
+        &self,
+        py: Python<'_>,
+        kind: &str,
+        latency: f64,
+        retry_after: Option<f64>,
+        usage: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        self.report(py, outcome::outcome(Some(kind), latency, retry_after), usage.as_ref())
     }
 
     /// Reports the use by the upstream's HTTP answer: its status and headers
-    /// (`Retry-After` is read), mapped as the README's table says.
-    #[pyo3(signature = (status, latency = 0.0, headers = None))]
+    /// (`Retry-After` is read), mapped as the README's table says; `usage`
+    /// as for `report_success`.
+    #[pyo3(signature = (status, latency = 0.0, headers = None, *, usage = None))]
     fn report_http(
         &self,
         py: Python<'_>,
         status: u16,
         latency: f64,
         headers: Option<Bound<'_, PyAny>>,
+        usage: Option<Bound<'_, PyAny>>,
     ) -> PyResult<()> {
-        self.report(py, outcome::http(status, latency, headers.as_ref()))
+        self.report(py, outcome::http(status, latency, headers.as_ref()), usage.as_ref())
     }
 
     /// `release`, saying how it found the lease: "held", "lost" (the holder

@@ -38,6 +38,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<views::BlocklistedEvent>()?;
     m.add_class::<views::UnblockedEvent>()?;
     m.add_class::<views::RejectedEvent>()?;
+    m.add_class::<views::RetiredEvent>()?;
     m.add_class::<views::LeaseEvent>()?;
     m.add_class::<views::LeasedEvent>()?;
     m.add_class::<views::RenewedEvent>()?;

@@ -95,12 +95,12 @@ impl RedisLink {
         (a.host.clone(), a.port)
     }
 
-    /// Starts an acquire (the selector's arguments as for `Pool.acquire`);
+    /// Starts an acquire (the selector's arguments and `cost` as for `Pool.acquire`);
     /// returns its operation number. Refusals the pool knows at once
     /// (nothing selectable, the rate limit) are raised here.
     #[pyo3(signature = (
         context, auto_renew = false, max_hold = None, *,
-        kind = None, r#where = None, exclude = None, prefer = None, affinity = None,
+        kind = None, r#where = None, exclude = None, prefer = None, affinity = None, cost = None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn acquire(
@@ -114,8 +114,9 @@ impl RedisLink {
         exclude: Option<Bound<'_, PyAny>>,
         prefer: Option<&str>,
         affinity: Option<&str>,
+        cost: Option<Bound<'_, PyAny>>,
     ) -> PyResult<u32> {
-        let selector = selector::selector(kind, r#where.as_ref(), exclude.as_ref(), prefer, affinity);
+        let selector = selector::selector(kind, r#where.as_ref(), exclude.as_ref(), prefer, affinity, cost.as_ref());
         let selector = selector.map_err(|f| to_py(py, f))?;
         let hold = crate::pool::hold(auto_renew, max_hold).map_err(|f| to_py(py, f))?;
         py.detach(|| {

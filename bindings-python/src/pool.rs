@@ -224,9 +224,16 @@ impl Pool {
     }
 
     /// Registers a resource with `permits` concurrent leases, its `labels`
-    /// (a mapping of str to str) and its `secret`; registering again
-    /// replaces them. True if anything changed.
-    #[pyo3(signature = (kind, value, permits = 1, *, labels = None, secret = None))]
+    /// (a mapping of str to str), its `secret` and its usage limits: at most
+    /// `rpm` grants and `tpm` tokens (each lease's `cost`, reconciled to its
+    /// use) in any 60 s, at least `min_interval` seconds between two grants,
+    /// retired after `max_uses` grants or `max_age` seconds. Registering
+    /// again replaces them all. True if anything changed.
+    #[pyo3(signature = (
+        kind, value, permits = 1, *, labels = None, secret = None,
+        rpm = None, tpm = None, min_interval = None, max_uses = None, max_age = None,
+    ))]
+    #[allow(clippy::too_many_arguments)]
     fn register(
         &self,
         py: Python<'_>,
@@ -235,8 +242,21 @@ impl Pool {
         permits: u32,
         labels: Option<Bound<'_, PyAny>>,
         secret: Option<&str>,
+        rpm: Option<Bound<'_, PyAny>>,
+        tpm: Option<Bound<'_, PyAny>>,
+        min_interval: Option<f64>,
+        max_uses: Option<Bound<'_, PyAny>>,
+        max_age: Option<f64>,
     ) -> PyResult<bool> {
-        let registration = selector::registration(permits, labels.as_ref(), secret).map_err(|f| to_py(py, f))?;
+        let limits = selector::LimitArgs {
+            rpm: rpm.as_ref(),
+            tpm: tpm.as_ref(),
+            min_interval,
+            max_uses: max_uses.as_ref(),
+            max_age,
+        };
+        let registration =
+            selector::registration(permits, &limits, labels.as_ref(), secret).map_err(|f| to_py(py, f))?;
         self.call_freeing(py, |p| p.register_with(kind, value, &registration))
     }
 
@@ -250,7 +270,7 @@ impl Pool {
     /// admits (see `acquire`), or None if nothing is available.
     #[pyo3(signature = (
         context, *, kind = None, r#where = None, exclude = None, prefer = None, affinity = None,
-        auto_renew = false, max_hold = None,
+        cost = None, auto_renew = false, max_hold = None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn try_acquire(
@@ -262,10 +282,11 @@ impl Pool {
         exclude: Option<Bound<'_, PyAny>>,
         prefer: Option<&str>,
         affinity: Option<&str>,
+        cost: Option<Bound<'_, PyAny>>,
         auto_renew: bool,
         max_hold: Option<f64>,
     ) -> PyResult<Option<Lease>> {
-        let selector = selector::selector(kind, r#where.as_ref(), exclude.as_ref(), prefer, affinity);
+        let selector = selector::selector(kind, r#where.as_ref(), exclude.as_ref(), prefer, affinity, cost.as_ref());
         let selector = selector.map_err(|f| to_py(py, f))?;
         let hold = hold(auto_renew, max_hold).map_err(|f| to_py(py, f))?;
         let held = py
@@ -283,11 +304,14 @@ impl Pool {
     /// labels match `where` (label name to a value or a list of values) and
     /// whose value is not in `exclude` are chosen; `prefer` (a value) and
     /// `affinity` (a key: the resource the last lease with it got) are
-    /// tried first. With `auto_renew`, a thread of the pool renews the lease
-    /// until it is released, lost, or held for `max_hold` seconds.
+    /// tried first. `cost` is the tokens the grant reserves against a
+    /// resource's `tpm` (1 when None; only resources whose `tpm` admits it
+    /// are chosen); `lease.reconcile(used)` corrects it to the use. With
+    /// `auto_renew`, a thread of the pool renews the lease until it is
+    /// released, lost, or held for `max_hold` seconds.
     #[pyo3(signature = (
         context, timeout = None, *, kind = None, r#where = None, exclude = None, prefer = None, affinity = None,
-        auto_renew = false, max_hold = None,
+        cost = None, auto_renew = false, max_hold = None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn acquire(
@@ -300,11 +324,12 @@ impl Pool {
         exclude: Option<Bound<'_, PyAny>>,
         prefer: Option<&str>,
         affinity: Option<&str>,
+        cost: Option<Bound<'_, PyAny>>,
         auto_renew: bool,
         max_hold: Option<f64>,
     ) -> PyResult<Lease> {
         let timeout = timeout.map(|t| secs_to_ns("timeout", t)).transpose().map_err(|f| to_py(py, f))?;
-        let selector = selector::selector(kind, r#where.as_ref(), exclude.as_ref(), prefer, affinity);
+        let selector = selector::selector(kind, r#where.as_ref(), exclude.as_ref(), prefer, affinity, cost.as_ref());
         let selector = selector.map_err(|f| to_py(py, f))?;
         let hold = hold(auto_renew, max_hold).map_err(|f| to_py(py, f))?;
         let held = py

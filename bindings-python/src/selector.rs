@@ -1,18 +1,57 @@
 //! Registrations and selectors from Python values: a `labels` mapping to
-//! the core's `Labels`, `secret` to a `Secret`, and `acquire`'s `kind`,
-//! `where`, `exclude`, `prefer` and `affinity` to a `Selector`. The rules
-//! are the core's, checked when the pool takes the values; the host names
-//! a bad label filter `where`, as this API does.
+//! the core's `Labels`, `secret` to a `Secret`, the usage limits (`rpm`,
+//! `tpm`, `min_interval`, `max_uses`, `max_age`) to `Limits`, and
+//! `acquire`'s `kind`, `where`, `exclude`, `prefer`, `affinity` and `cost`
+//! to a `Selector`. The rules are the core's, checked when the pool takes
+//! the values; the host names a bad label filter `where`, as this API does,
+//! and a bad limit `limits.rpm` (and so on), as every front end does.
 
 use pyo3::prelude::*;
 use pyo3::types::PyString;
-use repute_host::{Error, LabelFilter, Labels, Registration, Secret, Selector};
+use repute_host::{Error, LabelFilter, Labels, Limits, Registration, Secret, Selector};
 
 use crate::errors::{invalid, Failure};
+use crate::time::secs_to_ns;
+
+/// `register`'s usage limits, as given: counts as Python ints, durations in seconds.
+pub(crate) struct LimitArgs<'a, 'py> {
+    pub(crate) rpm: Option<&'a Bound<'py, PyAny>>,
+    pub(crate) tpm: Option<&'a Bound<'py, PyAny>>,
+    pub(crate) min_interval: Option<f64>,
+    pub(crate) max_uses: Option<&'a Bound<'py, PyAny>>,
+    pub(crate) max_age: Option<f64>,
+}
+
+impl LimitArgs<'_, '_> {
+    fn limits(&self) -> Result<Limits, Failure> {
+        let rpm = |n: &Bound<'_, PyAny>| {
+            n.extract::<u32>().map_err(|_| invalid("limits.rpm", "must be an integer in 0..2^32"))
+        };
+        let secs = |field, s: Option<f64>| s.map(|s| secs_to_ns(field, s)).transpose();
+        Ok(Limits {
+            rpm: self.rpm.map(rpm).transpose()?,
+            tpm: count_or_none("limits.tpm", self.tpm)?,
+            min_interval: secs("limits.min_interval", self.min_interval)?,
+            max_uses: count_or_none("limits.max_uses", self.max_uses)?,
+            max_age: secs("limits.max_age", self.max_age)?,
+        })
+    }
+}
+
+/// A count (tokens, uses) as the host's `u64`, or `InvalidInput` naming `field`.
+pub(crate) fn count(field: &str, value: &Bound<'_, PyAny>) -> Result<u64, Failure> {
+    value.extract::<u64>().map_err(|_| invalid(field, "must be an integer in 0..2^64"))
+}
+
+/// An optional [`count`].
+pub(crate) fn count_or_none(field: &str, value: Option<&Bound<'_, PyAny>>) -> Result<Option<u64>, Failure> {
+    value.map(|n| count(field, n)).transpose()
+}
 
 /// `register`'s arguments as the host takes them.
 pub(crate) fn registration(
     permits: u32,
+    limits: &LimitArgs<'_, '_>,
     labels: Option<&Bound<'_, PyAny>>,
     secret: Option<&str>,
 ) -> Result<Registration, Failure> {
@@ -26,19 +65,22 @@ pub(crate) fn registration(
     }
     Ok(Registration {
         permits,
+        limits: limits.limits()?,
         labels: Labels::new(pairs).map_err(Error::from)?,
         secret: secret.map(Secret::new).transpose().map_err(Error::from)?,
     })
 }
 
-/// `acquire`'s keyword arguments that choose among the resources, as the
-/// host's selector; the core checks its rules at the acquire.
+/// `acquire`'s keyword arguments that choose among the resources (and the
+/// tokens the grant reserves), as the host's selector; the core checks its
+/// rules at the acquire.
 pub(crate) fn selector(
     kind: Option<&str>,
     r#where: Option<&Bound<'_, PyAny>>,
     exclude: Option<&Bound<'_, PyAny>>,
     prefer: Option<&str>,
     affinity: Option<&str>,
+    cost: Option<&Bound<'_, PyAny>>,
 ) -> Result<Selector, Failure> {
     const WHERE: &str = "must be a mapping of label name to str or list of str";
     let mut labels = Vec::new();
@@ -61,6 +103,7 @@ pub(crate) fn selector(
         exclude,
         prefer: prefer.map(str::to_owned),
         affinity: affinity.map(str::to_owned),
+        cost: count_or_none("cost", cost)?,
     })
 }
 

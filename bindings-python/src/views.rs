@@ -10,7 +10,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{IntoPyDict, PyDict, PyType};
 use pyo3::IntoPyObjectExt;
 use repute_host::{Block, CellView, Context, Event as HostEvent, EventKind, FailureKind, LeaseKind, RejectReason};
-use repute_host::{Lease as HostLease, ResourceId, ResourceView, Stats as HostStats, Wall};
+use repute_host::{Lease as HostLease, Limits, ResourceId, ResourceView, Stats as HostStats, Wall};
 
 use crate::time::ns_to_secs;
 
@@ -166,6 +166,14 @@ pub(crate) struct Resource {
     #[pyo3(get)]
     permits: u32,
     labels: Vec<(String, String)>,
+    limits: Limits,
+    /// Grants since it was registered, as its limits count them (`rpm`,
+    /// `tpm`, `min_interval` and `max_uses` do; without them it stays 0).
+    #[pyo3(get)]
+    uses: u64,
+    /// Why its limits retired it ("max_uses" or "max_age"), or None.
+    #[pyo3(get)]
+    retired: Option<&'static str>,
     #[pyo3(get)]
     leased: u32,
     #[pyo3(get)]
@@ -190,6 +198,27 @@ impl Resource {
         self.labels.clone().into_py_dict(py)
     }
 
+    /// The resource's usage limits, a new dict on every read with the
+    /// limits it has, by `register`'s keyword names (durations in seconds),
+    /// so `register(kind, value, **resource.limits)` registers them again.
+    #[getter]
+    fn limits<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let l = self.limits;
+        let out = PyDict::new(py);
+        let counts = [("rpm", l.rpm.map(u64::from)), ("tpm", l.tpm), ("max_uses", l.max_uses)];
+        for (name, n) in counts {
+            if let Some(n) = n {
+                out.set_item(name, n)?;
+            }
+        }
+        for (name, ns) in [("min_interval", l.min_interval), ("max_age", l.max_age)] {
+            if let Some(ns) = ns {
+                out.set_item(name, ns_to_secs(ns))?;
+            }
+        }
+        Ok(out)
+    }
+
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let fields = vec![
             ("kind", py_value(py, &self.kind)?),
@@ -211,6 +240,9 @@ impl Resource {
             value: v.resource.value().to_owned(),
             permits: v.permits,
             labels: v.labels.iter().map(|(n, l)| (n.to_owned(), l.to_owned())).collect(),
+            limits: v.limits,
+            uses: v.uses,
+            retired: v.retired.map(|r| r.as_str()),
             leased: v.leased,
             score: v.score,
             contexts: v.contexts,
@@ -358,6 +390,15 @@ pub(crate) struct RejectedEvent {
     reason: &'static str,
 }
 
+/// Its usage limits retired a resource: `reason` is "max_uses" or "max_age";
+/// it is not selected again.
+#[pyclass(frozen, get_all, extends = Event, module = "repute")]
+pub(crate) struct RetiredEvent {
+    kind: String,
+    value: String,
+    reason: &'static str,
+}
+
 /// Base of the lease events: the lease as it was at the event.
 #[pyclass(frozen, get_all, subclass, extends = Event, module = "repute")]
 pub(crate) struct LeaseEvent {
@@ -480,6 +521,15 @@ pub(crate) fn event<'py>(py: Python<'py>, e: HostEvent, wall: &Wall) -> PyResult
                     RejectReason::NoCandidates => "no_candidates",
                     RejectReason::RateLimited => "rate_limited",
                 },
+            }),
+        )?
+        .into_any(),
+        EventKind::Retired { resource, reason } => Bound::new(
+            py,
+            base.add_subclass(RetiredEvent {
+                kind: resource.kind().to_owned(),
+                value: resource.value().to_owned(),
+                reason: reason.as_str(),
             }),
         )?
         .into_any(),

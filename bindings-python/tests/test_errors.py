@@ -25,6 +25,7 @@ def test_every_code_maps_to_its_class_with_its_fields() -> None:
     refusal = by_code["no_resource_available"]
     assert isinstance(refusal, repute.NoResourceAvailableError)
     assert (refusal.retry_after, refusal.none_registered, refusal.blocked, refusal.rate_limited) == (1.5, False, 1, 1)
+    assert (refusal.cooling, refusal.leased, refusal.limited) == (1, 0, 0)
     assert str(refusal) == "no resource available (1 blocked, 1 rate limited, 1 cooling; retry after 1.5 s)"
     rate = by_code["rate_limited"]
     assert isinstance(rate, repute.RateLimitedError)

@@ -48,7 +48,10 @@ def test_stubs_catch_misuse(tmp_path: Path) -> None:
         "pool.register('k', 'v', labels={'tier': 1})\n"
         "pool.acquire('c', where={'tier': 1})\n"
         "secret: str = pool.acquire('c').secret\n"
+        "pool.register('k', 'v', rpm='60')\n"
+        "pool.acquire('c', cost=1.5)\n"
+        "retired: bool = pool.resources()[0].retired\n"
     )
     done = _mypy(str(bad))
     assert done.returncode == 1
-    assert done.stdout.count("error:") == 6, done.stdout
+    assert done.stdout.count("error:") == 9, done.stdout

@@ -50,7 +50,8 @@ def use_pool(pool: repute.Pool) -> list[int]:
     except repute.NoResourceAvailableError as e:
         hint: float | None = e.retry_after
         code: str = e.code
-        del hint, code
+        limited: int = e.limited
+        del hint, code, limited
     pool.register("api-key", "k1", labels={"tier": "paid"}, secret="sk-1")
     keyed = pool.acquire("gpt-4o", kind="api-key", where={"tier": ["paid", "free"]}, exclude=["k0"], affinity="u1")
     secret: str | None = keyed.secret
@@ -58,21 +59,39 @@ def use_pool(pool: repute.Pool) -> list[int]:
     keyed.release()
     labels: dict[str, str] = next(r for r in pool.resources() if r.kind == "api-key").labels
     assert labels == {"tier": "paid"}
+    pool.register("api-key", "k2", rpm=60, tpm=90_000, min_interval=0.5, max_uses=1000, max_age=3600.0)
+    metered = pool.acquire("gpt-4o", kind="api-key", exclude=["k1"], cost=500)
+    metered.reconcile(420)
+    metered.report_http(200, latency=0.2, usage=430)
+    metered.release()
+    k2 = next(r for r in pool.resources() if r.value == "k2")
+    limits: repute.Limits = k2.limits
+    rpm: int | None = limits.get("rpm")
+    assert rpm == 60
+    pool.register("api-key", "k2", **limits)
+    retired: str | None = k2.retired
+    uses: int = k2.uses
+    assert (retired, uses) == (None, 1)
+    for event in pool.events():
+        if isinstance(event, repute.RetiredEvent):
+            reason: str = event.reason
+            del reason
     return tokens
 
 
 async def use_async(clock: repute.ManualClock) -> int:
     pool = await repute.AsyncPool.open(clock=clock, lease_ttl=10.0, mode="shared", owner_ttl=5.0)
-    await pool.register("key", "k", labels={"tier": "paid"})
+    await pool.register("key", "k", labels={"tier": "paid"}, rpm=10, tpm=1000)
     folded: int = await pool.sync()
     assert folded == 0
     blocking: repute.Pool = pool.pool
     assert not blocking.closed
-    async with pool.acquire("api", timeout=1.0, kind="key", where={"tier": "paid"}, prefer="k") as lease:
+    async with pool.acquire("api", timeout=1.0, kind="key", where={"tier": "paid"}, prefer="k", cost=20) as lease:
         token: int = lease.token
         secret: str | None = lease.secret
         del secret
-        await lease.report_success(latency=0.01)
+        await lease.reconcile(15)
+        await lease.report_success(latency=0.01, usage=12)
     held: repute.AsyncLease = await pool.acquire("api")
     await held.release()
     await pool.close()

@@ -6,13 +6,40 @@
 //! increasing across restarts and across processes.
 
 use crate::id::ResourceId;
+use crate::limits::Limits;
 use crate::policy::RateLimit;
+
+/// What a grant counts against its resource's limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Claim {
+    pub limits: Limits,
+    /// Tokens reserved against `limits.tpm`.
+    pub cost: u64,
+}
+
+/// An authority's answer to a grant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GrantAnswer {
+    /// Granted, with this fencing token.
+    Granted(u64),
+    /// The permit is held elsewhere (or the authority is unreachable).
+    Held,
+    /// The resource's limits admit no grant for this many ns; `None`: never
+    /// again (its `max_uses` are spent).
+    Limited(Option<u64>),
+}
 
 pub trait Authority: Send + core::fmt::Debug {
     /// Grants `permit` of `resource` for `ttl` nanoseconds. `last` is the
     /// highest token this pool has seen for the permit; the token returned
-    /// must be greater. `None` means the permit is held elsewhere.
-    fn grant(&mut self, resource: &ResourceId, permit: u32, ttl: u64, last: u64) -> Option<u64>;
+    /// must be greater. With a `claim`, the grant also counts against the
+    /// resource's limits, across every pool the authority serves.
+    fn grant(&mut self, resource: &ResourceId, permit: u32, ttl: u64, last: u64, claim: Option<&Claim>) -> GrantAnswer;
+
+    /// The grant holding `token` used `used` tokens, not the `reserved` ones.
+    fn reconcile(&mut self, resource: &ResourceId, permit: u32, token: u64, reserved: u64, used: u64) {
+        let _ = (resource, permit, token, reserved, used);
+    }
 
     /// Extends the lease holding `token` by `ttl` from now; false once the
     /// authority no longer recognises that token as the permit's holder.
@@ -32,13 +59,13 @@ pub trait Authority: Send + core::fmt::Debug {
 }
 
 /// The pool's own counters: the next token is the last plus one, and nothing
-/// is held anywhere else.
+/// is held anywhere else; the pool counts its limits itself.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Local;
 
 impl Authority for Local {
-    fn grant(&mut self, _: &ResourceId, _: u32, _: u64, last: u64) -> Option<u64> {
-        Some(last + 1)
+    fn grant(&mut self, _: &ResourceId, _: u32, _: u64, last: u64, _: Option<&Claim>) -> GrantAnswer {
+        GrantAnswer::Granted(last + 1)
     }
 
     fn extend(&mut self, _: &ResourceId, _: u32, _: u64, _: u64) -> bool {

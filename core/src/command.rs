@@ -7,7 +7,7 @@ use alloc::string::String;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Context, Labels, Outcome, Pool, Registration, ResourceId, Result, Secret};
+use crate::{Context, Labels, Limits, Outcome, Pool, Registration, ResourceId, Result, Secret};
 
 /// One logged change to a pool.
 ///
@@ -24,6 +24,8 @@ pub enum Command {
     Register {
         resource: ResourceId,
         permits: u32,
+        #[serde(default, skip_serializing_if = "Limits::is_none")]
+        limits: Limits,
         #[serde(default, skip_serializing_if = "Labels::is_empty")]
         labels: Labels,
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -54,8 +56,9 @@ impl Pool {
             Command::Report { resource, context, outcome } => {
                 self.report(resource, context, *outcome, now).map(|()| true)
             }
-            Command::Register { resource, permits, labels, secret } => {
-                let registration = Registration { permits: *permits, labels: labels.clone(), secret: secret.clone() };
+            Command::Register { resource, permits, limits, labels, secret } => {
+                let registration =
+                    Registration { permits: *permits, limits: *limits, labels: labels.clone(), secret: secret.clone() };
                 self.register_with(resource.clone(), registration, now)
             }
             Command::Unregister { resource, force } => self.unregister(resource, *force, now).map(|()| true),

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::id::{Context, ResourceId};
 use crate::lease::Lease;
+use crate::limits::RetireReason;
 use crate::outcome::FailureKind;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -77,6 +78,11 @@ pub enum EventKind {
         context: Context,
         reason: RejectReason,
     },
+    /// Its limits retired a resource: it is not selected again.
+    Retired {
+        resource: ResourceId,
+        reason: RetireReason,
+    },
 }
 
 impl EventKind {
@@ -94,6 +100,7 @@ impl EventKind {
             EventKind::LeaseExpired { .. } => "lease_expired",
             EventKind::Revoked { .. } => "revoked",
             EventKind::Rejected { .. } => "rejected",
+            EventKind::Retired { .. } => "retired",
         }
     }
 }

@@ -38,4 +38,8 @@ pub struct Lease {
 pub(crate) struct LeaseEntry {
     pub lease: Lease,
     pub slot: u32,
+    /// Tokens it holds against its resource's `tpm` (0 without one).
+    pub cost: u64,
+    /// When its grant was counted in its resource's window, if it was.
+    pub counted_at: Option<u64>,
 }

@@ -30,6 +30,7 @@ pub mod journal;
 mod key;
 mod labels;
 mod lease;
+mod limits;
 mod outcome;
 mod permits;
 mod policy;
@@ -43,7 +44,7 @@ mod selector;
 pub mod snapshot;
 mod tree;
 
-pub use authority::{Authority, Local};
+pub use authority::{Authority, Claim, GrantAnswer, Local};
 pub use cell::{CellState, MAX_SCORE, MIN_SCORE};
 pub use command::Command;
 pub use error::{Error, Result};
@@ -53,6 +54,7 @@ pub use journal::Journal;
 pub use key::ResourceKey;
 pub use labels::{Labels, MAX_LABELS, MAX_LABEL_NAME_BYTES};
 pub use lease::{Lease, LeaseKind};
+pub use limits::{Limits, RetireReason, MAX_RPM, WINDOW};
 pub use outcome::{check_retry_after, FailureKind, Outcome, MAX_RETRY_AFTER};
 pub use policy::{CoolingRule, Policy, RateLimit, Recovery, Strategy, SECOND};
 pub use pool::{

@@ -89,6 +89,11 @@ impl Permits {
         self.holders().iter().position(Option::is_none)
     }
 
+    /// The permits no one holds, in permit order.
+    pub fn free_permits(&self) -> impl Iterator<Item = usize> + '_ {
+        self.holders().iter().enumerate().filter(|(_, h)| h.is_none()).map(|(i, _)| i)
+    }
+
     pub fn any_free(&self) -> bool {
         self.holders().iter().any(Option::is_none)
     }

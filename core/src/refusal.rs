@@ -25,6 +25,8 @@ pub struct Refusal {
     pub cooling: u32,
     /// Every permit held (here or, as the authority said, elsewhere).
     pub leased: u32,
+    /// Over a usage limit until its window frees up, or retired by its limits.
+    pub limited: u32,
     /// Nanoseconds until the first of them may free up, when any end is known.
     pub retry_after: Option<u64>,
 }
@@ -48,6 +50,7 @@ impl fmt::Display for Refusal {
             (self.rate_limited, "rate limited"),
             (self.cooling, "cooling"),
             (self.leased, "leased"),
+            (self.limited, "over a usage limit"),
         ];
         let mut first = true;
         for (n, what) in counts.into_iter().filter(|(n, _)| *n > 0) {
@@ -70,6 +73,7 @@ enum Standing {
     RateLimited(u64),
     Cooling(Option<u64>),
     Leased(Option<u64>),
+    Limited(Option<u64>),
 }
 
 impl Pool {
@@ -81,8 +85,8 @@ impl Pool {
         let ctx = self.contexts.id(context);
         let mut refusal = Refusal::default();
         for (slot, r) in self.registry.iter() {
-            if selector.admits(&r.id, &r.labels) {
-                self.count(&mut refusal, slot, ctx);
+            if selector.admits(&r.id, &r.labels, &r.limits) {
+                self.count(&mut refusal, slot, ctx, selector.cost());
             }
         }
         refusal
@@ -91,14 +95,14 @@ impl Pool {
     /// The refusal of a probe of one resource.
     pub(crate) fn refusal_of(&self, slot: u32, ctx: Option<u32>) -> Refusal {
         let mut refusal = Refusal::default();
-        self.count(&mut refusal, slot, ctx);
+        self.count(&mut refusal, slot, ctx, 1);
         refusal
     }
 
-    fn count(&self, refusal: &mut Refusal, slot: u32, ctx: Option<u32>) {
+    fn count(&self, refusal: &mut Refusal, slot: u32, ctx: Option<u32>, cost: u64) {
         refusal.registered += 1;
         let now = self.now;
-        match self.standing(slot, ctx) {
+        match self.standing(slot, ctx, cost) {
             Standing::Blocked(until) => {
                 refusal.blocked += 1;
                 refusal.soonest(until, now);
@@ -115,10 +119,15 @@ impl Pool {
                 refusal.leased += 1;
                 refusal.soonest(until, now);
             }
+            Standing::Limited(until) => {
+                refusal.limited += 1;
+                refusal.soonest(until, now);
+            }
         }
     }
 
-    fn standing(&self, slot: u32, ctx: Option<u32>) -> Standing {
+    /// Where `slot` stands for a grant of `cost` tokens.
+    fn standing(&self, slot: u32, ctx: Option<u32>, cost: u64) -> Standing {
         let r = self.registry.res(slot);
         let cc = ctx.and_then(|c| self.cells.get(&(slot, c)));
         if let Some(block) = r.block.as_ref().or(cc.and_then(|cc| cc.block.as_ref())) {
@@ -127,6 +136,15 @@ impl Pool {
         let pause = [r.pause, cc.and_then(|cc| cc.cell.pause)].into_iter().flatten().map(|p| p.until).max();
         if let Some(until) = pause {
             return Standing::RateLimited(until);
+        }
+        if r.retired.is_some() {
+            return Standing::Limited(None);
+        }
+        if let Some(until) = r.limited {
+            return Standing::Limited(Some(until));
+        }
+        if let Err(at) = r.usage.admits(&r.limits, cost, self.now) {
+            return Standing::Limited(at);
         }
         if let Some(cc) = cc {
             if let Phase::Cooling { until, cause } = cc.cell.phase {
@@ -153,11 +171,12 @@ impl Pool {
     pub(crate) fn least_bad(&self, ctx: Option<u32>, selector: &Selector) -> Option<u32> {
         let mut best: Option<(u64, u32)> = None;
         for (slot, r) in self.registry.iter() {
-            if !r.permits.any_free() || !selector.admits(&r.id, &r.labels) {
+            if !r.permits.any_free() || !selector.admits(&r.id, &r.labels, &r.limits) {
                 continue;
             }
-            let ready = match self.standing(slot, ctx) {
-                Standing::Blocked(_) | Standing::Leased(_) => continue,
+            let ready = match self.standing(slot, ctx, selector.cost()) {
+                // Limits are the provider's: failing open never goes past them.
+                Standing::Blocked(_) | Standing::Leased(_) | Standing::Limited(_) => continue,
                 Standing::RateLimited(until) => until,
                 Standing::Cooling(until) => until.unwrap_or(self.now),
             };

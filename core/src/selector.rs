@@ -7,6 +7,7 @@ use alloc::vec::Vec;
 use crate::error::{Error, Result};
 use crate::id::{check, ResourceId};
 use crate::labels::{check_name, Labels};
+use crate::limits::Limits;
 
 /// Most label filters in one selector.
 pub const MAX_FILTERS: usize = 8;
@@ -37,6 +38,9 @@ pub struct Selector {
     /// Try the resource the last lease with this key got first; a grant
     /// binds the key to its resource.
     pub affinity: Option<String>,
+    /// Tokens the grant reserves against a `tpm` limit (1 when none): only
+    /// resources whose `tpm` is at least this are admitted.
+    pub cost: Option<u64>,
 }
 
 impl Selector {
@@ -69,17 +73,26 @@ impl Selector {
         if let Some(a) = &self.affinity {
             check("affinity", a)?;
         }
+        if self.cost == Some(0) {
+            return Err(Error::invalid("cost", "must be > 0"));
+        }
         Ok(())
     }
 
-    /// Whether the selector admits nothing but every resource.
-    pub fn is_any(&self) -> bool {
-        self.kind.is_none() && self.labels.is_empty() && self.exclude.is_empty()
+    /// The tokens a grant reserves.
+    pub fn cost(&self) -> u64 {
+        self.cost.unwrap_or(1)
     }
 
-    /// Whether a resource with this id and these labels is admitted.
-    pub(crate) fn admits(&self, id: &ResourceId, labels: &Labels) -> bool {
-        self.kind.as_deref().is_none_or(|k| k == id.kind())
+    /// Whether the selector admits every resource.
+    pub fn is_any(&self) -> bool {
+        self.kind.is_none() && self.labels.is_empty() && self.exclude.is_empty() && self.cost() == 1
+    }
+
+    /// Whether a resource with this id, labels and limits is admitted.
+    pub(crate) fn admits(&self, id: &ResourceId, labels: &Labels, limits: &Limits) -> bool {
+        limits.tpm.is_none_or(|t| self.cost() <= t)
+            && self.kind.as_deref().is_none_or(|k| k == id.kind())
             && !self.exclude.iter().any(|v| v == id.value())
             && self.labels.iter().all(|f| labels.get(&f.name).is_some_and(|v| f.values.iter().any(|w| w == v)))
     }

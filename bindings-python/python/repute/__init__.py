@@ -55,6 +55,7 @@ from ._native import (
     RenewedEvent,
     ReputeError,
     Resource,
+    RetiredEvent,
     RevokedEvent,
     StaleLeaseError,
     Stats,
@@ -64,7 +65,7 @@ from ._native import (
     UnknownResourceError,
     UnregisteredEvent,
 )
-from ._types import FailureKind
+from ._types import FailureKind, Limits
 
 __all__ = [
     "AsyncLease",
@@ -85,6 +86,7 @@ __all__ = [
     "LeaseExpiredEvent",
     "LeasedError",
     "LeasedEvent",
+    "Limits",
     "ManualClock",
     "NoResourceAvailableError",
     "NotOwnerError",
@@ -99,6 +101,7 @@ __all__ = [
     "RenewedEvent",
     "ReputeError",
     "Resource",
+    "RetiredEvent",
     "RevokedEvent",
     "StaleLeaseError",
     "Stats",

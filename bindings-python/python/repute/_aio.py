@@ -269,18 +269,27 @@ class AsyncLease:
             return await self._link.release(self._lease)
         return await _call(self._io, self._lease._release_as)
 
-    async def report_success(self, latency: float) -> None:
-        await _call(self._io, self._lease.report_success, latency)
+    async def reconcile(self, used: int) -> None:
+        """The lease used ``used`` tokens instead of the ``cost`` it reserved."""
+        await _call(self._io, self._lease.reconcile, used)
+
+    async def report_success(self, latency: float, *, usage: int | None = None) -> None:
+        await _call(self._io, self._lease.report_success, latency, usage=usage)
 
     async def report_failure(
-        self, kind: FailureKind | str, latency: float, *, retry_after: float | None = None
+        self, kind: FailureKind | str, latency: float, *, retry_after: float | None = None, usage: int | None = None
     ) -> None:
-        await _call(self._io, self._lease.report_failure, kind, latency, retry_after=retry_after)
+        await _call(self._io, self._lease.report_failure, kind, latency, retry_after=retry_after, usage=usage)
 
     async def report_http(
-        self, status: int, latency: float = 0.0, headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None
+        self,
+        status: int,
+        latency: float = 0.0,
+        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
+        *,
+        usage: int | None = None,
     ) -> None:
-        await _call(self._io, self._lease.report_http, status, latency, headers)
+        await _call(self._io, self._lease.report_http, status, latency, headers, usage=usage)
 
     async def __aenter__(self) -> AsyncLease:
         return self
@@ -309,13 +318,15 @@ class AsyncLease:
 
 
 class _Selector(TypedDict):
-    """``acquire``'s arguments that choose among the resources, as given."""
+    """``acquire``'s arguments that choose among the resources, and the
+    tokens the grant reserves, as given."""
 
     kind: str | None
     where: Mapping[str, str | Sequence[str]] | None
     exclude: Iterable[str] | None
     prefer: str | None
     affinity: str | None
+    cost: int | None
 
 
 class _Hold:
@@ -446,8 +457,26 @@ class AsyncPool:
         *,
         labels: Mapping[str, str] | None = None,
         secret: str | None = None,
+        rpm: int | None = None,
+        tpm: int | None = None,
+        min_interval: float | None = None,
+        max_uses: int | None = None,
+        max_age: float | None = None,
     ) -> bool:
-        return await _call(self._io, self._pool.register, kind, value, permits, labels=labels, secret=secret)
+        return await _call(
+            self._io,
+            self._pool.register,
+            kind,
+            value,
+            permits,
+            labels=labels,
+            secret=secret,
+            rpm=rpm,
+            tpm=tpm,
+            min_interval=min_interval,
+            max_uses=max_uses,
+            max_age=max_age,
+        )
 
     async def unregister(self, kind: str, value: str, force: bool = False) -> None:
         await _call(self._io, self._pool.unregister, kind, value, force)
@@ -461,10 +490,11 @@ class AsyncPool:
         exclude: Iterable[str] | None = None,
         prefer: str | None = None,
         affinity: str | None = None,
+        cost: int | None = None,
         auto_renew: bool = False,
         max_hold: float | None = None,
     ) -> AsyncLease | None:
-        selector = _Selector(kind=kind, where=where, exclude=exclude, prefer=prefer, affinity=affinity)
+        selector = _Selector(kind=kind, where=where, exclude=exclude, prefer=prefer, affinity=affinity, cost=cost)
         lease = await _call(
             self._io, self._pool.try_acquire, context, **selector, auto_renew=auto_renew, max_hold=max_hold
         )
@@ -480,6 +510,7 @@ class AsyncPool:
         exclude: Iterable[str] | None = None,
         prefer: str | None = None,
         affinity: str | None = None,
+        cost: int | None = None,
         auto_renew: bool = False,
         max_hold: float | None = None,
         cancel_on_loss: bool = False,
@@ -488,11 +519,12 @@ class AsyncPool:
         (None: without limit); raises ``NoResourceAvailableError`` or
         ``RateLimitedError`` when the time is up. ``kind``, ``where``,
         ``exclude``, ``prefer`` and ``affinity`` choose among the resources
-        as for :meth:`Pool.acquire`. With ``auto_renew`` the pool's thread
-        renews the lease until it is released, lost or held for ``max_hold``
-        seconds; with ``cancel_on_loss`` a lost lease cancels the task that
-        acquired it (so ``async with`` leaves its block)."""
-        selector = _Selector(kind=kind, where=where, exclude=exclude, prefer=prefer, affinity=affinity)
+        and ``cost`` reserves tokens as for :meth:`Pool.acquire`. With
+        ``auto_renew`` the pool's thread renews the lease until it is
+        released, lost or held for ``max_hold`` seconds; with
+        ``cancel_on_loss`` a lost lease cancels the task that acquired it (so
+        ``async with`` leaves its block)."""
+        selector = _Selector(kind=kind, where=where, exclude=exclude, prefer=prefer, affinity=affinity, cost=cost)
         return _Acquire(self, context, timeout, selector, _Hold(auto_renew, max_hold, cancel_on_loss))
 
     async def _acquire(self, context: str, timeout: float | None, selector: _Selector, hold: _Hold) -> AsyncLease:

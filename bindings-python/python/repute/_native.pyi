@@ -5,7 +5,7 @@
 from types import TracebackType
 from typing import Awaitable, Callable, Iterable, Iterator, Literal, Mapping, Sequence, final
 
-from ._types import FailureKind
+from ._types import FailureKind, Limits
 
 _CellState = Literal["healthy", "cooling", "recovering", "blocklisted"]
 _LeaseKind = Literal["client", "trial", "probe", "fail_open"]
@@ -47,6 +47,8 @@ class NoResourceAvailableError(ReputeError):
     rate_limited: int
     cooling: int
     leased: int
+    limited: int
+    """Over a usage limit until its window frees up, or retired by its limits."""
 
 class LeasedError(ReputeError):
     live: int
@@ -136,6 +138,14 @@ class Resource:
     def permits(self) -> int: ...
     @property
     def labels(self) -> dict[str, str]: ...
+    @property
+    def limits(self) -> Limits: ...
+    @property
+    def uses(self) -> int:
+        """Grants since it was registered, as its limits count them (`rpm`,
+        `tpm`, `min_interval` and `max_uses` do; without them 0)."""
+    @property
+    def retired(self) -> Literal["max_uses", "max_age"] | None: ...
     @property
     def leased(self) -> int: ...
     @property
@@ -258,6 +268,17 @@ class RejectedEvent(Event):
     @property
     def reason(self) -> Literal["no_candidates", "rate_limited"]: ...
 
+@final
+class RetiredEvent(Event):
+    """Its usage limits retired a resource; it is not selected again."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def value(self) -> str: ...
+    @property
+    def reason(self) -> Literal["max_uses", "max_age"]: ...
+
 class LeaseEvent(Event):
     @property
     def lease_id(self) -> int: ...
@@ -316,6 +337,7 @@ class RedisLink:
         exclude: Iterable[str] | None = None,
         prefer: str | None = None,
         affinity: str | None = None,
+        cost: int | None = None,
     ) -> int: ...
     def release(self, lease: Lease) -> tuple[str, int | None]: ...
     def output(self) -> bytes: ...
@@ -382,9 +404,20 @@ class Lease:
     def renew(self) -> None: ...
     def release(self) -> bool: ...
     def _release_as(self) -> Literal["held", "lost", "lost_unseen"]: ...
-    def report_success(self, latency: float) -> None: ...
-    def report_failure(self, kind: FailureKind | str, latency: float, *, retry_after: float | None = None) -> None: ...
-    def report_http(self, status: int, latency: float = 0.0, headers: _Headers | None = None) -> None: ...
+    def reconcile(self, used: int) -> None:
+        """The lease used `used` tokens of its resource's `tpm` instead of its `cost`."""
+    def report_success(self, latency: float, *, usage: int | None = None) -> None: ...
+    def report_failure(
+        self,
+        kind: FailureKind | str,
+        latency: float,
+        *,
+        retry_after: float | None = None,
+        usage: int | None = None,
+    ) -> None: ...
+    def report_http(
+        self, status: int, latency: float = 0.0, headers: _Headers | None = None, *, usage: int | None = None
+    ) -> None: ...
     def __enter__(self) -> Lease: ...
     def __exit__(
         self,
@@ -438,6 +471,11 @@ class Pool:
         *,
         labels: Mapping[str, str] | None = None,
         secret: str | None = None,
+        rpm: int | None = None,
+        tpm: int | None = None,
+        min_interval: float | None = None,
+        max_uses: int | None = None,
+        max_age: float | None = None,
     ) -> bool: ...
     def unregister(self, kind: str, value: str, force: bool = False) -> None: ...
     def try_acquire(
@@ -449,6 +487,7 @@ class Pool:
         exclude: Iterable[str] | None = None,
         prefer: str | None = None,
         affinity: str | None = None,
+        cost: int | None = None,
         auto_renew: bool = False,
         max_hold: float | None = None,
     ) -> Lease | None: ...
@@ -462,6 +501,7 @@ class Pool:
         exclude: Iterable[str] | None = None,
         prefer: str | None = None,
         affinity: str | None = None,
+        cost: int | None = None,
         auto_renew: bool = False,
         max_hold: float | None = None,
     ) -> Lease: ...

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from typing import TypedDict
 
 
 class FailureKind(str, enum.Enum):
@@ -23,3 +24,20 @@ class FailureKind(str, enum.Enum):
 
     def __str__(self) -> str:
         return self.value
+
+
+class Limits(TypedDict, total=False):
+    """A resource's usage limits, as ``Resource.limits`` shows them: only the
+    limits it has, by ``register``'s keyword names, so
+    ``pool.register(kind, value, **resource.limits)`` registers them again."""
+
+    rpm: int
+    """At most this many grants in any 60 s."""
+    tpm: int
+    """At most this many tokens (each lease's cost, reconciled to its use) in any 60 s."""
+    min_interval: float
+    """At least this many seconds between two grants."""
+    max_uses: int
+    """At most this many grants ever; then the resource is retired."""
+    max_age: float
+    """Retired this many seconds after it was registered."""

@@ -6,8 +6,8 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use super::convert::{
-    cell_out, ctx_in, err_out, grant_out, id_in, id_out, key_in, lease_out, outcome_in, permits_in, policy_in,
-    proposal_in, proposal_out, registration_in, resource_view_out, selector_in, stats_out,
+    answer_in, cell_out, ctx_in, err_out, grant_out, id_in, id_out, key_in, lease_out, outcome_in, permits_in,
+    policy_in, proposal_in, proposal_out, registration_in, resource_view_out, selector_in, stats_out,
 };
 use super::exports::repute::pool::api::{Guest, GuestPool, Options, Pool as PoolHandle};
 use super::{emit_pending, journal_err, prepare, wit, Component, GuestState, ImportedStorage};
@@ -116,7 +116,7 @@ impl GuestPool for GuestState {
         context: String,
         selector: wit::Selector,
         proposal: wit::Proposal,
-        answer: Option<u64>,
+        answer: wit::GrantAnswer,
         in_flight: Vec<wit::RefusedPermit>,
     ) -> Result<wit::Settled, wit::Error> {
         let known = self.journal.borrow().pool().known_context(&context);
@@ -124,8 +124,8 @@ impl GuestPool for GuestState {
         let mut journal = self.journal.borrow_mut();
         let pool = journal.pool_mut();
         let selector = selector_in(selector);
-        let settled =
-            pool.settle(&context, &selector, proposal_in(proposal), answer, &permits_in(in_flight)).map_err(err_out)?;
+        let (proposal, answer, in_flight) = (proposal_in(proposal), answer_in(answer), permits_in(in_flight));
+        let settled = pool.settle(&context, &selector, proposal, answer, &in_flight).map_err(err_out)?;
         let settled = match settled {
             Settled::Granted(l) => wit::Settled::Granted(grant_out(pool, &l)),
             Settled::Next(p) => wit::Settled::Next(proposal_out(p)),
@@ -146,6 +146,10 @@ impl GuestPool for GuestState {
                 .map(|l| wit::Renewal { grant: grant_out(p, &l), context: l.context.as_str().into() })
         })
         .map_err(err_out)
+    }
+
+    fn reconcile(&self, id: u64, token: u64, used: u64) -> Result<(), wit::Error> {
+        self.op(|p, now| p.reconcile(id, token, used, now)).map_err(err_out)
     }
 
     fn release(&self, id: u64, token: u64) -> Result<(), wit::Error> {

@@ -8,9 +8,9 @@ use alloc::vec::Vec;
 use super::wit;
 use crate::snapshot::SnapshotError;
 use crate::{
-    Block, CellState, CellView, Command, Context, CoolingRule, Error, Event, EventKind, FailureKind, LabelFilter,
-    Labels, Lease, LeaseKind, Outcome, Policy, Pool, Proposal, RateLimit, Recovery, Registration, RejectReason,
-    ResourceId, ResourceKey, ResourceView, Secret, Selector, Stats, Strategy,
+    Block, CellState, CellView, Claim, Command, Context, CoolingRule, Error, Event, EventKind, FailureKind,
+    GrantAnswer, LabelFilter, Labels, Lease, LeaseKind, Limits, Outcome, Policy, Pool, Proposal, RateLimit, Recovery,
+    Registration, RejectReason, ResourceId, ResourceKey, ResourceView, RetireReason, Secret, Selector, Stats, Strategy,
 };
 
 pub(super) fn id_in(r: &wit::ResourceId) -> Result<ResourceId, wit::Error> {
@@ -48,7 +48,7 @@ pub(super) fn outcome_in(o: wit::Outcome) -> Result<Outcome, wit::Error> {
 pub(super) fn registration_in(r: &wit::Registration) -> Result<Registration, wit::Error> {
     let labels = Labels::new(r.labels.iter().map(|l| (l.name.clone(), l.value.clone()))).map_err(err_out)?;
     let secret = r.secret.as_ref().map(|s| Secret::new(s.as_str())).transpose().map_err(err_out)?;
-    Ok(Registration { permits: r.permits, labels, secret })
+    Ok(Registration { permits: r.permits, limits: limits_in(r.limits), labels, secret })
 }
 
 fn labels_out(labels: &Labels) -> Vec<wit::Label> {
@@ -63,6 +63,7 @@ pub(super) fn selector_in(s: wit::Selector) -> Selector {
         exclude: s.exclude,
         prefer: s.prefer,
         affinity: s.affinity,
+        cost: s.cost,
     }
 }
 
@@ -79,8 +80,8 @@ pub(super) fn command_in(e: &wit::LogEntry) -> Result<Command, wit::Error> {
             outcome: outcome_in(r.outcome)?,
         },
         wit::LogEntry::Register(r) => {
-            let Registration { permits, labels, secret } = registration_in(&r.registration)?;
-            Command::Register { resource: id_in(&r.resource)?, permits, labels, secret }
+            let Registration { permits, limits, labels, secret } = registration_in(&r.registration)?;
+            Command::Register { resource: id_in(&r.resource)?, permits, limits, labels, secret }
         }
         wit::LogEntry::Unregister(r) => Command::Unregister { resource: id_in(&r.resource)?, force: r.force },
         wit::LogEntry::Block(b) => Command::Block {
@@ -164,6 +165,7 @@ pub(super) fn err_out(e: Error) -> wit::Error {
             rate_limited: r.rate_limited,
             cooling: r.cooling,
             leased: r.leased,
+            limited: r.limited,
             retry_after: r.retry_after,
         }),
         Error::Leased { live } => wit::Error::Leased(live),
@@ -224,6 +226,7 @@ pub(super) fn proposal_out(p: Proposal) -> wit::Proposal {
         at: p.at,
         refused: p.refused.into_iter().map(|(k, permit)| wit::RefusedPermit { resource: key_out(k), permit }).collect(),
         fail_open: p.fail_open,
+        claim: p.claim.map(claim_out),
     }
 }
 
@@ -240,6 +243,34 @@ pub(super) fn proposal_in(p: wit::Proposal) -> Proposal {
         at: p.at,
         refused: permits_in(p.refused),
         fail_open: p.fail_open,
+        claim: p.claim.map(|c| Claim { limits: limits_in(c.limits), cost: c.cost }),
+    }
+}
+
+pub(super) fn limits_in(l: wit::Limits) -> Limits {
+    Limits { rpm: l.rpm, tpm: l.tpm, min_interval: l.min_interval, max_uses: l.max_uses, max_age: l.max_age }
+}
+
+pub(super) fn limits_out(l: Limits) -> wit::Limits {
+    wit::Limits { rpm: l.rpm, tpm: l.tpm, min_interval: l.min_interval, max_uses: l.max_uses, max_age: l.max_age }
+}
+
+pub(super) fn claim_out(c: Claim) -> wit::Claim {
+    wit::Claim { limits: limits_out(c.limits), cost: c.cost }
+}
+
+pub(super) fn answer_in(a: wit::GrantAnswer) -> GrantAnswer {
+    match a {
+        wit::GrantAnswer::Granted(token) => GrantAnswer::Granted(token),
+        wit::GrantAnswer::Held => GrantAnswer::Held,
+        wit::GrantAnswer::Limited(wait) => GrantAnswer::Limited(wait),
+    }
+}
+
+fn retire_out(r: RetireReason) -> wit::RetireReason {
+    match r {
+        RetireReason::MaxUses => wit::RetireReason::MaxUses,
+        RetireReason::MaxAge => wit::RetireReason::MaxAge,
     }
 }
 
@@ -291,6 +322,9 @@ pub(super) fn resource_view_out(r: ResourceView) -> wit::ResourceView {
         resource: id_out(&r.resource),
         permits: r.permits,
         labels: labels_out(&r.labels),
+        limits: limits_out(r.limits),
+        uses: r.uses,
+        retired: r.retired.map(retire_out),
         leased: r.leased,
         score: r.score,
         contexts: r.contexts,
@@ -349,6 +383,9 @@ pub(super) fn event_out(e: Event) -> wit::Event {
                 RejectReason::RateLimited => wit::RejectReason::RateLimited,
             },
         }),
+        EventKind::Retired { resource, reason } => {
+            wit::EventKind::Retired(wit::Retired { resource: id_out(&resource), reason: retire_out(reason) })
+        }
     };
     wit::Event { at: e.at, kind }
 }

@@ -11,7 +11,7 @@ use alloc::vec::Vec;
 use core::cell::RefCell;
 
 use crate::journal::{Checkpoint, Journal, JournalError, Storage};
-use crate::{Authority, Command, Pool, RateLimit, ResourceId};
+use crate::{Authority, Claim, Command, GrantAnswer, Pool, RateLimit, ResourceId};
 
 mod abi;
 mod convert;
@@ -21,7 +21,7 @@ wit_bindgen::generate!({
     world: "repute",
 });
 
-use convert::{command_in, err_out, event_out, id_out};
+use convert::{answer_in, claim_out, command_in, err_out, event_out, id_out};
 use exports::repute::pool::api::Options;
 use repute::pool::types as wit;
 use repute::pool::{clock, events, fencing, storage};
@@ -40,8 +40,12 @@ struct GuestState {
 struct ImportedAuthority;
 
 impl Authority for ImportedAuthority {
-    fn grant(&mut self, resource: &ResourceId, permit: u32, ttl: u64, last: u64) -> Option<u64> {
-        fencing::grant(&id_out(resource), permit, ttl, last)
+    fn grant(&mut self, resource: &ResourceId, permit: u32, ttl: u64, last: u64, claim: Option<&Claim>) -> GrantAnswer {
+        answer_in(fencing::grant(&id_out(resource), permit, ttl, last, claim.copied().map(claim_out)))
+    }
+
+    fn reconcile(&mut self, resource: &ResourceId, permit: u32, token: u64, reserved: u64, used: u64) {
+        fencing::reconcile(&id_out(resource), permit, token, reserved, used)
     }
 
     fn extend(&mut self, resource: &ResourceId, permit: u32, token: u64, ttl: u64) -> bool {

@@ -3,6 +3,7 @@
 
 use alloc::vec::Vec;
 
+use crate::authority::{Claim, GrantAnswer};
 use crate::cell::{Cell, Phase};
 use crate::error::{Error, Result};
 use crate::event::{EventKind, RejectReason};
@@ -14,6 +15,7 @@ use crate::policy::Strategy;
 use crate::score;
 use crate::selector::Selector;
 
+use super::usage::Refused;
 use super::{ContextCell, Pool};
 
 /// Candidates pre-drawn from the index before Thompson sampling among them;
@@ -44,6 +46,8 @@ pub struct Proposal {
     pub refused: Vec<(ResourceKey, u32)>,
     /// Chosen by the `fail_open` policy while nothing was selectable.
     pub fail_open: bool,
+    /// What the grant counts against the resource's limits at the authority.
+    pub claim: Option<Claim>,
 }
 
 /// The candidates a filtered acquire draws from.
@@ -93,8 +97,10 @@ impl Pool {
     /// Brings the index in line with one resource's current state.
     pub(crate) fn reindex(&mut self, slot: u32) {
         let r = self.registry.res(slot);
+        let out = r.limited.is_some() || r.retired.is_some();
         let global = match (&r.block, r.pause) {
             (Some(_), _) | (_, Some(_)) => None,
+            (None, None) if out => None,
             (None, None) => Some(GlobalEntry {
                 bucket: (r.global.score + 100) as u8,
                 weight: self.weight(None, &r.global),
@@ -184,7 +190,7 @@ impl Pool {
     fn choosable(&self, slot: u32, ctx: Option<u32>, selector: &Selector) -> bool {
         self.leasable_weight(slot, ctx).is_some() && {
             let r = self.registry.res(slot);
-            selector.admits(&r.id, &r.labels)
+            selector.admits(&r.id, &r.labels, &r.limits)
         }
     }
 
@@ -210,7 +216,7 @@ impl Pool {
         }
         let admitted = |pool: &Self, slot: u32| {
             let r = pool.registry.res(slot);
-            selector.admits(&r.id, &r.labels)
+            selector.admits(&r.id, &r.labels, &r.limits)
         };
         match self.policy.strategy {
             Strategy::First => {
@@ -318,7 +324,7 @@ impl Pool {
             .into_iter()
             .filter(|&slot| {
                 let r = self.registry.res(slot);
-                selector.admits(&r.id, &r.labels)
+                selector.admits(&r.id, &r.labels, &r.limits)
             })
             .filter_map(|slot| self.leasable_weight(slot, ctx).map(|w| (slot, w + k)))
             .collect();
@@ -351,7 +357,8 @@ impl Pool {
         let mut proposal = self.propose(context, selector, now, &[])?;
         loop {
             let r = self.registry.res(proposal.resource.slot);
-            let answer = self.authority.grant(&r.id, proposal.permit, proposal.ttl, proposal.last);
+            let answer =
+                self.authority.grant(&r.id, proposal.permit, proposal.ttl, proposal.last, proposal.claim.as_ref());
             // A proposal this call just made needs no checking.
             let slot = proposal.resource.slot;
             match self.settle_slot(slot, context, selector, proposal, answer, &[])? {
@@ -403,7 +410,7 @@ impl Pool {
         context: &Context,
         selector: &Selector,
         proposal: Proposal,
-        answer: Option<u64>,
+        answer: GrantAnswer,
         in_flight: &[(ResourceKey, u32)],
     ) -> Result<Settled> {
         selector.validate()?;
@@ -418,10 +425,18 @@ impl Pool {
         context: &Context,
         selector: &Selector,
         proposal: Proposal,
-        answer: Option<u64>,
+        answer: GrantAnswer,
         in_flight: &[(ResourceKey, u32)],
     ) -> Result<Settled> {
-        if let Some(token) = answer.filter(|&t| t > proposal.last) {
+        let token = match answer {
+            GrantAnswer::Granted(token) if token > proposal.last => Some(token),
+            GrantAnswer::Limited(wait) => {
+                self.limited_by_authority(slot, wait);
+                None
+            }
+            GrantAnswer::Granted(_) | GrantAnswer::Held => None,
+        };
+        if let Some(token) = token {
             let r = self.registry.res(slot);
             if r.permits.holder(proposal.permit as usize).is_some() {
                 return Err(Error::invalid("proposal", "names a permit that is held"));
@@ -437,7 +452,9 @@ impl Pool {
                 (false, Some(_)) => LeaseKind::Trial,
                 (false, None) => LeaseKind::Client,
             };
-            let lease = self.hold(slot, proposal.permit as usize, token, context, ctx, kind, proposal.ttl, proposal.at);
+            let cost = selector.cost();
+            let lease =
+                self.hold(slot, proposal.permit as usize, token, context, ctx, kind, proposal.ttl, proposal.at, cost);
             if let Some(b) = self.bucket.as_mut() {
                 b.take();
             }
@@ -483,18 +500,42 @@ impl Pool {
             self.reindex(slot);
         }
         let ctx = self.contexts.id(context);
-        let chosen = match self.first_choice(ctx, selector) {
-            Some(slot) => Some(slot),
-            None if selector.is_any() => self.select(ctx),
-            None => self.select_among(ctx, selector),
-        };
-        let next = match chosen {
-            Some(slot) => Some(self.proposal(slot, at, refused, false)),
-            None if self.policy.fail_open => {
-                self.least_bad(ctx, selector).map(|slot| self.proposal(slot, at, refused, true))
+        let cost = selector.cost();
+        // A candidate its limits refuse leaves selection until they admit it
+        // again, or, refused for this cost only, is set aside like `held`.
+        let mut chosen = None;
+        let mut too_dear: Vec<(u32, usize)> = Vec::new();
+        for _ in 0..GRANT_ATTEMPTS {
+            let candidate = match self.first_choice(ctx, selector) {
+                Some(slot) => Some(slot),
+                None if selector.is_any() => self.select(ctx),
+                None => self.select_among(ctx, selector),
+            };
+            let Some(slot) = candidate else { break };
+            match self.check_limits(slot, cost) {
+                Ok(()) => {
+                    chosen = Some((slot, false));
+                    break;
+                }
+                Err(Refused::Gated) => {}
+                Err(Refused::Cost) => {
+                    let free: Vec<usize> = self.registry.res(slot).permits.free_permits().collect();
+                    for permit in free {
+                        self.registry.res_mut(slot).permits.hold(permit, HELD_ELSEWHERE);
+                        too_dear.push((slot, permit));
+                    }
+                    self.reindex(slot);
+                }
             }
-            None => None,
-        };
+        }
+        if chosen.is_none() && self.policy.fail_open {
+            chosen = self.least_bad(ctx, selector).map(|slot| (slot, true));
+        }
+        let next = chosen.map(|(slot, fail_open)| self.proposal(slot, at, refused, fail_open, cost));
+        for (slot, permit) in too_dear {
+            self.registry.res_mut(slot).permits.free(permit);
+            self.reindex(slot);
+        }
         for (slot, permit) in held {
             self.registry.res_mut(slot).permits.free(permit);
             self.reindex(slot);
@@ -502,7 +543,14 @@ impl Pool {
         next
     }
 
-    pub(super) fn proposal(&self, slot: u32, at: u64, refused: Vec<(ResourceKey, u32)>, fail_open: bool) -> Proposal {
+    pub(super) fn proposal(
+        &self,
+        slot: u32,
+        at: u64,
+        refused: Vec<(ResourceKey, u32)>,
+        fail_open: bool,
+        cost: u64,
+    ) -> Proposal {
         let r = self.registry.res(slot);
         let permit = r.permits.first_free().expect("selected with a free permit");
         Proposal {
@@ -513,6 +561,7 @@ impl Pool {
             at,
             refused,
             fail_open,
+            claim: self.claim(slot, cost),
         }
     }
 

@@ -3,6 +3,7 @@
 use alloc::collections::VecDeque;
 use hashbrown::{HashMap, HashSet};
 
+use crate::authority::GrantAnswer;
 use crate::error::{Error, Result};
 use crate::event::EventKind;
 use crate::id::Context;
@@ -58,7 +59,7 @@ impl LeaseTable {
     }
 
     /// The live lease `id` if `token` is its token.
-    fn find(&self, id: u64, token: u64) -> Result<&LeaseEntry> {
+    pub(super) fn find(&self, id: u64, token: u64) -> Result<&LeaseEntry> {
         match self.live.get(&id) {
             Some(e) if e.lease.token == token => Ok(e),
             Some(_) => Err(Error::StaleLease),
@@ -87,7 +88,8 @@ pub(super) enum End {
 }
 
 impl Pool {
-    /// Asks the authority for the first free permit of `slot`; `Err(permit)` if it refuses.
+    /// Asks the authority for the first free permit of `slot` (one token of
+    /// its limits); `Err(())` if its limits or the authority refuse.
     pub(super) fn grant(
         &mut self,
         slot: u32,
@@ -95,17 +97,26 @@ impl Pool {
         ctx: Option<u32>,
         kind: LeaseKind,
         ttl: u64,
-    ) -> core::result::Result<Lease, usize> {
+    ) -> core::result::Result<Lease, ()> {
+        self.check_limits(slot, 1).map_err(|_| ())?;
+        let claim = self.claim(slot, 1);
         let r = self.registry.res(slot);
         let permit = r.permits.first_free().expect("selected with a free permit");
         let last = r.permits.fences()[permit];
-        match self.authority.grant(&r.id, permit as u32, ttl, last) {
-            Some(token) if token > last => Ok(self.hold(slot, permit, token, context, ctx, kind, ttl, self.now)),
-            _ => Err(permit),
+        match self.authority.grant(&r.id, permit as u32, ttl, last, claim.as_ref()) {
+            GrantAnswer::Granted(token) if token > last => {
+                Ok(self.hold(slot, permit, token, context, ctx, kind, ttl, self.now, 1))
+            }
+            GrantAnswer::Limited(wait) => {
+                self.limited_by_authority(slot, wait);
+                Err(())
+            }
+            GrantAnswer::Granted(_) | GrantAnswer::Held => Err(()),
         }
     }
 
-    /// Records a granted lease on `permit` of `slot`, dated `at`.
+    /// Records a granted lease on `permit` of `slot`, dated `at`, that
+    /// reserved `cost` tokens, and counts it against the resource's limits.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn hold(
         &mut self,
@@ -117,6 +128,7 @@ impl Pool {
         kind: LeaseKind,
         ttl: u64,
         at: u64,
+        cost: u64,
     ) -> Lease {
         let r = self.registry.res_mut(slot);
         let id = self.leases.take_id();
@@ -144,9 +156,13 @@ impl Pool {
             self.probe_due.remove(&(slot, c));
         }
         self.timers.arm(lease.expires_at, Timer::Lease(id));
-        self.leases.live.insert(id, LeaseEntry { lease: lease.clone(), slot });
+        let limits = self.registry.res(slot).limits;
+        let counted_at = limits.counted().then_some(self.now);
+        let cost = if limits.tpm.is_some() { cost } else { 0 };
+        self.leases.live.insert(id, LeaseEntry { lease: lease.clone(), slot, cost, counted_at });
         self.reindex(slot);
         self.emit(at, EventKind::Leased { lease: lease.clone() });
+        self.count_grant(slot, cost);
         lease
     }
 
@@ -192,7 +208,7 @@ impl Pool {
     }
 
     pub(super) fn end_lease(&mut self, id: u64, how: End, at: u64) {
-        let Some(LeaseEntry { lease, slot }) = self.leases.live.remove(&id) else { return };
+        let Some(LeaseEntry { lease, slot, .. }) = self.leases.live.remove(&id) else { return };
         self.timers.disarm(lease.expires_at, Timer::Lease(id));
         self.registry.res_mut(slot).permits.free(lease.permit as usize);
         if let Some(ctx) = self.contexts.id(&lease.context) {

@@ -29,6 +29,7 @@ mod leases;
 mod registry;
 mod reports;
 mod timers;
+mod usage;
 mod views;
 
 pub use acquire::{Proposal, Settled};

@@ -13,6 +13,7 @@ use crate::id::{Context, ResourceId};
 use crate::index::{ContextSlot, GroupKey};
 use crate::key::ResourceKey;
 use crate::labels::Labels;
+use crate::limits::{Limits, RetireReason, Usage};
 use crate::permits::{self, Permits};
 use crate::secret::Secret;
 
@@ -20,19 +21,20 @@ use super::blocklist::reason_bytes;
 use super::leases::End;
 use super::{Block, Pool, MAX_PERMITS};
 
-/// How a resource is registered: its permits, its labels and its secret.
+/// How a resource is registered: its permits, limits, labels and secret.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Registration {
     /// Concurrent leases, 1..=1024.
     pub permits: u32,
+    pub limits: Limits,
     pub labels: Labels,
     pub secret: Option<Secret>,
 }
 
 impl Registration {
-    /// `permits` permits, no labels, no secret.
+    /// `permits` permits, no limits, no labels, no secret.
     pub fn new(permits: u32) -> Registration {
-        Registration { permits, labels: Labels::default(), secret: None }
+        Registration { permits, limits: Limits::default(), labels: Labels::default(), secret: None }
     }
 }
 
@@ -41,6 +43,13 @@ pub(crate) struct Resource {
     pub id: ResourceId,
     pub labels: Labels,
     pub secret: Option<Secret>,
+    pub limits: Limits,
+    pub usage: Usage,
+    /// When it was registered (for `limits.max_age`).
+    pub born: u64,
+    /// Over a usage limit: not selectable before this.
+    pub limited: Option<u64>,
+    pub retired: Option<RetireReason>,
     /// Names this registration to hosts (see `ResourceKey`).
     pub serial: u64,
     /// Holders and last tokens; counters never shrink, so re-grown permits continue their sequence.
@@ -161,6 +170,11 @@ impl Registry {
             id: id.clone(),
             labels: Labels::default(),
             secret: None,
+            limits: Limits::default(),
+            usage: Usage::default(),
+            born: 0,
+            limited: None,
+            retired: None,
             serial: self.take_serial(),
             permits,
             block: None,
@@ -226,6 +240,7 @@ impl Registry {
                 r.id.heap_bytes()
                     + r.labels.heap_bytes()
                     + r.secret.as_ref().map_or(0, Secret::heap_bytes)
+                    + r.usage.heap_bytes()
                     + r.permits.heap_bytes()
                     + reason_bytes(&r.block)
                     + r.global.heap_bytes()
@@ -267,15 +282,16 @@ impl Pool {
     /// its permits, labels and secret (returns whether anything changed);
     /// lowering the permits is refused while a removed permit is leased.
     pub fn register_with(&mut self, id: ResourceId, registration: Registration, now: u64) -> Result<bool> {
-        let Registration { permits, labels, secret } = registration;
+        let Registration { permits, limits, labels, secret } = registration;
         if !(1..=MAX_PERMITS).contains(&permits) {
             return Err(Error::invalid("permits", "must be in 1..=1024"));
         }
+        limits.validate()?;
         self.advance(now);
         if let Some(slot) = self.registry.find(&id) {
             let r = self.registry.res(slot);
             let current = r.permits.count() as u32;
-            if permits == current && labels == r.labels && secret == r.secret {
+            if permits == current && limits == r.limits && labels == r.labels && secret == r.secret {
                 return Ok(false);
             }
             let live = r.permits.held_from(permits as usize).count() as u32;
@@ -286,6 +302,14 @@ impl Pool {
             let r = self.registry.res_mut(slot);
             r.permits.resize(permits);
             r.secret = secret;
+            if r.limits != limits {
+                r.limits = limits;
+                // New limits judge the grants already counted afresh.
+                r.limited = None;
+                r.retired = None;
+                self.arm_max_age(slot);
+                self.regate(slot);
+            }
             if relabel {
                 let records = self.records(slot);
                 self.index.leave(slot, &records);
@@ -306,6 +330,9 @@ impl Pool {
         let r = self.registry.res_mut(slot);
         r.labels = labels;
         r.secret = secret;
+        r.limits = limits;
+        r.born = self.now;
+        self.arm_max_age(slot);
         self.enter(slot);
         self.emit(self.now, EventKind::Registered { resource: id, permits });
         Ok(true)

@@ -15,6 +15,10 @@ pub(crate) enum Timer {
     Block(u32, Option<u32>),
     /// The end of a pause of a resource (`None`) or of one of its cells.
     Pause(u32, Option<u32>),
+    /// A resource over a usage limit may be granted again.
+    Limit(u32),
+    /// A resource's `max_age` runs out.
+    Retire(u32),
 }
 
 /// Every armed timer by due time. Lease timers are disarmed when their lease
@@ -78,6 +82,10 @@ impl Pool {
             Timer::Pause(slot, Some(ctx)) => {
                 self.cells.get(&(slot, ctx)).is_some_and(|cc| cc.cell.pause.map(|p| p.until) == Some(at))
             }
+            Timer::Limit(slot) => self.registry.get(slot).is_some_and(|r| r.limited == Some(at)),
+            Timer::Retire(slot) => self.registry.get(slot).is_some_and(|r| {
+                r.retired.is_none() && r.limits.max_age.is_some_and(|age| r.born.saturating_add(age) == at)
+            }),
         }
     }
 
@@ -108,6 +116,11 @@ impl Pool {
                 self.reindex(slot);
                 self.emit(at, EventKind::Unblocked { resource, context: None });
             }
+            Timer::Limit(slot) => {
+                self.registry.res_mut(slot).limited = None;
+                self.regate(slot);
+            }
+            Timer::Retire(slot) => self.retire(slot, crate::limits::RetireReason::MaxAge),
             Timer::Block(slot, Some(ctx)) => {
                 self.cells.get_mut(&(slot, ctx)).expect("live timer").block = None;
                 let resource = self.registry.res(slot).id.clone();

@@ -10,6 +10,7 @@ use crate::event::Event;
 use crate::id::{Context, ResourceId};
 use crate::labels::Labels;
 use crate::lease::Lease;
+use crate::limits::{Limits, RetireReason};
 use crate::outcome::FailureKind;
 use crate::score;
 
@@ -44,6 +45,11 @@ pub struct ResourceView {
     pub resource: ResourceId,
     pub permits: u32,
     pub labels: Labels,
+    pub limits: Limits,
+    /// Grants since it was registered.
+    pub uses: u64,
+    /// Why its limits retired it, if they did.
+    pub retired: Option<RetireReason>,
     pub leased: u32,
     pub score: i32,
     pub contexts: u32,
@@ -160,6 +166,9 @@ impl Pool {
                 resource: r.id.clone(),
                 permits: r.permits.count() as u32,
                 labels: r.labels.clone(),
+                limits: r.limits,
+                uses: r.usage.uses,
+                retired: r.retired,
                 leased: r.permits.held_from(0).count() as u32,
                 score: r.global.score,
                 contexts: r.contexts.len() as u32,

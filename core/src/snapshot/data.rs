@@ -12,6 +12,7 @@ use crate::error::Error;
 use crate::id::{Context, ResourceId};
 use crate::labels::Labels;
 use crate::lease::{Lease, LeaseEntry, LeaseKind};
+use crate::limits::{Entry, Limits, RetireReason, Usage, MAX_WINDOW_ENTRIES, WINDOW};
 use crate::outcome::{FailureKind, Outcome, MAX_RETRY_AFTER};
 use crate::permits::Permits;
 use crate::policy::Policy;
@@ -48,6 +49,62 @@ struct ResourceRecord {
     /// Kept in the binary form only: the JSON view writes none.
     #[serde(default)]
     secret: Option<Secret>,
+    #[serde(default)]
+    limits: Limits,
+    /// Time since registration.
+    #[serde(default)]
+    age: u64,
+    #[serde(default)]
+    usage: UsageRecord,
+    #[serde(default)]
+    limited_remaining: Option<u64>,
+    #[serde(default)]
+    retired: Option<RetireReason>,
+}
+
+/// What a resource used of its limits, times as ages.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+struct UsageRecord {
+    /// Oldest first: (age, grants, tokens).
+    window: Vec<(u64, u32, u64)>,
+    last_grant_age: Option<u64>,
+    uses: u64,
+}
+
+fn usage_out(u: &Usage, now: u64) -> UsageRecord {
+    UsageRecord {
+        // Entries are dropped lazily: one that left the window is not written.
+        window: u
+            .window
+            .iter()
+            .map(|e| (now.saturating_sub(e.at), e.grants, e.tokens))
+            .filter(|&(age, _, _)| age < WINDOW)
+            .collect(),
+        last_grant_age: u.last_grant.map(|t| now.saturating_sub(t)),
+        uses: u.uses,
+    }
+}
+
+/// Times before the restoring clock's origin become its origin: later, so
+/// a restored window holds its grants at least as long as it should.
+fn usage_in(u: UsageRecord, now: u64) -> Result<Usage, SnapshotError> {
+    if u.window.len() > MAX_WINDOW_ENTRIES {
+        return Err(invalid("resource.usage.window", "must hold at most 1024 entries"));
+    }
+    let mut usage =
+        Usage { last_grant: u.last_grant_age.map(|a| now.saturating_sub(a)), uses: u.uses, ..Usage::default() };
+    let mut last_age = u64::MAX;
+    for (age, grants, tokens) in u.window {
+        if grants == 0 || age > last_age || age >= WINDOW {
+            return Err(invalid("resource.usage.window", "must list grants of the last minute, oldest first"));
+        }
+        last_age = age;
+        usage.grants += u64::from(grants);
+        usage.tokens = usage.tokens.checked_add(tokens).ok_or(invalid("resource.usage.window", "tokens overflow"))?;
+        usage.window.push_back(Entry { at: now.saturating_sub(age), grants, tokens });
+    }
+    counter(usage.uses, "resource.usage.uses")?;
+    Ok(usage)
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -106,6 +163,11 @@ struct LeaseRecord {
     token: u64,
     kind: LeaseKind,
     ttl: u64,
+    /// Tokens it holds against its resource's `tpm`.
+    #[serde(default)]
+    cost: u64,
+    #[serde(default)]
+    counted_age: Option<u64>,
 }
 
 fn block_out(b: &Option<Block>, now: u64) -> Option<BlockRecord> {
@@ -235,6 +297,11 @@ impl SnapshotData {
                 global: cell_out(&r.global, now),
                 labels: r.labels.clone(),
                 secret: r.secret.clone(),
+                limits: r.limits,
+                age: now.saturating_sub(r.born),
+                usage: usage_out(&r.usage, now),
+                limited_remaining: r.limited.map(|l| l.saturating_sub(now)),
+                retired: r.retired,
             })
             .collect();
         resources.sort_by(|a, b| a.resource.cmp(&b.resource));
@@ -262,6 +329,8 @@ impl SnapshotData {
                     token: e.lease.token,
                     kind: e.lease.kind,
                     ttl: e.lease.ttl,
+                    cost: e.cost,
+                    counted_age: e.counted_at.map(|t| now.saturating_sub(t)),
                 })
                 .collect();
             l.sort_by_key(|l| l.id);
@@ -339,6 +408,12 @@ impl SnapshotData {
             restored.global = global;
             restored.labels = r.labels;
             restored.secret = r.secret;
+            r.limits.validate().map_err(|_| invalid("resource.limits", "must be valid limits"))?;
+            restored.limits = r.limits;
+            restored.born = now.saturating_sub(r.age);
+            restored.usage = usage_in(r.usage, now)?;
+            restored.limited = r.limited_remaining.map(|rem| now.saturating_add(rem).max(now + 1));
+            restored.retired = r.retired;
         }
         for c in self.cells {
             c.context.revalidate().map_err(|_| invalid("cell.context", "must be a valid context"))?;
@@ -395,7 +470,8 @@ impl SnapshotData {
                 }
             }
             pool.timers.arm(lease.expires_at, Timer::Lease(lease.id));
-            pool.leases.live.insert(lease.id, LeaseEntry { lease, slot });
+            let counted_at = l.counted_age.map(|a| now.saturating_sub(a));
+            pool.leases.live.insert(lease.id, LeaseEntry { lease, slot, cost: l.cost, counted_at });
         }
         pool.arm_timers();
         Ok(pool)

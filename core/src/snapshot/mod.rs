@@ -105,6 +105,12 @@ impl Pool {
             if let Some(p) = r.pause {
                 self.timers.arm(p.until, Timer::Pause(slot, None));
             }
+            if let Some(at) = r.limited {
+                self.timers.arm(at, Timer::Limit(slot));
+            }
+            if let (Some(age), None) = (r.limits.max_age, r.retired) {
+                self.timers.arm(r.born.saturating_add(age), Timer::Retire(slot));
+            }
         }
         for (&(slot, ctx), cc) in &self.cells {
             if let Some(until) = cc.block.as_ref().and_then(|b| b.until) {

@@ -3,6 +3,7 @@
 
 mod common;
 mod footprint;
+mod limits;
 mod properties;
 mod recovery;
 mod scenarios;

@@ -275,7 +275,15 @@ fn fail_open_grants_the_cell_whose_wait_ends_soonest_and_never_crosses_a_block()
     assert_eq!((l2.resource.value(), l2.kind), ("a", LeaseKind::FailOpen));
     assert_eq!(
         refusal(&mut pool, "x", S),
-        Refusal { registered: 3, blocked: 1, rate_limited: 1, cooling: 1, leased: 0, retry_after: Some(99 * S) }
+        Refusal {
+            registered: 3,
+            blocked: 1,
+            rate_limited: 1,
+            cooling: 1,
+            leased: 0,
+            limited: 0,
+            retry_after: Some(99 * S)
+        }
     );
     // Without the policy the same pool refuses.
     let mut strict = pool_with(Policy::default(), &["a"]);

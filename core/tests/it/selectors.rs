@@ -268,6 +268,7 @@ mod properties {
                 exclude: self.exclude.iter().map(|&v| VALUES[v].to_string()).collect(),
                 prefer: self.prefer.map(|v| VALUES[v].to_string()),
                 affinity: self.affinity.map(|a| format!("user-{a}")),
+                cost: None,
             }
         }
     }

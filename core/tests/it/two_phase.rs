@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use crate::common::*;
 use proptest::prelude::*;
 use repute_core::{
-    Authority, Error, FailureKind, LeaseKind, Policy, Pool, Proposal, Refusal, ResourceId, Selector, Settled,
-    Strategy as Pick,
+    Authority, Claim, Error, FailureKind, GrantAnswer, LeaseKind, Policy, Pool, Proposal, Refusal, ResourceId,
+    Selector, Settled, Strategy as Pick,
 };
 
 const RESOURCES: [&str; 4] = ["r0", "r1", "r2", "r3"];
@@ -34,13 +34,18 @@ impl Answers {
 struct Scripted(Arc<Mutex<Answers>>);
 
 impl Authority for Scripted {
-    fn grant(&mut self, resource: &ResourceId, permit: u32, _ttl: u64, last: u64) -> Option<u64> {
-        self.0.lock().unwrap().answer(resource, permit, last)
+    fn grant(&mut self, resource: &ResourceId, permit: u32, _ttl: u64, last: u64, _: Option<&Claim>) -> GrantAnswer {
+        held_or(self.0.lock().unwrap().answer(resource, permit, last))
     }
     fn extend(&mut self, _: &ResourceId, _: u32, _: u64, _: u64) -> bool {
         true
     }
     fn revoke(&mut self, _: &ResourceId, _: u32, _: u64) {}
+}
+
+/// A token granted, none held.
+fn held_or(token: Option<u64>) -> GrantAnswer {
+    token.map_or(GrantAnswer::Held, GrantAnswer::Granted)
 }
 
 fn resource_of(pool: &Pool, proposal: &Proposal) -> ResourceId {
@@ -52,7 +57,7 @@ fn two_phase(pool: &mut Pool, answers: &Answers, context: &str, now: u64) -> rep
     let context = ctx(context);
     let mut proposal = pool.propose(&context, &Selector::default(), now, &[])?;
     loop {
-        let answer = answers.answer(&resource_of(pool, &proposal), proposal.permit, proposal.last);
+        let answer = held_or(answers.answer(&resource_of(pool, &proposal), proposal.permit, proposal.last));
         match pool.settle(&context, &Selector::default(), proposal, answer, &[])? {
             Settled::Granted(lease) => return Ok(lease),
             Settled::Next(next) => proposal = next,
@@ -176,7 +181,9 @@ fn a_granted_proposal_is_dated_from_the_proposal_and_carries_the_authority_token
     let mut pool = pool_with(&["a"]);
     let proposal = pool.propose(&ctx("c"), &Selector::default(), 5 * S, &[]).unwrap();
     pool.advance(7 * S);
-    let Settled::Granted(lease) = pool.settle(&ctx("c"), &Selector::default(), proposal, Some(41), &[]).unwrap() else {
+    let Settled::Granted(lease) =
+        pool.settle(&ctx("c"), &Selector::default(), proposal, GrantAnswer::Granted(41), &[]).unwrap()
+    else {
         panic!("a token grants the lease");
     };
     assert_eq!((lease.token, lease.kind, lease.granted_at), (41, LeaseKind::Client, 5 * S));
@@ -189,12 +196,16 @@ fn refusals_move_on_to_other_candidates_and_then_run_out() {
     let mut pool = pool_with(&["a", "b"]);
     let c = ctx("c");
     let first = pool.propose(&c, &Selector::default(), 0, &[]).unwrap();
-    let Settled::Next(second) = pool.settle(&c, &Selector::default(), first.clone(), None, &[]).unwrap() else {
+    let Settled::Next(second) = pool.settle(&c, &Selector::default(), first.clone(), GrantAnswer::Held, &[]).unwrap()
+    else {
         panic!("another candidate is free");
     };
     assert_ne!(second.resource, first.resource);
     assert_eq!(second.refused, vec![(first.resource, 0)]);
-    assert_eq!(pool.settle(&c, &Selector::default(), second, None, &[]), Err(Error::NoResourceAvailable(leased(2))));
+    assert_eq!(
+        pool.settle(&c, &Selector::default(), second, GrantAnswer::Held, &[]),
+        Err(Error::NoResourceAvailable(leased(2)))
+    );
     assert_eq!(pool.stats().available, 2, "refused permits are free again once the acquire ends");
 }
 
@@ -205,11 +216,13 @@ fn a_refused_permit_leaves_the_other_permits_of_its_resource_selectable() {
     let c = ctx("c");
     let first = pool.propose(&c, &Selector::default(), 0, &[]).unwrap();
     assert_eq!(first.permit, 0);
-    let Settled::Next(second) = pool.settle(&c, &Selector::default(), first.clone(), None, &[]).unwrap() else {
+    let Settled::Next(second) = pool.settle(&c, &Selector::default(), first.clone(), GrantAnswer::Held, &[]).unwrap()
+    else {
         panic!("two permits are free")
     };
     assert_eq!((second.resource, second.permit), (first.resource, 1));
-    let Settled::Granted(lease) = pool.settle(&c, &Selector::default(), second, Some(1), &[]).unwrap() else {
+    let Settled::Granted(lease) = pool.settle(&c, &Selector::default(), second, GrantAnswer::Granted(1), &[]).unwrap()
+    else {
         panic!("granted")
     };
     assert_eq!((lease.resource, lease.permit), (rid("a"), 1));
@@ -228,7 +241,7 @@ fn permits_in_flight_are_not_proposed_again() {
     // A refusal moves on past the permits in flight too.
     let in_flight = [(second.resource, second.permit)];
     assert_eq!(
-        pool.settle(&c, &Selector::default(), first, None, &in_flight),
+        pool.settle(&c, &Selector::default(), first, GrantAnswer::Held, &in_flight),
         Err(Error::NoResourceAvailable(leased(2)))
     );
     assert_eq!(pool.stats().available, 2, "nothing stays marked");
@@ -240,7 +253,7 @@ fn a_token_not_above_the_last_seen_is_a_refusal() {
     let c = ctx("c");
     let proposal = pool.propose(&c, &Selector::default(), 0, &[]).unwrap();
     assert_eq!(
-        pool.settle(&c, &Selector::default(), proposal, Some(0), &[]),
+        pool.settle(&c, &Selector::default(), proposal, GrantAnswer::Granted(0), &[]),
         Err(Error::NoResourceAvailable(leased(1)))
     );
     assert_eq!(pool.stats().live_leases, 0);
@@ -252,16 +265,17 @@ fn a_proposal_overtaken_by_another_grant_is_refused_and_changes_nothing() {
     let c = ctx("c");
     let early = pool.propose(&c, &Selector::default(), 0, &[]).unwrap();
     let late = pool.propose(&c, &Selector::default(), 0, &[]).unwrap();
-    let Settled::Granted(lease) = pool.settle(&c, &Selector::default(), late, Some(1), &[]).unwrap() else {
+    let Settled::Granted(lease) = pool.settle(&c, &Selector::default(), late, GrantAnswer::Granted(1), &[]).unwrap()
+    else {
         panic!("granted")
     };
     let before = pool.snapshot(0, true);
     let held = Error::InvalidInput { field: "proposal", rule: "names a permit that is held" };
-    assert_eq!(pool.settle(&c, &Selector::default(), early.clone(), Some(2), &[]), Err(held));
+    assert_eq!(pool.settle(&c, &Selector::default(), early.clone(), GrantAnswer::Granted(2), &[]), Err(held));
     assert_eq!(pool.snapshot(0, true), before);
     pool.release(lease.id, lease.token, 0).unwrap();
     let overtaken = Error::InvalidInput { field: "proposal", rule: "was overtaken by a newer token for its permit" };
-    assert_eq!(pool.settle(&c, &Selector::default(), early, Some(2), &[]), Err(overtaken));
+    assert_eq!(pool.settle(&c, &Selector::default(), early, GrantAnswer::Granted(2), &[]), Err(overtaken));
 }
 
 #[test]
@@ -271,7 +285,10 @@ fn a_proposal_for_a_resource_unregistered_since_is_refused() {
     let proposal = pool.propose(&c, &Selector::default(), 0, &[]).unwrap();
     pool.unregister(&rid("a"), false, 0).unwrap();
     pool.register(rid("a"), 1, 0).unwrap();
-    assert_eq!(pool.settle(&c, &Selector::default(), proposal, Some(1), &[]), Err(Error::UnknownResource));
+    assert_eq!(
+        pool.settle(&c, &Selector::default(), proposal, GrantAnswer::Granted(1), &[]),
+        Err(Error::UnknownResource)
+    );
     assert_eq!(pool.stats().live_leases, 0);
 }
 
@@ -287,7 +304,7 @@ fn a_proposal_this_pool_did_not_make_is_refused() {
         (Proposal { ttl: 1, ..proposal.clone() }, foreign),
         (Proposal { permit: 1, ..proposal.clone() }, no_permit),
     ] {
-        assert_eq!(pool.settle(&c, &Selector::default(), forged, Some(1), &[]), Err(err));
+        assert_eq!(pool.settle(&c, &Selector::default(), forged, GrantAnswer::Granted(1), &[]), Err(err));
     }
     assert_eq!(pool.stats().live_leases, 0);
 }

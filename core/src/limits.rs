@@ -1,0 +1,256 @@
+//! Usage limits of a resource (`Limits`) and what it has used of them
+//! (`Usage`): grants and tokens in the last minute, the last grant, the
+//! uses of its life and whether they retired it.
+//!
+//! The window keeps one entry per grant, merging a grant into the newest
+//! entry once `MAX_ENTRIES` are kept. A merged entry leaves the window when
+//! its newest grant does, so merging only ever holds grants back longer:
+//! the window never admits more than a limit, it may admit a little less.
+
+use alloc::collections::VecDeque;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::policy::SECOND;
+
+/// The span `rpm` and `tpm` count over.
+pub const WINDOW: u64 = 60 * SECOND;
+/// Highest `rpm` accepted.
+pub const MAX_RPM: u32 = 100_000;
+/// Window entries kept per resource before grants are merged.
+pub(crate) const MAX_WINDOW_ENTRIES: usize = 1024;
+
+/// Usage limits of one resource; durations in ns. The default has none.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    /// At most this many grants in any 60 s.
+    pub rpm: Option<u32>,
+    /// At most this many tokens (each grant's cost, reconciled to its use) in any 60 s.
+    pub tpm: Option<u64>,
+    /// At least this long between two grants.
+    pub min_interval: Option<u64>,
+    /// At most this many grants ever; then the resource is retired.
+    pub max_uses: Option<u64>,
+    /// Retired this long after registration.
+    pub max_age: Option<u64>,
+}
+
+impl Limits {
+    pub fn validate(&self) -> Result<()> {
+        if self.rpm.is_some_and(|r| !(1..=MAX_RPM).contains(&r)) {
+            return Err(Error::invalid("limits.rpm", "must be in 1..=100000"));
+        }
+        if self.tpm == Some(0) {
+            return Err(Error::invalid("limits.tpm", "must be > 0"));
+        }
+        if self.min_interval == Some(0) {
+            return Err(Error::invalid("limits.min_interval", "must be > 0"));
+        }
+        if self.max_uses == Some(0) {
+            return Err(Error::invalid("limits.max_uses", "must be > 0"));
+        }
+        if self.max_age == Some(0) {
+            return Err(Error::invalid("limits.max_age", "must be > 0"));
+        }
+        Ok(())
+    }
+
+    /// Whether there are no limits at all.
+    pub fn is_none(&self) -> bool {
+        *self == Limits::default()
+    }
+
+    /// Whether grants must be counted at all (`max_age` needs no counting).
+    pub fn counted(&self) -> bool {
+        self.rpm.is_some() || self.tpm.is_some() || self.min_interval.is_some() || self.max_uses.is_some()
+    }
+}
+
+/// Why a resource was retired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RetireReason {
+    MaxUses,
+    MaxAge,
+}
+
+impl RetireReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RetireReason::MaxUses => "max_uses",
+            RetireReason::MaxAge => "max_age",
+        }
+    }
+}
+
+/// Grants made at `at` (the newest of them, once merged) and their tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Entry {
+    pub at: u64,
+    pub grants: u32,
+    pub tokens: u64,
+}
+
+/// What one resource has used of its limits.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Usage {
+    /// Grants of the last `WINDOW`, oldest first.
+    pub window: VecDeque<Entry>,
+    pub grants: u64,
+    pub tokens: u64,
+    pub last_grant: Option<u64>,
+    /// Grants since registration.
+    pub uses: u64,
+}
+
+impl Usage {
+    /// Drops the entries whose grants left the window by `now`.
+    pub fn expire(&mut self, now: u64) {
+        while let Some(e) = self.window.front().copied() {
+            if e.at.saturating_add(WINDOW) > now {
+                break;
+            }
+            self.window.pop_front();
+            self.grants -= u64::from(e.grants);
+            self.tokens -= e.tokens;
+        }
+    }
+
+    /// `Ok` if `limits` admit a grant of `cost` tokens at `now` (`expire`d
+    /// first), else when they may: `Some(at)`, or `None` if never again.
+    pub fn admits(&self, limits: &Limits, cost: u64, now: u64) -> core::result::Result<(), Option<u64>> {
+        if limits.max_uses.is_some_and(|m| self.uses >= m) {
+            return Err(None);
+        }
+        let mut at = now;
+        if let (Some(gap), Some(last)) = (limits.min_interval, self.last_grant) {
+            at = at.max(last.saturating_add(gap));
+        }
+        if let Some(rpm) = limits.rpm {
+            if self.grants + 1 > u64::from(rpm) {
+                at = at.max(self.freed_at(self.grants + 1 - u64::from(rpm), |e| u64::from(e.grants)));
+            }
+        }
+        if let Some(tpm) = limits.tpm {
+            if cost > tpm {
+                return Err(None);
+            }
+            if self.tokens + cost > tpm {
+                at = at.max(self.freed_at(self.tokens + cost - tpm, |e| e.tokens));
+            }
+        }
+        if at > now {
+            Err(Some(at))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// When the oldest entries holding `needed` of what `of` counts leave the window.
+    fn freed_at(&self, needed: u64, of: impl Fn(&Entry) -> u64) -> u64 {
+        let mut freed = 0;
+        for e in &self.window {
+            freed += of(e);
+            if freed >= needed {
+                return e.at.saturating_add(WINDOW);
+            }
+        }
+        u64::MAX
+    }
+
+    /// Counts a grant of `cost` tokens at `now`.
+    pub fn record(&mut self, cost: u64, now: u64) {
+        self.uses += 1;
+        self.last_grant = Some(now);
+        self.grants += 1;
+        self.tokens += cost;
+        let full = self.window.len() >= MAX_WINDOW_ENTRIES;
+        match self.window.back_mut() {
+            Some(e) if e.at == now || full => {
+                e.at = e.at.max(now);
+                e.grants += 1;
+                e.tokens += cost;
+            }
+            _ => self.window.push_back(Entry { at: now, grants: 1, tokens: cost }),
+        }
+    }
+
+    /// The grant made at `at` used `used` tokens, not the `reserved` ones.
+    pub fn reconcile(&mut self, at: u64, reserved: u64, used: u64) {
+        // The entry holding it is the first that is not older than it.
+        let i = self.window.partition_point(|e| e.at < at);
+        let Some(e) = self.window.get_mut(i) else { return };
+        let kept = e.tokens.saturating_sub(reserved).saturating_add(used);
+        self.tokens = self.tokens - e.tokens + kept;
+        e.tokens = kept;
+    }
+
+    /// When the resource may be granted again with cost 1, if not now.
+    pub fn gate(&self, limits: &Limits, now: u64) -> Option<Option<u64>> {
+        self.admits(limits, 1, now).err()
+    }
+
+    pub fn heap_bytes(&self) -> usize {
+        crate::footprint::vec::<Entry>(self.window.capacity())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: u64 = SECOND;
+
+    #[test]
+    fn rpm_admits_until_full_then_says_when_the_oldest_leaves() {
+        let limits = Limits { rpm: Some(3), ..Limits::default() };
+        let mut u = Usage::default();
+        for t in [0, 10 * S, 20 * S] {
+            assert_eq!(u.admits(&limits, 1, t), Ok(()));
+            u.record(1, t);
+        }
+        assert_eq!(u.admits(&limits, 1, 30 * S), Err(Some(60 * S)));
+        u.expire(60 * S);
+        assert_eq!(u.admits(&limits, 1, 60 * S), Ok(()));
+    }
+
+    #[test]
+    fn tpm_counts_costs_and_reconciled_use() {
+        let limits = Limits { tpm: Some(100), ..Limits::default() };
+        let mut u = Usage::default();
+        u.record(60, 0);
+        assert_eq!(u.admits(&limits, 50, S), Err(Some(60 * S)));
+        u.reconcile(0, 60, 20);
+        assert_eq!(u.tokens, 20);
+        assert_eq!(u.admits(&limits, 50, S), Ok(()));
+        assert_eq!(u.admits(&limits, 101, S), Err(None), "a cost over the limit never fits");
+    }
+
+    #[test]
+    fn min_interval_and_max_uses() {
+        let limits = Limits { min_interval: Some(5 * S), max_uses: Some(2), ..Limits::default() };
+        let mut u = Usage::default();
+        u.record(1, 0);
+        assert_eq!(u.admits(&limits, 1, S), Err(Some(5 * S)));
+        u.record(1, 5 * S);
+        assert_eq!(u.admits(&limits, 1, 100 * S), Err(None));
+    }
+
+    #[test]
+    fn merged_entries_never_admit_more() {
+        let limits = Limits { rpm: Some(MAX_RPM), ..Limits::default() };
+        let mut u = Usage::default();
+        for i in 0..3000u64 {
+            u.record(1, i);
+        }
+        assert_eq!(u.window.len(), MAX_WINDOW_ENTRIES);
+        assert_eq!(u.grants, 3000);
+        // The merged tail leaves with its newest grant, not its oldest.
+        u.expire(WINDOW + 2000);
+        assert_eq!(u.grants, 3000 - 1023);
+        u.expire(WINDOW + 3000);
+        assert_eq!((u.grants, u.tokens), (0, 0));
+        assert!(Limits { rpm: Some(0), ..limits }.validate().is_err());
+    }
+}
