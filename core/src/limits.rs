@@ -69,6 +69,7 @@ impl Limits {
 
 /// Why a resource was retired.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum RetireReason {
     MaxUses,
     MaxAge,

@@ -12,7 +12,7 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use repute_host::linked::LinkedPool;
 use repute_host::{
-    measure_cold_start, FailureKind, Limits, Outcome, Policy, Pool, PoolOps, Providers, Strategy, SystemClock,
+    measure_cold_start, FailureKind, Outcome, Policy, Pool, PoolOps, Providers, ShardLimits, Strategy, SystemClock,
     TenantConfig,
 };
 
@@ -41,7 +41,7 @@ fn fill(p: &mut dyn PoolOps, n: usize) {
 /// and with events off (`-quiet`), as a host that hands them to nobody runs.
 fn pools(n: usize, strategy: Strategy) -> Vec<(&'static str, Box<dyn PoolOps>)> {
     let config = TenantConfig { policy: Policy { strategy, ..Policy::default() }, ..TenantConfig::default() };
-    let quiet = Limits { max_pending_events: 0, ..Limits::default() };
+    let quiet = ShardLimits { max_pending_events: 0, ..ShardLimits::default() };
     let mut native_quiet = LinkedPool::open(config.clone(), providers()).unwrap();
     native_quiet.set_record_events(false);
     let mut pools: Vec<(&'static str, Box<dyn PoolOps>)> = vec![

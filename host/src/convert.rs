@@ -4,8 +4,9 @@
 //! invalid id would be a broken component, reported as such.
 
 use repute_core::{
-    Block, CellState, CellView, Command, Context, Event, EventKind, FailureKind, Labels, Lease, LeaseKind, Outcome,
-    Policy, Recovery, Refusal, Registration, RejectReason, ResourceId, ResourceView, Secret, Selector, Stats, Strategy,
+    Block, CellState, CellView, Claim, Command, Context, Event, EventKind, FailureKind, GrantAnswer, Labels, Lease,
+    LeaseKind, Limits, Outcome, Policy, Recovery, Refusal, Registration, RejectReason, ResourceId, ResourceView,
+    RetireReason, Secret, Selector, Stats, Strategy,
 };
 
 use crate::bindings::repute::pool::types as wit;
@@ -87,12 +88,51 @@ pub(crate) fn secret_in(secret: Option<String>) -> Result<Option<Secret>, Error>
     secret.map(Secret::new).transpose().map_err(|e| broken("secret", e))
 }
 
-fn registration_parts_out(permits: u32, labels: &Labels, secret: Option<&Secret>) -> wit::Registration {
-    wit::Registration { permits, labels: labels_out(labels), secret: secret.map(|s| s.expose().to_owned()) }
+pub(crate) fn limits_out(l: &Limits) -> wit::Limits {
+    wit::Limits { rpm: l.rpm, tpm: l.tpm, min_interval: l.min_interval, max_uses: l.max_uses, max_age: l.max_age }
+}
+
+/// Limits cross unvalidated out of the host (the core checks them) and
+/// come back as the core kept them.
+pub(crate) fn limits_in(l: wit::Limits) -> Limits {
+    Limits { rpm: l.rpm, tpm: l.tpm, min_interval: l.min_interval, max_uses: l.max_uses, max_age: l.max_age }
+}
+
+pub(crate) fn claim_in(c: wit::Claim) -> Claim {
+    Claim { limits: limits_in(c.limits), cost: c.cost }
+}
+
+pub(crate) fn answer_out(a: GrantAnswer) -> wit::GrantAnswer {
+    match a {
+        GrantAnswer::Granted(token) => wit::GrantAnswer::Granted(token),
+        GrantAnswer::Held => wit::GrantAnswer::Held,
+        GrantAnswer::Limited(wait) => wit::GrantAnswer::Limited(wait),
+    }
+}
+
+fn retire_in(r: wit::RetireReason) -> RetireReason {
+    match r {
+        wit::RetireReason::MaxUses => RetireReason::MaxUses,
+        wit::RetireReason::MaxAge => RetireReason::MaxAge,
+    }
+}
+
+fn registration_parts_out(
+    permits: u32,
+    limits: &Limits,
+    labels: &Labels,
+    secret: Option<&Secret>,
+) -> wit::Registration {
+    wit::Registration {
+        permits,
+        limits: limits_out(limits),
+        labels: labels_out(labels),
+        secret: secret.map(|s| s.expose().to_owned()),
+    }
 }
 
 pub(crate) fn registration_out(r: &Registration) -> wit::Registration {
-    registration_parts_out(r.permits, &r.labels, r.secret.as_ref())
+    registration_parts_out(r.permits, &r.limits, &r.labels, r.secret.as_ref())
 }
 
 /// A selector crosses as it is: the core validates it, so a bad one is
@@ -105,6 +145,7 @@ pub(crate) fn selector_out(s: &Selector) -> wit::Selector {
         exclude: s.exclude.clone(),
         prefer: s.prefer.clone(),
         affinity: s.affinity.clone(),
+        cost: s.cost,
     }
 }
 
@@ -117,10 +158,11 @@ pub(crate) fn log_entry_in(e: wit::LogEntry) -> Result<Command, Error> {
             outcome: outcome_in(&r.outcome),
         },
         wit::LogEntry::Register(r) => {
-            let wit::Registration { permits, labels, secret } = r.registration;
+            let wit::Registration { permits, limits, labels, secret } = r.registration;
             Command::Register {
                 resource: id_in(&r.resource)?,
                 permits,
+                limits: limits_in(limits),
                 labels: labels_in(labels)?,
                 secret: secret_in(secret)?,
             }
@@ -148,10 +190,12 @@ pub(crate) fn log_entry_out(c: &Command) -> wit::LogEntry {
             context: context.as_str().to_owned(),
             outcome: outcome_out(outcome),
         }),
-        Command::Register { resource, permits, labels, secret } => wit::LogEntry::Register(wit::LoggedRegister {
-            resource: id(resource),
-            registration: registration_parts_out(*permits, labels, secret.as_ref()),
-        }),
+        Command::Register { resource, permits, limits, labels, secret } => {
+            wit::LogEntry::Register(wit::LoggedRegister {
+                resource: id(resource),
+                registration: registration_parts_out(*permits, limits, labels, secret.as_ref()),
+            })
+        }
         Command::Unregister { resource, force } => {
             wit::LogEntry::Unregister(wit::LoggedUnregister { resource: id(resource), force: *force })
         }
@@ -279,6 +323,9 @@ pub(crate) fn resource_view_in(r: wit::ResourceView) -> Result<ResourceView, Err
         resource: id_in(&r.resource)?,
         permits: r.permits,
         labels: labels_in(r.labels)?,
+        limits: limits_in(r.limits),
+        uses: r.uses,
+        retired: r.retired.map(retire_in),
         leased: r.leased,
         score: r.score,
         contexts: r.contexts,
@@ -337,6 +384,7 @@ pub(crate) fn event_in(e: wit::Event) -> Result<Event, Error> {
                 wit::RejectReason::RateLimited => RejectReason::RateLimited,
             },
         },
+        wit::EventKind::Retired(r) => EventKind::Retired { resource: id_in(&r.resource)?, reason: retire_in(r.reason) },
     };
     Ok(Event { at: e.at, kind })
 }
@@ -373,6 +421,7 @@ pub(crate) fn err_in(e: wit::Error) -> Error {
             rate_limited: r.rate_limited,
             cooling: r.cooling,
             leased: r.leased,
+            limited: r.limited,
             retry_after: r.retry_after,
         }),
         wit::Error::Leased(live) => Error::Leased { live },

@@ -59,9 +59,10 @@ pub use pool::{Pool, PoolOps, PoolSet, TenantPool};
 pub use prober::{finish_probe, start_probes, Verdict};
 pub use providers::{Backend, Clock, ManualClock, Providers, SystemClock};
 pub use repute_core::{
-    Block, CellState, CellView, Command, Context, CoolingRule, Event, EventKind, FailureKind, LabelFilter, Labels,
-    Lease, LeaseKind, Outcome, Policy, RateLimit, Recovery, Refusal, Registration, RejectReason, ResourceId,
-    ResourceView, Secret, Selector, Stats, Strategy, MAX_RETRY_AFTER, SECOND,
+    Block, CellState, CellView, Claim, Command, Context, CoolingRule, Event, EventKind, FailureKind, GrantAnswer,
+    LabelFilter, Labels, Lease, LeaseKind, Limits, Outcome, Policy, RateLimit, Recovery, Refusal, Registration,
+    RejectReason, ResourceId, ResourceView, RetireReason, Secret, Selector, Stats, Strategy, MAX_RETRY_AFTER, MAX_RPM,
+    SECOND, WINDOW,
 };
 #[cfg(feature = "testing")]
 #[doc(hidden)]
@@ -84,9 +85,10 @@ pub struct TenantConfig {
     pub durable: bool,
 }
 
-/// Bounds on every shard, so that a core bug cannot hang or bloat the process.
+/// Bounds on every shard, so that a core bug cannot hang or bloat the
+/// process. (A resource's usage limits are [`Limits`].)
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Limits {
+pub struct ShardLimits {
     /// Linear memory one shard's instance may grow to.
     pub memory_bytes: usize,
     /// Longest one component call may run before it is interrupted (a trap).
@@ -97,9 +99,9 @@ pub struct Limits {
     pub max_pending_events: usize,
 }
 
-impl Default for Limits {
+impl Default for ShardLimits {
     fn default() -> Self {
-        Limits { memory_bytes: 1 << 30, call_timeout: Duration::from_secs(10), max_pending_events: 100_000 }
+        ShardLimits { memory_bytes: 1 << 30, call_timeout: Duration::from_secs(10), max_pending_events: 100_000 }
     }
 }
 

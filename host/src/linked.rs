@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 
 use repute_core::journal::{self, Checkpoint, Journal, JournalError};
 use repute_core::{
-    Authority, CellView, Command, Context, Event, Lease, Outcome, RateLimit, Registration, ResourceId, ResourceView,
-    Secret, Selector, Stats,
+    Authority, CellView, Claim, Command, Context, Event, GrantAnswer, Lease, Outcome, RateLimit, Registration,
+    ResourceId, ResourceView, Secret, Selector, Stats,
 };
 
 use crate::error::{Error, Result, StoreError};
@@ -41,12 +41,18 @@ impl ProviderAuthority {
 }
 
 impl Authority for ProviderAuthority {
-    fn grant(&mut self, resource: &ResourceId, index: u32, ttl: u64, last: u64) -> Option<u64> {
+    fn grant(&mut self, resource: &ResourceId, index: u32, ttl: u64, last: u64, claim: Option<&Claim>) -> GrantAnswer {
         let now = self.clock.now();
-        self.fencing.grant(permit(resource, index), ttl, last, now).unwrap_or_else(|e| {
+        self.fencing.grant(permit(resource, index), ttl, last, now, claim).unwrap_or_else(|e| {
             self.fail(e);
-            None
+            GrantAnswer::Held
         })
+    }
+
+    fn reconcile(&mut self, resource: &ResourceId, index: u32, token: u64, reserved: u64, used: u64) {
+        if let Err(e) = self.fencing.reconcile(permit(resource, index), token, reserved, used) {
+            self.fail(e);
+        }
     }
 
     fn extend(&mut self, resource: &ResourceId, index: u32, token: u64, ttl: u64) -> bool {
@@ -191,7 +197,7 @@ impl LinkedPool {
         self.done(r)
     }
 
-    /// Events on or off, as `Limits::max_pending_events` of 0 turns them off
+    /// Events on or off, as `ShardLimits::max_pending_events` of 0 turns them off
     /// for a component pool.
     pub fn set_record_events(&mut self, on: bool) {
         self.journal.pool_mut().set_record_events(on);
@@ -214,6 +220,7 @@ impl PoolOps for LinkedPool {
         let command = Command::Register {
             resource: id.clone(),
             permits: registration.permits,
+            limits: registration.limits,
             labels: registration.labels.clone(),
             secret: registration.secret.clone(),
         };
@@ -247,6 +254,16 @@ impl PoolOps for LinkedPool {
 
     fn release(&mut self, id: u64, token: u64) -> Result<()> {
         self.run(|p, now| p.release(id, token, now))
+    }
+
+    /// As the component's: a store that failed to take it is the error.
+    fn reconcile(&mut self, id: u64, token: u64, used: u64) -> Result<()> {
+        let r = self.journal.run(|p, now| p.reconcile(id, token, used, now));
+        let fault = self.fault.lock().unwrap_or_else(|p| p.into_inner()).take();
+        match fault {
+            Some(fault) => Err(Error::Store(fault)),
+            None => r.map_err(Error::from),
+        }
     }
 
     fn lease(&mut self, id: u64) -> Result<Option<Lease>> {

@@ -5,7 +5,8 @@ use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, RwLock};
 
 use repute_core::{
-    CellView, Context, Event, Lease, Outcome, Registration, ResourceId, ResourceView, Secret, Selector, Stats,
+    CellView, Context, Event, GrantAnswer, Lease, Outcome, Registration, ResourceId, ResourceView, Secret, Selector,
+    Stats,
 };
 
 use crate::error::{Error, Result};
@@ -13,7 +14,7 @@ use crate::providers::Providers;
 use crate::runtime::Variant;
 use crate::shard::Shard;
 use crate::two_phase::{InFlight, Proposal, Revoke, Step};
-use crate::{Limits, TenantConfig};
+use crate::{ShardLimits, TenantConfig};
 
 /// Every pool operation. Each call but `secret` reads the tenant's clock
 /// once, first fires the timers due by then, and is one call into the
@@ -23,11 +24,13 @@ use crate::{Limits, TenantConfig};
 /// contexts by a name of the same rules other than `"*"`.
 pub trait PoolOps {
     /// Registers a resource with its permits (1..=1024 concurrent leases),
-    /// labels and secret; again to replace them. True if anything changed.
-    /// Lowering permits is refused with `Leased` while a removed permit is
-    /// leased.
+    /// usage limits, labels and secret; again to replace them. True if
+    /// anything changed. Lowering permits is refused with `Leased` while a
+    /// removed permit is leased; bad limits with `InvalidInput` naming
+    /// `limits.rpm`, `limits.tpm`, `limits.min_interval`, `limits.max_uses`
+    /// or `limits.max_age`.
     fn register_with(&mut self, kind: &str, value: &str, registration: &Registration) -> Result<bool>;
-    /// `register_with` of `permits` alone: no labels, no secret.
+    /// `register_with` of `permits` alone: no limits, labels or secret.
     fn register(&mut self, kind: &str, value: &str, permits: u32) -> Result<bool> {
         self.register_with(kind, value, &Registration::new(permits))
     }
@@ -36,9 +39,11 @@ pub trait PoolOps {
     fn unregister(&mut self, kind: &str, value: &str, force: bool) -> Result<()>;
     /// The best lease for `context` among the resources `selector` admits
     /// (its `prefer` and `affinity` tried first), fenced by the tenant's
-    /// authority. A bad selector is refused with `InvalidInput` naming its
-    /// part as the core does (`kind`, `labels`, `exclude`, `prefer`,
-    /// `affinity`; see [`crate::selector_error`] for the front ends' names).
+    /// authority, which also counts it against its resource's limits
+    /// (reserving the selector's `cost` of a `tpm`). A bad selector is
+    /// refused with `InvalidInput` naming its part as the core does
+    /// (`kind`, `labels`, `exclude`, `prefer`, `affinity`, `cost`; see
+    /// [`crate::selector_error`] for the front ends' names).
     fn acquire_with(&mut self, context: &str, selector: &Selector) -> Result<Lease>;
     /// `acquire_with` of the default selector: any resource.
     fn acquire(&mut self, context: &str) -> Result<Lease> {
@@ -55,6 +60,13 @@ pub trait PoolOps {
     fn renew(&mut self, id: u64, token: u64) -> Result<Lease>;
     /// Ends a live lease and frees its permit.
     fn release(&mut self, id: u64, token: u64) -> Result<()>;
+    /// A live lease used `used` tokens instead of the `cost` it reserved
+    /// against its resource's `tpm`: the pool and the authority count that
+    /// from now on (nothing to count without a `tpm`, or once the grant has
+    /// left the window). A store that failed to take it is `Error::Store`;
+    /// it keeps counting the reserved tokens until the grant leaves its
+    /// window.
+    fn reconcile(&mut self, id: u64, token: u64, used: u64) -> Result<()>;
     /// The live lease with this id, if any.
     fn lease(&mut self, id: u64) -> Result<Option<Lease>>;
     /// Folds one outcome into the resource's reputation in `context`.
@@ -122,6 +134,7 @@ macro_rules! shard_ops {
             acquire_for_probe(kind: &str, value: &str, context: &str) -> Lease;
             renew(id: u64, token: u64) -> Lease;
             release(id: u64, token: u64) -> ();
+            reconcile(id: u64, token: u64, used: u64) -> ();
             lease(id: u64) -> Option<Lease>;
             report(kind: &str, value: &str, context: &str, outcome: &Outcome) -> ();
             block(kind: &str, value: &str, context: Option<&str>, duration: Option<u64>, reason: Option<&str>) -> ();
@@ -150,20 +163,25 @@ pub struct Pool {
 }
 
 impl Pool {
-    /// Opens a tenant with default limits.
+    /// Opens a tenant with default shard limits.
     pub fn open(config: TenantConfig, providers: Providers) -> Result<Pool> {
-        Pool::open_with(config, providers, Limits::default())
+        Pool::open_with(config, providers, ShardLimits::default())
     }
 
-    /// Opens a tenant with the given limits.
-    pub fn open_with(config: TenantConfig, providers: Providers, limits: Limits) -> Result<Pool> {
+    /// Opens a tenant with the given shard limits.
+    pub fn open_with(config: TenantConfig, providers: Providers, limits: ShardLimits) -> Result<Pool> {
         Pool::on(Shard::new(Variant::Release, limits)?, config, providers)
     }
 
     /// Opens a tenant on a chosen build of the component (tests only).
     #[cfg(feature = "testing")]
     #[doc(hidden)]
-    pub fn open_variant(config: TenantConfig, providers: Providers, limits: Limits, variant: Variant) -> Result<Pool> {
+    pub fn open_variant(
+        config: TenantConfig,
+        providers: Providers,
+        limits: ShardLimits,
+        variant: Variant,
+    ) -> Result<Pool> {
         Pool::on(Shard::new(variant, limits)?, config, providers)
     }
 
@@ -172,7 +190,7 @@ impl Pool {
         Ok(Pool { shard, tenant })
     }
 
-    /// Events dropped because they were not drained in time (see `Limits`).
+    /// Events dropped because they were not drained in time (see `ShardLimits`).
     pub fn dropped_events(&mut self) -> Result<u64> {
         self.shard.dropped_events(self.tenant)
     }
@@ -185,17 +203,18 @@ impl Pool {
         self.shard.propose(self.tenant, context, selector, &in_flight.0)
     }
 
-    /// The authority's answer to `proposal` (`None`: held elsewhere): the
+    /// The authority's answer to `proposal`, asked with its claim: the
     /// lease, or the next permit to ask for (none of `in_flight`), chosen
-    /// by the selector the proposal was made with. A proposal overtaken
-    /// meanwhile is refused with `InvalidInput` on `proposal`; the caller
-    /// then revokes the token it was given.
+    /// by the selector the proposal was made with; a `Limited` answer keeps
+    /// the resource out of selection for its wait (for good: retired, when
+    /// none). A proposal overtaken meanwhile is refused with `InvalidInput`
+    /// on `proposal`; the caller then revokes the token it was given.
     pub fn settle(
         &mut self,
         context: &str,
         selector: &Selector,
         proposal: &Proposal,
-        answer: Option<u64>,
+        answer: GrantAnswer,
         in_flight: &InFlight,
     ) -> Result<Step> {
         self.shard.settle(self.tenant, context, selector, proposal, answer, &in_flight.0)
@@ -244,18 +263,18 @@ pub struct PoolSet {
 
 impl PoolSet {
     /// `shards` instances (at least one), each bounded by `limits`.
-    pub fn new(shards: usize, limits: Limits) -> Result<PoolSet> {
+    pub fn new(shards: usize, limits: ShardLimits) -> Result<PoolSet> {
         Self::on(shards, limits, Variant::Release)
     }
 
     /// `shards` instances of a chosen build of the component (tests only).
     #[cfg(feature = "testing")]
     #[doc(hidden)]
-    pub fn with_variant(shards: usize, limits: Limits, variant: Variant) -> Result<PoolSet> {
+    pub fn with_variant(shards: usize, limits: ShardLimits, variant: Variant) -> Result<PoolSet> {
         Self::on(shards, limits, variant)
     }
 
-    fn on(shards: usize, limits: Limits, variant: Variant) -> Result<PoolSet> {
+    fn on(shards: usize, limits: ShardLimits, variant: Variant) -> Result<PoolSet> {
         let shards =
             (0..shards.max(1)).map(|_| Shard::new(variant, limits.clone()).map(Mutex::new)).collect::<Result<_>>()?;
         Ok(PoolSet { shards, tenants: RwLock::new(HashMap::new()) })

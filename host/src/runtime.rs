@@ -13,7 +13,7 @@ use crate::shard::ShardState;
 
 include!("engine_config.rs");
 
-/// How often the engine's epoch advances; the unit of `Limits::call_timeout`.
+/// How often the engine's epoch advances; the unit of `ShardLimits::call_timeout`.
 pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(10);
 
 /// Which build of the component to run.
@@ -123,7 +123,7 @@ pub fn measure_cold_start() -> Result<(Duration, bool), Error> {
     let engine = Engine::new(&engine_config()).map_err(|e| Error::Runtime { message: format!("{e:#}") })?;
     let runtime = load(engine, Variant::Release).map_err(|message| Error::Runtime { message })?;
     let precompiled = runtime.precompiled;
-    let mut shard = crate::shard::Shard::with_runtime(runtime, crate::Limits::default())?;
+    let mut shard = crate::shard::Shard::with_runtime(runtime, crate::ShardLimits::default())?;
     let tenant = shard.add(crate::TenantConfig::default(), crate::Providers::memory())?;
     shard.register_with(tenant, "proxy", "a", &repute_core::Registration::new(1))?;
     shard.acquire_with(tenant, "example.com", &repute_core::Selector::default())?;

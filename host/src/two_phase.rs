@@ -5,9 +5,10 @@
 //! hands back the revoke for the caller to send. The one-call `acquire` and
 //! `release` are the same steps with the authority asked in between.
 
-use repute_core::{Lease, ResourceId};
+use repute_core::{Claim, Lease, ResourceId};
 
 use crate::bindings::repute::pool::types as wit;
+use crate::convert;
 
 /// An acquire waiting for the authority's answer on one permit. Dropping
 /// it costs nothing: the pool holds nothing until `settle`.
@@ -36,6 +37,12 @@ impl Proposal {
     /// must be greater.
     pub fn last(&self) -> u64 {
         self.inner.last
+    }
+
+    /// What the grant counts against the resource's limits: the authority
+    /// judges and counts it with the grant. None when nothing is counted.
+    pub fn claim(&self) -> Option<Claim> {
+        self.inner.claim.map(convert::claim_in)
     }
 }
 

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use indicatif::{ProgressBar, ProgressStyle};
-use repute_host::{Limits, Outcome, Policy, PoolOps, PoolSet, Strategy, TenantConfig};
+use repute_host::{Outcome, Policy, PoolOps, PoolSet, ShardLimits, Strategy, TenantConfig};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -144,7 +144,7 @@ fn targets(args: &Args) -> Result<Targets, String> {
     let kinds = (0..args.resources).map(|i| format!("10.{}.{}.{}:8080", i >> 16 & 255, i >> 8 & 255, i & 255));
     if args.target == "embedded" {
         let tenants = args.tenants.max(1);
-        let set = Arc::new(PoolSet::new(args.threads.max(tenants), Limits::default()).map_err(|e| e.to_string())?);
+        let set = Arc::new(PoolSet::new(args.threads.max(tenants), ShardLimits::default()).map_err(|e| e.to_string())?);
         let clock: Arc<dyn repute_host::Clock> = Arc::new(repute_host::SystemClock::new());
         let store = args.store.open().map_err(|e| e.to_string())?;
         for t in 0..tenants {

@@ -129,6 +129,7 @@ impl Error {
                 ("rate_limited", Count(r.rate_limited.into())),
                 ("cooling", Count(r.cooling.into())),
                 ("leased", Count(r.leased.into())),
+                ("limited", Count(r.limited.into())),
             ],
             Error::Leased { live } => vec![("live", Count((*live).into()))],
             Error::BudgetExhausted { budget, limit } => vec![("budget", Text(budget)), ("limit", Count(*limit))],
@@ -200,6 +201,7 @@ impl Error {
             rate_limited: 1,
             cooling: 1,
             leased: 0,
+            limited: 0,
             retry_after: Some(1_500_000_000),
         };
         vec![

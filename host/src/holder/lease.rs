@@ -387,10 +387,24 @@ impl HeldLease {
         Ok((released, answer))
     }
 
-    /// Folds one outcome of using the lease into its resource's reputation.
-    pub fn report(&self, outcome: &crate::Outcome) -> Result<()> {
+    /// Counts `used` tokens for the lease instead of the `cost` its acquire
+    /// reserved against the resource's `tpm` (see [`PoolOps::reconcile`]):
+    /// while the lease is live, so call it before releasing.
+    pub fn reconcile(&self, used: u64) -> Result<()> {
+        self.holder.with(|p| p.reconcile(self.lease.id, self.lease.token, used))
+    }
+
+    /// Folds one outcome of using the lease into its resource's reputation;
+    /// with `usage`, the tokens it used are reconciled first (as
+    /// `reconcile`), and a refused reconcile reports nothing.
+    pub fn report(&self, outcome: &crate::Outcome, usage: Option<u64>) -> Result<()> {
         let (id, context) = (&self.lease.resource, self.lease.context.as_str());
-        self.holder.with(|p| p.report(id.kind(), id.value(), context, outcome))
+        self.holder.with(|p| {
+            if let Some(used) = usage {
+                p.reconcile(self.lease.id, self.lease.token, used)?;
+            }
+            p.report(id.kind(), id.value(), context, outcome)
+        })
     }
 
     /// The watcher's turn: renews what is due, ends what must end. Returns

@@ -2,8 +2,9 @@
 
 use std::collections::HashMap;
 
-use repute_core::RateLimit;
+use repute_core::{Claim, GrantAnswer, RateLimit};
 
+use super::usage::Usage;
 use crate::error::StoreError;
 
 /// One resource permit, as the core names it.
@@ -21,9 +22,25 @@ pub struct Permit<'a> {
 /// treated as a refusal by the pool (refusing is always safe) and is then
 /// reported to the caller as `Error::Store`.
 pub trait Fencing: Send {
-    /// Grants `permit` for `ttl` ns, returning a token greater than `last` and
-    /// than every token ever issued for it; `None` if it is held elsewhere.
-    fn grant(&mut self, permit: Permit<'_>, ttl: u64, last: u64, now: u64) -> Result<Option<u64>, StoreError>;
+    /// Grants `permit` for `ttl` ns, answering a token greater than `last`
+    /// and than every token ever issued for it, or `Held` if it is held
+    /// elsewhere. With a `claim`, the grant is also judged against its
+    /// resource's limits over every grant of the resource this authority
+    /// made, in the same atomic step as the grant (see `providers::usage`
+    /// for the rule): `Limited` refuses it for a while, or for good.
+    fn grant(
+        &mut self,
+        permit: Permit<'_>,
+        ttl: u64,
+        last: u64,
+        now: u64,
+        claim: Option<&Claim>,
+    ) -> Result<GrantAnswer, StoreError>;
+
+    /// The grant of `token` on `permit` reserved `reserved` tokens of its
+    /// resource's `tpm`; count `used` instead. Nothing happens once that
+    /// grant has left the window.
+    fn reconcile(&mut self, permit: Permit<'_>, token: u64, reserved: u64, used: u64) -> Result<(), StoreError>;
 
     /// Extends the lease holding `token` by `ttl` ns from `now`; false once
     /// `token` is no longer the newest token of the permit.
@@ -71,24 +88,42 @@ pub(crate) struct PermitState {
     pub loaded: bool,
 }
 
-/// An in-process authority: permits and their newest tokens in a table.
-/// Nothing survives the process; use `SqliteFencing` for durable tokens.
+/// The limits of one resource at an in-process authority.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct UsageState {
+    pub usage: Usage,
+    /// Read from durable storage already (as `PermitState::loaded`).
+    pub loaded: bool,
+}
+
+/// kind → value → what the authority keeps of that resource; nested so
+/// lookups borrow `&str`.
+type ByResource<T> = HashMap<String, HashMap<String, T>>;
+
+fn entry<'a, T: Default>(map: &'a mut ByResource<T>, kind: &str, value: &str) -> &'a mut T {
+    if !map.contains_key(kind) {
+        map.insert(kind.to_owned(), HashMap::new());
+    }
+    let values = map.get_mut(kind).expect("inserted above");
+    if !values.contains_key(value) {
+        values.insert(value.to_owned(), T::default());
+    }
+    values.get_mut(value).expect("inserted above")
+}
+
+/// An in-process authority: permits and their newest tokens in a table,
+/// and the usage of every resource a claim was made on. Nothing survives
+/// the process; use `SqliteFencing` for durable tokens and limits.
 #[derive(Debug, Default)]
 pub struct MemoryFencing {
-    /// kind → value → permit index → state; nested so lookups borrow `&str`.
-    permits: HashMap<String, HashMap<String, Vec<PermitState>>>,
+    /// Permit index → state, by resource.
+    permits: ByResource<Vec<PermitState>>,
+    usage: ByResource<UsageState>,
 }
 
 impl MemoryFencing {
     pub(crate) fn state(&mut self, permit: Permit<'_>) -> &mut PermitState {
-        if !self.permits.contains_key(permit.kind) {
-            self.permits.insert(permit.kind.to_owned(), HashMap::new());
-        }
-        let values = self.permits.get_mut(permit.kind).expect("inserted above");
-        if !values.contains_key(permit.value) {
-            values.insert(permit.value.to_owned(), Vec::new());
-        }
-        let states = values.get_mut(permit.value).expect("inserted above");
+        let states = entry(&mut self.permits, permit.kind, permit.value);
         let index = permit.index as usize;
         if states.len() <= index {
             states.resize(index + 1, PermitState::default());
@@ -96,16 +131,39 @@ impl MemoryFencing {
         &mut states[index]
     }
 
-    /// The grant decision shared with the SQLite authority: refused while
-    /// an unexpired lease holds the permit, else the next token.
-    pub(crate) fn decide(state: &mut PermitState, ttl: u64, last: u64, now: u64) -> Option<u64> {
+    /// The usage of the permit's resource (made empty on first use).
+    pub(crate) fn usage(&mut self, permit: Permit<'_>) -> &mut UsageState {
+        entry(&mut self.usage, permit.kind, permit.value)
+    }
+
+    /// The grant decision shared with the SQLite authority, changing
+    /// nothing but the window's pruning: `Held` while an unexpired lease
+    /// holds the permit at `now`, the refusal of a claim by its resource's
+    /// usage at `at` (the authority's limits clock), else the next token
+    /// (to be taken with `take`).
+    pub(crate) fn decide(
+        state: &PermitState,
+        last: u64,
+        now: u64,
+        limits: Option<(&mut Usage, &Claim, u64)>,
+    ) -> Result<u64, GrantAnswer> {
         if state.held_until.is_some_and(|until| now < until) {
-            return None;
+            return Err(GrantAnswer::Held);
         }
-        let token = state.last.max(last) + 1;
+        if let Some((usage, claim, at)) = limits {
+            usage.prune(at);
+            if let Some(refused) = usage.judge(claim, at) {
+                return Err(refused);
+            }
+        }
+        Ok(state.last.max(last) + 1)
+    }
+
+    /// Takes the grant `decide` allowed: the permit is held by `token`
+    /// until `ttl` from `now`.
+    pub(crate) fn take(state: &mut PermitState, token: u64, ttl: u64, now: u64) {
         state.last = token;
         state.held_until = Some(now.saturating_add(ttl));
-        Some(token)
     }
 
     /// A lease may be extended while its token is still the newest one of the
@@ -136,8 +194,33 @@ impl Fencing for MemoryFencing {
         true
     }
 
-    fn grant(&mut self, permit: Permit<'_>, ttl: u64, last: u64, now: u64) -> Result<Option<u64>, StoreError> {
-        Ok(MemoryFencing::decide(self.state(permit), ttl, last, now))
+    fn grant(
+        &mut self,
+        permit: Permit<'_>,
+        ttl: u64,
+        last: u64,
+        now: u64,
+        claim: Option<&Claim>,
+    ) -> Result<GrantAnswer, StoreError> {
+        let state = *self.state(permit);
+        let mut usage = claim.map(|c| (&mut self.usage(permit).usage, c));
+        let limits = usage.as_mut().map(|(u, c)| (&mut **u, *c, now));
+        let token = match MemoryFencing::decide(&state, last, now, limits) {
+            Ok(token) => token,
+            Err(refused) => return Ok(refused),
+        };
+        if let Some((usage, claim)) = usage {
+            usage.record(claim, permit.index, token, now);
+        }
+        MemoryFencing::take(self.state(permit), token, ttl, now);
+        Ok(GrantAnswer::Granted(token))
+    }
+
+    fn reconcile(&mut self, permit: Permit<'_>, token: u64, _reserved: u64, used: u64) -> Result<(), StoreError> {
+        if let Some(state) = self.usage.get_mut(permit.kind).and_then(|v| v.get_mut(permit.value)) {
+            state.usage.reconcile(permit.index, token, used);
+        }
+        Ok(())
     }
 
     fn extend(&mut self, permit: Permit<'_>, token: u64, ttl: u64, now: u64) -> Result<bool, StoreError> {

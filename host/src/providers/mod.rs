@@ -30,6 +30,7 @@ mod postgres;
 mod redis;
 mod sqlite;
 mod storage;
+mod usage;
 
 pub use backend::{Backend, Registration, BACKENDS};
 pub use clock::{Clock, ManualClock, SystemClock};

@@ -1,7 +1,7 @@
 //! The pool operations of a shard, one component call each, with their
 //! arguments and results converted between the host's types and the WIT's.
 
-use repute_core::{Outcome, Registration, Secret, Selector};
+use repute_core::{GrantAnswer, Outcome, Registration, Secret, Selector};
 
 use super::Shard;
 use crate::bindings::repute::pool::types as wit;
@@ -64,10 +64,11 @@ impl Shard {
         context: &str,
         selector: &Selector,
         proposal: &Proposal,
-        answer: Option<u64>,
+        answer: GrantAnswer,
         in_flight: &[wit::RefusedPermit],
     ) -> Result<Step> {
         let selector = convert::selector_out(selector);
+        let answer = convert::answer_out(answer);
         match op!(self, t, |s, p, h| p.call_settle(s, h, context, &selector, &proposal.inner, answer, in_flight))? {
             wit::Settled::Granted(grant) => {
                 let context = self.context(t, context)?;
@@ -123,6 +124,18 @@ impl Shard {
 
     pub(crate) fn release(&mut self, t: usize, id: u64, token: u64) -> Result<()> {
         op!(self, t, |s, p, h| p.call_release(s, h, id, token))
+    }
+
+    /// The pool counts `used` whatever the authority answered; a store
+    /// that failed to take it is the error, and keeps counting the reserved
+    /// tokens until the grant leaves its window.
+    pub(crate) fn reconcile(&mut self, t: usize, id: u64, token: u64, used: u64) -> Result<()> {
+        let h = self.handle(t)?;
+        let r = self.call(t, |s, p| p.call_reconcile(s, h, id, token, used))?;
+        match self.ctx(t)?.fault.take() {
+            Some(fault) => Err(Error::Store(fault)),
+            None => self.finish(t, r),
+        }
     }
 
     /// `release`, with the revoke handed back instead of sent (none when

@@ -19,14 +19,35 @@ impl clock::Host for ShardState {
 }
 
 impl fencing::Host for ShardState {
-    fn grant(&mut self, resource: wit::ResourceId, permit: u32, ttl: u64, last: u64) -> Option<u64> {
+    /// An unreachable authority answers `held`: the pool refuses, and the
+    /// caller sees the store error.
+    fn grant(
+        &mut self,
+        resource: wit::ResourceId,
+        permit: u32,
+        ttl: u64,
+        last: u64,
+        claim: Option<wit::Claim>,
+    ) -> wit::GrantAnswer {
         let now = self.now();
         let ctx = self.cur();
         let permit = Permit { kind: &resource.kind, value: &resource.value, index: permit };
-        ctx.providers.fencing.grant(permit, ttl, last, now).unwrap_or_else(|e| {
+        let claim = claim.map(convert::claim_in);
+        match ctx.providers.fencing.grant(permit, ttl, last, now, claim.as_ref()) {
+            Ok(answer) => convert::answer_out(answer),
+            Err(e) => {
+                ctx.fault = Some(e);
+                wit::GrantAnswer::Held
+            }
+        }
+    }
+
+    fn reconcile(&mut self, resource: wit::ResourceId, permit: u32, token: u64, reserved: u64, used: u64) {
+        let ctx = self.cur();
+        let permit = Permit { kind: &resource.kind, value: &resource.value, index: permit };
+        if let Err(e) = ctx.providers.fencing.reconcile(permit, token, reserved, used) {
             ctx.fault = Some(e);
-            None
-        })
+        }
     }
 
     fn extend(&mut self, resource: wit::ResourceId, permit: u32, token: u64, ttl: u64) -> bool {

@@ -18,7 +18,7 @@ use crate::names::Names;
 use crate::providers::{Permit, Providers};
 use crate::runtime::{runtime, Runtime, Variant, EPOCH_TICK};
 use crate::two_phase::Revoke;
-use crate::{Limits, TenantConfig};
+use crate::{ShardLimits, TenantConfig};
 
 mod calls;
 mod imports;
@@ -71,7 +71,7 @@ pub struct Shard {
     store: Store<ShardState>,
     api: Repute,
     slots: Vec<Option<Slot>>,
-    limits: Limits,
+    limits: ShardLimits,
     rebuilding: bool,
 }
 
@@ -81,7 +81,7 @@ impl std::fmt::Debug for Shard {
     }
 }
 
-fn new_store(runtime: &Runtime, state: ShardState, limits: &Limits) -> Store<ShardState> {
+fn new_store(runtime: &Runtime, state: ShardState, limits: &ShardLimits) -> Store<ShardState> {
     let mut store = Store::new(&runtime.engine, state);
     store.limiter(|s| &mut s.limits);
     // Instantiation runs guest code too.
@@ -89,12 +89,12 @@ fn new_store(runtime: &Runtime, state: ShardState, limits: &Limits) -> Store<Sha
     store
 }
 
-/// `Limits::call_timeout` in epoch ticks.
-fn deadline(limits: &Limits) -> u64 {
+/// `ShardLimits::call_timeout` in epoch ticks.
+fn deadline(limits: &ShardLimits) -> u64 {
     (limits.call_timeout.as_nanos() / EPOCH_TICK.as_nanos()).max(1) as u64
 }
 
-fn store_limits(limits: &Limits) -> StoreLimits {
+fn store_limits(limits: &ShardLimits) -> StoreLimits {
     StoreLimitsBuilder::new().memory_size(limits.memory_bytes).build()
 }
 
@@ -103,11 +103,11 @@ fn runtime_err(e: wasmtime::Error) -> Error {
 }
 
 impl Shard {
-    pub(crate) fn new(variant: Variant, limits: Limits) -> Result<Shard> {
+    pub(crate) fn new(variant: Variant, limits: ShardLimits) -> Result<Shard> {
         Shard::with_runtime(runtime(variant)?, limits)
     }
 
-    pub(crate) fn with_runtime(runtime: Arc<Runtime>, limits: Limits) -> Result<Shard> {
+    pub(crate) fn with_runtime(runtime: Arc<Runtime>, limits: ShardLimits) -> Result<Shard> {
         let state = ShardState { limits: store_limits(&limits), tenants: Vec::new(), current: 0 };
         let mut store = new_store(&runtime, state, &limits);
         let api = runtime.pre.instantiate(&mut store).map_err(runtime_err)?;

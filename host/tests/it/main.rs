@@ -2,7 +2,8 @@
 //! the host, driven through its public API. The networked ones need their
 //! server (`scripts/services.sh`): `postgres`, `redis` and `etcd` (the last
 //! only with the `etcd` feature); `shared_store` is what every shared store
-//! must show, run by `postgres` and `redis`.
+//! must show, run by `postgres` and `redis`; `usage_limits` what every
+//! lease authority must show of usage limits, run against every store.
 
 mod boundary;
 mod differential;
@@ -19,3 +20,4 @@ mod selection;
 mod shared_store;
 mod sqlite_restart;
 mod trap;
+mod usage_limits;

@@ -2,11 +2,11 @@
 
 use std::sync::Arc;
 
-use repute_host::{Error, Limits, ManualClock, PoolOps, PoolSet, Providers, TenantConfig};
+use repute_host::{Error, ManualClock, PoolOps, PoolSet, Providers, ShardLimits, TenantConfig};
 
 #[test]
 fn tenants_are_isolated_and_served_in_parallel() {
-    let set = Arc::new(PoolSet::new(2, Limits::default()).unwrap());
+    let set = Arc::new(PoolSet::new(2, ShardLimits::default()).unwrap());
     let tenants = ["alpha", "beta", "gamma", "delta"];
     for t in tenants {
         let providers = Providers::memory_with_clock(Arc::new(ManualClock::new(1)));
@@ -43,7 +43,7 @@ fn tenants_are_isolated_and_served_in_parallel() {
 
 #[test]
 fn unknown_and_duplicate_tenants_are_refused() {
-    let set = PoolSet::new(1, Limits::default()).unwrap();
+    let set = PoolSet::new(1, ShardLimits::default()).unwrap();
     let err = set.with("nobody", |p| p.stats()).unwrap_err();
     assert_eq!(err.code(), "invalid_input");
     set.open_tenant("t", TenantConfig::default(), Providers::memory()).unwrap();

@@ -14,6 +14,7 @@ use repute_host::providers::{Claim, OwnerStore, Postgres, Storage};
 use repute_host::{Error, Outcome, Policy, Pool, PoolOps, Providers, StoreError, SystemClock, TenantConfig};
 
 use crate::shared_store::{shared_store_tests, tenant, Opener};
+use crate::usage_limits::{usage_limit_tests, Store};
 
 fn url() -> String {
     std::env::var("REPUTE_TEST_PG_URL")
@@ -133,10 +134,50 @@ fn migrations_run_once() {
     let mut client = ::postgres::Client::connect(&url(), ::postgres::NoTls).unwrap();
     let rows = client.query("SELECT version FROM repute_migrations ORDER BY version", &[]).unwrap();
     let versions: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
-    assert_eq!(versions, vec![1]);
+    assert_eq!(versions, vec![1, 2]);
 }
 
 shared_store_tests!(opener: opener, db: db, grants: 60);
+
+/// Each connection a process of its own; the grants' times are the
+/// database's, so aging rewrites them.
+struct Pg {
+    db: Postgres,
+    admin: std::sync::Mutex<::postgres::Client>,
+}
+
+fn pg() -> Pg {
+    Pg { db: db(), admin: std::sync::Mutex::new(::postgres::Client::connect(&url(), ::postgres::NoTls).unwrap()) }
+}
+
+impl Store for Pg {
+    fn connect(&self, tenant: &str) -> Box<dyn repute_host::providers::Fencing> {
+        Box::new(self.db.tenant(tenant, 0).1)
+    }
+
+    fn now(&self) -> u64 {
+        0
+    }
+
+    fn age(&self, tenant: &str, ns: u64) {
+        let us = (ns / 1_000) as i64;
+        let mut admin = self.admin.lock().unwrap();
+        for sql in [
+            "UPDATE repute_grant SET at = at - $2::bigint * interval '1 microsecond' WHERE tenant = $1",
+            "UPDATE repute_usage SET last_at = last_at - $2::bigint * interval '1 microsecond' WHERE tenant = $1",
+        ] {
+            admin.execute(sql, &[&tenant, &us]).unwrap();
+        }
+    }
+
+    fn kept(&self, tenant: &str) -> Option<usize> {
+        let mut admin = self.admin.lock().unwrap();
+        let n: i64 = admin.query_one("SELECT count(*) FROM repute_grant WHERE tenant = $1", &[&tenant]).unwrap().get(0);
+        Some(n as usize)
+    }
+}
+
+usage_limit_tests!(store: pg());
 
 #[test]
 fn a_lease_released_after_the_checkpoint_does_not_come_back() {

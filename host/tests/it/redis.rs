@@ -17,11 +17,12 @@ use std::time::Duration;
 
 use repute_host::providers::{Address, Done, Exchange, Redis, Storage};
 use repute_host::{
-    Backend, EmbeddedPool, Error, Labels, Lease, Mode, Policy, Pool, PoolOps, Providers, Selector, Sharing, StoreError,
-    Strategy, SystemClock, TenantConfig,
+    Backend, EmbeddedPool, Error, Labels, Lease, Limits, Mode, Policy, Pool, PoolOps, Providers, Registration,
+    Selector, Sharing, StoreError, Strategy, SystemClock, TenantConfig, WINDOW,
 };
 
 use crate::shared_store::{shared_store_tests, tenant, Opener};
+use crate::usage_limits::{usage_limit_tests, Store};
 
 fn url() -> String {
     std::env::var("REPUTE_TEST_REDIS_URL").expect(
@@ -82,6 +83,7 @@ fn a_stale_epoch_is_refused_by_the_scripts() {
     let register = repute_host::Command::Register {
         resource: repute_host::ResourceId::new("proxy", "p").unwrap(),
         permits: 1,
+        limits: Limits::default(),
         labels: Labels::default(),
         secret: None,
     };
@@ -94,6 +96,57 @@ fn a_stale_epoch_is_refused_by_the_scripts() {
 }
 
 shared_store_tests!(opener: opener, db: db, grants: 100);
+
+/// Each connection a process of its own; the grants' times are the
+/// server's, so aging rewrites the windows' scores and the newest grant.
+struct Server {
+    db: Redis,
+    admin: std::sync::Mutex<redis::Connection>,
+}
+
+fn server() -> Server {
+    Server { db: db(), admin: std::sync::Mutex::new(redis::Client::open(url()).unwrap().get_connection().unwrap()) }
+}
+
+impl Server {
+    fn keys(conn: &mut redis::Connection, tenant: &str, which: &str) -> Vec<String> {
+        redis::cmd("KEYS").arg(format!("repute:{{{tenant}}}:{which}:*")).query(conn).unwrap()
+    }
+}
+
+impl Store for Server {
+    fn connect(&self, tenant: &str) -> Box<dyn repute_host::providers::Fencing> {
+        Box::new(self.db.tenant(tenant, 0).1)
+    }
+
+    fn now(&self) -> u64 {
+        0
+    }
+
+    fn age(&self, tenant: &str, ns: u64) {
+        let us = (ns / 1_000) as i64;
+        let mut conn = self.admin.lock().unwrap();
+        for window in Server::keys(&mut conn, tenant, "window") {
+            let members: Vec<(String, f64)> =
+                redis::cmd("ZRANGE").arg(&window).arg(0).arg(-1).arg("WITHSCORES").query(&mut *conn).unwrap();
+            for (member, at) in members {
+                let aged = at - us as f64;
+                let _: i64 = redis::cmd("ZADD").arg(&window).arg("XX").arg(aged).arg(member).query(&mut *conn).unwrap();
+            }
+        }
+        for usage in Server::keys(&mut conn, tenant, "usage") {
+            let _: i64 = redis::cmd("HINCRBY").arg(&usage).arg("last").arg(-us).query(&mut *conn).unwrap();
+        }
+    }
+
+    fn kept(&self, tenant: &str) -> Option<usize> {
+        let mut conn = self.admin.lock().unwrap();
+        let windows = Server::keys(&mut conn, tenant, "window");
+        Some(windows.iter().map(|w| redis::cmd("ZCARD").arg(w).query::<usize>(&mut *conn).unwrap()).sum())
+    }
+}
+
+usage_limit_tests!(store: server());
 
 /// A server that lost its scripts (a restart, `SCRIPT FLUSH`) is given them
 /// again: the release still frees the permit for the next grant.
@@ -264,11 +317,11 @@ fn scripts_the_server_lost_are_sent_as_source() {
     let mut driven = Driven::with_one("exchange-noscript");
     driven.exchange.acquire(driven.pool.serve().unwrap(), 1, "shop", &Selector::default()).unwrap();
     let by_hash = driven.exchange.take_output();
-    assert!(by_hash.starts_with(b"*9\r\n$7\r\nEVALSHA\r\n"));
+    assert!(by_hash.starts_with(b"*19\r\n$7\r\nEVALSHA\r\n"));
     let lost = b"-NOSCRIPT No matching script. Please use EVAL.\r\n";
     assert!(driven.exchange.feed(driven.pool.serve().unwrap(), lost).unwrap().is_empty());
     let again = driven.exchange.take_output();
-    assert!(again.starts_with(b"*9\r\n$4\r\nEVAL\r\n"), "{}", String::from_utf8_lossy(&again));
+    assert!(again.starts_with(b"*19\r\n$4\r\nEVAL\r\n"), "{}", String::from_utf8_lossy(&again));
     driven.socket.write_all(&again).unwrap();
     let lease = match driven.pump().as_slice() {
         [Done::Acquired { op: 1, result: Ok(lease) }] => lease.clone(),
@@ -283,6 +336,28 @@ fn scripts_the_server_lost_are_sent_as_source() {
     driven.socket.write_all(&again).unwrap();
     assert!(matches!(driven.pump().as_slice(), [Done::Released { op: 2, result: Ok(()) }]));
     assert_eq!(driven.acquire("shop").unwrap().token, 2, "the revoke ran");
+}
+
+/// The wire's grants and the pool's own scripts count in one window: two
+/// grants of a resource with rpm 2, one by each path, and the third asked
+/// over the wire is refused by the script with the wait.
+#[test]
+fn the_exchange_counts_its_grants_against_the_resources_limits() {
+    let t = tenant("exchange-limits");
+    let started = std::time::Instant::now();
+    let mut driven = Driven::open(&t);
+    let mut other = other_process(&t);
+    let limits = Limits { rpm: Some(2), ..Limits::default() };
+    driven.pool.serve().unwrap().register_with("key", "k1", &Registration { limits, ..Registration::new(1) }).unwrap();
+    assert_eq!(other.sync().unwrap(), 1);
+    let lease = driven.acquire("chat").unwrap();
+    driven.release(&lease).unwrap();
+    let lease = other.acquire("chat").unwrap();
+    other.release(lease.id, lease.token).unwrap();
+    let Err(Error::NoResourceAvailable(r)) = driven.acquire("chat") else { panic!("the script refuses a third") };
+    assert_eq!((r.registered, r.limited), (1, 1));
+    let (wait, elapsed) = (r.retry_after.unwrap(), started.elapsed().as_nanos() as u64);
+    assert!(wait <= WINDOW && wait >= WINDOW - elapsed, "retry after {wait} ns, {elapsed} ns after the first");
 }
 
 #[test]

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use repute_host::linked::LinkedPool;
 use repute_host::{
-    holder::Field, Command, Error, Holder, ManualClock, OpenOptions, Outcome, Pool, PoolOps, Providers, Registration,
-    ResourceId, Secret, Selector, StoreError, TenantConfig,
+    holder::Field, Command, Error, Holder, Limits, ManualClock, OpenOptions, Outcome, Pool, PoolOps, Providers,
+    Registration, ResourceId, Secret, Selector, StoreError, TenantConfig,
 };
 
 use crate::selection::{labels, on_both};
@@ -15,7 +15,12 @@ use crate::selection::{labels, on_both};
 const SECRET: &str = "sk-live-0123456789abcdef";
 
 fn with_secret(secret: &str) -> Registration {
-    Registration { permits: 1, labels: labels(&[("tier", "paid")]), secret: Some(Secret::new(secret).unwrap()) }
+    Registration {
+        permits: 1,
+        limits: Limits::default(),
+        labels: labels(&[("tier", "paid")]),
+        secret: Some(Secret::new(secret).unwrap()),
+    }
 }
 
 fn exposed(secret: repute_host::Result<Option<Secret>>) -> repute_host::Result<Option<String>> {
@@ -86,17 +91,20 @@ fn debug_output_redacts_every_secret() {
     let command = Command::Register {
         resource: ResourceId::new("key", "k1").unwrap(),
         permits: 1,
+        limits: Limits::default(),
         labels: registration.labels.clone(),
         secret: registration.secret.clone(),
     };
     assert_eq!(
         format!("{command:?}"),
         "Register { resource: ResourceId(Parts { kind: \"key\", value: \"k1\" }), permits: 1, \
-         labels: Labels([(\"tier\", \"paid\")]), secret: Some(Secret(<redacted>)) }"
+         limits: Limits { rpm: None, tpm: None, min_interval: None, max_uses: None, max_age: None }, labels: Labels([(\"tier\", \"paid\")]), \
+         secret: Some(Secret(<redacted>)) }"
     );
     assert_eq!(
         format!("{registration:?}"),
-        "Registration { permits: 1, labels: Labels([(\"tier\", \"paid\")]), secret: Some(Secret(<redacted>)) }"
+        "Registration { permits: 1, limits: Limits { rpm: None, tpm: None, min_interval: None, max_uses: None, max_age: None }, labels: Labels([(\"tier\", \"paid\")]), \
+         secret: Some(Secret(<redacted>)) }"
     );
     let mut linked = LinkedPool::open(TenantConfig::default(), Providers::memory()).unwrap();
     linked.register_with("key", "k1", &registration).unwrap();

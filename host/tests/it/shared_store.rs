@@ -2,8 +2,9 @@
 //! show, written once and run against each by its own test file: the
 //! authority never lets two pools hold one permit, every copy folds the log
 //! in the same order, the acquire rate limit is shared, a checkpoint older
-//! than the stored one is refused, and a slot another process freed and
-//! filled again names its new resource. Each pool stands for a process: it
+//! than the stored one is refused, a slot another process freed and
+//! filled again names its new resource, and a resource's usage limits
+//! count the grants of every process. Each pool stands for a process: it
 //! has a connection of its own.
 
 use std::collections::HashMap;
@@ -11,7 +12,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use repute_host::providers::Checkpoint;
-use repute_host::{Error, Outcome, Policy, Pool, PoolOps, RateLimit, StoreError, Strategy, SECOND};
+use repute_host::{
+    Error, Limits, Outcome, Policy, Pool, PoolOps, RateLimit, Registration, StoreError, Strategy, SECOND, WINDOW,
+};
 
 /// The tests of this module as `#[test]` functions of a store's test file.
 /// `$opener()` gives the store's `Opener`; `$db()` a handle whose
@@ -37,6 +40,11 @@ macro_rules! shared_store_tests {
         #[test]
         fn a_slot_reused_by_another_process_names_the_new_resource() {
             crate::shared_store::a_slot_reused_by_another_process_names_the_new_resource(&$opener());
+        }
+
+        #[test]
+        fn usage_limits_hold_across_processes() {
+            crate::shared_store::usage_limits_hold_across_processes(&$opener());
         }
 
         #[test]
@@ -185,7 +193,10 @@ pub fn a_checkpoint_behind_the_stored_one_is_refused(open: &Opener, stored: &dyn
     // The refused save wrote nothing: the stored checkpoint is A's.
     let checkpoint = stored(&t).expect("A's checkpoint");
     assert_eq!((checkpoint.version, checkpoint.log_seq), (1, 1));
-    assert_eq!(checkpoint.bytes, a.snapshot(false).unwrap());
+    // A snapshot states resources' ages as of when it was taken: both are
+    // compared as of one instant.
+    let state = |bytes: &[u8]| repute_core::Pool::from_snapshot(bytes, 0).unwrap().snapshot(0, false);
+    assert_eq!(state(&checkpoint.bytes), state(&a.snapshot(false).unwrap()));
     assert_eq!(b.sync().unwrap(), 1);
     assert_eq!(b.checkpoint(false).unwrap(), 2);
     assert_eq!(a.checkpoint(false).unwrap(), 3);
@@ -208,4 +219,28 @@ pub fn a_slot_reused_by_another_process_names_the_new_resource(open: &Opener) {
     assert_eq!(here.sync().unwrap(), 2);
     let lease = here.acquire("shop").unwrap();
     assert_eq!((lease.resource.value(), lease.token), ("new", 1));
+}
+
+/// Each pool's own window has room for one more grant of a resource with
+/// rpm 2; the store, counting both, refuses the third with the wait, and
+/// each pool then counts the resource limited.
+pub fn usage_limits_hold_across_processes(open: &Opener) {
+    let t = tenant("usage");
+    let started = std::time::Instant::now();
+    let first = Policy { strategy: Strategy::First, ..Policy::default() };
+    let (mut a, mut b) = (open(&t, first.clone()), open(&t, first));
+    let limits = Limits { rpm: Some(2), ..Limits::default() };
+    a.register_with("key", "k1", &Registration { limits, ..Registration::new(1) }).unwrap();
+    assert_eq!(b.sync().unwrap(), 1);
+    for pool in [&mut a, &mut b] {
+        let lease = pool.acquire("chat").unwrap();
+        pool.release(lease.id, lease.token).unwrap();
+    }
+    for pool in [&mut a, &mut b] {
+        let Err(Error::NoResourceAvailable(r)) = pool.acquire("chat") else { panic!("the store refuses a third") };
+        assert_eq!((r.registered, r.limited), (1, 1));
+        let wait = r.retry_after.expect("the store says when");
+        let elapsed = started.elapsed().as_nanos() as u64;
+        assert!(wait <= WINDOW && wait >= WINDOW - elapsed, "retry after {wait} ns, {elapsed} ns after the first");
+    }
 }

@@ -5,13 +5,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use repute_host::{Error, Limits, ManualClock, Outcome, Pool, PoolOps, PoolSet, Providers, TenantConfig, Variant};
+use repute_host::{Error, ManualClock, Outcome, Pool, PoolOps, PoolSet, Providers, ShardLimits, TenantConfig, Variant};
 
 fn providers() -> Providers {
     Providers::memory_with_clock(Arc::new(ManualClock::new(1)))
 }
 
-fn trap_pool(limits: Limits) -> Pool {
+fn trap_pool(limits: ShardLimits) -> Pool {
     Pool::open_variant(TenantConfig::default(), providers(), limits, Variant::TrapTest).expect("open")
 }
 
@@ -21,7 +21,7 @@ fn names(p: &mut impl PoolOps) -> Vec<String> {
 
 #[test]
 fn a_trap_is_a_typed_error_and_the_pool_comes_back_from_its_last_snapshot() {
-    let mut p = trap_pool(Limits::default());
+    let mut p = trap_pool(ShardLimits::default());
     p.register("proxy", "a", 1).unwrap();
     let ok = Outcome::Success { latency_ms: 12.0 };
     p.report("proxy", "a", "x.com", &ok).unwrap();
@@ -42,7 +42,7 @@ fn a_trap_is_a_typed_error_and_the_pool_comes_back_from_its_last_snapshot() {
 
 #[test]
 fn a_call_that_never_returns_is_interrupted() {
-    let limits = Limits { call_timeout: Duration::from_millis(200), ..Limits::default() };
+    let limits = ShardLimits { call_timeout: Duration::from_millis(200), ..ShardLimits::default() };
     let mut p = trap_pool(limits);
     p.register("proxy", "a", 1).unwrap();
     p.snapshot(true).unwrap();
@@ -55,7 +55,7 @@ fn a_call_that_never_returns_is_interrupted() {
 
 #[test]
 fn a_call_that_hoards_memory_is_stopped_at_the_limit() {
-    let limits = Limits { memory_bytes: 32 << 20, ..Limits::default() };
+    let limits = ShardLimits { memory_bytes: 32 << 20, ..ShardLimits::default() };
     let mut p = trap_pool(limits);
     p.register("proxy", "a", 1).unwrap();
     p.snapshot(true).unwrap();
@@ -69,7 +69,7 @@ fn a_call_that_hoards_memory_is_stopped_at_the_limit() {
 #[test]
 fn a_durable_tenant_is_rebuilt_from_storage() {
     let config = TenantConfig { durable: true, ..TenantConfig::default() };
-    let mut p = Pool::open_variant(config, providers(), Limits::default(), Variant::TrapTest).unwrap();
+    let mut p = Pool::open_variant(config, providers(), ShardLimits::default(), Variant::TrapTest).unwrap();
     p.register("proxy", "a", 1).unwrap();
     p.checkpoint(true).unwrap();
     let slow = Outcome::Success { latency_ms: 900.0 };
@@ -85,7 +85,7 @@ fn a_durable_tenant_is_rebuilt_from_storage() {
 
 #[test]
 fn other_tenants_of_the_shard_survive_a_trap() {
-    let set = PoolSet::with_variant(1, Limits::default(), Variant::TrapTest).unwrap();
+    let set = PoolSet::with_variant(1, ShardLimits::default(), Variant::TrapTest).unwrap();
     for tenant in ["a", "b"] {
         set.open_tenant(tenant, TenantConfig::default(), providers()).unwrap();
         set.with(tenant, |p| {

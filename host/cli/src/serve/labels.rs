@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use repute_host::{LabelFilter, Labels, Registration, Secret, Selector};
+use repute_host::{LabelFilter, Labels, Limits, Registration, Secret, Selector};
 use serde::de::{Deserializer, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -56,19 +56,25 @@ pub fn selector(
     affinity: Option<String>,
 ) -> Selector {
     let labels = filters.into_iter().map(|(name, Values(values))| LabelFilter { name, values }).collect();
-    Selector { kind, labels, exclude, prefer, affinity }
+    Selector { kind, labels, exclude, prefer, affinity, cost: None }
 }
 
 fn refused(e: repute_core::Error) -> Problem {
     Problem::from(repute_host::Error::from(e))
 }
 
-/// A registration from the body of `POST /v1/resources`, checked by the
-/// core's rules before it goes to the pool.
-pub fn registration(permits: u32, labels: BTreeMap<String, String>, secret: Option<String>) -> AppResult<Registration> {
+/// A registration from the body of `POST /v1/resources`, its labels and
+/// secret checked by the core's rules before it goes to the pool (which
+/// checks the rest).
+pub fn registration(
+    permits: u32,
+    limits: Limits,
+    labels: BTreeMap<String, String>,
+    secret: Option<String>,
+) -> AppResult<Registration> {
     let labels = Labels::new(labels).map_err(refused)?;
     let secret = secret.map(Secret::new).transpose().map_err(refused)?;
-    Ok(Registration { permits, labels, secret })
+    Ok(Registration { permits, limits, labels, secret })
 }
 
 /// Labels as a view shows them.
@@ -104,12 +110,13 @@ mod tests {
     #[test]
     fn a_registration_is_checked_by_the_cores_rules_and_labels_show_as_an_object() {
         let labels = BTreeMap::from([("tier".to_owned(), "paid".to_owned()), ("region".to_owned(), "eu".to_owned())]);
-        let r = registration(2, labels, Some("sk-1".into())).unwrap();
+        let r = registration(2, Limits::default(), labels, Some("sk-1".into())).unwrap();
         assert_eq!(r.secret.as_ref().map(Secret::expose), Some("sk-1"));
         assert_eq!(object(&r.labels), json!({"region": "eu", "tier": "paid"}));
-        let p = registration(1, BTreeMap::new(), Some(String::new())).unwrap_err();
+        let p = registration(1, Limits::default(), BTreeMap::new(), Some(String::new())).unwrap_err();
         assert_eq!((p.0.field.as_deref(), p.0.status), (Some("secret"), 400));
-        let p = registration(1, BTreeMap::from([("a b".to_owned(), "x".to_owned())]), None).unwrap_err();
+        let p =
+            registration(1, Limits::default(), BTreeMap::from([("a b".to_owned(), "x".to_owned())]), None).unwrap_err();
         assert_eq!(p.0.field.as_deref(), Some("labels"));
     }
 }

@@ -46,6 +46,7 @@ pub struct Metrics {
     cooled: Family<Labels, Counter>,
     recovered: Family<Labels, Counter>,
     blocklisted: Family<Labels, Counter>,
+    retired: Family<Labels, Counter>,
     live_leases: Family<Labels, Gauge>,
     available: Family<Labels, Gauge>,
     resources: Family<Labels, Gauge>,
@@ -67,6 +68,7 @@ impl Metrics {
             cooled: Family::default(),
             recovered: Family::default(),
             blocklisted: Family::default(),
+            retired: Family::default(),
             live_leases: Family::default(),
             available: Family::default(),
             resources: Family::default(),
@@ -79,6 +81,7 @@ impl Metrics {
         registry.register("cells_cooled", "Cells that started a cooldown", m.cooled.clone());
         registry.register("cells_recovered", "Cells that became healthy again", m.recovered.clone());
         registry.register("resources_blocklisted", "Blocks placed", m.blocklisted.clone());
+        registry.register("resources_retired", "Resources their usage limits retired, by reason", m.retired.clone());
         registry.register("leases_live", "Leases held right now (occupancy)", m.live_leases.clone());
         registry.register("resources_available", "Resources with a free permit", m.available.clone());
         registry.register("resources_registered", "Registered resources", m.resources.clone());
@@ -121,6 +124,11 @@ impl Metrics {
                 }
                 EventKind::Blocklisted { .. } => {
                     self.blocklisted.get_or_create(&t()).inc();
+                }
+                EventKind::Retired { reason, .. } => {
+                    let mut labels = t();
+                    labels.push(("reason", reason.as_str().into()));
+                    self.retired.get_or_create(&labels).inc();
                 }
                 _ => {}
             }

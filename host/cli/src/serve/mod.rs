@@ -16,6 +16,7 @@ mod share;
 mod state;
 pub mod tenant;
 mod units;
+mod usage;
 
 use std::io::{Read, Write};
 use std::net::SocketAddr;
@@ -25,7 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use repute_host::{
-    CoolingRule, FailureKind, Limits, Mode, OwnersSpec, Policy, PoolSet, RateLimit, Recovery, StoreSpec, Strategy,
+    CoolingRule, FailureKind, Mode, OwnersSpec, Policy, PoolSet, RateLimit, Recovery, ShardLimits, StoreSpec, Strategy,
     SystemClock,
 };
 use tokio::sync::watch;
@@ -268,7 +269,7 @@ async fn run(args: &Args) -> Result<(), String> {
     let probe_every = seconds(args.probe_every, "--probe-every")?;
     let checkpoint_every = seconds(args.checkpoint_every, "--checkpoint-every")?;
     let shards = args.shards.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let set = PoolSet::new(shards, Limits::default()).map_err(|e| format!("cannot start the pool: {e}"))?;
+    let set = PoolSet::new(shards, ShardLimits::default()).map_err(|e| format!("cannot start the pool: {e}"))?;
     let owner_ttl = seconds(args.owner_ttl, "--owner-ttl")?;
     let sync_every = seconds(args.sync_every, "--sync-every")?;
     let mut server_lock = args.store.local_file().map(lock_sqlite).transpose()?;
@@ -363,7 +364,7 @@ pub fn in_memory_app(
     max_body_bytes: usize,
     metrics_auth: bool,
 ) -> Result<axum::Router, String> {
-    let set = PoolSet::new(1, Limits::default()).map_err(|e| format!("cannot start the pool: {e}"))?;
+    let set = PoolSet::new(1, ShardLimits::default()).map_err(|e| format!("cannot start the pool: {e}"))?;
     let store = StoreSpec::memory().open().map_err(|e| e.to_string())?;
     let (_, stopping) = watch::channel(false);
     let state = AppState::new(

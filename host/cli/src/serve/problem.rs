@@ -45,6 +45,8 @@ pub struct Reasons {
     pub rate_limited: u32,
     pub cooling: u32,
     pub leased: u32,
+    /// Over a usage limit until its window frees up, or retired by its limits.
+    pub limited: u32,
 }
 
 impl From<&repute_host::Refusal> for Reasons {
@@ -55,6 +57,7 @@ impl From<&repute_host::Refusal> for Reasons {
             rate_limited: r.rate_limited,
             cooling: r.cooling,
             leased: r.leased,
+            limited: r.limited,
         }
     }
 }
@@ -137,6 +140,8 @@ fn request_field(pool_field: &str) -> &str {
         "duration" => "duration_ms",
         "failure.kind" => "outcome",
         "status" => "http_status",
+        "limits.min_interval" => "limits.min_interval_ms",
+        "limits.max_age" => "limits.max_age_ms",
         other => other,
     }
 }

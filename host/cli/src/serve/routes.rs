@@ -24,7 +24,8 @@ use super::extract::{bearer, App, AppResult, Body, Raw, Tenant, P, Q};
 use super::labels::{self, Values};
 use super::problem::Problem;
 use super::share::{self, Growth};
-use super::units::http_view;
+use super::units::{http_view, nanos};
+use super::usage::LimitsIn;
 
 /// The OpenAPI document of this API, kept in the repository beside the code.
 pub const OPENAPI: &str = include_str!("../../openapi.json");
@@ -41,6 +42,7 @@ pub fn router(state: App) -> Router {
         .route("/leases", post(acquire).get(leases))
         .route("/leases/{id}", get(lease).delete(release))
         .route("/leases/{id}/renewals", post(renew))
+        .route("/leases/{id}/usage", post(usage))
         .route("/outcomes", post(report))
         .route("/probes", get(due_for_probe).post(probe))
         .route("/stats", get(stats))
@@ -109,14 +111,6 @@ fn lease_out(l: &Lease, now: u64) -> LeaseOut {
     }
 }
 
-/// A duration the API takes in ms, as core nanoseconds.
-fn nanos(ms: f64, field: &str) -> AppResult<u64> {
-    if !(ms.is_finite() && (1e-6..=1e12).contains(&ms)) {
-        return Err(Problem::invalid(field, "must be a number of milliseconds in [0.000001, 1e12]"));
-    }
-    Ok((ms * 1e6) as u64)
-}
-
 // ---- handlers ----
 
 async fn readyz(State(state): State<App>) -> Response {
@@ -150,6 +144,8 @@ struct RegisterIn {
     #[serde(default = "one")]
     permits: u32,
     #[serde(default)]
+    limits: LimitsIn,
+    #[serde(default)]
     labels: std::collections::BTreeMap<String, String>,
     secret: Option<String>,
 }
@@ -158,10 +154,10 @@ fn one() -> u32 {
     1
 }
 
-/// Registering a resource again replaces its permits, labels and secret
-/// with the body's (no labels, no secret when left out).
+/// Registering a resource again replaces its permits, limits, labels and
+/// secret with the body's (none of the last three when left out).
 async fn register(State(state): State<App>, Tenant(t): Tenant, Body(b): Body<RegisterIn>) -> AppResult<StatusCode> {
-    let registration = labels::registration(b.permits, b.labels, b.secret)?;
+    let registration = labels::registration(b.permits, b.limits.into_limits()?, b.labels, b.secret)?;
     let max = state.max_tenant_bytes;
     state
         .call(&t, move |p| match share::admit(p, max, Growth::Resource { kind: &b.kind, value: &b.value })? {
@@ -172,7 +168,8 @@ async fn register(State(state): State<App>, Tenant(t): Tenant, Body(b): Body<Reg
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// The views with `labels` as an object; a view never carries a secret.
+/// The views with `labels` as an object and `limits` in ms; a view never
+/// carries a secret.
 async fn resources(State(state): State<App>, Tenant(t): Tenant) -> AppResult<Json<Value>> {
     let views: Vec<ResourceView> = state.call(&t, |p| p.resources()).await?;
     let mut out = http_view(&views, &*state.clock);
@@ -283,10 +280,13 @@ struct AcquireIn {
     exclude: Vec<String>,
     prefer: Option<String>,
     affinity: Option<String>,
+    /// Tokens reserved against a resource's `tpm`.
+    cost: Option<u64>,
 }
 
 async fn acquire(State(state): State<App>, Tenant(t): Tenant, Body(b): Body<AcquireIn>) -> AppResult<Response> {
-    let selector = labels::selector(b.kind, b.filters, b.exclude, b.prefer, b.affinity);
+    let mut selector = labels::selector(b.kind, b.filters, b.exclude, b.prefer, b.affinity);
+    selector.cost = b.cost;
     let clock = state.clock.clone();
     let granted = state
         .call(&t, move |p| {
@@ -366,6 +366,25 @@ async fn renew(
     let clock = state.clock.clone();
     let (lease, now) = state.call(&t, move |p| p.renew(id, b.token).map(|l| (l, clock.now()))).await?;
     Ok(Json(lease_out(&lease, now)))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UsageIn {
+    token: u64,
+    used: u64,
+}
+
+/// What the lease used of its resource's `tpm`, instead of the `cost` its
+/// acquire reserved.
+async fn usage(
+    State(state): State<App>,
+    Tenant(t): Tenant,
+    P(LeaseId { id }): P<LeaseId>,
+    Body(b): Body<UsageIn>,
+) -> AppResult<StatusCode> {
+    state.call(&t, move |p| p.reconcile(id, b.token, b.used)).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 #[derive(Deserialize)]

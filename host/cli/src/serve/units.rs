@@ -2,17 +2,29 @@
 //! resources, events) carry instants on the server's monotonic clock in
 //! nanoseconds, which mean nothing to a client: they leave as Unix time in
 //! milliseconds (`cooling_until` → `cooling_until_unix_ms`), and durations as
-//! milliseconds (`ttl` → `ttl_ms`), through one (clock, system time) pair
-//! read when the response is built.
+//! milliseconds (`ttl` → `ttl_ms`, a limit's `min_interval` →
+//! `min_interval_ms`), through one (clock, system time) pair read when the
+//! response is built.
 
 use repute_host::{Clock, Wall};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use super::problem::Problem;
+
 /// The instants the core's views name, in ns on the pool clock.
 const INSTANTS: [&str; 5] = ["at", "until", "granted_at", "expires_at", "cooling_until"];
-/// The durations, in ns.
-const DURATIONS: [&str; 1] = ["ttl"];
+/// The durations, in ns (a lease's TTL, a resource's limits).
+const DURATIONS: [&str; 3] = ["ttl", "min_interval", "max_age"];
+
+/// A duration the API takes in ms, as core nanoseconds; `field` names it
+/// in the refusal.
+pub(super) fn nanos(ms: f64, field: &str) -> Result<u64, Problem> {
+    if !(ms.is_finite() && (1e-6..=1e12).contains(&ms)) {
+        return Err(Problem::invalid(field, "must be a number of milliseconds in [0.000001, 1e12]"));
+    }
+    Ok((ms * 1e6) as u64)
+}
 
 /// `view` as the API shows it.
 pub(super) fn http_view(view: &impl Serialize, clock: &dyn Clock) -> Value {

@@ -4,9 +4,9 @@
 
 use std::collections::HashMap;
 
-use repute_core::{Context, Lease, Policy, Pool, ResourceId};
+use repute_core::{Context, Lease, Limits, Policy, Pool, Registration, ResourceId};
 
-use super::scenario::{Answer, Kind, Windows, World, RESOURCES};
+use super::scenario::{Answer, Kind, Windows, World, RESOURCES, RPM_LIMIT};
 
 /// What a strategy may look at when choosing: which resources have a free
 /// permit (the simulator tracks leases for the baselines) and, for the oracle
@@ -54,8 +54,15 @@ impl PoolChooser {
         let (noun, ..) = kind.nouns();
         let ids: Vec<ResourceId> =
             (0..RESOURCES).map(|r| ResourceId::new(noun, kind.resource_name(r)).expect("valid id")).collect();
+        // The keys go in with the provider's published limit, as a user
+        // registers them: the pool then never sends a key past it.
+        let limits = match kind {
+            Kind::ApiKeys => Limits { rpm: Some(RPM_LIMIT as u32), ..Limits::default() },
+            _ => Limits::default(),
+        };
         for id in &ids {
-            pool.register(id.clone(), 1, 0).expect("fresh pool accepts a resource");
+            let registration = Registration { limits, ..Registration::new(1) };
+            pool.register_with(id.clone(), registration, 0).expect("fresh pool accepts a resource");
         }
         let index = ids.iter().cloned().enumerate().map(|(i, id)| (id, i)).collect();
         let sites = kind.contexts().iter().map(|s| Context::new(*s).expect("valid context")).collect();

@@ -6,7 +6,10 @@
 //!
 //! - the permit table is the lease authority: a grant is one upsert that
 //!   succeeds only while no unexpired lease holds the permit, and mints the
-//!   next token of a counter row that is never deleted (I1, I2);
+//!   next token of a counter row that is never deleted (I1, I2); a grant
+//!   that claims usage limits is one call of `repute_claimed_grant`, which
+//!   locks the resource's usage row, judges the claim over every process's
+//!   grants of the last minute, grants and counts (one round trip);
 //! - checkpoints and log appends carry the writer's owner epoch and are
 //!   refused by the database once the epoch moved on (I3, I4);
 //! - tenant ownership (sharded mode) is an owner row with a strictly
@@ -20,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use ::postgres::types::ToSql;
 use ::postgres::{Client, Config, NoTls, Row, Statement};
-use repute_core::{Command, RateLimit, SECOND};
+use repute_core::{Command, GrantAnswer, RateLimit, SECOND};
 
 use super::fencing::{Fencing, Permit};
 use super::owners::{owner_margin, Claim, OwnerStore};
@@ -30,7 +33,8 @@ use crate::error::StoreError;
 use crate::ownership::Ownership;
 
 /// Schema versions in order; each runs once, in one transaction.
-const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("../../../migrations/0001_init.sql"))];
+const MIGRATIONS: &[(i32, &str)] =
+    &[(1, include_str!("../../../migrations/0001_init.sql")), (2, include_str!("../../../migrations/0002_limits.sql"))];
 
 /// Any lock number, the same in every process: serialises migrations.
 const MIGRATION_LOCK: i64 = 0x7265_7075_7465;
@@ -234,6 +238,15 @@ fn micros(ns: u64) -> i64 {
     (ns / 1_000).min(i64::MAX as u64) as i64
 }
 
+/// Nanoseconds as microseconds rounded up: a gap the server may not shorten.
+fn micros_up(ns: u64) -> i64 {
+    ns.div_ceil(1_000).min(i64::MAX as u64) as i64
+}
+
+fn bigint(n: u64) -> i64 {
+    n.min(i64::MAX as u64) as i64
+}
+
 /// Checkpoints and the command log of one tenant.
 pub struct PgStorage {
     inner: Arc<Mutex<Inner>>,
@@ -334,24 +347,80 @@ impl Storage for PgStorage {
 impl Fencing for PgFencing {
     /// One statement: free (no unexpired lease) or refused; the new token is
     /// above both the stored one and the pool's `last`. An owner's grant
-    /// also needs its epoch to still be the tenant's.
-    fn grant(&mut self, permit: Permit<'_>, ttl: u64, last: u64, _now: u64) -> Result<Option<u64>, StoreError> {
+    /// also needs its epoch to still be the tenant's. A claim makes it the
+    /// one call of `repute_claimed_grant` (see the migration): the same
+    /// grant, judged and counted against the resource's limits under its
+    /// usage row's lock.
+    fn grant(
+        &mut self,
+        permit: Permit<'_>,
+        ttl: u64,
+        last: u64,
+        _now: u64,
+        claim: Option<&repute_core::Claim>,
+    ) -> Result<GrantAnswer, StoreError> {
         let mut inner = lock(&self.inner);
         let (tenant, epoch) = (inner.tenant.clone(), inner.epoch);
+        let (index, last, ttl) = (permit.index as i32, last as i64, micros(ttl));
+        let Some(claim) = claim else {
+            let row = inner.link.run(|c| {
+                c.query_opt(
+                    "INSERT INTO repute_permit AS p (tenant, kind, value, permit, token, expires_at)
+                     SELECT $1, $2, $3, $4::integer, $5::bigint + 1, now() + $6::bigint * interval '1 microsecond'
+                     WHERE $7::bigint = 0
+                        OR EXISTS (SELECT 1 FROM repute_tenant t WHERE t.tenant = $1 AND t.epoch = $7::bigint)
+                     ON CONFLICT (tenant, kind, value, permit) DO UPDATE
+                     SET token = greatest(p.token, $5::bigint) + 1, expires_at = EXCLUDED.expires_at
+                     WHERE p.expires_at <= now()
+                     RETURNING token",
+                    &[&tenant, &permit.kind, &permit.value, &index, &last, &ttl, &epoch],
+                )
+            })?;
+            return Ok(row.map_or(GrantAnswer::Held, |r| GrantAnswer::Granted(r.get::<_, i64>(0) as u64)));
+        };
+        let l = &claim.limits;
+        let (rpm, tpm) = (l.rpm.map(|r| r as i32), l.tpm.map(bigint));
+        let (gap, max_uses, cost) = (l.min_interval.map(micros_up), l.max_uses.map(bigint), bigint(claim.cost));
         let row = inner.link.run(|c| {
-            c.query_opt(
-                "INSERT INTO repute_permit AS p (tenant, kind, value, permit, token, expires_at)
-                 SELECT $1, $2, $3, $4::integer, $5::bigint + 1, now() + $6::bigint * interval '1 microsecond'
-                 WHERE $7::bigint = 0
-                    OR EXISTS (SELECT 1 FROM repute_tenant t WHERE t.tenant = $1 AND t.epoch = $7::bigint)
-                 ON CONFLICT (tenant, kind, value, permit) DO UPDATE
-                 SET token = greatest(p.token, $5::bigint) + 1, expires_at = EXCLUDED.expires_at
-                 WHERE p.expires_at <= now()
-                 RETURNING token",
-                &[&tenant, &permit.kind, &permit.value, &(permit.index as i32), &(last as i64), &micros(ttl), &epoch],
+            c.query_one(
+                "SELECT status, found FROM repute_claimed_grant($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+                &[
+                    &tenant,
+                    &permit.kind,
+                    &permit.value,
+                    &index,
+                    &last,
+                    &ttl,
+                    &epoch,
+                    &rpm,
+                    &tpm,
+                    &gap,
+                    &max_uses,
+                    &cost,
+                ],
             )
         })?;
-        Ok(row.map(|r| r.get::<_, i64>(0) as u64))
+        let (status, found): (String, Option<i64>) = (row.get(0), row.get(1));
+        Ok(match (status.as_str(), found) {
+            ("granted", Some(token)) => GrantAnswer::Granted(token as u64),
+            ("limited", Some(wait_us)) => GrantAnswer::Limited(Some((wait_us.max(1) as u64).saturating_mul(1_000))),
+            ("spent", _) => GrantAnswer::Limited(None),
+            _ => GrantAnswer::Held,
+        })
+    }
+
+    /// The grant's row counts `used` from now on; none once it was pruned.
+    fn reconcile(&mut self, permit: Permit<'_>, token: u64, _reserved: u64, used: u64) -> Result<(), StoreError> {
+        let mut inner = lock(&self.inner);
+        let tenant = inner.tenant.clone();
+        inner.link.run(|c| {
+            c.execute(
+                "UPDATE repute_grant SET cost = $6
+                 WHERE tenant = $1 AND kind = $2 AND value = $3 AND permit = $4 AND token = $5",
+                &[&tenant, &permit.kind, &permit.value, &(permit.index as i32), &(token as i64), &bigint(used)],
+            )
+        })?;
+        Ok(())
     }
 
     /// Extends while `token` is still the permit's newest; a newer token

@@ -6,7 +6,9 @@
 //!
 //! - grant: no unexpired lease on the permit, then the next token from a
 //!   fence key that is never deleted or expired, then the lease with its
-//!   expiry (I1, I2, I6);
+//!   expiry (I1, I2, I6); a grant that claims usage limits is judged over
+//!   the resource's grants of the last minute and counted in the same
+//!   script;
 //! - extend and revoke: only for the permit's current token;
 //! - append: the next log position and the entry, in one step, so positions
 //!   become visible in order; checkpoints are conditional like PostgreSQL's;
@@ -26,7 +28,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::{Client, Connection, Script};
-use repute_core::{Command, RateLimit, SECOND};
+use repute_core::{Claim, Command, GrantAnswer, RateLimit, SECOND};
 
 use super::fencing::{Fencing, Permit};
 use super::storage::{decode_command, encode_command, Checkpoint, LogEntry, Storage};
@@ -49,7 +51,19 @@ const NOW: &str = "local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 ";
 
-/// KEYS: epoch, fence, lease. ARGV: ttl µs, last token seen by the pool, writer epoch.
+/// KEYS: epoch, fence, lease, and the resource's usage (a hash: `uses`,
+/// `last` µs, `tokens` of the window), window (a sorted set of
+/// `permit:token` by grant time, µs) and costs (a hash `permit:token` →
+/// the tokens that grant counts). ARGV: ttl µs, last token seen by the
+/// pool, writer epoch, then the claim: `1` when there is one, rpm, tpm,
+/// min_interval µs (rounded up), max_uses (0 for a limit not set), cost,
+/// and the permit's index.
+///
+/// Returns the token; nil when the permit is held (or the epoch is stale,
+/// or the cost can never fit the tpm: nothing counted); 0 when max_uses
+/// are spent; minus the µs until the limits admit the grant. The window
+/// and costs expire a minute after the newest grant, when every grant in
+/// them has left the window anyway.
 const GRANT: &str = "
 if ARGV[3] ~= '0' and redis.call('GET', KEYS[1]) ~= ARGV[3] then return false end
 local held = redis.call('GET', KEYS[3])
@@ -57,10 +71,70 @@ if held then
   local sep = string.find(held, ':', 1, true)
   if tonumber(string.sub(held, sep + 1)) > now then return false end
 end
+local claimed = ARGV[4] == '1'
+local rpm, tpm, gap = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local max_uses, cost = tonumber(ARGV[8]), tonumber(ARGV[9])
+local windowed = rpm > 0 or tpm > 0
+local uses, last, tokens = 0, -1, 0
+if claimed then
+  local u = redis.call('HMGET', KEYS[4], 'uses', 'last', 'tokens')
+  uses, last = tonumber(u[1] or '0'), tonumber(u[2] or '-1')
+  if max_uses > 0 and uses >= max_uses then return 0 end
+  if tpm > 0 and cost > tpm then return false end
+  if redis.call('EXISTS', KEYS[5]) == 1 then tokens = tonumber(u[3] or '0') end
+  local cutoff = int(now - 60000000)
+  local old = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', cutoff)
+  for i = 1, #old, 1000 do
+    local chunk = {unpack(old, i, math.min(i + 999, #old))}
+    for _, c in ipairs(redis.call('HMGET', KEYS[6], unpack(chunk))) do tokens = tokens - tonumber(c or '0') end
+    redis.call('HDEL', KEYS[6], unpack(chunk))
+  end
+  if #old > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', cutoff) end
+  local free = now
+  if gap > 0 and last >= 0 then free = math.max(free, last + gap) end
+  local n = redis.call('ZCARD', KEYS[5])
+  if rpm > 0 and n >= rpm then
+    local leaves = redis.call('ZRANGE', KEYS[5], int(n - rpm), int(n - rpm), 'WITHSCORES')
+    free = math.max(free, tonumber(leaves[2]) + 60000000)
+  end
+  if tpm > 0 and tokens + cost > tpm then
+    local needed, freed = tokens + cost - tpm, 0
+    local oldest = redis.call('ZRANGE', KEYS[5], 0, -1, 'WITHSCORES')
+    for i = 1, #oldest, 2 do
+      freed = freed + tonumber(redis.call('HGET', KEYS[6], oldest[i]) or '0')
+      if freed >= needed then
+        free = math.max(free, tonumber(oldest[i + 1]) + 60000000)
+        break
+      end
+    end
+  end
+  if free > now then return now - free end
+end
 local token = math.max(tonumber(redis.call('GET', KEYS[2]) or '0'), tonumber(ARGV[2])) + 1
 redis.call('SET', KEYS[2], int(token))
 redis.call('SET', KEYS[3], int(token) .. ':' .. int(now + tonumber(ARGV[1])))
+if claimed then
+  if windowed then
+    local member = ARGV[10] .. ':' .. int(token)
+    tokens = tokens + cost
+    redis.call('ZADD', KEYS[5], int(now), member)
+    redis.call('HSET', KEYS[6], member, int(cost))
+    redis.call('PEXPIRE', KEYS[5], 61000)
+    redis.call('PEXPIRE', KEYS[6], 61000)
+  end
+  redis.call('HSET', KEYS[4], 'uses', int(uses + 1), 'last', int(math.max(last, now)), 'tokens', int(tokens))
+end
 return token
+";
+
+/// KEYS: usage, window, costs. ARGV: `permit:token`, tokens used. The
+/// grant counts its use from now on; nothing once it left the window.
+const RECONCILE: &str = "
+if redis.call('ZSCORE', KEYS[2], ARGV[1]) == false then return 0 end
+local before = tonumber(redis.call('HGET', KEYS[3], ARGV[1]) or '0')
+redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
+redis.call('HINCRBY', KEYS[1], 'tokens', int(tonumber(ARGV[2]) - before))
+return 1
 ";
 
 /// KEYS: fence, lease. ARGV: token, ttl µs. The current token extends; a
@@ -149,6 +223,7 @@ return 0
 /// The scripts, hashed once; each runs by EVALSHA (loaded on first use).
 struct Scripts {
     grant: Script,
+    reconcile: Script,
     extend: Script,
     revoke: Script,
     admit: Script,
@@ -163,6 +238,7 @@ impl Scripts {
         let plain = |body: &str| Script::new(&format!("{PRELUDE}{body}"));
         Scripts {
             grant: timed(GRANT),
+            reconcile: plain(RECONCILE),
             extend: timed(EXTEND),
             revoke: plain(REVOKE),
             admit: timed(ADMIT),
@@ -292,6 +368,12 @@ impl Keys {
         let name = format!("{}\u{1f}{}\u{1f}{}", p.kind, p.value, p.index);
         (format!("{}fence:{name}", self.prefix), format!("{}lease:{name}", self.prefix))
     }
+
+    /// Usage, window and costs of the permit's resource (see `GRANT`).
+    fn usage(&self, p: Permit<'_>) -> [String; 3] {
+        let name = format!("{}\u{1f}{}", p.kind, p.value);
+        ["usage", "window", "costs"].map(|which| format!("{}{which}:{name}", self.prefix))
+    }
 }
 
 /// Checkpoints and the command log of one tenant.
@@ -388,12 +470,58 @@ fn micros(ns: u64) -> u64 {
     ns / 1_000
 }
 
+/// The claim's arguments of the grant script: `1` and the limits (0 for
+/// none), or `0` and zeros.
+pub(super) fn claim_args(claim: Option<&Claim>) -> [u64; 6] {
+    match claim {
+        None => [0; 6],
+        Some(Claim { limits, cost }) => [
+            1,
+            limits.rpm.map_or(0, u64::from),
+            limits.tpm.unwrap_or(0),
+            limits.min_interval.map_or(0, |ns| ns.div_ceil(1_000)),
+            limits.max_uses.unwrap_or(0),
+            *cost,
+        ],
+    }
+}
+
+/// The grant script's reply (see `GRANT`).
+pub(super) fn grant_answer(reply: Option<i64>) -> GrantAnswer {
+    match reply {
+        Some(token) if token > 0 => GrantAnswer::Granted(token as u64),
+        Some(0) => GrantAnswer::Limited(None),
+        Some(wait_us) => GrantAnswer::Limited(Some(wait_us.unsigned_abs().saturating_mul(1_000))),
+        None => GrantAnswer::Held,
+    }
+}
+
 impl Fencing for RedisFencing {
-    fn grant(&mut self, permit: Permit<'_>, ttl: u64, last: u64, _now: u64) -> Result<Option<u64>, StoreError> {
+    fn grant(
+        &mut self,
+        permit: Permit<'_>,
+        ttl: u64,
+        last: u64,
+        _now: u64,
+        claim: Option<&Claim>,
+    ) -> Result<GrantAnswer, StoreError> {
         let (fence, lease) = self.keys.permit(permit);
+        let usage = self.keys.usage(permit);
         let (epoch_key, epoch) = (&self.keys.epoch, self.epoch);
+        let reply: Option<i64> = self.link.run(|c, s| {
+            let mut call = s.grant.key(epoch_key);
+            call.key(&fence).key(&lease).key(&usage[..]).arg(micros(ttl)).arg(last).arg(epoch);
+            call.arg(&claim_args(claim)[..]).arg(permit.index).invoke(c)
+        })?;
+        Ok(grant_answer(reply))
+    }
+
+    fn reconcile(&mut self, permit: Permit<'_>, token: u64, _reserved: u64, used: u64) -> Result<(), StoreError> {
+        let [usage, window, costs] = self.keys.usage(permit);
+        let member = format!("{}:{token}", permit.index);
         self.link
-            .run(|c, s| s.grant.key(epoch_key).key(&fence).key(&lease).arg(micros(ttl)).arg(last).arg(epoch).invoke(c))
+            .run(|c, s| s.reconcile.key(&usage).key(&window).key(&costs).arg(member).arg(used).invoke::<i64>(c))?;
+        Ok(())
     }
 
     fn extend(&mut self, permit: Permit<'_>, token: u64, ttl: u64, _now: u64) -> Result<bool, StoreError> {

@@ -8,9 +8,9 @@
 use std::collections::VecDeque;
 
 use redis::{ConnectionAddr, ConnectionInfo};
-use repute_core::{Lease, Selector};
+use repute_core::{GrantAnswer, Lease, Selector};
 
-use super::{micros, Keys, GRANT, NOW, PRELUDE, REVOKE};
+use super::{claim_args, grant_answer, micros, Keys, GRANT, NOW, PRELUDE, REVOKE};
 use crate::error::{selector_error, Error, Result, StoreError};
 use crate::providers::Permit;
 use crate::two_phase::{InFlight, Proposal, Revoke, Step};
@@ -94,16 +94,24 @@ impl RedisWire {
         &self.address
     }
 
-    /// EVALSHA (or EVAL) of the grant script for `p`, appended to `out`.
+    /// EVALSHA (or EVAL) of the grant script for `p`, with its claim,
+    /// appended to `out`.
     fn grant(&self, out: &mut Vec<u8>, p: &Proposal, by_source: bool) {
         let permit = Permit { kind: p.resource().kind(), value: p.resource().value(), index: p.permit() };
-        self.grant.head(out, by_source, 9, 3);
+        self.grant.head(out, by_source, 19, 6);
         bulk(out, &[self.keys.epoch.as_bytes()]);
         permit_key(out, &self.keys, "fence:", permit);
         permit_key(out, &self.keys, "lease:", permit);
+        for which in ["usage:", "window:", "costs:"] {
+            resource_key(out, &self.keys, which, permit);
+        }
         number(out, micros(p.ttl()));
         number(out, p.last());
         number(out, self.epoch);
+        for arg in claim_args(p.claim().as_ref()) {
+            number(out, arg);
+        }
+        number(out, u64::from(p.permit()));
     }
 
     /// The revoke script for `r`, appended to `out`.
@@ -162,6 +170,12 @@ fn permit_key(out: &mut Vec<u8>, keys: &Keys, which: &str, p: Permit<'_>) {
     bulk(out, &parts);
 }
 
+/// The key `Keys::usage` names, written as one argument.
+fn resource_key(out: &mut Vec<u8>, keys: &Keys, which: &str, p: Permit<'_>) {
+    let parts = [keys.prefix.as_bytes(), which.as_bytes(), p.kind.as_bytes(), "\u{1f}".as_bytes(), p.value.as_bytes()];
+    bulk(out, &parts);
+}
+
 /// A reply as far as the scripts and the handshake need it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Reply {
@@ -207,7 +221,8 @@ enum Waiting {
         context: String,
         /// What the acquire may choose: the next candidate after a refusal too.
         selector: Selector,
-        proposal: Proposal,
+        /// Boxed: a proposal with its claim outweighs every other wait.
+        proposal: Box<Proposal>,
         by_source: bool,
     },
     /// `op` is none for the revoke of a token a settle refused.
@@ -298,7 +313,7 @@ impl Exchange {
     fn send_grant(&mut self, op: u32, context: String, selector: Selector, proposal: Proposal, by_source: bool) {
         self.wire.grant(&mut self.output, &proposal, by_source);
         self.in_flight.add(&proposal);
-        self.waiting.push_back(Waiting::Grant { op, context, selector, proposal, by_source });
+        self.waiting.push_back(Waiting::Grant { op, context, selector, proposal: Box::new(proposal), by_source });
     }
 
     fn send_revoke(&mut self, op: Option<u32>, revoke: Revoke, by_source: bool) {
@@ -336,13 +351,13 @@ impl Exchange {
             },
             Waiting::Grant { op, context, selector, proposal, by_source: false } if lost_script => {
                 self.in_flight.remove(&proposal);
-                self.send_grant(op, context, selector, proposal, true);
+                self.send_grant(op, context, selector, *proposal, true);
             }
             Waiting::Grant { op, context, selector, proposal, .. } => {
                 self.in_flight.remove(&proposal);
                 let answer = match reply {
-                    Reply::Int(token) if token > 0 => Some(token as u64),
-                    Reply::Nil => None,
+                    Reply::Int(n) => grant_answer(Some(n)),
+                    Reply::Nil => grant_answer(None),
                     Reply::Error(e) => {
                         done.push(Done::Acquired { op, result: Err(Error::Store(broken(e))) });
                         return Ok(());
@@ -353,7 +368,7 @@ impl Exchange {
                     Ok(Step::Granted(lease)) => done.push(Done::Acquired { op, result: Ok(lease) }),
                     Ok(Step::Next(next)) => self.send_grant(op, context, selector, next, false),
                     Err(e) => {
-                        if let Some(token) = answer {
+                        if let GrantAnswer::Granted(token) = answer {
                             let resource = proposal.resource().clone();
                             self.send_revoke(None, Revoke { resource, permit: proposal.permit(), token }, false);
                         }

@@ -10,7 +10,10 @@
 //! Every grant, renewal and release is committed to the permit table before
 //! the pool acts on it, so a `kill -9` loses none of them (I1 through a
 //! crash): a permit granted after the last checkpoint stays held until its
-//! lease's TTL ends, and a lease released after it does not come back.
+//! lease's TTL ends, and a lease released after it does not come back. A
+//! grant that claims usage limits is judged against the resource's grants
+//! of the last minute and recorded with them in the grant's transaction,
+//! so grants made before a crash still count after it.
 //! Commits use `synchronous=NORMAL` in WAL mode: durable when the process
 //! dies, not when the machine loses power.
 
@@ -19,11 +22,12 @@ use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use repute_core::Command;
-use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use repute_core::{Claim, Command, GrantAnswer, WINDOW};
+use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 
-use super::fencing::{Fencing, MemoryFencing, Permit};
+use super::fencing::{Fencing, MemoryFencing, Permit, UsageState};
 use super::storage::{decode_command, encode_command, Checkpoint, LogEntry, Storage};
+use super::usage::{self, Grant, Usage};
 use super::{Backend, Clock, Providers};
 use crate::error::{Error, StoreError};
 
@@ -63,11 +67,37 @@ CREATE TABLE IF NOT EXISTS log (
 ///    clock unix nanoseconds (NULL: none recorded, as in rows written
 ///    before this column existed), `ttl` its TTL in nanoseconds, and
 ///    `released` is 1 once that lease was revoked.
-const MIGRATIONS: &[&str] = &["
+/// 2. Usage limits: per resource, its grants ever (`uses`) and the time of
+///    the newest (`last`); per grant of the last minute that an `rpm` or
+///    `tpm` counts, its time and the tokens it counts (`cost`). Times are
+///    on the authority's limits clock (see `SqliteFencing`), unix ns.
+const MIGRATIONS: &[&str] = &[
+    "
 ALTER TABLE fences ADD COLUMN expires INTEGER;
 ALTER TABLE fences ADD COLUMN ttl INTEGER;
 ALTER TABLE fences ADD COLUMN released INTEGER NOT NULL DEFAULT 0;
-"];
+",
+    "
+CREATE TABLE usage (
+    tenant TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    value TEXT NOT NULL,
+    uses INTEGER NOT NULL,
+    last INTEGER NOT NULL,
+    PRIMARY KEY (tenant, kind, value)
+) WITHOUT ROWID;
+CREATE TABLE usage_window (
+    tenant TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    value TEXT NOT NULL,
+    at INTEGER NOT NULL,
+    permit INTEGER NOT NULL,
+    token INTEGER NOT NULL,
+    cost INTEGER NOT NULL,
+    PRIMARY KEY (tenant, kind, value, at, permit, token)
+) WITHOUT ROWID;
+",
+];
 
 /// Creates the tables and brings them up to date. `BEGIN IMMEDIATE` takes
 /// the write lock first, so two processes opening tenants of one new file
@@ -135,11 +165,22 @@ pub struct SqliteStorage {
 /// ran holds a permit at most one TTL longer than needed; a step forward of
 /// more than a holder's safety margin while none ran could shorten a hold,
 /// which is the one thing this choice trusts the wall clock for.
+///
+/// Usage limits count grants over a minute, which a restart must not
+/// forget, so their clock is wall time anchored once: the wall clock's
+/// reading at this authority's first call, advanced by the tenant's clock
+/// from then on. Within a process it moves with the tenant's monotonic
+/// clock (no wall-clock step reaches it); across processes it continues
+/// in unix time, so the next owner counts the grants of the last minute
+/// before the restart as such.
 pub struct SqliteFencing {
     inner: Arc<Mutex<Inner>>,
-    /// The live decisions, on the tenant's clock; each permit is loaded
-    /// from the table the first time this process touches it.
+    /// The live decisions, permits on the tenant's clock and usage on the
+    /// limits clock; each is loaded from the tables the first time this
+    /// process touches it.
     permits: MemoryFencing,
+    /// (tenant clock, wall clock ns) at the first call: the limits clock's anchor.
+    anchor: Option<(u64, u64)>,
 }
 
 opaque_debug!(SqliteStorage, SqliteFencing);
@@ -204,7 +245,7 @@ impl SqliteStorage {
 
     /// The fence counters of the same tenant, on the same connection.
     pub fn fencing(&self) -> SqliteFencing {
-        SqliteFencing { inner: self.inner.clone(), permits: MemoryFencing::default() }
+        SqliteFencing { inner: self.inner.clone(), permits: MemoryFencing::default(), anchor: None }
     }
 
     /// This owner's epoch.
@@ -370,7 +411,93 @@ fn write_held(inner: &Inner, permit: Permit<'_>, token: u64, ttl: u64) -> rusqli
     Ok(())
 }
 
+/// The usage of one resource as the tables hold it.
+fn read_usage(inner: &Inner, permit: Permit<'_>) -> rusqlite::Result<Usage> {
+    let mut usage = Usage::default();
+    let head = inner
+        .conn
+        .prepare_cached("SELECT uses, last FROM usage WHERE tenant = ?1 AND kind = ?2 AND value = ?3")?
+        .query_row(params![inner.tenant, permit.kind, permit.value], |r| {
+            Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64))
+        })
+        .optional()?;
+    if let Some((uses, last)) = head {
+        usage.uses = uses;
+        usage.last = Some(last);
+    }
+    let mut stmt = inner.conn.prepare_cached(
+        "SELECT at, permit, token, cost FROM usage_window WHERE tenant = ?1 AND kind = ?2 AND value = ?3
+         ORDER BY at, permit, token",
+    )?;
+    let rows = stmt.query_map(params![inner.tenant, permit.kind, permit.value], |r| {
+        Ok(Grant {
+            at: r.get::<_, i64>(0)? as u64,
+            permit: r.get(1)?,
+            token: r.get::<_, i64>(2)? as u64,
+            cost: r.get::<_, i64>(3)? as u64,
+        })
+    })?;
+    for grant in rows {
+        let grant = grant?;
+        usage.tokens += grant.cost;
+        usage.window.push_back(grant);
+    }
+    Ok(usage)
+}
+
+/// Records a claimed grant made at `at` (limits clock) and prunes what
+/// left the window by then, inside the grant's transaction.
+fn write_usage(inner: &Inner, permit: Permit<'_>, claim: &Claim, token: u64, at: u64) -> rusqlite::Result<()> {
+    let (tenant, kind, value) = (&inner.tenant, permit.kind, permit.value);
+    let at_i = at.min(i64::MAX as u64) as i64;
+    if usage::windowed(&claim.limits) {
+        inner
+            .conn
+            .prepare_cached(
+                "INSERT INTO usage_window (tenant, kind, value, at, permit, token, cost)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )?
+            .execute(params![
+                tenant,
+                kind,
+                value,
+                at_i,
+                permit.index,
+                token as i64,
+                claim.cost.min(i64::MAX as u64) as i64
+            ])?;
+    }
+    inner
+        .conn
+        .prepare_cached("DELETE FROM usage_window WHERE tenant = ?1 AND kind = ?2 AND value = ?3 AND at <= ?4")?
+        .execute(params![tenant, kind, value, at.saturating_sub(WINDOW).min(i64::MAX as u64) as i64])?;
+    inner
+        .conn
+        .prepare_cached(
+            "INSERT INTO usage (tenant, kind, value, uses, last) VALUES (?1, ?2, ?3, 1, ?4)
+             ON CONFLICT (tenant, kind, value) DO UPDATE SET uses = uses + 1, last = MAX(last, excluded.last)",
+        )?
+        .execute(params![tenant, kind, value, at_i])?;
+    Ok(())
+}
+
 impl SqliteFencing {
+    /// The limits clock's reading at tenant clock `now` (see the type's doc).
+    fn limits_now(&mut self, now: u64) -> u64 {
+        let (mono, wall) = *self.anchor.get_or_insert_with(|| (now, wall_ns().max(0) as u64));
+        wall.saturating_add(now.saturating_sub(mono))
+    }
+
+    /// The usage of the permit's resource, loaded from the tables the first time.
+    fn load_usage(&mut self, inner: &Inner, permit: Permit<'_>) -> Result<(), StoreError> {
+        if self.permits.usage(permit).loaded {
+            return Ok(());
+        }
+        let usage = read_usage(inner, permit)?;
+        *self.permits.usage(permit) = UsageState { usage, loaded: true };
+        Ok(())
+    }
+
     /// The permit's live state, loaded from its row the first time: the
     /// newest token, and what is left of its holder's lease (see the type's
     /// doc) counted on the tenant's clock from `now`.
@@ -394,19 +521,69 @@ impl SqliteFencing {
 }
 
 impl Fencing for SqliteFencing {
-    fn grant(&mut self, permit: Permit<'_>, ttl: u64, last: u64, now: u64) -> Result<Option<u64>, StoreError> {
+    /// Decided in memory, then committed: the permit's row alone, or with
+    /// a claim the row, the grant and the pruned window in one
+    /// transaction. Only a commit makes the grant, so a failed write
+    /// issues nothing.
+    fn grant(
+        &mut self,
+        permit: Permit<'_>,
+        ttl: u64,
+        last: u64,
+        now: u64,
+        claim: Option<&Claim>,
+    ) -> Result<GrantAnswer, StoreError> {
         let inner = self.inner.clone();
         let inner = lock(&inner);
         self.load(&inner, permit, now)?;
-        let state = self.permits.state(permit);
-        let before = *state;
-        let Some(token) = MemoryFencing::decide(state, ttl, last, now) else { return Ok(None) };
-        if let Err(e) = write_held(&inner, permit, token, ttl) {
-            // Not durable, so not issued.
-            *self.permits.state(permit) = before;
-            return Err(e.into());
+        let at = self.limits_now(now);
+        if claim.is_some() {
+            self.load_usage(&inner, permit)?;
         }
-        Ok(Some(token))
+        let state = *self.permits.state(permit);
+        let mut usage = claim.map(|c| (&mut self.permits.usage(permit).usage, c));
+        let limits = usage.as_mut().map(|(u, c)| (&mut **u, *c, at));
+        let token = match MemoryFencing::decide(&state, last, now, limits) {
+            Ok(token) => token,
+            Err(refused) => return Ok(refused),
+        };
+        match usage {
+            Some((usage, claim)) => {
+                let tx = Transaction::new_unchecked(&inner.conn, TransactionBehavior::Immediate)?;
+                write_held(&inner, permit, token, ttl)?;
+                write_usage(&inner, permit, claim, token, at)?;
+                tx.commit()?;
+                usage.record(claim, permit.index, token, at);
+            }
+            None => write_held(&inner, permit, token, ttl)?,
+        }
+        MemoryFencing::take(self.permits.state(permit), token, ttl, now);
+        Ok(GrantAnswer::Granted(token))
+    }
+
+    /// Committed first; the loaded window follows.
+    fn reconcile(&mut self, permit: Permit<'_>, token: u64, _reserved: u64, used: u64) -> Result<(), StoreError> {
+        let inner = self.inner.clone();
+        let inner = lock(&inner);
+        inner
+            .conn
+            .prepare_cached(
+                "UPDATE usage_window SET cost = ?6
+                 WHERE tenant = ?1 AND kind = ?2 AND value = ?3 AND permit = ?4 AND token = ?5",
+            )?
+            .execute(params![
+                inner.tenant,
+                permit.kind,
+                permit.value,
+                permit.index,
+                token as i64,
+                used.min(i64::MAX as u64) as i64
+            ])?;
+        let state = self.permits.usage(permit);
+        if state.loaded {
+            state.usage.reconcile(permit.index, token, used);
+        }
+        Ok(())
     }
 
     /// A renewal, or a restored lease adopting its permit (see

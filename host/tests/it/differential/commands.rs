@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use repute_host::linked::LinkedPool;
 use repute_host::{
-    FailureKind, LabelFilter, Labels, ManualClock, Outcome, Pool, PoolOps, Providers, Registration, Secret, Selector,
-    Stats, TenantConfig,
+    FailureKind, LabelFilter, Labels, Limits, ManualClock, Outcome, Pool, PoolOps, Providers, Registration, Secret,
+    Selector, Stats, TenantConfig,
 };
 
 pub const KINDS: [&str; 2] = ["proxy", "key"];
@@ -49,7 +49,7 @@ pub fn res(i: usize) -> (&'static str, &'static str) {
 fn registration(r: usize, permits: u32, labels: usize, secret: bool) -> Registration {
     let pairs = LABEL_SETS[labels % LABEL_SETS.len()].iter().map(|(n, v)| (n.to_string(), v.to_string()));
     let secret = secret.then(|| Secret::new(format!("secret-{r}")).expect("a valid secret"));
-    Registration { permits, labels: Labels::new(pairs).expect("valid labels"), secret }
+    Registration { permits, limits: Limits::default(), labels: Labels::new(pairs).expect("valid labels"), secret }
 }
 
 /// One of [`SELECTORS`] selectors over the resources and labels above:

@@ -6,6 +6,7 @@ mod observe;
 mod refusals;
 mod secrets;
 mod selectors;
+mod usage;
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;

@@ -83,6 +83,7 @@ fn openapi_document_lists_every_route() {
         "/v1/leases",
         "/v1/leases/{id}",
         "/v1/leases/{id}/renewals",
+        "/v1/leases/{id}/usage",
         "/v1/outcomes",
         "/v1/probes",
         "/v1/resources",

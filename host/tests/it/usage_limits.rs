@@ -1,0 +1,443 @@
+//! Usage limits at the lease authority, what every store must show, written
+//! once and run against each (`usage_limit_tests!`; memory and SQLite here,
+//! PostgreSQL and Redis in their files, each connection a process of its
+//! own there): connections racing for one resource get exactly `rpm` grants
+//! of a window and the others the exact wait; `tpm` counts costs and what
+//! they reconciled to; `min_interval` spaces grants; spent `max_uses`
+//! refuse for good; a held permit counts nothing; and what left the window
+//! is pruned by the next grant. Then the same limits through the pool: an
+//! embedded SQLite pool remembers the grants of the minute before a
+//! restart, the holder reconciles and reports usage, and refusals count
+//! limited resources.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Barrier, Mutex};
+use std::time::{Duration, Instant};
+
+use repute_host::providers::{Fencing, MemoryFencing, Permit, SqliteStorage};
+use repute_host::{
+    Claim, Error, EventKind, GrantAnswer, Holder, Limits, ManualClock, OpenOptions, Outcome, Pool, PoolOps, Providers,
+    Registration, RetireReason, Selector, StoreError, SystemClock, TenantConfig, SECOND, WINDOW,
+};
+
+use crate::shared_store::tenant;
+
+/// One store as the suite drives it.
+pub trait Store: Send + Sync {
+    /// A connection to `tenant`'s lease authority: a process of its own
+    /// where the store is shared, the one authority of the tenant where not.
+    fn connect(&self, tenant: &str) -> Box<dyn Fencing>;
+    /// The `now` callers pass (stores on their own clock ignore it).
+    fn now(&self) -> u64;
+    /// Makes every grant `tenant`'s authority counted `ns` older.
+    fn age(&self, tenant: &str, ns: u64);
+    /// Grants `tenant`'s authority keeps in its windows, where the suite can see them.
+    fn kept(&self, tenant: &str) -> Option<usize>;
+}
+
+/// The suite as `#[test]` functions of a store's test file; `$store()`
+/// gives the store.
+macro_rules! usage_limit_tests {
+    (store: $store:expr) => {
+        #[test]
+        fn connections_racing_for_one_resource_get_exactly_rpm_grants() {
+            crate::usage_limits::racing_connections_get_exactly_rpm(&$store);
+        }
+
+        #[test]
+        fn tpm_counts_costs_and_what_they_reconciled_to() {
+            crate::usage_limits::tpm_counts_costs_and_reconciled_use(&$store);
+        }
+
+        #[test]
+        fn min_interval_spaces_grants() {
+            crate::usage_limits::min_interval_spaces_grants(&$store);
+        }
+
+        #[test]
+        fn spent_max_uses_refuse_for_good() {
+            crate::usage_limits::spent_max_uses_refuse_for_good(&$store);
+        }
+
+        #[test]
+        fn a_held_permit_counts_nothing() {
+            crate::usage_limits::a_held_permit_counts_nothing(&$store);
+        }
+
+        #[test]
+        fn grants_that_left_the_window_are_pruned_by_the_next() {
+            crate::usage_limits::grants_that_left_the_window_are_pruned(&$store);
+        }
+    };
+}
+pub(crate) use usage_limit_tests;
+
+const TTL: u64 = 30 * SECOND;
+
+fn permit(index: u32) -> Permit<'static> {
+    Permit { kind: "key", value: "k1", index }
+}
+
+fn claim(limits: Limits, cost: u64) -> Claim {
+    Claim { limits, cost }
+}
+
+/// A grant of `index` that, when granted, is revoked again at once: the
+/// limits alone decide the next answer.
+fn ask(store: &dyn Store, a: &mut dyn Fencing, index: u32, c: &Claim) -> GrantAnswer {
+    let answer = a.grant(permit(index), TTL, 0, store.now(), Some(c)).unwrap();
+    if let GrantAnswer::Granted(token) = answer {
+        a.revoke(permit(index), token).unwrap();
+    }
+    answer
+}
+
+/// `answer` is `Limited(Some(wait))` with `wait` in `[full - slack, full]`:
+/// the store's clock ran at most `slack` since the grant it waits for.
+fn assert_wait(answer: GrantAnswer, full: u64, slack: Duration) {
+    let GrantAnswer::Limited(Some(wait)) = answer else { panic!("expected a wait of about {full} ns, got {answer:?}") };
+    let floor = full.saturating_sub(slack.as_nanos() as u64);
+    assert!((floor..=full).contains(&wait), "waits {wait} ns, expected {floor}..={full}");
+}
+
+/// Six connections, each on a permit of its own, ask ten times each at
+/// once for a resource with rpm 8: the store grants exactly 8, and every
+/// other answer is the wait until the oldest grant leaves the window.
+pub fn racing_connections_get_exactly_rpm(store: &dyn Store) {
+    let t = tenant("race");
+    let c = claim(Limits { rpm: Some(8), ..Limits::default() }, 1);
+    let started = Instant::now();
+    let barrier = Barrier::new(6);
+    let answers: Vec<GrantAnswer> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..6u32)
+            .map(|i| {
+                let (t, barrier) = (&t, &barrier);
+                s.spawn(move || {
+                    let mut a = store.connect(t);
+                    barrier.wait();
+                    (0..10).map(|_| ask(store, &mut *a, i, &c)).collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        workers.into_iter().flat_map(|w| w.join().unwrap()).collect()
+    });
+    let granted = answers.iter().filter(|a| matches!(a, GrantAnswer::Granted(_))).count();
+    assert_eq!(granted, 8, "{answers:?}");
+    for refused in answers.iter().filter(|a| !matches!(a, GrantAnswer::Granted(_))) {
+        assert_wait(*refused, WINDOW, started.elapsed());
+    }
+    let mut late = store.connect(&t);
+    assert_wait(ask(store, &mut *late, 6, &c), WINDOW, started.elapsed());
+    assert_eq!(store.kept(&t).unwrap_or(8), 8, "one window entry a grant");
+}
+
+pub fn tpm_counts_costs_and_reconciled_use(store: &dyn Store) {
+    let t = tenant("tpm");
+    let mut a = store.connect(&t);
+    let limits = Limits { tpm: Some(100), ..Limits::default() };
+    let started = Instant::now();
+    let GrantAnswer::Granted(first) = ask(store, &mut *a, 0, &claim(limits, 60)) else { panic!("60 of 100 fit") };
+    assert_wait(ask(store, &mut *a, 1, &claim(limits, 60)), WINDOW, started.elapsed());
+    // The first grant used 20 tokens, not 60: 80 of 100 now fit.
+    a.reconcile(permit(0), first, 60, 20).unwrap();
+    assert!(matches!(ask(store, &mut *a, 1, &claim(limits, 60)), GrantAnswer::Granted(_)));
+    assert_wait(ask(store, &mut *a, 2, &claim(limits, 30)), WINDOW, started.elapsed());
+    assert_eq!(ask(store, &mut *a, 2, &claim(limits, 101)), GrantAnswer::Held, "a cost over the tpm never fits");
+    assert!(matches!(ask(store, &mut *a, 2, &claim(limits, 20)), GrantAnswer::Granted(_)), "20 + 60 + 20 fit");
+    store.age(&t, WINDOW);
+    assert!(matches!(ask(store, &mut *a, 2, &claim(limits, 100)), GrantAnswer::Granted(_)), "the window emptied");
+    // A reconcile of a grant that left the window changes nothing.
+    a.reconcile(permit(0), first, 60, 0).unwrap();
+    assert_wait(ask(store, &mut *a, 0, &claim(limits, 1)), WINDOW, started.elapsed());
+}
+
+pub fn min_interval_spaces_grants(store: &dyn Store) {
+    let t = tenant("gap");
+    let mut a = store.connect(&t);
+    let c = claim(Limits { min_interval: Some(10 * SECOND), ..Limits::default() }, 1);
+    let started = Instant::now();
+    assert!(matches!(ask(store, &mut *a, 0, &c), GrantAnswer::Granted(1)));
+    assert_wait(ask(store, &mut *a, 1, &c), 10 * SECOND, started.elapsed());
+    store.age(&t, 10 * SECOND);
+    assert!(matches!(ask(store, &mut *a, 1, &c), GrantAnswer::Granted(1)));
+    assert_eq!(store.kept(&t).unwrap_or(0), 0, "min_interval keeps no window");
+}
+
+pub fn spent_max_uses_refuse_for_good(store: &dyn Store) {
+    let t = tenant("uses");
+    let mut a = store.connect(&t);
+    let c = claim(Limits { max_uses: Some(2), ..Limits::default() }, 1);
+    assert!(matches!(ask(store, &mut *a, 0, &c), GrantAnswer::Granted(1)));
+    assert!(matches!(ask(store, &mut *a, 1, &c), GrantAnswer::Granted(1)));
+    assert_eq!(ask(store, &mut *a, 2, &c), GrantAnswer::Limited(None));
+    store.age(&t, 2 * WINDOW);
+    let mut b = store.connect(&t);
+    assert_eq!(ask(store, &mut *b, 0, &c), GrantAnswer::Limited(None), "for every connection, whenever");
+}
+
+pub fn a_held_permit_counts_nothing(store: &dyn Store) {
+    let t = tenant("held");
+    let mut a = store.connect(&t);
+    let c = claim(Limits { rpm: Some(1), max_uses: Some(1), ..Limits::default() }, 1);
+    let started = Instant::now();
+    let held = a.grant(permit(0), TTL, 0, store.now(), Some(&c)).unwrap();
+    assert_eq!(held, GrantAnswer::Granted(1));
+    // Held comes first: the permit is taken, whatever the limits say.
+    assert_eq!(a.grant(permit(0), TTL, 1, store.now(), Some(&c)).unwrap(), GrantAnswer::Held);
+    assert_eq!(ask(store, &mut *a, 1, &c), GrantAnswer::Limited(None), "max_uses, before rpm");
+    let c = claim(Limits { rpm: Some(1), ..Limits::default() }, 1);
+    assert_wait(ask(store, &mut *a, 1, &c), WINDOW, started.elapsed());
+    assert_eq!(store.kept(&t).unwrap_or(1), 1, "the refusals were not counted");
+}
+
+pub fn grants_that_left_the_window_are_pruned(store: &dyn Store) {
+    let t = tenant("prune");
+    let mut a = store.connect(&t);
+    let c = claim(Limits { rpm: Some(3), tpm: Some(30), ..Limits::default() }, 10);
+    for i in 0..3 {
+        assert!(matches!(ask(store, &mut *a, i, &c), GrantAnswer::Granted(_)), "grant {i}");
+    }
+    assert_eq!(store.kept(&t).unwrap_or(3), 3);
+    store.age(&t, WINDOW);
+    for i in 0..3 {
+        assert!(matches!(ask(store, &mut *a, i, &c), GrantAnswer::Granted(_)), "grant {i} of the next window");
+    }
+    assert_eq!(store.kept(&t).unwrap_or(3), 3, "the first window's grants are gone");
+    assert!(matches!(ask(store, &mut *a, 3, &c), GrantAnswer::Limited(Some(_))));
+}
+
+/// A `Fencing` behind a lock, so that every connection of a test reaches
+/// the tenant's one in-process authority.
+struct Shared<F>(Arc<Mutex<F>>);
+
+impl<F: Fencing> Shared<F> {
+    fn get(&self) -> std::sync::MutexGuard<'_, F> {
+        self.0.lock().unwrap()
+    }
+}
+
+impl<F: Fencing> Fencing for Shared<F> {
+    fn grant(
+        &mut self,
+        permit: Permit<'_>,
+        ttl: u64,
+        last: u64,
+        now: u64,
+        claim: Option<&Claim>,
+    ) -> Result<GrantAnswer, StoreError> {
+        self.get().grant(permit, ttl, last, now, claim)
+    }
+
+    fn reconcile(&mut self, permit: Permit<'_>, token: u64, reserved: u64, used: u64) -> Result<(), StoreError> {
+        self.get().reconcile(permit, token, reserved, used)
+    }
+
+    fn extend(&mut self, permit: Permit<'_>, token: u64, ttl: u64, now: u64) -> Result<bool, StoreError> {
+        self.get().extend(permit, token, ttl, now)
+    }
+
+    fn revoke(&mut self, permit: Permit<'_>, token: u64) -> Result<(), StoreError> {
+        self.get().revoke(permit, token)
+    }
+}
+
+/// The in-process authorities judge on the `now` they are given: aging is
+/// moving that clock on.
+pub struct InProcess<F> {
+    clock: ManualClock,
+    tenants: Mutex<HashMap<String, Arc<Mutex<F>>>>,
+    open: fn(&str) -> F,
+    kept: fn(&str) -> Option<usize>,
+}
+
+impl<F: Fencing + Send + 'static> Store for InProcess<F> {
+    fn connect(&self, tenant: &str) -> Box<dyn Fencing> {
+        let mut tenants = self.tenants.lock().unwrap();
+        let f = tenants.entry(tenant.to_owned()).or_insert_with(|| Arc::new(Mutex::new((self.open)(tenant))));
+        Box::new(Shared(f.clone()))
+    }
+
+    fn now(&self) -> u64 {
+        use repute_host::Clock;
+        self.clock.now()
+    }
+
+    fn age(&self, _: &str, ns: u64) {
+        self.clock.advance(ns);
+    }
+
+    fn kept(&self, tenant: &str) -> Option<usize> {
+        (self.kept)(tenant)
+    }
+}
+
+fn memory() -> InProcess<MemoryFencing> {
+    InProcess {
+        clock: ManualClock::new(SECOND),
+        tenants: Mutex::default(),
+        open: |_| MemoryFencing::default(),
+        kept: |_| None,
+    }
+}
+
+/// Every tenant of the SQLite suite lives in one file of the process.
+fn sqlite_file() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("repute-host-{}-usage", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join("usage.db")
+}
+
+fn sqlite() -> InProcess<repute_host::providers::SqliteFencing> {
+    InProcess {
+        clock: ManualClock::new(SECOND),
+        tenants: Mutex::default(),
+        open: |tenant| SqliteStorage::open(sqlite_file(), tenant).unwrap().fencing(),
+        kept: |tenant| {
+            let conn = rusqlite::Connection::open(sqlite_file()).unwrap();
+            let n: i64 =
+                conn.query_row("SELECT count(*) FROM usage_window WHERE tenant = ?1", [tenant], |r| r.get(0)).unwrap();
+            Some(n as usize)
+        },
+    }
+}
+
+mod memory {
+    use super::*;
+    usage_limit_tests!(store: memory());
+}
+
+mod sqlite {
+    use super::*;
+    usage_limit_tests!(store: sqlite());
+}
+
+// ---- through the pool ----
+
+/// A fresh database path under the system temp dir, removed on drop.
+struct TempDb(PathBuf);
+
+impl TempDb {
+    fn new(name: &str) -> TempDb {
+        let dir = std::env::temp_dir().join(format!("repute-host-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDb(dir.join("pool.db"))
+    }
+}
+
+impl Drop for TempDb {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(self.0.parent().unwrap());
+    }
+}
+
+fn limited(limits: Limits) -> Registration {
+    Registration { limits, ..Registration::new(1) }
+}
+
+fn invalid(field: &str, rule: &str) -> Error {
+    Error::InvalidInput { field: field.into(), rule: rule.into() }
+}
+
+fn refusal(e: Error) -> repute_host::Refusal {
+    match e {
+        Error::NoResourceAvailable(r) => r,
+        other => panic!("expected no resource available, got {other:?}"),
+    }
+}
+
+/// The grants an embedded SQLite pool made in the minute before it stopped
+/// (no checkpoint: as after `kill -9`) still count after it opens again:
+/// the table refuses the next grant until the oldest leaves the window.
+#[test]
+fn rpm_on_an_embedded_sqlite_pool_survives_a_restart() {
+    let db = TempDb::new("rpm-restart");
+    let open = || {
+        let providers = Providers::sqlite(&db.0, "shop", Arc::new(SystemClock::new())).unwrap();
+        Pool::open(TenantConfig { durable: true, ..TenantConfig::default() }, providers).unwrap()
+    };
+    let started = Instant::now();
+    {
+        let mut p = open();
+        p.register_with("key", "k1", &limited(Limits { rpm: Some(2), ..Limits::default() })).unwrap();
+        for _ in 0..2 {
+            let lease = p.acquire("chat").unwrap();
+            p.release(lease.id, lease.token).unwrap();
+        }
+        p.close();
+    }
+    let mut p = open();
+    assert_eq!(p.resources().unwrap()[0].uses, 0, "the new pool counted none of them itself");
+    let r = refusal(p.acquire("chat").unwrap_err());
+    assert_eq!((r.registered, r.limited), (1, 1));
+    let wait = r.retry_after.expect("the table says when");
+    let elapsed = started.elapsed().as_nanos() as u64;
+    assert!(wait <= WINDOW && wait >= WINDOW - elapsed, "retry after {wait} ns, {elapsed} ns after the first grant");
+}
+
+/// The component's own window, the authority's and the views agree: a
+/// grant reserves its cost, a reconcile gives back what was not used, and
+/// spent `max_uses` retire the resource with an event.
+#[test]
+fn a_pool_counts_costs_reconciles_and_retires() {
+    let clock = ManualClock::new(SECOND);
+    let providers = Providers::memory_with_clock(Arc::new(clock.clone()));
+    let mut p = Pool::open(TenantConfig::default(), providers).unwrap();
+    let limits = Limits { tpm: Some(100), max_uses: Some(3), ..Limits::default() };
+    p.register_with("key", "k1", &Registration { limits, ..Registration::new(2) }).unwrap();
+    let dear = Selector { cost: Some(80), ..Selector::default() };
+    let lease = p.acquire_with("chat", &dear).unwrap();
+    let r = refusal(p.acquire_with("chat", &Selector { cost: Some(30), ..Selector::default() }).unwrap_err());
+    assert_eq!((r.limited, r.retry_after), (1, Some(WINDOW)));
+    p.reconcile(lease.id, lease.token, 10).unwrap();
+    let second = p.acquire_with("chat", &Selector { cost: Some(30), ..Selector::default() }).unwrap();
+    p.release(second.id, second.token).unwrap();
+    p.release(lease.id, lease.token).unwrap();
+    assert_eq!(p.reconcile(lease.id, lease.token, 5), Err(Error::UnknownLease), "only a live lease reconciles");
+    let third = p.acquire("chat").unwrap();
+    p.release(third.id, third.token).unwrap();
+    let view = &p.resources().unwrap()[0];
+    assert_eq!((view.limits, view.uses, view.retired), (limits, 3, Some(RetireReason::MaxUses)));
+    let retired: Vec<_> =
+        p.drain_events().unwrap().into_iter().filter(|e| matches!(e.kind, EventKind::Retired { .. })).collect();
+    assert_eq!(retired.len(), 1);
+    assert!(
+        matches!(&retired[0].kind, EventKind::Retired { resource, reason: RetireReason::MaxUses } if resource.value() == "k1")
+    );
+    let r = refusal(p.acquire("chat").unwrap_err());
+    assert_eq!((r.limited, r.retry_after), (1, None), "retired: no wait ends it");
+    assert_eq!(
+        p.register_with("key", "k2", &limited(Limits { rpm: Some(0), ..Limits::default() })),
+        Err(invalid("limits.rpm", "must be in 1..=100000"))
+    );
+    assert_eq!(
+        p.acquire_with("chat", &Selector { cost: Some(0), ..Selector::default() }),
+        Err(invalid("cost", "must be > 0"))
+    );
+}
+
+/// The holder's lease reports its usage with its outcome: the tokens are
+/// reconciled first, so the next acquire finds them free; after the
+/// release there is no lease to reconcile, and nothing is reported.
+#[test]
+fn the_holder_reconciles_and_reports_usage() {
+    let clock = ManualClock::new(SECOND);
+    let names = |_| "option";
+    let holder = Holder::open(OpenOptions::default(), Some(Arc::new(clock.clone())), names).unwrap();
+    let limits = Limits { tpm: Some(100), ..Limits::default() };
+    holder.with(|p| p.register_with("key", "k1", &Registration { limits, ..Registration::new(2) })).unwrap();
+    let cost = |n| Selector { cost: Some(n), ..Selector::default() };
+    let lease = holder.try_acquire("chat", &cost(90)).unwrap().expect("90 of 100 fit");
+    assert!(holder.try_acquire("chat", &cost(20)).unwrap().is_none(), "90 + 20 do not");
+    lease.report(&Outcome::Success { latency_ms: 120.0 }, Some(15)).unwrap();
+    let second = holder.try_acquire("chat", &cost(20)).unwrap().expect("15 + 20 fit");
+    second.reconcile(0).unwrap();
+    assert_eq!(lease.release().unwrap(), repute_host::holder::Released::Held);
+    let observations = |h: &Holder| h.with(|p| p.cells("key", "k1")).unwrap()[0].observations;
+    assert_eq!(observations(&holder), 1);
+    assert_eq!(lease.report(&Outcome::Success { latency_ms: 1.0 }, Some(1)), Err(Error::UnknownLease));
+    assert_eq!(observations(&holder), 1, "a refused reconcile reports nothing");
+    lease.report(&Outcome::Success { latency_ms: 1.0 }, None).unwrap();
+    assert_eq!(observations(&holder), 2);
+}
