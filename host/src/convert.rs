@@ -88,12 +88,13 @@ pub(crate) fn secret_in(secret: Option<String>) -> Result<Option<Secret>, Error>
     secret.map(Secret::new).transpose().map_err(|e| broken("secret", e))
 }
 
+/// Limits cross unvalidated, both ways: the core checks them on the way in,
+/// so bad ones are refused by the same rule in the component and in a core
+/// linked into the host.
 pub(crate) fn limits_out(l: &Limits) -> wit::Limits {
     wit::Limits { rpm: l.rpm, tpm: l.tpm, min_interval: l.min_interval, max_uses: l.max_uses, max_age: l.max_age }
 }
 
-/// Limits cross unvalidated out of the host (the core checks them) and
-/// come back as the core kept them.
 pub(crate) fn limits_in(l: wit::Limits) -> Limits {
     Limits { rpm: l.rpm, tpm: l.tpm, min_interval: l.min_interval, max_uses: l.max_uses, max_age: l.max_age }
 }

@@ -376,9 +376,10 @@ fn rpm_on_an_embedded_sqlite_pool_survives_a_restart() {
     assert!(wait <= WINDOW && wait >= WINDOW - elapsed, "retry after {wait} ns, {elapsed} ns after the first grant");
 }
 
-/// The component's own window, the authority's and the views agree: a
-/// grant reserves its cost, a reconcile gives back what was not used, and
-/// spent `max_uses` retire the resource with an event.
+/// Through the component: a grant reserves its cost, a reconcile gives back
+/// what was not used, spent `max_uses` retire the resource with an event
+/// and `max_age` on the clock; the views show limits, uses and why a
+/// resource retired.
 #[test]
 fn a_pool_counts_costs_reconciles_and_retires() {
     let clock = ManualClock::new(SECOND);
@@ -407,6 +408,12 @@ fn a_pool_counts_costs_reconciles_and_retires() {
     );
     let r = refusal(p.acquire("chat").unwrap_err());
     assert_eq!((r.limited, r.retry_after), (1, None), "retired: no wait ends it");
+    // max_age retires on the pool's clock, with no grant to count.
+    let aging = Limits { max_age: Some(10 * SECOND), ..Limits::default() };
+    p.register_with("key", "k3", &limited(aging)).unwrap();
+    clock.advance(10 * SECOND);
+    let view = p.resources().unwrap().into_iter().find(|v| v.resource.value() == "k3").unwrap();
+    assert_eq!((view.uses, view.retired), (0, Some(RetireReason::MaxAge)));
     assert_eq!(
         p.register_with("key", "k2", &limited(Limits { rpm: Some(0), ..Limits::default() })),
         Err(invalid("limits.rpm", "must be in 1..=100000"))

@@ -54,8 +54,11 @@ impl PoolChooser {
         let (noun, ..) = kind.nouns();
         let ids: Vec<ResourceId> =
             (0..RESOURCES).map(|r| ResourceId::new(noun, kind.resource_name(r)).expect("valid id")).collect();
-        // The keys go in with the provider's published limit, as a user
-        // registers them: the pool then never sends a key past it.
+        // The keys go in with the provider's published rpm, as a user
+        // registers them. The provider counts it per key and model, the
+        // pool per key over every model: it never sends a key past the
+        // limit of any model, at the price of a quarter of the allowance
+        // when all of a key's traffic is for one model.
         let limits = match kind {
             Kind::ApiKeys => Limits { rpm: Some(RPM_LIMIT as u32), ..Limits::default() },
             _ => Limits::default(),

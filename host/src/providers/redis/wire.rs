@@ -444,6 +444,51 @@ mod tests {
     }
 
     #[test]
+    fn a_grant_with_its_claim_is_the_command_the_redis_crate_would_pack() {
+        use crate::bindings::repute::pool::types as wit;
+        let wire = wire();
+        let limits =
+            wit::Limits { rpm: Some(60), tpm: None, min_interval: Some(1_500), max_uses: Some(9), max_age: None };
+        let inner = wit::Proposal {
+            resource: wit::ResourceKey { slot: 0, serial: 1 },
+            permit: 3,
+            last: 41,
+            ttl: 30_000_000_000,
+            at: 0,
+            refused: Vec::new(),
+            fail_open: false,
+            claim: Some(wit::Claim { limits, cost: 250 }),
+        };
+        let proposal = Proposal { inner, resource: ResourceId::new("key", "k1").unwrap() };
+        let permit = Permit { kind: "key", value: "k1", index: 3 };
+        let (fence, lease) = wire.keys.permit(permit);
+        let mut out = Vec::new();
+        wire.grant(&mut out, &proposal, false);
+        let packed = redis::cmd("EVALSHA")
+            .arg(&wire.grant.sha)
+            .arg(6)
+            .arg(&wire.keys.epoch)
+            .arg(fence)
+            .arg(lease)
+            .arg(&wire.keys.usage(permit)[..])
+            .arg(30_000_000)
+            .arg(41)
+            .arg(7)
+            // Claimed: rpm 60, no tpm, 1.5 µs rounded up to 2, 9 uses, cost 250; permit 3.
+            .arg(&[1u64, 60, 0, 2, 9, 250, 3][..])
+            .get_packed_command();
+        assert_eq!(String::from_utf8(out).unwrap(), String::from_utf8(packed).unwrap());
+    }
+
+    #[test]
+    fn grant_replies_are_the_answers_the_script_documents() {
+        assert_eq!(grant_answer(Some(7)), GrantAnswer::Granted(7));
+        assert_eq!(grant_answer(None), GrantAnswer::Held);
+        assert_eq!(grant_answer(Some(0)), GrantAnswer::Limited(None));
+        assert_eq!(grant_answer(Some(-2_500_000)), GrantAnswer::Limited(Some(2_500_000_000)));
+    }
+
+    #[test]
     fn replies_are_read_whole_or_not_at_all() {
         assert_eq!(reply(b":42\r\n").unwrap(), Some((Reply::Int(42), 5)));
         assert_eq!(reply(b"$-1\r\n:1\r\n").unwrap(), Some((Reply::Nil, 5)));

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use repute_host::linked::LinkedPool;
 use repute_host::{
     FailureKind, LabelFilter, Labels, Limits, ManualClock, Outcome, Pool, PoolOps, Providers, Registration, Secret,
-    Selector, Stats, TenantConfig,
+    Selector, Stats, TenantConfig, SECOND,
 };
 
 pub const KINDS: [&str; 2] = ["proxy", "key"];
@@ -17,7 +17,14 @@ pub const CONTEXTS: [&str; 3] = ["x.com", "y.com", "z.com"];
 /// The labels a registration may carry, by index.
 pub const LABEL_SETS: [&[(&str, &str)]; 3] = [&[], &[("region", "eu")], &[("region", "us"), ("tier", "paid")]];
 /// How many selectors [`selector`] knows; the last one is refused.
-pub const SELECTORS: usize = 9;
+pub const SELECTORS: usize = 10;
+/// The usage limits a registration may carry, by index.
+pub const LIMIT_SETS: [Limits; 4] = [
+    Limits { rpm: None, tpm: None, min_interval: None, max_uses: None, max_age: None },
+    Limits { rpm: Some(2), tpm: None, min_interval: None, max_uses: None, max_age: None },
+    Limits { rpm: None, tpm: Some(100), min_interval: None, max_uses: Some(5), max_age: None },
+    Limits { rpm: None, tpm: None, min_interval: Some(10 * SECOND), max_uses: None, max_age: Some(400 * SECOND) },
+];
 
 #[derive(Debug, Clone)]
 pub enum Cmd {
@@ -25,6 +32,8 @@ pub enum Cmd {
     Register(usize, u32),
     /// Register with a label set of [`LABEL_SETS`] and, if `true`, a secret.
     RegisterWith(usize, u32, usize, bool),
+    /// Register with the limits of [`LIMIT_SETS`].
+    RegisterLimited(usize, u32, usize),
     Unregister(usize, bool),
     Acquire(usize),
     /// Acquire in a context with the n-th of the [`selector`]s.
@@ -33,6 +42,8 @@ pub enum Cmd {
     /// Renew the n-th lease seen so far; `true` presents a stale token.
     Renew(usize, bool),
     Release(usize, bool),
+    /// Reconcile the n-th lease seen so far to this many tokens used.
+    Reconcile(usize, u64),
     Report(usize, usize, Option<FailureKind>, f64),
     Block(usize, Option<usize>, Option<u64>, Option<&'static str>),
     Unblock(usize, Option<usize>),
@@ -69,6 +80,7 @@ pub fn selector(i: usize) -> Selector {
         5 => Selector { affinity: Some("u1".into()), ..any },
         6 => Selector { affinity: Some("u2".into()), labels: vec![filter("region", &["eu", "us"])], ..any },
         7 => Selector { prefer: Some("c".into()), affinity: Some("u1".into()), exclude: vec!["b".into()], ..any },
+        8 => Selector { cost: Some(40), ..any },
         _ => Selector { labels: vec![filter("bad name", &["x"])], ..any },
     }
 }
@@ -88,6 +100,11 @@ pub fn run(p: &mut dyn PoolOps, cmd: &Cmd, clock: &ManualClock, seen: &mut Vec<(
         Cmd::Register(r, permits) => format!("{:?}", p.register(res(r).0, res(r).1, permits)),
         Cmd::RegisterWith(r, permits, labels, secret) => {
             format!("{:?}", p.register_with(res(r).0, res(r).1, &registration(r, permits, labels, secret)))
+        }
+        Cmd::RegisterLimited(r, permits, limits) => {
+            let registration =
+                Registration { limits: LIMIT_SETS[limits % LIMIT_SETS.len()], ..Registration::new(permits) };
+            format!("{:?}", p.register_with(res(r).0, res(r).1, &registration))
         }
         Cmd::Unregister(r, force) => format!("{:?}", p.unregister(res(r).0, res(r).1, force)),
         Cmd::Acquire(c) => {
@@ -118,6 +135,10 @@ pub fn run(p: &mut dyn PoolOps, cmd: &Cmd, clock: &ManualClock, seen: &mut Vec<(
         Cmd::Release(i, stale) => {
             let (id, token) = lease(seen, i, stale);
             format!("{:?} {:?}", p.release(id, token), p.lease(id))
+        }
+        Cmd::Reconcile(i, used) => {
+            let (id, token) = lease(seen, i, false);
+            format!("{:?}", p.reconcile(id, token, used))
         }
         Cmd::Report(r, c, kind, latency) => {
             let outcome = match kind {

@@ -4,7 +4,7 @@
 
 mod commands;
 
-use commands::{Cmd, CONTEXTS, KINDS, LABEL_SETS, SELECTORS, VALUES};
+use commands::{Cmd, CONTEXTS, KINDS, LABEL_SETS, LIMIT_SETS, SELECTORS, VALUES};
 use proptest::prelude::*;
 use repute_host::{FailureKind, Policy, RateLimit, Strategy as Pick, TenantConfig, SECOND};
 
@@ -26,12 +26,14 @@ fn cmd() -> impl Strategy<Value = Cmd> {
         3 => (resource(), 1u32..4).prop_map(|(r, p)| Cmd::Register(r, p)),
         2 => (resource(), 1u32..4, 0..LABEL_SETS.len(), any::<bool>())
             .prop_map(|(r, p, l, s)| Cmd::RegisterWith(r, p, l, s)),
+        2 => (resource(), 1u32..4, 0..LIMIT_SETS.len()).prop_map(|(r, p, l)| Cmd::RegisterLimited(r, p, l)),
         1 => (resource(), any::<bool>()).prop_map(|(r, f)| Cmd::Unregister(r, f)),
         5 => (0..CONTEXTS.len()).prop_map(Cmd::Acquire),
         4 => (0..CONTEXTS.len(), 0..SELECTORS).prop_map(|(c, s)| Cmd::AcquireWith(c, s)),
         1 => (resource(), 0..CONTEXTS.len()).prop_map(|(r, c)| Cmd::AcquireForProbe(r, c)),
         2 => (0usize..16, any::<bool>()).prop_map(|(i, s)| Cmd::Renew(i, s)),
         3 => (0usize..16, any::<bool>()).prop_map(|(i, s)| Cmd::Release(i, s)),
+        1 => (0usize..16, proptest::sample::select(vec![0u64, 5, 60, 200])).prop_map(|(i, u)| Cmd::Reconcile(i, u)),
         6 => (resource(), 0..CONTEXTS.len(), kind_strategy(), 0.0f64..5000.0)
             .prop_map(|(r, c, k, l)| Cmd::Report(r, c, k, l)),
         1 => (
