@@ -7,7 +7,13 @@
 //! acknowledged release comes back after a restart; the report prints how
 //! long the cluster took to recover.
 //!
-//! `REPUTE_FAULT_GRANTS` sets the grants per scenario (default 10 000).
+//! Per-resource usage limits (`rpm`, `tpm` with costs reconciled) are held
+//! to the same faults on the shared stores: no key over its limit in any
+//! 60 s, across the processes, and the limits used up while demand exceeds
+//! them.
+//!
+//! `REPUTE_FAULT_GRANTS` sets the grants per scenario (default 10 000);
+//! `REPUTE_LIMIT_SECONDS` the load of each usage-limit scenario (default 150).
 
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -16,11 +22,13 @@ use std::time::{Duration, Instant};
 use repute_tests::checker::{live_leases, reports_held, Report, Restart};
 use repute_tests::downstream;
 use repute_tests::http::{Client, Cluster};
+use repute_tests::limits::{Limit, LimitReport, WINDOW};
 use repute_tests::proxy::Proxy;
 use repute_tests::server::Server;
 use repute_tests::services::{pg_url, url_via, Service};
 use repute_tests::unique;
-use repute_tests::workload::{register, Config, Running};
+use repute_tests::workload::{register, register_keys, Config, Running};
+use serde_json::json;
 
 /// Scenarios share the services and two cores: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -109,6 +117,18 @@ fn serve(setup: Setup, proxy: &Proxy) -> Server {
     Server::start(&args)
 }
 
+/// `SERVERS` servers, each behind its own proxy to the setup's proxied service.
+fn start_cluster(setup: Setup) -> (Vec<Node>, Cluster) {
+    let nodes: Vec<Node> = (0..SERVERS)
+        .map(|_| {
+            let proxy = Proxy::start(setup.proxied().addr());
+            Node { server: Some(serve(setup, &proxy)), proxy }
+        })
+        .collect();
+    let cluster = Cluster::new(nodes.iter().map(|n| n.server().base().to_owned()).collect());
+    (nodes, cluster)
+}
+
 fn grants() -> usize {
     std::env::var("REPUTE_FAULT_GRANTS").map_or(10_000, |v| v.parse().expect("REPUTE_FAULT_GRANTS: a number"))
 }
@@ -127,6 +147,38 @@ fn workload(tenant: &str, grants: usize, pg: &str, table: String) -> Config {
         downstream_url: pg.to_owned(),
         downstream_table: table,
         stall: Duration::from_secs(30),
+        cost: None,
+    }
+}
+
+/// Injects `fault` on the node `victim` (the service's restart hits every
+/// node), noting it in each of `runs`; returns once the fault is over.
+fn inject(setup: Setup, fault: Fault, nodes: &mut [Node], victim: usize, cluster: &Cluster, runs: &[&Running]) {
+    let note = |name: &str| runs.iter().for_each(|r| r.fault(name));
+    match fault {
+        Fault::PauseOwner => {
+            note("owner SIGSTOP");
+            nodes[victim].server().pause();
+            std::thread::sleep(FAULT_LASTS);
+            nodes[victim].server().resume();
+        }
+        Fault::KillOwner => {
+            note("owner SIGKILL");
+            nodes[victim].server.take().expect("the node runs a server").kill();
+            let replacement = serve(setup, &nodes[victim].proxy);
+            cluster.replace(victim, replacement.base().to_owned());
+            nodes[victim].server = Some(replacement);
+        }
+        Fault::RestartService => {
+            note(&format!("{} restart", setup.proxied()));
+            setup.proxied().restart();
+        }
+        Fault::CutOwner => {
+            note(&format!("owner cut from {}", setup.proxied()));
+            nodes[victim].proxy.cut();
+            std::thread::sleep(FAULT_LASTS);
+            nodes[victim].proxy.restore();
+        }
     }
 }
 
@@ -138,13 +190,7 @@ fn scenario(setup: Setup, fault: Fault) {
     let table = unique("downstream");
     downstream::create_table(&pg, &table);
 
-    let mut nodes: Vec<Node> = (0..SERVERS)
-        .map(|_| {
-            let proxy = Proxy::start(setup.proxied().addr());
-            Node { server: Some(serve(setup, &proxy)), proxy }
-        })
-        .collect();
-    let cluster = Cluster::new(nodes.iter().map(|n| n.server().base().to_owned()).collect());
+    let (mut nodes, cluster) = start_cluster(setup);
     register(&cluster, &tenant, RESOURCES);
 
     let total = grants();
@@ -154,31 +200,7 @@ fn scenario(setup: Setup, fault: Fault) {
 
     let owner = running.last_server();
     let victim = nodes.iter().position(|n| n.server().base() == owner).expect("the owner is one of the servers");
-    match fault {
-        Fault::PauseOwner => {
-            running.fault("owner SIGSTOP");
-            nodes[victim].server().pause();
-            std::thread::sleep(FAULT_LASTS);
-            nodes[victim].server().resume();
-        }
-        Fault::KillOwner => {
-            running.fault("owner SIGKILL");
-            nodes[victim].server.take().expect("the node runs a server").kill();
-            let replacement = serve(setup, &nodes[victim].proxy);
-            cluster.replace(victim, replacement.base().to_owned());
-            nodes[victim].server = Some(replacement);
-        }
-        Fault::RestartService => {
-            running.fault(&format!("{} restart", setup.proxied()));
-            setup.proxied().restart();
-        }
-        Fault::CutOwner => {
-            running.fault(&format!("owner cut from {}", setup.proxied()));
-            nodes[victim].proxy.cut();
-            std::thread::sleep(FAULT_LASTS);
-            nodes[victim].proxy.restore();
-        }
-    }
+    inject(setup, fault, &mut nodes, victim, &cluster, &[&running]);
 
     let records = running.finish();
     // Nobody gets to save a last checkpoint: what was acknowledged must already be durable.
@@ -191,6 +213,132 @@ fn scenario(setup: Setup, fault: Fault) {
     let report = Report::new(&name, &records, Some(held));
     println!("{report}");
     report.assert_correct();
+}
+
+/// API keys per tenant in the usage-limit scenario, one permit each.
+const KEYS: usize = 6;
+const RPM: u32 = 30;
+/// About `RPM` grants a key a minute at the mean use of `COST` (150), so
+/// both tenants spend their limits in bursts of the same length.
+const TPM: u64 = 4_500;
+/// Tokens an acquire of the `tpm` tenant reserves: light and heavy calls,
+/// each using between half and all of it.
+const COST: (u64, u64) = (100, 300);
+
+/// How long the usage-limit scenario keeps its load on:
+/// `REPUTE_LIMIT_SECONDS`, default 150. The window is 60 s by contract, so
+/// this is the shortest run that holds the faults (two in each of the
+/// first two minutes' grants) and 90 s of whole windows to judge, which
+/// the delays the faults cause are averaged over. Longer runs judge more
+/// windows.
+fn limit_load() -> Duration {
+    let secs: u64 =
+        std::env::var("REPUTE_LIMIT_SECONDS").map_or(150, |v| v.parse().expect("REPUTE_LIMIT_SECONDS: whole seconds"));
+    assert!(secs >= 150, "REPUTE_LIMIT_SECONDS: at least 150 (the faults, then whole windows to judge)");
+    Duration::from_secs(secs)
+}
+
+/// A tenant of the usage-limit scenario: `KEYS` keys with one limit.
+struct LimitedTenant {
+    limit: Limit,
+    keys: Vec<String>,
+    config: Config,
+}
+
+impl LimitedTenant {
+    /// Registers the keys, and the workload that presses on them: acquires
+    /// reserving a cost in `cost`, if given.
+    fn register(setup: Setup, limit: Limit, cost: Option<(u64, u64)>, cluster: &Cluster, pg: &str) -> LimitedTenant {
+        let tenant = unique(&format!("{setup:?}_{}", limit.to_string().replace(' ', "")));
+        let limits = match limit {
+            Limit::Rpm(rpm) => json!({ "rpm": rpm }),
+            Limit::Tpm(tpm) => json!({ "tpm": tpm }),
+        };
+        let keys = register_keys(cluster, &tenant, KEYS, &limits);
+        let table = unique("downstream");
+        downstream::create_table(pg, &table);
+        let config = Config {
+            workers: 4,
+            grants: usize::MAX,
+            hold: (Duration::from_millis(100), Duration::from_millis(300)),
+            // With every key at its limit nothing is granted until the window frees one.
+            stall: WINDOW + Duration::from_secs(30),
+            cost,
+            ..workload(&tenant, 0, pg, table)
+        };
+        LimitedTenant { limit, keys, config }
+    }
+}
+
+/// Per-resource usage limits, exact across processes: two tenants on one
+/// shared-mode cluster of `SERVERS` processes, one with `KEYS` keys at
+/// `rpm` `RPM`, one with `KEYS` keys at `tpm` `TPM` whose acquires reserve
+/// a cost in `COST` and reconcile what they used, 4 workers each, every
+/// worker asking for a key again as soon as it let one go, so demand stays
+/// several times the limits for the whole run. Under the four faults (a
+/// server paused past the lease TTL, one killed and replaced, the store
+/// restarted, one server cut from it), no key gets more than its limit in
+/// any 60 s and each gets at least `MIN_UTILISATION` of it in the run's
+/// windows on average (`limits`, which also says whose clock judges a
+/// window and why the mean), and no permit is held twice nor an
+/// acknowledged report lost (`checker`).
+///
+/// Under saturation a limit is spent in a burst at the start of each
+/// minute and nothing is granted until the burst's first grants leave the
+/// window, so the faults are timed by the `rpm` tenant's grants (a quarter
+/// and three quarters into the first and the second minute's burst): they
+/// strike while grants are being decided, not in the lull.
+fn limits_scenario(setup: Setup) {
+    let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let pg = pg_url();
+    let (mut nodes, cluster) = start_cluster(setup);
+    let tenants = [(Limit::Rpm(RPM), None), (Limit::Tpm(TPM), Some(COST))]
+        .map(|(limit, cost)| LimitedTenant::register(setup, limit, cost, &cluster, &pg));
+    let until = Instant::now() + limit_load();
+    let runs = tenants.each_ref().map(|t| Running::start(t.config.clone(), &cluster));
+
+    let burst = RPM as usize * KEYS;
+    let faults = [(1, Fault::PauseOwner), (3, Fault::KillOwner), (5, Fault::RestartService), (7, Fault::CutOwner)];
+    for (i, (quarters, fault)) in faults.into_iter().enumerate() {
+        runs[0].wait_for(burst * quarters / 4);
+        inject(setup, fault, &mut nodes, i % SERVERS, &cluster, &runs.each_ref());
+    }
+    runs.iter().for_each(|r| r.wait_until(until));
+    let records = runs.map(Running::stop);
+
+    // As in `scenario`: no last checkpoint, then a fresh process counts the reports.
+    for node in &mut nodes {
+        node.server.take().expect("the node runs a server").kill();
+    }
+    let fresh = serve(setup, &nodes[0].proxy);
+    let mut judged = Vec::new();
+    for (tenant, mut records) in tenants.into_iter().zip(records) {
+        let name = format!("{setup:?} / usage limits {} on {KEYS} keys, 4 faults", tenant.limit);
+        let mut client =
+            Client::new(&Cluster::new(vec![fresh.base().to_owned()]), &tenant.config.tenant, 0, Duration::from_secs(5));
+        let held = reports_held(&mut client);
+        let limits = LimitReport::new(&name, tenant.limit, &tenant.keys, &records);
+        println!("{limits}");
+        // The longest gap without a grant measures the limit here, not a failover.
+        records.faults.clear();
+        let report = Report::new(&name, &records, Some(held));
+        println!("{report}");
+        judged.push((report, limits));
+    }
+    for (report, limits) in judged {
+        report.assert_correct();
+        limits.assert_holds();
+    }
+}
+
+#[test]
+fn postgres_shared_usage_limits_hold_across_processes_under_faults() {
+    limits_scenario(Setup::PostgresShared);
+}
+
+#[test]
+fn redis_shared_usage_limits_hold_across_processes_under_faults() {
+    limits_scenario(Setup::RedisShared);
 }
 
 /// How many times the SQLite scenario kills its server, spread evenly over

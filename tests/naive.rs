@@ -75,6 +75,7 @@ fn one_snapshot_restored_by_two_processes_grants_one_permit_twice() {
         downstream_url: pg,
         downstream_table: table,
         stall: Duration::from_secs(20),
+        cost: None,
     };
     let records = Running::start(config, &cluster).finish();
     let report = Report::new("naive: one snapshot restored by two processes", &records, None);

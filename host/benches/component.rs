@@ -1,7 +1,7 @@
 //! The cost of the component boundary: the same operations through the
 //! component and through the natively linked core, at 1k and 100k resources
-//! with 10 contexts, the fixed price of one call, and a cold start
-//! (engine → first acquire).
+//! with 10 contexts, the fixed price of one call, a cold start (engine →
+//! first acquire), and what a usage limit adds to an acquire.
 //!
 //! Run: `cargo bench -p repute-host --features testing --bench component`
 
@@ -12,8 +12,8 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use repute_host::linked::LinkedPool;
 use repute_host::{
-    measure_cold_start, FailureKind, Outcome, Policy, Pool, PoolOps, Providers, ShardLimits, Strategy, SystemClock,
-    TenantConfig,
+    measure_cold_start, FailureKind, Limits, ManualClock, Outcome, Policy, Pool, PoolOps, Providers, Registration,
+    ShardLimits, Strategy, SystemClock, TenantConfig, MAX_RPM,
 };
 
 const CONTEXTS: [&str; 10] = ["ctx-0", "ctx-1", "ctx-2", "ctx-3", "ctx-4", "ctx-5", "ctx-6", "ctx-7", "ctx-8", "ctx-9"];
@@ -111,6 +111,37 @@ fn call_floor(c: &mut Criterion) {
     }
 }
 
+/// What an `rpm` limit adds to an acquire + release through the component:
+/// one key with the highest `rpm` accepted against the same key without a
+/// limit, on the memory store, where the pool is its own authority inside
+/// the guest. The clock moves 60 ms a pair, so a full window holds 1000
+/// grants, each counted on its own (under the window's merge threshold,
+/// 1024 entries), and the key is never refused: the price measured is
+/// judging and counting each grant in the window, not waiting.
+fn usage_limits(c: &mut Criterion) {
+    let mut group = c.benchmark_group("acquire+release/component-one-key");
+    let rpm = Limits { rpm: Some(MAX_RPM), ..Limits::default() };
+    for (name, limits) in [("no-limit", Limits::default()), ("rpm", rpm)] {
+        let clock = ManualClock::new(0);
+        let mut pool =
+            Pool::open(TenantConfig::default(), Providers::memory_with_clock(Arc::new(clock.clone()))).unwrap();
+        pool.register_with("api", "key", &Registration { limits, ..Registration::new(1) }).unwrap();
+        let mut i = 0u64;
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                i += 1;
+                clock.advance(Duration::from_millis(60).as_nanos() as u64);
+                let lease = pool.acquire(CONTEXTS[0]).unwrap();
+                pool.release(lease.id, lease.token).unwrap();
+                if i.is_multiple_of(DRAIN_EVERY) {
+                    black_box(pool.drain_events().unwrap());
+                }
+            })
+        });
+    }
+    group.finish();
+}
+
 fn cold_start(c: &mut Criterion) {
     let mut group = c.benchmark_group("cold-start");
     group.sample_size(20).measurement_time(Duration::from_secs(10));
@@ -128,5 +159,5 @@ fn cold_start(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, operations, call_floor, cold_start);
+criterion_group!(benches, operations, call_floor, usage_limits, cold_start);
 criterion_main!(benches);

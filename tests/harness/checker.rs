@@ -288,6 +288,8 @@ pub fn reports_held(client: &mut Client) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    use std::time::SystemTime;
+
     use super::*;
 
     const MS: Duration = Duration::from_millis(1);
@@ -305,6 +307,10 @@ mod tests {
             released: t0 + MS * released as u32,
             release_acknowledged: Some(t0 + MS * released as u32),
             ttl: Duration::from_secs(2),
+            sent_at: SystemTime::UNIX_EPOCH + MS * sent as u32,
+            granted_at: SystemTime::UNIX_EPOCH + MS * granted as u32,
+            cost: 1,
+            used: 1,
         }
     }
 

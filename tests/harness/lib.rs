@@ -11,6 +11,7 @@
 pub mod checker;
 pub mod downstream;
 pub mod http;
+pub mod limits;
 pub mod naive_checkpoint;
 pub mod proxy;
 pub mod server;

@@ -1,11 +1,13 @@
 //! Worker threads that use a cluster the way a real service would, and
-//! record everything the checker needs on the harness's one monotonic clock
-//! (`Instant`, shared by every thread of this process).
+//! record everything the checkers need on the harness's one monotonic clock
+//! (`Instant`, shared by every thread of this process), and the grants'
+//! times on the machine's realtime clock too, the one the stores date
+//! grants by (`limits`).
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{json, Value};
 
@@ -39,6 +41,16 @@ pub struct Grant {
     pub release_acknowledged: Option<Instant>,
     /// The TTL the lease was granted with.
     pub ttl: Duration,
+    /// `sent` and `granted` read on the realtime clock: the store dated the
+    /// grant between the two (see `limits`).
+    pub sent_at: SystemTime,
+    pub granted_at: SystemTime,
+    /// Tokens the acquire reserved against the resource's `tpm` (1 when it
+    /// named no cost, as the authority counts it).
+    pub cost: u64,
+    /// Tokens the use took, never more than `cost`: reconciled before the
+    /// release when the acquire named a cost, else `cost`.
+    pub used: u64,
 }
 
 impl Grant {
@@ -67,6 +79,8 @@ pub struct Records {
     pub faults: Vec<Fault>,
     /// When the workers started and stopped.
     pub span: Option<(Instant, Instant)>,
+    /// The same two moments on the realtime clock.
+    pub wall_span: Option<(SystemTime, SystemTime)>,
     pub counts: Counts,
 }
 
@@ -83,6 +97,12 @@ pub struct Counts {
     pub reports_unacknowledged: u64,
     /// Releases not answered 204 (the lease then ends by expiry).
     pub releases_failed: u64,
+    /// Acquires answered 409: no resource could be granted then (under
+    /// usage limits, mostly every one at its limit).
+    pub acquires_refused: u64,
+    /// Usage reports (reconciles) not answered 204: the authority may still
+    /// count the reservation.
+    pub reconciles_failed: u64,
 }
 
 impl Counts {
@@ -92,6 +112,8 @@ impl Counts {
         self.reports_acknowledged += o.reports_acknowledged;
         self.reports_unacknowledged += o.reports_unacknowledged;
         self.releases_failed += o.releases_failed;
+        self.acquires_refused += o.acquires_refused;
+        self.reconciles_failed += o.reconciles_failed;
     }
 }
 
@@ -115,19 +137,41 @@ pub struct Config {
     pub downstream_table: String,
     /// Give up when no grant was made for this long.
     pub stall: Duration,
+    /// Each acquire reserves a cost drawn from this range (inclusive); the
+    /// use then takes between half of it and all of it, and the worker
+    /// reconciles that before it releases. `None`: acquires name no cost.
+    pub cost: Option<(u64, u64)>,
 }
 
 /// Registers `count` resources `proxy/r{i}`, with 1 or 2 permits.
 pub fn register(cluster: &Cluster, tenant: &str, count: usize) {
+    register_all(
+        cluster,
+        tenant,
+        (0..count).map(|i| json!({"kind": "proxy", "value": format!("r{i}"), "permits": 1 + i % 2})),
+    );
+}
+
+/// Registers `count` API keys `api/key-{i}`, one permit each, with `limits`
+/// (the body's `limits` object); returns their `kind/value` names.
+pub fn register_keys(cluster: &Cluster, tenant: &str, count: usize, limits: &Value) -> Vec<String> {
+    register_all(
+        cluster,
+        tenant,
+        (0..count).map(|i| json!({"kind": "api", "value": format!("key-{i}"), "permits": 1, "limits": limits})),
+    );
+    (0..count).map(|i| format!("api/key-{i}")).collect()
+}
+
+fn register_all(cluster: &Cluster, tenant: &str, bodies: impl Iterator<Item = Value>) {
     let mut client = Client::new(cluster, tenant, 0, Duration::from_secs(5));
-    for i in 0..count {
-        let body = json!({"kind": "proxy", "value": format!("r{i}"), "permits": 1 + i % 2});
+    for body in bodies {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             match client.send("POST", "/v1/resources", Some(&body)) {
                 Ok((_, r)) if r.status == 204 => break,
-                Ok((_, r)) if r.status < 500 && r.status != 421 => panic!("register r{i}: {} {}", r.status, r.body),
-                _ => assert!(Instant::now() < deadline, "register r{i}: no server accepted it within 30 s"),
+                Ok((_, r)) if r.status < 500 && r.status != 421 => panic!("register {body}: {} {}", r.status, r.body),
+                _ => assert!(Instant::now() < deadline, "register {body}: no server accepted it within 30 s"),
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -154,7 +198,7 @@ impl Shared {
 pub struct Running {
     shared: Arc<Shared>,
     workers: Vec<JoinHandle<(Vec<Grant>, Counts)>>,
-    started: Instant,
+    started: (Instant, SystemTime),
 }
 
 impl Running {
@@ -173,7 +217,7 @@ impl Running {
                 std::thread::spawn(move || Worker::new(i, &s).run(&s))
             })
             .collect();
-        Running { shared, workers, started: Instant::now() }
+        Running { shared, workers, started: (Instant::now(), SystemTime::now()) }
     }
 
     fn granted(&self) -> usize {
@@ -184,15 +228,23 @@ impl Running {
     /// a worker failed (workers end early only by panicking).
     pub fn wait_for(&self, n: usize) {
         while self.granted() < n {
-            assert!(!self.workers.iter().any(JoinHandle::is_finished), "a worker failed: its panic is above");
-            let since = self.shared.last().0.elapsed();
-            assert!(
-                since < self.shared.config.stall,
-                "no grant for {since:?} ({} of {n} granted): the cluster stalled",
-                self.granted()
-            );
+            self.assert_running(&format!("{} of {n} granted", self.granted()));
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// Blocks until `at`, with the same checks as `wait_for`.
+    pub fn wait_until(&self, at: Instant) {
+        while Instant::now() < at {
+            self.assert_running(&format!("{} granted", self.granted()));
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn assert_running(&self, progress: &str) {
+        assert!(!self.workers.iter().any(JoinHandle::is_finished), "a worker failed: its panic is above");
+        let since = self.shared.last().0.elapsed();
+        assert!(since < self.shared.config.stall, "no grant for {since:?} ({progress}): the cluster stalled");
     }
 
     /// The server of the newest grant: in sharded mode, the tenant's owner.
@@ -211,8 +263,15 @@ impl Running {
 
     /// Waits for the configured number of grants, stops the workers and
     /// hands over what they saw.
-    pub fn finish(mut self) -> Records {
+    pub fn finish(self) -> Records {
         self.wait_for(self.shared.config.grants);
+        self.stop()
+    }
+
+    /// Stops the workers now and hands over what they saw. The run ends
+    /// here, not once the last holder let go: no acquire is sent after it.
+    pub fn stop(mut self) -> Records {
+        let stopped = (Instant::now(), SystemTime::now());
         self.shared.stop.store(true, Ordering::Relaxed);
         let mut records = Records::default();
         for w in self.workers.drain(..) {
@@ -221,7 +280,8 @@ impl Running {
             records.counts.add(&counts);
         }
         records.faults = std::mem::take(&mut *self.shared.faults.lock().unwrap_or_else(|e| e.into_inner()));
-        records.span = Some((self.started, Instant::now()));
+        records.span = Some((self.started.0, stopped.0));
+        records.wall_span = Some((self.started.1, stopped.1));
         records
     }
 }
@@ -292,8 +352,10 @@ impl Worker {
     fn run(mut self, shared: &Shared) -> (Vec<Grant>, Counts) {
         while !shared.stop.load(Ordering::Relaxed) && shared.granted.load(Ordering::Relaxed) < shared.config.grants {
             let context = format!("site-{}", self.random(shared.config.contexts as u64));
-            let Some((sent, server, lease)) = self.acquire(shared, &context) else { break };
+            let cost = shared.config.cost.map(|(lo, hi)| lo + self.random(hi - lo + 1));
+            let Some((sent, server, lease)) = self.acquire(shared, &context, cost) else { break };
             let granted = Instant::now();
+            let granted_at = SystemTime::now();
             shared.granted.fetch_add(1, Ordering::Relaxed);
             *shared.last() = (granted, Some(server.clone()));
             let mut grant = Grant {
@@ -302,11 +364,15 @@ impl Worker {
                 resource: format!("{}/{}", lease.kind, lease.value),
                 permit: lease.permit,
                 token: lease.token,
-                sent,
+                sent: sent.0,
                 granted,
                 released: granted,
                 release_acknowledged: None,
                 ttl: lease.ttl,
+                sent_at: sent.1,
+                granted_at,
+                cost: cost.unwrap_or(1),
+                used: cost.unwrap_or(1),
             };
             let (lo, hi) = shared.config.hold;
             let hold = match shared.config.long_hold {
@@ -317,6 +383,10 @@ impl Worker {
             if !used {
                 self.counts.leases_lost += 1;
             }
+            if let Some(cost) = cost {
+                grant.used = cost / 2 + self.random(cost - cost / 2 + 1);
+                self.reconcile(&lease, grant.used);
+            }
             self.report(&lease, &context, hold, used);
             grant.released = Instant::now();
             grant.release_acknowledged = self.release(&lease);
@@ -325,16 +395,27 @@ impl Worker {
         (self.grants, self.counts)
     }
 
-    /// Retries until a grant, or `None` once the workload stops.
-    fn acquire(&mut self, shared: &Shared, context: &str) -> Option<(Instant, String, Lease)> {
-        let body = json!({ "context": context });
+    /// Retries until a grant, or `None` once the workload stops. The grant
+    /// comes with when its request was sent, on both clocks.
+    fn acquire(
+        &mut self,
+        shared: &Shared,
+        context: &str,
+        cost: Option<u64>,
+    ) -> Option<((Instant, SystemTime), String, Lease)> {
+        let body = match cost {
+            Some(cost) => json!({ "context": context, "cost": cost }),
+            None => json!({ "context": context }),
+        };
         let mut backoff = Duration::from_millis(1);
         while !shared.stop.load(Ordering::Relaxed) {
-            let sent = Instant::now();
+            let sent = (Instant::now(), SystemTime::now());
             match self.client.send("POST", "/v1/leases", Some(&body)) {
                 Ok((server, r)) if r.status == 201 => return Some((sent, server, Lease::parse(&r.json()))),
-                // Nothing free, rate limited, or a takeover under way: wait and retry.
-                Ok((_, r)) if matches!(r.status, 409 | 421 | 429) => {}
+                // Nothing free (or every resource at its limit): wait and retry.
+                Ok((_, r)) if r.status == 409 => self.counts.acquires_refused += 1,
+                // Rate limited, or a takeover under way: wait and retry.
+                Ok((_, r)) if matches!(r.status, 421 | 429) => {}
                 Ok((_, r)) if r.status >= 500 => self.client.move_on(),
                 Ok((server, r)) => panic!("acquire at {server}: unexpected {} {}", r.status, r.body),
                 Err(_) => {}
@@ -394,6 +475,21 @@ impl Worker {
             }
         }
         self.counts.reports_unacknowledged += 1;
+    }
+
+    /// Tells the authority the lease used `used` of the tokens it reserved.
+    /// Setting the count is idempotent, so any failure is retried.
+    fn reconcile(&mut self, lease: &Lease, used: u64) {
+        let path = format!("/v1/leases/{}/usage", lease.id);
+        let body = json!({ "token": lease.token, "used": used });
+        for _ in 0..3 {
+            match self.client.send("POST", &path, Some(&body)) {
+                Ok((_, r)) if r.status == 204 => return,
+                Ok((server, r)) if r.status == 400 => panic!("reconcile at {server}: {} {}", r.status, r.body),
+                Ok(_) | Err(_) => {}
+            }
+        }
+        self.counts.reconciles_failed += 1;
     }
 
     /// When the release was acknowledged; `None` if it was not.

@@ -69,6 +69,11 @@ macro_rules! usage_limit_tests {
         fn grants_that_left_the_window_are_pruned_by_the_next() {
             crate::usage_limits::grants_that_left_the_window_are_pruned(&$store);
         }
+
+        #[test]
+        fn a_refused_claim_prunes_what_left_the_window_for_good() {
+            crate::usage_limits::a_refused_claim_prunes_for_good(&$store);
+        }
     };
 }
 pub(crate) use usage_limit_tests;
@@ -205,6 +210,25 @@ pub fn grants_that_left_the_window_are_pruned(store: &dyn Store) {
     }
     assert_eq!(store.kept(&t).unwrap_or(3), 3, "the first window's grants are gone");
     assert!(matches!(ask(store, &mut *a, 3, &c), GrantAnswer::Limited(Some(_))));
+}
+
+/// A claim refused after the grants that left the window were pruned
+/// leaves the count without them: the next claim that fits is granted.
+pub fn a_refused_claim_prunes_for_good(store: &dyn Store) {
+    let t = tenant("prune-refused");
+    let mut a = store.connect(&t);
+    let limits = Limits { tpm: Some(30), ..Limits::default() };
+    assert!(matches!(ask(store, &mut *a, 0, &claim(limits, 10)), GrantAnswer::Granted(_)));
+    store.age(&t, WINDOW / 2);
+    let started = Instant::now();
+    for i in 1..3 {
+        assert!(matches!(ask(store, &mut *a, i, &claim(limits, 10)), GrantAnswer::Granted(_)), "grant {i}");
+    }
+    store.age(&t, WINDOW / 2);
+    // The first grant left: 20 counted, and 20 + 30 do not fit.
+    assert_wait(ask(store, &mut *a, 0, &claim(limits, 30)), WINDOW / 2, started.elapsed());
+    assert!(matches!(ask(store, &mut *a, 0, &claim(limits, 10)), GrantAnswer::Granted(_)), "20 + 10 fit");
+    assert_wait(ask(store, &mut *a, 1, &claim(limits, 1)), WINDOW / 2, started.elapsed());
 }
 
 /// A `Fencing` behind a lock, so that every connection of a test reaches

@@ -63,7 +63,9 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 /// or the cost can never fit the tpm: nothing counted); 0 when max_uses
 /// are spent; minus the µs until the limits admit the grant. The window
 /// and costs expire a minute after the newest grant, when every grant in
-/// them has left the window anyway.
+/// them has left the window anyway. Pruning writes the usage's `tokens`
+/// back at once, refused or not: the pruned costs are gone, and a count
+/// still holding them would refuse the resource until its window expired.
 const GRANT: &str = "
 if ARGV[3] ~= '0' and redis.call('GET', KEYS[1]) ~= ARGV[3] then return false end
 local held = redis.call('GET', KEYS[3])
@@ -89,7 +91,10 @@ if claimed then
     for _, c in ipairs(redis.call('HMGET', KEYS[6], unpack(chunk))) do tokens = tokens - tonumber(c or '0') end
     redis.call('HDEL', KEYS[6], unpack(chunk))
   end
-  if #old > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', cutoff) end
+  if #old > 0 then
+    redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', cutoff)
+    redis.call('HSET', KEYS[4], 'tokens', int(tokens))
+  end
   local free = now
   if gap > 0 and last >= 0 then free = math.max(free, last + gap) end
   local n = redis.call('ZCARD', KEYS[5])
