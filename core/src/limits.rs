@@ -2,10 +2,12 @@
 //! (`Usage`): grants and tokens in the last minute, the last grant, the
 //! uses of its life and whether they retired it.
 //!
-//! The window keeps one entry per grant, merging a grant into the newest
-//! entry once `MAX_ENTRIES` are kept. A merged entry leaves the window when
-//! its newest grant does, so merging only ever holds grants back longer:
-//! the window never admits more than a limit, it may admit a little less.
+//! The window keeps one entry per span of `BUCKET` (a 1024th of the window):
+//! a grant joins the newest entry while that entry's first grant is less
+//! than a bucket old. An entry leaves the window when its newest grant
+//! does, so merging only ever holds grants back longer, by less than a
+//! bucket: the window never admits more than a limit, and at most about
+//! 1026 entries are in it whatever the rate.
 
 use alloc::collections::VecDeque;
 
@@ -18,8 +20,10 @@ use crate::policy::SECOND;
 pub const WINDOW: u64 = 60 * SECOND;
 /// Highest `rpm` accepted.
 pub const MAX_RPM: u32 = 100_000;
-/// Window entries kept per resource before grants are merged.
-pub(crate) const MAX_WINDOW_ENTRIES: usize = 1024;
+/// Entries a window holds at most (a snapshot may carry no more).
+pub(crate) const MAX_WINDOW_ENTRIES: usize = 1026;
+/// The span of grant times one window entry gathers.
+const BUCKET: u64 = WINDOW / 1024;
 
 /// Usage limits of one resource; durations in ns. The default has none.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -84,9 +88,10 @@ impl RetireReason {
     }
 }
 
-/// Grants made at `at` (the newest of them, once merged) and their tokens.
+/// Grants made from `from` to `at` and their tokens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Entry {
+    pub from: u64,
     pub at: u64,
     pub grants: u32,
     pub tokens: u64,
@@ -165,14 +170,13 @@ impl Usage {
         self.last_grant = Some(now);
         self.grants += 1;
         self.tokens += cost;
-        let full = self.window.len() >= MAX_WINDOW_ENTRIES;
         match self.window.back_mut() {
-            Some(e) if e.at == now || full => {
+            Some(e) if now.saturating_sub(e.from) < BUCKET => {
                 e.at = e.at.max(now);
                 e.grants += 1;
                 e.tokens += cost;
             }
-            _ => self.window.push_back(Entry { at: now, grants: 1, tokens: cost }),
+            _ => self.window.push_back(Entry { from: now, at: now, grants: 1, tokens: cost }),
         }
     }
 
@@ -238,18 +242,27 @@ mod tests {
     }
 
     #[test]
-    fn merged_entries_never_admit_more() {
+    fn merged_entries_never_admit_more_and_stay_bounded_at_any_rate() {
         let limits = Limits { rpm: Some(MAX_RPM), ..Limits::default() };
+        let mut u = Usage::default();
+        // 1000 grants a second for 200 s: 60,000 a minute, always admitted.
+        for i in 0..200_000u64 {
+            let now = i * 1_000_000;
+            u.expire(now);
+            assert_eq!(u.admits(&limits, 1, now), Ok(()), "refused at {now}");
+            u.record(1, now);
+            assert!(u.window.len() <= MAX_WINDOW_ENTRIES);
+        }
+        assert!(u.grants >= 60_000 && u.grants <= 60_000 + 59, "{}", u.grants);
+        // An entry leaves with its newest grant, within a bucket of its first.
         let mut u = Usage::default();
         for i in 0..3000u64 {
             u.record(1, i);
         }
-        assert_eq!(u.window.len(), MAX_WINDOW_ENTRIES);
+        assert_eq!((u.window.len(), u.grants), (1, 3000));
+        u.expire(WINDOW + 2998);
         assert_eq!(u.grants, 3000);
-        // The merged tail leaves with its newest grant, not its oldest.
-        u.expire(WINDOW + 2000);
-        assert_eq!(u.grants, 3000 - 1023);
-        u.expire(WINDOW + 3000);
+        u.expire(WINDOW + 2999);
         assert_eq!((u.grants, u.tokens), (0, 0));
         assert!(Limits { rpm: Some(0), ..limits }.validate().is_err());
     }

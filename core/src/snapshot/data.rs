@@ -89,7 +89,7 @@ fn usage_out(u: &Usage, now: u64) -> UsageRecord {
 /// a restored window holds its grants at least as long as it should.
 fn usage_in(u: UsageRecord, now: u64) -> Result<Usage, SnapshotError> {
     if u.window.len() > MAX_WINDOW_ENTRIES {
-        return Err(invalid("resource.usage.window", "must hold at most 1024 entries"));
+        return Err(invalid("resource.usage.window", "must hold at most 1026 entries"));
     }
     let mut usage =
         Usage { last_grant: u.last_grant_age.map(|a| now.saturating_sub(a)), uses: u.uses, ..Usage::default() };
@@ -101,7 +101,8 @@ fn usage_in(u: UsageRecord, now: u64) -> Result<Usage, SnapshotError> {
         last_age = age;
         usage.grants += u64::from(grants);
         usage.tokens = usage.tokens.checked_add(tokens).ok_or(invalid("resource.usage.window", "tokens overflow"))?;
-        usage.window.push_back(Entry { at: now.saturating_sub(age), grants, tokens });
+        let at = now.saturating_sub(age);
+        usage.window.push_back(Entry { from: at, at, grants, tokens });
     }
     counter(usage.uses, "resource.usage.uses")?;
     Ok(usage)
