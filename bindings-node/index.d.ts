@@ -220,12 +220,25 @@ export interface Limits {
   maxUses?: number;
   /** Retired this long after it was registered. */
   maxAgeMs?: number;
+  /** Limits each context of the resource has on its own, beside these (a provider's quota per model). */
+  perContext?: ContextLimits;
+}
+
+/** A resource's limits in each one context: a grant for a context counts against the resource's and its context's. */
+export interface ContextLimits {
+  /** At most this many grants for one context in any 60 s, 1..=100000. */
+  rpm?: number;
+  /** At most this many tokens for one context in any 60 s. */
+  tpm?: number;
+  /** At least this long between two grants for one context. */
+  minIntervalMs?: number;
 }
 
 /** `register`'s `limits`: a view's `limits` registers them again; counts may be bigints. */
-export interface LimitsOptions extends Omit<Limits, 'tpm' | 'maxUses'> {
+export interface LimitsOptions extends Omit<Limits, 'tpm' | 'maxUses' | 'perContext'> {
   tpm?: number | bigint;
   maxUses?: number | bigint;
+  perContext?: Omit<ContextLimits, 'tpm'> & { tpm?: number | bigint };
 }
 
 export interface RegisterOptions {

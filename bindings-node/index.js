@@ -351,7 +351,7 @@ function labelsOption(v) {
   return v;
 }
 
-/** `register`'s `limits: { rpm, tpm, minIntervalMs, maxUses, maxAgeMs }`, checked for type; the rules are the core's. */
+/** `register`'s `limits: { rpm, tpm, minIntervalMs, maxUses, maxAgeMs, perContext }`, checked for type; the rules are the core's. */
 function limitsOption(v) {
   if (v === undefined || v === null) return undefined;
   const l = obj('limits', v);
@@ -361,6 +361,18 @@ function limitsOption(v) {
     minIntervalMs: optNum('limits.minIntervalMs', l.minIntervalMs),
     maxUses: optBigint('limits.maxUses', l.maxUses),
     maxAgeMs: optNum('limits.maxAgeMs', l.maxAgeMs),
+    perContext: contextLimitsOption(l.perContext),
+  };
+}
+
+/** `limits.perContext: { rpm, tpm, minIntervalMs }`, checked for type. */
+function contextLimitsOption(v) {
+  if (v === undefined || v === null) return undefined;
+  const l = obj('limits.perContext', v);
+  return {
+    rpm: optUint('limits.perContext.rpm', l.rpm),
+    tpm: optBigint('limits.perContext.tpm', l.tpm),
+    minIntervalMs: optNum('limits.perContext.minIntervalMs', l.minIntervalMs),
   };
 }
 

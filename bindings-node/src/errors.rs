@@ -105,10 +105,13 @@ fn build(classes: &Classes, e: &Error) -> napi::Result<sys::napi_value> {
 
 /// The core's names of the fields this API spells its own way (camelCase,
 /// durations in ms), as an `InvalidInputError` names them.
-const SPELLED: [(&str, &str); 3] = [
+const SPELLED: [(&str, &str); 6] = [
     ("limits.min_interval", "limits.minIntervalMs"),
     ("limits.max_uses", "limits.maxUses"),
     ("limits.max_age", "limits.maxAgeMs"),
+    ("limits.per_context.rpm", "limits.perContext.rpm"),
+    ("limits.per_context.tpm", "limits.perContext.tpm"),
+    ("limits.per_context.min_interval", "limits.perContext.minIntervalMs"),
 ];
 
 /// `e`, with a field of [`SPELLED`] named as this API names it.

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 
 use napi::bindgen_prelude::BigInt;
 use napi_derive::napi;
-use repute_host::{Error, LabelFilter, Labels, Limits, Registration, Secret, Selector};
+use repute_host::{ContextLimits, Error, LabelFilter, Labels, Limits, Registration, Secret, Selector};
 
 use crate::pool::u64_arg;
 use crate::units::ms_to_ns;
@@ -63,6 +63,15 @@ pub struct LimitsSpec {
     pub min_interval_ms: Option<f64>,
     pub max_uses: Option<BigInt>,
     pub max_age_ms: Option<f64>,
+    pub per_context: Option<ContextLimitsSpec>,
+}
+
+/// `limits.perContext`: each context's own limits, durations in ms.
+#[napi(object, object_to_js = false)]
+pub struct ContextLimitsSpec {
+    pub rpm: Option<u32>,
+    pub tpm: Option<BigInt>,
+    pub min_interval_ms: Option<f64>,
 }
 
 impl TryFrom<LimitsSpec> for Limits {
@@ -77,6 +86,14 @@ impl TryFrom<LimitsSpec> for Limits {
             min_interval: ms("limits.minIntervalMs", l.min_interval_ms)?,
             max_uses: count("limits.maxUses", l.max_uses)?,
             max_age: ms("limits.maxAgeMs", l.max_age_ms)?,
+            per_context: match l.per_context {
+                None => ContextLimits::default(),
+                Some(c) => ContextLimits {
+                    rpm: c.rpm,
+                    tpm: count("limits.perContext.tpm", c.tpm)?,
+                    min_interval: ms("limits.perContext.minIntervalMs", c.min_interval_ms)?,
+                },
+            },
         })
     }
 }

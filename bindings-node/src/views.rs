@@ -124,16 +124,32 @@ pub struct LimitsInfo {
     pub min_interval_ms: Option<f64>,
     pub max_uses: Option<f64>,
     pub max_age_ms: Option<f64>,
+    /// Each context's own limits, when it has any.
+    pub per_context: Option<ContextLimitsInfo>,
+}
+
+/// A resource's limits in each one context.
+#[napi(object, object_from_js = false)]
+pub struct ContextLimitsInfo {
+    pub rpm: Option<u32>,
+    pub tpm: Option<f64>,
+    pub min_interval_ms: Option<f64>,
 }
 
 impl From<Limits> for LimitsInfo {
     fn from(l: Limits) -> Self {
+        let c = l.per_context;
         LimitsInfo {
             rpm: l.rpm,
             tpm: l.tpm.map(|n| n as f64),
             min_interval_ms: l.min_interval.map(ns_to_ms),
             max_uses: l.max_uses.map(|n| n as f64),
             max_age_ms: l.max_age.map(ns_to_ms),
+            per_context: c.counted().then(|| ContextLimitsInfo {
+                rpm: c.rpm,
+                tpm: c.tpm.map(|n| n as f64),
+                min_interval_ms: c.min_interval.map(ns_to_ms),
+            }),
         }
     }
 }

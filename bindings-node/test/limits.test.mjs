@@ -285,3 +285,25 @@ test('the event stream carries retired', async () => {
   assert.deepEqual([e.limited, e.retryAfterMs], [2, null]);
   pool.close();
 });
+
+test('per-context limits count each model of a key apart', async () => {
+  const { clock, pool } = keys();
+  assert.equal(pool.register('api-key', 'k1', { limits: { perContext: { rpm: 2, tpm: 10n } } }), true);
+  for (let i = 0; i < 2; i++) assert.equal(await once(pool, { cost: 4 }), 'k1');
+  const e = await refusal(pool);
+  assert.deepEqual([e.limited, e.retryAfterMs], [1, 60_000], "gpt-4o's two grants a minute are spent");
+  const other = await pool.acquire('o1', { timeoutMs: 0, cost: 10 });
+  assert.equal(other.value, 'k1', 'another model of the same key has its own window');
+  await other.release();
+  const [view] = pool.resources();
+  assert.deepEqual(view.limits, { perContext: { rpm: 2, tpm: 10 } });
+  assert.equal(pool.register('api-key', 'k1', { limits: view.limits }), false, "a view's limits register them again");
+  clock.advance(60_000);
+  assert.equal(await once(pool), 'k1');
+  assert.throws(
+    () => pool.register('api-key', 'k2', { limits: { perContext: { minIntervalMs: 0 } } }),
+    (err) => err instanceof InvalidInputError && err.field === 'limits.perContext.minIntervalMs',
+  );
+  assert.deepEqual(pool.resources().map((r) => r.value), ['k1'], 'nothing half-applied');
+  pool.close();
+});

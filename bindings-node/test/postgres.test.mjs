@@ -150,6 +150,27 @@ test('shared: the database counts a key\'s limits across pools', async () => {
   }
 });
 
+test('shared: the database counts a model\'s limits across pools', async () => {
+  const store = pgUrl();
+  const tenant = newTenant();
+  const a = await Pool.open({ store, tenant, mode: 'shared', strategy: 'first' });
+  const b = await Pool.open({ store, tenant, mode: 'shared', strategy: 'first' });
+  try {
+    a.register('api-key', 'k1', { limits: { perContext: { rpm: 1 } } });
+    assert.ok((await b.syncAsync()) >= 1);
+    await (await a.acquire('gpt-4o', { timeoutMs: 0 })).release();
+    await assert.rejects(b.acquire('gpt-4o', { timeoutMs: 0 }), (e) => {
+      assert.ok(e instanceof NoResourceAvailableError, String(e));
+      assert.ok(e.retryAfterMs > 50_000 && e.retryAfterMs <= 60_000, String(e.retryAfterMs));
+      return true;
+    });
+    await (await b.acquire('o1', { timeoutMs: 0 })).release();
+  } finally {
+    a.close();
+    b.close();
+  }
+});
+
 test('owner loss loses an auto-renewed lease once', async () => {
   const store = pgUrl();
   const tenant = newTenant();

@@ -227,11 +227,14 @@ impl Pool {
     /// (a mapping of str to str), its `secret` and its usage limits: at most
     /// `rpm` grants and `tpm` tokens (each lease's `cost`, reconciled to its
     /// use) in any 60 s, at least `min_interval` seconds between two grants,
-    /// retired after `max_uses` grants or `max_age` seconds. Registering
-    /// again replaces them all. True if anything changed.
+    /// retired after `max_uses` grants or `max_age` seconds; and
+    /// `per_context`, the same `rpm`, `tpm` and `min_interval` for each
+    /// context on its own (a mapping with those keys: a provider's quota
+    /// per model). Registering again replaces them all. True if anything
+    /// changed.
     #[pyo3(signature = (
         kind, value, permits = 1, *, labels = None, secret = None,
-        rpm = None, tpm = None, min_interval = None, max_uses = None, max_age = None,
+        rpm = None, tpm = None, min_interval = None, max_uses = None, max_age = None, per_context = None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn register(
@@ -247,6 +250,7 @@ impl Pool {
         min_interval: Option<f64>,
         max_uses: Option<Bound<'_, PyAny>>,
         max_age: Option<f64>,
+        per_context: Option<Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
         let limits = selector::LimitArgs {
             rpm: rpm.as_ref(),
@@ -254,6 +258,7 @@ impl Pool {
             min_interval,
             max_uses: max_uses.as_ref(),
             max_age,
+            per_context: per_context.as_ref(),
         };
         let registration =
             selector::registration(permits, &limits, labels.as_ref(), secret).map_err(|f| to_py(py, f))?;

@@ -1,6 +1,7 @@
 //! Registrations and selectors from Python values: a `labels` mapping to
 //! the core's `Labels`, `secret` to a `Secret`, the usage limits (`rpm`,
-//! `tpm`, `min_interval`, `max_uses`, `max_age`) to `Limits`, and
+//! `tpm`, `min_interval`, `max_uses`, `max_age`, and `per_context`'s
+//! `rpm`, `tpm`, `min_interval`) to `Limits`, and
 //! `acquire`'s `kind`, `where`, `exclude`, `prefer`, `affinity` and `cost`
 //! to a `Selector`. The rules are the core's, checked when the pool takes
 //! the values; the host names a bad label filter `where`, as this API does,
@@ -8,7 +9,7 @@
 
 use pyo3::prelude::*;
 use pyo3::types::PyString;
-use repute_host::{Error, LabelFilter, Labels, Limits, Registration, Secret, Selector};
+use repute_host::{ContextLimits, Error, LabelFilter, Labels, Limits, Registration, Secret, Selector};
 
 use crate::errors::{invalid, Failure};
 use crate::time::secs_to_ns;
@@ -20,20 +21,49 @@ pub(crate) struct LimitArgs<'a, 'py> {
     pub(crate) min_interval: Option<f64>,
     pub(crate) max_uses: Option<&'a Bound<'py, PyAny>>,
     pub(crate) max_age: Option<f64>,
+    /// A mapping with `rpm`, `tpm` and `min_interval` (seconds), each optional.
+    pub(crate) per_context: Option<&'a Bound<'py, PyAny>>,
+}
+
+fn rpm(field: &str, n: &Bound<'_, PyAny>) -> Result<u32, Failure> {
+    n.extract::<u32>().map_err(|_| invalid(field, "must be an integer in 0..2^32"))
+}
+
+fn secs(field: &str, s: Option<f64>) -> Result<Option<u64>, Failure> {
+    s.map(|s| secs_to_ns(field, s)).transpose()
+}
+
+/// `per_context` as `ContextLimits`: only its three keys, each optional.
+fn context_limits(mapping: &Bound<'_, PyAny>) -> Result<ContextLimits, Failure> {
+    const RULE: &str = "must be a mapping with only the keys rpm, tpm and min_interval";
+    let mut limits = ContextLimits::default();
+    for (key, value) in items(mapping).map_err(|_| invalid("limits.per_context", RULE))? {
+        let given = !value.is_none();
+        match key.as_str() {
+            "rpm" if given => limits.rpm = Some(rpm("limits.per_context.rpm", &value)?),
+            "tpm" if given => limits.tpm = Some(count("limits.per_context.tpm", &value)?),
+            "min_interval" if given => {
+                let s = value
+                    .extract::<f64>()
+                    .map_err(|_| invalid("limits.per_context.min_interval", "must be a number of seconds"))?;
+                limits.min_interval = secs("limits.per_context.min_interval", Some(s))?;
+            }
+            "rpm" | "tpm" | "min_interval" => {}
+            _ => return Err(invalid("limits.per_context", RULE)),
+        }
+    }
+    Ok(limits)
 }
 
 impl LimitArgs<'_, '_> {
     fn limits(&self) -> Result<Limits, Failure> {
-        let rpm = |n: &Bound<'_, PyAny>| {
-            n.extract::<u32>().map_err(|_| invalid("limits.rpm", "must be an integer in 0..2^32"))
-        };
-        let secs = |field, s: Option<f64>| s.map(|s| secs_to_ns(field, s)).transpose();
         Ok(Limits {
-            rpm: self.rpm.map(rpm).transpose()?,
+            rpm: self.rpm.map(|n| rpm("limits.rpm", n)).transpose()?,
             tpm: count_or_none("limits.tpm", self.tpm)?,
             min_interval: secs("limits.min_interval", self.min_interval)?,
             max_uses: count_or_none("limits.max_uses", self.max_uses)?,
             max_age: secs("limits.max_age", self.max_age)?,
+            per_context: self.per_context.map(context_limits).transpose()?.unwrap_or_default(),
         })
     }
 }

@@ -216,6 +216,19 @@ impl Resource {
                 out.set_item(name, ns_to_secs(ns))?;
             }
         }
+        let c = l.per_context;
+        if c.counted() {
+            let per = PyDict::new(py);
+            for (name, n) in [("rpm", c.rpm.map(u64::from)), ("tpm", c.tpm)] {
+                if let Some(n) = n {
+                    per.set_item(name, n)?;
+                }
+            }
+            if let Some(ns) = c.min_interval {
+                per.set_item("min_interval", ns_to_secs(ns))?;
+            }
+            out.set_item("per_context", per)?;
+        }
         Ok(out)
     }
 

@@ -262,3 +262,26 @@ def test_the_asyncio_pool_retires_alike(clock: repute.ManualClock) -> None:
         await pool.close()
 
     asyncio.run(main())
+
+
+def test_per_context_limits_count_each_model_of_a_key_apart(pool: repute.Pool, clock: repute.ManualClock) -> None:
+    assert pool.register("api-key", "k1", per_context={"rpm": 2, "tpm": 10})
+    for _ in range(2):
+        pool.acquire("gpt-4o", 0.0, cost=4).release()
+    e = refusal(lambda: pool.acquire("gpt-4o", 0.0))
+    assert (e.limited, e.retry_after) == (1, 60.0), "gpt-4o's two grants a minute are spent"
+    with pool.acquire("o1", 0.0, cost=10) as lease:
+        assert lease.value == "k1", "another model of the same key has its own window"
+    assert refusal(lambda: pool.acquire("o3", 0.0, cost=11)).none_registered, "a cost above a model's tpm never fits"
+    (view,) = pool.resources()
+    assert view.limits == {"per_context": {"rpm": 2, "tpm": 10}}
+    assert pool.register("api-key", "k1", **view.limits) is False, "a view's limits register them again"
+    clock.advance(60.0)
+    pool.acquire("gpt-4o", 0.0).release()
+    with pytest.raises(repute.InvalidInputError) as bad:
+        pool.register("api-key", "k2", per_context={"rpm": 0})
+    assert bad.value.field == "limits.per_context.rpm"
+    with pytest.raises(repute.InvalidInputError) as bad:
+        pool.register("api-key", "k2", per_context={"max_uses": 1})
+    assert bad.value.field == "limits.per_context"
+    assert [r.value for r in pool.resources()] == ["k1"], "nothing half-applied"

@@ -127,6 +127,22 @@ def test_shared_pools_count_a_keys_limits_at_the_database(url: str, tenant: str)
         b.close()
 
 
+def test_shared_pools_count_a_models_limits_at_the_database(url: str, tenant: str) -> None:
+    a = repute.Pool(store=url, tenant=tenant, mode="shared", strategy="first")
+    b = repute.Pool(store=url, tenant=tenant, mode="shared", strategy="first")
+    try:
+        assert a.register("api-key", "k1", per_context={"rpm": 1})
+        assert b.sync() >= 1
+        a.acquire("gpt-4o", timeout=0).release()
+        with pytest.raises(repute.NoResourceAvailableError) as refused:
+            b.acquire("gpt-4o", timeout=0)
+        assert refused.value.retry_after is not None and 50.0 < refused.value.retry_after <= 60.0
+        b.acquire("o1", timeout=0).release()
+    finally:
+        a.close()
+        b.close()
+
+
 def test_shared_sync_from_asyncio(url: str, tenant: str) -> None:
     async def main() -> None:
         a = await repute.AsyncPool.open(store=url, tenant=tenant, mode="shared")

@@ -5,16 +5,19 @@
 //! The host swaps in one backed by durable or shared storage, so tokens keep
 //! increasing across restarts and across processes.
 
-use crate::id::ResourceId;
+use crate::id::{Context, ResourceId};
 use crate::limits::Limits;
 use crate::policy::RateLimit;
 
 /// What a grant counts against its resource's limits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Claim {
     pub limits: Limits,
-    /// Tokens reserved against `limits.tpm`.
+    /// Tokens reserved against `limits.tpm` (and `limits.per_context.tpm`).
     pub cost: u64,
+    /// The acquire's context, when `limits.per_context` counts its grants
+    /// apart from the resource's other contexts.
+    pub context: Option<Context>,
 }
 
 /// An authority's answer to a grant.
@@ -27,6 +30,9 @@ pub enum GrantAnswer {
     /// The resource's limits admit no grant for this many ns; `None`: never
     /// again (its `max_uses` are spent).
     Limited(Option<u64>),
+    /// The `per_context` limits of the claim's context admit no grant for
+    /// this many ns; the resource's other contexts may still be granted.
+    ContextLimited(u64),
 }
 
 pub trait Authority: Send + core::fmt::Debug {
@@ -36,9 +42,18 @@ pub trait Authority: Send + core::fmt::Debug {
     /// resource's limits, across every pool the authority serves.
     fn grant(&mut self, resource: &ResourceId, permit: u32, ttl: u64, last: u64, claim: Option<&Claim>) -> GrantAnswer;
 
-    /// The grant holding `token` used `used` tokens, not the `reserved` ones.
-    fn reconcile(&mut self, resource: &ResourceId, permit: u32, token: u64, reserved: u64, used: u64) {
-        let _ = (resource, permit, token, reserved, used);
+    /// The grant holding `token` used `used` tokens, not the `reserved`
+    /// ones; `context` when it was counted per context too.
+    fn reconcile(
+        &mut self,
+        resource: &ResourceId,
+        context: Option<&Context>,
+        permit: u32,
+        token: u64,
+        reserved: u64,
+        used: u64,
+    ) {
+        let _ = (resource, context, permit, token, reserved, used);
     }
 
     /// Extends the lease holding `token` by `ttl` from now; false once the

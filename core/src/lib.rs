@@ -54,7 +54,7 @@ pub use journal::Journal;
 pub use key::ResourceKey;
 pub use labels::{Labels, MAX_LABELS, MAX_LABEL_NAME_BYTES};
 pub use lease::{Lease, LeaseKind};
-pub use limits::{Limits, RetireReason, MAX_RPM, WINDOW};
+pub use limits::{ContextLimits, Limits, RetireReason, MAX_RPM, WINDOW};
 pub use outcome::{check_retry_after, FailureKind, Outcome, MAX_RETRY_AFTER};
 pub use policy::{CoolingRule, Policy, RateLimit, Recovery, Strategy, SECOND};
 pub use pool::{

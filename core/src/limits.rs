@@ -1,6 +1,7 @@
-//! Usage limits of a resource (`Limits`) and what it has used of them
-//! (`Usage`): grants and tokens in the last minute, the last grant, the
-//! uses of its life and whether they retired it.
+//! Usage limits of a resource (`Limits`, with the `ContextLimits` each of
+//! its contexts has apart) and what it has used of them (`Usage`): grants
+//! and tokens in the last minute, the last grant, the uses of its life and
+//! whether they retired it.
 //!
 //! The window keeps one entry per span of `BUCKET` (a 1024th of the window):
 //! a grant joins the newest entry while that entry's first grant is less
@@ -38,6 +39,35 @@ pub struct Limits {
     pub max_uses: Option<u64>,
     /// Retired this long after registration.
     pub max_age: Option<u64>,
+    /// Limits each (resource, context) has on its own, beside the
+    /// resource-wide ones: providers that count a key's quota per model or
+    /// per endpoint.
+    pub per_context: ContextLimits,
+}
+
+/// Usage limits of one resource in each one context (durations in ns): an
+/// acquire for a context counts against the resource's limits and against
+/// its context's. The default has none.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextLimits {
+    /// At most this many grants for one context in any 60 s.
+    pub rpm: Option<u32>,
+    /// At most this many tokens for one context in any 60 s.
+    pub tpm: Option<u64>,
+    /// At least this long between two grants for one context.
+    pub min_interval: Option<u64>,
+}
+
+impl ContextLimits {
+    /// As resource-wide limits, for counting one context's grants.
+    pub fn as_limits(&self) -> Limits {
+        Limits { rpm: self.rpm, tpm: self.tpm, min_interval: self.min_interval, ..Limits::default() }
+    }
+
+    /// Whether grants must be counted per context at all.
+    pub fn counted(&self) -> bool {
+        *self != ContextLimits::default()
+    }
 }
 
 impl Limits {
@@ -57,6 +87,16 @@ impl Limits {
         if self.max_age == Some(0) {
             return Err(Error::invalid("limits.max_age", "must be > 0"));
         }
+        let c = &self.per_context;
+        if c.rpm.is_some_and(|r| !(1..=MAX_RPM).contains(&r)) {
+            return Err(Error::invalid("limits.per_context.rpm", "must be in 1..=100000"));
+        }
+        if c.tpm == Some(0) {
+            return Err(Error::invalid("limits.per_context.tpm", "must be > 0"));
+        }
+        if c.min_interval == Some(0) {
+            return Err(Error::invalid("limits.per_context.min_interval", "must be > 0"));
+        }
         Ok(())
     }
 
@@ -65,9 +105,14 @@ impl Limits {
         *self == Limits::default()
     }
 
-    /// Whether grants must be counted at all (`max_age` needs no counting).
+    /// Whether grants must be counted resource-wide (`max_age` needs no counting).
     pub fn counted(&self) -> bool {
         self.rpm.is_some() || self.tpm.is_some() || self.min_interval.is_some() || self.max_uses.is_some()
+    }
+
+    /// Whether a grant counts against a `tpm`, resource-wide or per context.
+    pub fn weighed(&self) -> bool {
+        self.tpm.is_some() || self.per_context.tpm.is_some()
     }
 }
 

@@ -146,6 +146,14 @@ impl Pool {
         if let Err(at) = r.usage.admits(&r.limits, cost, self.now) {
             return Standing::Limited(at);
         }
+        if let Some(cc) = cc.filter(|_| r.limits.per_context.counted()) {
+            if let Some(until) = cc.limited {
+                return Standing::Limited(Some(until));
+            }
+            if let Err(at) = cc.usage.admits(&r.limits.per_context.as_limits(), cost, self.now) {
+                return Standing::Limited(at);
+            }
+        }
         if let Some(cc) = cc {
             if let Phase::Cooling { until, cause } = cc.cell.phase {
                 if self.now < until {

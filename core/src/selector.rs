@@ -91,7 +91,7 @@ impl Selector {
 
     /// Whether a resource with this id, labels and limits is admitted.
     pub(crate) fn admits(&self, id: &ResourceId, labels: &Labels, limits: &Limits) -> bool {
-        limits.tpm.is_none_or(|t| self.cost() <= t)
+        [limits.tpm, limits.per_context.tpm].into_iter().flatten().all(|t| self.cost() <= t)
             && self.kind.as_deref().is_none_or(|k| k == id.kind())
             && !self.exclude.iter().any(|v| v == id.value())
             && self.labels.iter().all(|f| labels.get(&f.name).is_some_and(|v| f.values.iter().any(|w| w == v)))

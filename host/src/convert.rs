@@ -4,9 +4,9 @@
 //! invalid id would be a broken component, reported as such.
 
 use repute_core::{
-    Block, CellState, CellView, Claim, Command, Context, Event, EventKind, FailureKind, GrantAnswer, Labels, Lease,
-    LeaseKind, Limits, Outcome, Policy, Recovery, Refusal, Registration, RejectReason, ResourceId, ResourceView,
-    RetireReason, Secret, Selector, Stats, Strategy,
+    Block, CellState, CellView, Claim, Command, Context, ContextLimits, Event, EventKind, FailureKind, GrantAnswer,
+    Labels, Lease, LeaseKind, Limits, Outcome, Policy, Recovery, Refusal, Registration, RejectReason, ResourceId,
+    ResourceView, RetireReason, Secret, Selector, Stats, Strategy,
 };
 
 use crate::bindings::repute::pool::types as wit;
@@ -92,15 +92,34 @@ pub(crate) fn secret_in(secret: Option<String>) -> Result<Option<Secret>, Error>
 /// so bad ones are refused by the same rule in the component and in a core
 /// linked into the host.
 pub(crate) fn limits_out(l: &Limits) -> wit::Limits {
-    wit::Limits { rpm: l.rpm, tpm: l.tpm, min_interval: l.min_interval, max_uses: l.max_uses, max_age: l.max_age }
+    let c = l.per_context;
+    wit::Limits {
+        rpm: l.rpm,
+        tpm: l.tpm,
+        min_interval: l.min_interval,
+        max_uses: l.max_uses,
+        max_age: l.max_age,
+        per_context: wit::ContextLimits { rpm: c.rpm, tpm: c.tpm, min_interval: c.min_interval },
+    }
 }
 
 pub(crate) fn limits_in(l: wit::Limits) -> Limits {
-    Limits { rpm: l.rpm, tpm: l.tpm, min_interval: l.min_interval, max_uses: l.max_uses, max_age: l.max_age }
+    let c = l.per_context;
+    Limits {
+        rpm: l.rpm,
+        tpm: l.tpm,
+        min_interval: l.min_interval,
+        max_uses: l.max_uses,
+        max_age: l.max_age,
+        per_context: ContextLimits { rpm: c.rpm, tpm: c.tpm, min_interval: c.min_interval },
+    }
 }
 
+/// A claim out of the component. Its context is one the core accepted on
+/// acquire, so it is valid; were it not, the claim would count nothing per
+/// context rather than fail the grant.
 pub(crate) fn claim_in(c: wit::Claim) -> Claim {
-    Claim { limits: limits_in(c.limits), cost: c.cost }
+    Claim { limits: limits_in(c.limits), cost: c.cost, context: c.context.and_then(|name| Context::new(name).ok()) }
 }
 
 pub(crate) fn answer_out(a: GrantAnswer) -> wit::GrantAnswer {
@@ -108,6 +127,7 @@ pub(crate) fn answer_out(a: GrantAnswer) -> wit::GrantAnswer {
         GrantAnswer::Granted(token) => wit::GrantAnswer::Granted(token),
         GrantAnswer::Held => wit::GrantAnswer::Held,
         GrantAnswer::Limited(wait) => wit::GrantAnswer::Limited(wait),
+        GrantAnswer::ContextLimited(wait) => wit::GrantAnswer::ContextLimited(wait),
     }
 }
 

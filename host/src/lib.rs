@@ -59,10 +59,10 @@ pub use pool::{Pool, PoolOps, PoolSet, TenantPool};
 pub use prober::{finish_probe, start_probes, Verdict};
 pub use providers::{Backend, Clock, ManualClock, Providers, SystemClock};
 pub use repute_core::{
-    Block, CellState, CellView, Claim, Command, Context, CoolingRule, Event, EventKind, FailureKind, GrantAnswer,
-    LabelFilter, Labels, Lease, LeaseKind, Limits, Outcome, Policy, RateLimit, Recovery, Refusal, Registration,
-    RejectReason, ResourceId, ResourceView, RetireReason, Secret, Selector, Stats, Strategy, MAX_RETRY_AFTER, MAX_RPM,
-    SECOND, WINDOW,
+    Block, CellState, CellView, Claim, Command, Context, ContextLimits, CoolingRule, Event, EventKind, FailureKind,
+    GrantAnswer, LabelFilter, Labels, Lease, LeaseKind, Limits, Outcome, Policy, RateLimit, Recovery, Refusal,
+    Registration, RejectReason, ResourceId, ResourceView, RetireReason, Secret, Selector, Stats, Strategy,
+    MAX_RETRY_AFTER, MAX_RPM, SECOND, WINDOW,
 };
 #[cfg(feature = "testing")]
 #[doc(hidden)]

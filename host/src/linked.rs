@@ -49,8 +49,17 @@ impl Authority for ProviderAuthority {
         })
     }
 
-    fn reconcile(&mut self, resource: &ResourceId, index: u32, token: u64, reserved: u64, used: u64) {
-        if let Err(e) = self.fencing.reconcile(permit(resource, index), token, reserved, used) {
+    fn reconcile(
+        &mut self,
+        resource: &ResourceId,
+        context: Option<&Context>,
+        index: u32,
+        token: u64,
+        reserved: u64,
+        used: u64,
+    ) {
+        let context = context.map(Context::as_str);
+        if let Err(e) = self.fencing.reconcile(permit(resource, index), context, token, reserved, used) {
             self.fail(e);
         }
     }

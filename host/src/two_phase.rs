@@ -42,7 +42,7 @@ impl Proposal {
     /// What the grant counts against the resource's limits: the authority
     /// judges and counts it with the grant. None when nothing is counted.
     pub fn claim(&self) -> Option<Claim> {
-        self.inner.claim.map(convert::claim_in)
+        self.inner.claim.clone().map(convert::claim_in)
     }
 }
 

@@ -65,7 +65,7 @@ from ._native import (
     UnknownResourceError,
     UnregisteredEvent,
 )
-from ._types import FailureKind, Limits
+from ._types import ContextLimits, FailureKind, Limits
 
 __all__ = [
     "AsyncLease",
@@ -74,6 +74,7 @@ __all__ = [
     "BlocklistedEvent",
     "BudgetExhaustedError",
     "Cell",
+    "ContextLimits",
     "CooledEvent",
     "Event",
     "FailureKind",

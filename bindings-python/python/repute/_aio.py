@@ -44,7 +44,7 @@ from ._native import (
     Resource,
     Stats,
 )
-from ._types import FailureKind
+from ._types import ContextLimits, FailureKind
 
 _T = TypeVar("_T")
 
@@ -462,6 +462,7 @@ class AsyncPool:
         min_interval: float | None = None,
         max_uses: int | None = None,
         max_age: float | None = None,
+        per_context: ContextLimits | None = None,
     ) -> bool:
         return await _call(
             self._io,
@@ -476,6 +477,7 @@ class AsyncPool:
             min_interval=min_interval,
             max_uses=max_uses,
             max_age=max_age,
+            per_context=per_context,
         )
 
     async def unregister(self, kind: str, value: str, force: bool = False) -> None:

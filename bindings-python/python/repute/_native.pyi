@@ -5,7 +5,7 @@
 from types import TracebackType
 from typing import Awaitable, Callable, Iterable, Iterator, Literal, Mapping, Sequence, final
 
-from ._types import FailureKind, Limits
+from ._types import ContextLimits, FailureKind, Limits
 
 _CellState = Literal["healthy", "cooling", "recovering", "blocklisted"]
 _LeaseKind = Literal["client", "trial", "probe", "fail_open"]
@@ -476,6 +476,7 @@ class Pool:
         min_interval: float | None = None,
         max_uses: int | None = None,
         max_age: float | None = None,
+        per_context: ContextLimits | None = None,
     ) -> bool: ...
     def unregister(self, kind: str, value: str, force: bool = False) -> None: ...
     def try_acquire(

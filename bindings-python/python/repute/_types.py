@@ -26,6 +26,18 @@ class FailureKind(str, enum.Enum):
         return self.value
 
 
+class ContextLimits(TypedDict, total=False):
+    """``register``'s ``per_context``: limits each context of a resource has
+    on its own, beside the resource's (a provider's quota per model)."""
+
+    rpm: int
+    """At most this many grants for one context in any 60 s."""
+    tpm: int
+    """At most this many tokens for one context in any 60 s."""
+    min_interval: float
+    """At least this many seconds between two grants for one context."""
+
+
 class Limits(TypedDict, total=False):
     """A resource's usage limits, as ``Resource.limits`` shows them: only the
     limits it has, by ``register``'s keyword names, so
@@ -41,3 +53,5 @@ class Limits(TypedDict, total=False):
     """At most this many grants ever; then the resource is retired."""
     max_age: float
     """Retired this many seconds after it was registered."""
+    per_context: ContextLimits
+    """What each context of the resource may use on its own."""

@@ -8,9 +8,10 @@ use alloc::vec::Vec;
 use super::wit;
 use crate::snapshot::SnapshotError;
 use crate::{
-    Block, CellState, CellView, Claim, Command, Context, CoolingRule, Error, Event, EventKind, FailureKind,
-    GrantAnswer, LabelFilter, Labels, Lease, LeaseKind, Limits, Outcome, Policy, Pool, Proposal, RateLimit, Recovery,
-    Registration, RejectReason, ResourceId, ResourceKey, ResourceView, RetireReason, Secret, Selector, Stats, Strategy,
+    Block, CellState, CellView, Claim, Command, Context, ContextLimits, CoolingRule, Error, Event, EventKind,
+    FailureKind, GrantAnswer, LabelFilter, Labels, Lease, LeaseKind, Limits, Outcome, Policy, Pool, Proposal,
+    RateLimit, Recovery, Registration, RejectReason, ResourceId, ResourceKey, ResourceView, RetireReason, Secret,
+    Selector, Stats, Strategy,
 };
 
 pub(super) fn id_in(r: &wit::ResourceId) -> Result<ResourceId, wit::Error> {
@@ -226,7 +227,7 @@ pub(super) fn proposal_out(p: Proposal) -> wit::Proposal {
         at: p.at,
         refused: p.refused.into_iter().map(|(k, permit)| wit::RefusedPermit { resource: key_out(k), permit }).collect(),
         fail_open: p.fail_open,
-        claim: p.claim.map(claim_out),
+        claim: p.claim.as_ref().map(claim_out),
     }
 }
 
@@ -243,20 +244,45 @@ pub(super) fn proposal_in(p: wit::Proposal) -> Proposal {
         at: p.at,
         refused: permits_in(p.refused),
         fail_open: p.fail_open,
-        claim: p.claim.map(|c| Claim { limits: limits_in(c.limits), cost: c.cost }),
+        // The claim is what the host asks the authority; the core keeps nothing of it.
+        claim: p.claim.map(|c| Claim {
+            limits: limits_in(c.limits),
+            cost: c.cost,
+            context: c.context.and_then(|name| Context::new(name).ok()),
+        }),
     }
 }
 
 pub(super) fn limits_in(l: wit::Limits) -> Limits {
-    Limits { rpm: l.rpm, tpm: l.tpm, min_interval: l.min_interval, max_uses: l.max_uses, max_age: l.max_age }
+    let c = l.per_context;
+    Limits {
+        rpm: l.rpm,
+        tpm: l.tpm,
+        min_interval: l.min_interval,
+        max_uses: l.max_uses,
+        max_age: l.max_age,
+        per_context: ContextLimits { rpm: c.rpm, tpm: c.tpm, min_interval: c.min_interval },
+    }
 }
 
 pub(super) fn limits_out(l: Limits) -> wit::Limits {
-    wit::Limits { rpm: l.rpm, tpm: l.tpm, min_interval: l.min_interval, max_uses: l.max_uses, max_age: l.max_age }
+    let c = l.per_context;
+    wit::Limits {
+        rpm: l.rpm,
+        tpm: l.tpm,
+        min_interval: l.min_interval,
+        max_uses: l.max_uses,
+        max_age: l.max_age,
+        per_context: wit::ContextLimits { rpm: c.rpm, tpm: c.tpm, min_interval: c.min_interval },
+    }
 }
 
-pub(super) fn claim_out(c: Claim) -> wit::Claim {
-    wit::Claim { limits: limits_out(c.limits), cost: c.cost }
+pub(super) fn claim_out(c: &Claim) -> wit::Claim {
+    wit::Claim {
+        limits: limits_out(c.limits),
+        cost: c.cost,
+        context: c.context.as_ref().map(|c| String::from(c.as_str())),
+    }
 }
 
 pub(super) fn answer_in(a: wit::GrantAnswer) -> GrantAnswer {
@@ -264,6 +290,7 @@ pub(super) fn answer_in(a: wit::GrantAnswer) -> GrantAnswer {
         wit::GrantAnswer::Granted(token) => GrantAnswer::Granted(token),
         wit::GrantAnswer::Held => GrantAnswer::Held,
         wit::GrantAnswer::Limited(wait) => GrantAnswer::Limited(wait),
+        wit::GrantAnswer::ContextLimited(wait) => GrantAnswer::ContextLimited(wait),
     }
 }
 

@@ -11,7 +11,7 @@ use alloc::vec::Vec;
 use core::cell::RefCell;
 
 use crate::journal::{Checkpoint, Journal, JournalError, Storage};
-use crate::{Authority, Claim, Command, GrantAnswer, Pool, RateLimit, ResourceId};
+use crate::{Authority, Claim, Command, Context, GrantAnswer, Pool, RateLimit, ResourceId};
 
 mod abi;
 mod convert;
@@ -41,11 +41,19 @@ struct ImportedAuthority;
 
 impl Authority for ImportedAuthority {
     fn grant(&mut self, resource: &ResourceId, permit: u32, ttl: u64, last: u64, claim: Option<&Claim>) -> GrantAnswer {
-        answer_in(fencing::grant(&id_out(resource), permit, ttl, last, claim.copied().map(claim_out)))
+        answer_in(fencing::grant(&id_out(resource), permit, ttl, last, claim.map(claim_out).as_ref()))
     }
 
-    fn reconcile(&mut self, resource: &ResourceId, permit: u32, token: u64, reserved: u64, used: u64) {
-        fencing::reconcile(&id_out(resource), permit, token, reserved, used)
+    fn reconcile(
+        &mut self,
+        resource: &ResourceId,
+        context: Option<&Context>,
+        permit: u32,
+        token: u64,
+        reserved: u64,
+        used: u64,
+    ) {
+        fencing::reconcile(&id_out(resource), context.map(Context::as_str), permit, token, reserved, used)
     }
 
     fn extend(&mut self, resource: &ResourceId, permit: u32, token: u64, ttl: u64) -> bool {

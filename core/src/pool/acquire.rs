@@ -83,7 +83,7 @@ impl Pool {
     }
 
     pub(super) fn gate_open(&self, cc: &ContextCell) -> bool {
-        if cc.block.is_some() || cc.cell.pause.is_some() {
+        if cc.block.is_some() || cc.cell.pause.is_some() || cc.limited.is_some() {
             return false;
         }
         match cc.cell.phase {
@@ -434,6 +434,10 @@ impl Pool {
                 self.limited_by_authority(slot, wait);
                 None
             }
+            GrantAnswer::ContextLimited(wait) => {
+                self.context_limited_by_authority(slot, context, wait);
+                None
+            }
             GrantAnswer::Granted(_) | GrantAnswer::Held => None,
         };
         if let Some(token) = token {
@@ -512,7 +516,7 @@ impl Pool {
                 None => self.select_among(ctx, selector),
             };
             let Some(slot) = candidate else { break };
-            match self.check_limits(slot, cost) {
+            match self.check_limits(slot, context, cost) {
                 Ok(()) => {
                     chosen = Some((slot, false));
                     break;
@@ -531,7 +535,7 @@ impl Pool {
         if chosen.is_none() && self.policy.fail_open {
             chosen = self.least_bad(ctx, selector).map(|slot| (slot, true));
         }
-        let next = chosen.map(|(slot, fail_open)| self.proposal(slot, at, refused, fail_open, cost));
+        let next = chosen.map(|(slot, fail_open)| self.proposal(slot, context, at, refused, fail_open, cost));
         for (slot, permit) in too_dear {
             self.registry.res_mut(slot).permits.free(permit);
             self.reindex(slot);
@@ -546,6 +550,7 @@ impl Pool {
     pub(super) fn proposal(
         &self,
         slot: u32,
+        context: &Context,
         at: u64,
         refused: Vec<(ResourceKey, u32)>,
         fail_open: bool,
@@ -561,7 +566,7 @@ impl Pool {
             at,
             refused,
             fail_open,
-            claim: self.claim(slot, cost),
+            claim: self.claim(slot, context, cost),
         }
     }
 

@@ -98,8 +98,8 @@ impl Pool {
         kind: LeaseKind,
         ttl: u64,
     ) -> core::result::Result<Lease, ()> {
-        self.check_limits(slot, 1).map_err(|_| ())?;
-        let claim = self.claim(slot, 1);
+        self.check_limits(slot, context, 1).map_err(|_| ())?;
+        let claim = self.claim(slot, context, 1);
         let r = self.registry.res(slot);
         let permit = r.permits.first_free().expect("selected with a free permit");
         let last = r.permits.fences()[permit];
@@ -109,6 +109,10 @@ impl Pool {
             }
             GrantAnswer::Limited(wait) => {
                 self.limited_by_authority(slot, wait);
+                Err(())
+            }
+            GrantAnswer::ContextLimited(wait) => {
+                self.context_limited_by_authority(slot, context, wait);
                 Err(())
             }
             GrantAnswer::Granted(_) | GrantAnswer::Held => Err(()),
@@ -157,12 +161,12 @@ impl Pool {
         }
         self.timers.arm(lease.expires_at, Timer::Lease(id));
         let limits = self.registry.res(slot).limits;
-        let counted_at = limits.counted().then_some(self.now);
-        let cost = if limits.tpm.is_some() { cost } else { 0 };
+        let counted_at = (limits.counted() || limits.per_context.counted()).then_some(self.now);
+        let cost = if limits.weighed() { cost } else { 0 };
         self.leases.live.insert(id, LeaseEntry { lease: lease.clone(), slot, cost, counted_at });
         self.reindex(slot);
         self.emit(at, EventKind::Leased { lease: lease.clone() });
-        self.count_grant(slot, cost);
+        self.count_grant(slot, context, cost);
         lease
     }
 

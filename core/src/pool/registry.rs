@@ -68,11 +68,23 @@ pub(crate) struct ContextCell {
     pub trial: Option<u64>,
     pub probe: Option<u64>,
     pub indexed: ContextSlot,
+    /// What grants for this context used of the resource's `per_context` limits.
+    pub usage: Usage,
+    /// Over a `per_context` limit until then: not selectable in this context.
+    pub limited: Option<u64>,
 }
 
 impl ContextCell {
     pub fn new(cell: Cell, block: Option<Block>) -> Self {
-        ContextCell { cell, block, trial: None, probe: None, indexed: ContextSlot::default() }
+        ContextCell {
+            cell,
+            block,
+            trial: None,
+            probe: None,
+            indexed: ContextSlot::default(),
+            usage: Usage::default(),
+            limited: None,
+        }
     }
 }
 
@@ -309,6 +321,10 @@ impl Pool {
                 r.retired = None;
                 self.arm_max_age(slot);
                 self.regate(slot);
+                for ctx in self.registry.res(slot).contexts.clone() {
+                    self.cells.get_mut(&(slot, ctx)).expect("cell of a listed context").limited = None;
+                    self.regate_cell(slot, ctx);
+                }
             }
             if relabel {
                 let records = self.records(slot);

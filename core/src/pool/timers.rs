@@ -17,6 +17,8 @@ pub(crate) enum Timer {
     Pause(u32, Option<u32>),
     /// A resource over a usage limit may be granted again.
     Limit(u32),
+    /// A resource over a `per_context` limit in a context may be granted there again.
+    ContextLimit(u32, u32),
     /// A resource's `max_age` runs out.
     Retire(u32),
 }
@@ -83,6 +85,7 @@ impl Pool {
                 self.cells.get(&(slot, ctx)).is_some_and(|cc| cc.cell.pause.map(|p| p.until) == Some(at))
             }
             Timer::Limit(slot) => self.registry.get(slot).is_some_and(|r| r.limited == Some(at)),
+            Timer::ContextLimit(slot, ctx) => self.cells.get(&(slot, ctx)).is_some_and(|cc| cc.limited == Some(at)),
             Timer::Retire(slot) => self.registry.get(slot).is_some_and(|r| {
                 r.retired.is_none() && r.limits.max_age.is_some_and(|age| r.born.saturating_add(age) == at)
             }),
@@ -119,6 +122,10 @@ impl Pool {
             Timer::Limit(slot) => {
                 self.registry.res_mut(slot).limited = None;
                 self.regate(slot);
+            }
+            Timer::ContextLimit(slot, ctx) => {
+                self.cells.get_mut(&(slot, ctx)).expect("live timer").limited = None;
+                self.regate_cell(slot, ctx);
             }
             Timer::Retire(slot) => self.retire(slot, crate::limits::RetireReason::MaxAge),
             Timer::Block(slot, Some(ctx)) => {

@@ -1,11 +1,14 @@
 //! Usage limits on the pool: counting grants, keeping a resource over a
 //! limit out of selection until its window frees it (a timer, so acquire
 //! never scans), retiring it when its uses or age run out, and reconciling
-//! a grant's reserved tokens to what it used.
+//! a grant's reserved tokens to what it used. A resource's `per_context`
+//! limits are counted the same way by its cell in each context, and keep
+//! only that cell out of selection.
 
 use crate::authority::Claim;
 use crate::error::Result;
 use crate::event::EventKind;
+use crate::id::Context;
 use crate::limits::RetireReason;
 
 use super::{Pool, Timer};
@@ -20,33 +23,63 @@ pub(super) enum Refused {
 }
 
 impl Pool {
-    /// What a grant of `slot` reserving `cost` tokens claims of its limits
-    /// at the authority; none when it has no limits to count.
-    pub(super) fn claim(&self, slot: u32, cost: u64) -> Option<Claim> {
+    /// What a grant of `slot` for `context` reserving `cost` tokens claims
+    /// of its limits at the authority; none when it has no limits to count.
+    pub(super) fn claim(&self, slot: u32, context: &Context, cost: u64) -> Option<Claim> {
         let limits = self.registry.res(slot).limits;
-        limits.counted().then_some(Claim { limits, cost })
+        let context = limits.per_context.counted().then(|| context.clone());
+        (limits.counted() || context.is_some()).then_some(Claim { limits, cost, context })
     }
 
-    /// The pool's own judgement of a grant of `cost` on `slot` now. A
-    /// refusal that holds for any cost keeps the resource out of selection
-    /// until it may be granted again (`Err(Refused::Gated)`); one that only
-    /// a cost this large meets is for this acquire alone (`Err(Refused::Cost)`).
-    pub(super) fn check_limits(&mut self, slot: u32, cost: u64) -> core::result::Result<(), Refused> {
+    /// The pool's own judgement of a grant of `cost` on `slot` for
+    /// `context` now. A refusal that holds for any cost keeps the resource
+    /// (or, by a `per_context` limit, its cell in `context`) out of
+    /// selection until it may be granted again (`Err(Refused::Gated)`); one
+    /// that only a cost this large meets is for this acquire alone
+    /// (`Err(Refused::Cost)`).
+    pub(super) fn check_limits(
+        &mut self,
+        slot: u32,
+        context: &Context,
+        cost: u64,
+    ) -> core::result::Result<(), Refused> {
         let now = self.now;
         let r = self.registry.res_mut(slot);
-        if !r.limits.counted() {
+        if r.limits.counted() {
+            r.usage.expire(now);
+            if r.usage.admits(&r.limits, cost, now).is_err() {
+                return match r.usage.gate(&r.limits, now) {
+                    None => Err(Refused::Cost),
+                    Some(at) => {
+                        self.limit(slot, at);
+                        Err(Refused::Gated)
+                    }
+                };
+            }
+        }
+        let per = r.limits.per_context;
+        if !per.counted() {
             return Ok(());
         }
-        r.usage.expire(now);
-        if r.usage.admits(&r.limits, cost, now).is_ok() {
+        let cell = self.contexts.id(context).filter(|&c| self.cells.contains_key(&(slot, c)));
+        let Some(ctx) = cell else {
+            // No grant for this context was counted yet; the cell that will
+            // count them must fit the cell budget.
+            let full = self.policy.max_cells.is_some_and(|max| self.cells.len() as u32 >= max);
+            return if full { Err(Refused::Cost) } else { Ok(()) };
+        };
+        let limits = per.as_limits();
+        let cc = self.cells.get_mut(&(slot, ctx)).expect("checked above");
+        cc.usage.expire(now);
+        if cc.usage.admits(&limits, cost, now).is_ok() {
             return Ok(());
         }
-        match r.usage.gate(&r.limits, now) {
-            None => Err(Refused::Cost),
-            Some(at) => {
-                self.limit(slot, at);
+        match cc.usage.gate(&limits, now) {
+            Some(Some(at)) => {
+                self.limit_cell(slot, ctx, at);
                 Err(Refused::Gated)
             }
+            None | Some(None) => Err(Refused::Cost),
         }
     }
 
@@ -55,6 +88,41 @@ impl Pool {
     pub(super) fn limited_by_authority(&mut self, slot: u32, wait: Option<u64>) {
         let at = wait.map(|w| self.now.saturating_add(w).max(self.now + 1));
         self.limit(slot, at);
+    }
+
+    /// The authority refused a grant of `slot` for `context` by its
+    /// `per_context` limits for `wait` ns.
+    pub(super) fn context_limited_by_authority(&mut self, slot: u32, context: &Context, wait: u64) {
+        if let Ok(ctx) = self.cell_for(slot, context) {
+            let at = self.now.saturating_add(wait).max(self.now + 1);
+            self.limit_cell(slot, ctx, at);
+        }
+    }
+
+    /// Keeps `slot` out of selection in context `ctx` until `at`.
+    fn limit_cell(&mut self, slot: u32, ctx: u32, at: u64) {
+        let cc = self.cells.get_mut(&(slot, ctx)).expect("a cell of the resource");
+        if cc.limited.is_some_and(|l| l >= at) {
+            return;
+        }
+        cc.limited = Some(at);
+        self.timers.arm(at, Timer::ContextLimit(slot, ctx));
+        self.reindex(slot);
+    }
+
+    /// Recomputes whether `slot` is over a `per_context` limit in `ctx` now.
+    pub(super) fn regate_cell(&mut self, slot: u32, ctx: u32) {
+        let now = self.now;
+        let limits = self.registry.res(slot).limits.per_context.as_limits();
+        let cc = self.cells.get_mut(&(slot, ctx)).expect("a cell of the resource");
+        cc.usage.expire(now);
+        match cc.usage.gate(&limits, now) {
+            Some(Some(at)) => self.limit_cell(slot, ctx, at),
+            None | Some(None) => {
+                cc.limited = None;
+                self.reindex(slot);
+            }
+        }
     }
 
     /// Keeps `slot` out of selection until `at`; `None`: retired.
@@ -72,18 +140,28 @@ impl Pool {
         self.reindex(slot);
     }
 
-    /// Counts a grant of `cost` tokens on `slot`, then shuts it out of
-    /// selection if its limits admit no further grant for now. Without
-    /// limits to count only its uses grow.
-    pub(super) fn count_grant(&mut self, slot: u32, cost: u64) {
+    /// Counts a grant of `cost` tokens on `slot` for `context`, then shuts
+    /// it out of selection (resource-wide, or in `context` alone) if its
+    /// limits admit no further grant for now. Without limits to count only
+    /// its uses grow.
+    pub(super) fn count_grant(&mut self, slot: u32, context: &Context, cost: u64) {
         let now = self.now;
         let r = self.registry.res_mut(slot);
-        if !r.limits.counted() {
+        let per_context = r.limits.per_context.counted();
+        if r.limits.counted() {
+            r.usage.record(cost, now);
+            self.regate(slot);
+        } else {
             r.usage.uses += 1;
+        }
+        if !per_context {
             return;
         }
-        r.usage.record(cost, now);
-        self.regate(slot);
+        // `check_limits` made sure the cell fits the budget.
+        if let Ok(ctx) = self.cell_for(slot, context) {
+            self.cells.get_mut(&(slot, ctx)).expect("made above").usage.record(cost, now);
+            self.regate_cell(slot, ctx);
+        }
     }
 
     /// Recomputes whether `slot` is over a limit now.
@@ -129,17 +207,27 @@ impl Pool {
         self.advance(now);
         let e = self.leases.find(id, token)?;
         let (slot, permit, reserved, counted_at) = (e.slot, e.lease.permit, e.cost, e.counted_at);
+        let context = e.lease.context.clone();
         let r = self.registry.res_mut(slot);
-        if r.limits.tpm.is_none() || reserved == used {
+        let limits = r.limits;
+        if !limits.weighed() || reserved == used {
             return Ok(());
         }
-        if let Some(at) = counted_at {
+        if let (Some(at), true) = (counted_at, limits.tpm.is_some()) {
             r.usage.reconcile(at, reserved, used);
         }
         let resource = r.id.clone();
-        self.authority.reconcile(&resource, permit, token, reserved, used);
+        let cell = self.contexts.id(&context).filter(|&c| self.cells.contains_key(&(slot, c)));
+        if let (Some(at), Some(ctx), true) = (counted_at, cell, limits.per_context.tpm.is_some()) {
+            self.cells.get_mut(&(slot, ctx)).expect("checked above").usage.reconcile(at, reserved, used);
+        }
+        let scoped = limits.per_context.counted().then_some(&context);
+        self.authority.reconcile(&resource, scoped, permit, token, reserved, used);
         self.leases.live.get_mut(&id).expect("found live").cost = used;
         self.regate(slot);
+        if let Some(ctx) = cell {
+            self.regate_cell(slot, ctx);
+        }
         Ok(())
     }
 }

@@ -85,26 +85,35 @@ fn usage_out(u: &Usage, now: u64) -> UsageRecord {
     }
 }
 
+/// The fields of a usage record, named for a resource's or a cell's.
+struct UsageFields {
+    window: &'static str,
+    uses: &'static str,
+}
+
+const RESOURCE_USAGE: UsageFields = UsageFields { window: "resource.usage.window", uses: "resource.usage.uses" };
+const CELL_USAGE: UsageFields = UsageFields { window: "cell.usage.window", uses: "cell.usage.uses" };
+
 /// Times before the restoring clock's origin become its origin: later, so
 /// a restored window holds its grants at least as long as it should.
-fn usage_in(u: UsageRecord, now: u64) -> Result<Usage, SnapshotError> {
+fn usage_in(u: UsageRecord, now: u64, fields: &UsageFields) -> Result<Usage, SnapshotError> {
     if u.window.len() > MAX_WINDOW_ENTRIES {
-        return Err(invalid("resource.usage.window", "must hold at most 1026 entries"));
+        return Err(invalid(fields.window, "must hold at most 1026 entries"));
     }
     let mut usage =
         Usage { last_grant: u.last_grant_age.map(|a| now.saturating_sub(a)), uses: u.uses, ..Usage::default() };
     let mut last_age = u64::MAX;
     for (age, grants, tokens) in u.window {
         if grants == 0 || age > last_age || age >= WINDOW {
-            return Err(invalid("resource.usage.window", "must list grants of the last minute, oldest first"));
+            return Err(invalid(fields.window, "must list grants of the last minute, oldest first"));
         }
         last_age = age;
         usage.grants += u64::from(grants);
-        usage.tokens = usage.tokens.checked_add(tokens).ok_or(invalid("resource.usage.window", "tokens overflow"))?;
+        usage.tokens = usage.tokens.checked_add(tokens).ok_or(invalid(fields.window, "tokens overflow"))?;
         let at = now.saturating_sub(age);
         usage.window.push_back(Entry { from: at, at, grants, tokens });
     }
-    counter(usage.uses, "resource.usage.uses")?;
+    counter(usage.uses, fields.uses)?;
     Ok(usage)
 }
 
@@ -114,6 +123,11 @@ struct CellRecord {
     context: Context,
     cell: CellRecordData,
     block: Option<BlockRecord>,
+    /// What grants for this context used of the resource's `per_context` limits.
+    #[serde(default)]
+    usage: UsageRecord,
+    #[serde(default)]
+    limited_remaining: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -314,6 +328,8 @@ impl SnapshotData {
                 context: pool.contexts.name(ctx).clone(),
                 cell: cell_out(&cc.cell, now),
                 block: block_out(&cc.block, now),
+                usage: usage_out(&cc.usage, now),
+                limited_remaining: cc.limited.map(|l| l.saturating_sub(now)),
             })
             .collect();
         cells.sort_by(|a, b| (&a.resource, &a.context).cmp(&(&b.resource, &b.context)));
@@ -412,7 +428,7 @@ impl SnapshotData {
             r.limits.validate().map_err(|_| invalid("resource.limits", "must be valid limits"))?;
             restored.limits = r.limits;
             restored.born = now.saturating_sub(r.age);
-            restored.usage = usage_in(r.usage, now)?;
+            restored.usage = usage_in(r.usage, now, &RESOURCE_USAGE)?;
             restored.limited = r.limited_remaining.map(|rem| now.saturating_add(rem).max(now + 1));
             restored.retired = r.retired;
         }
@@ -420,7 +436,9 @@ impl SnapshotData {
             c.context.revalidate().map_err(|_| invalid("cell.context", "must be a valid context"))?;
             let slot = pool.registry.find(&c.resource).ok_or(invalid("cell.resource", "must be registered"))?;
             let ctx = pool.contexts.intern(&c.context);
-            let cell = ContextCell::new(cell_in(c.cell, now, &self.policy)?, block_in(c.block, now)?);
+            let mut cell = ContextCell::new(cell_in(c.cell, now, &self.policy)?, block_in(c.block, now)?);
+            cell.usage = usage_in(c.usage, now, &CELL_USAGE)?;
+            cell.limited = c.limited_remaining.map(|rem| now.saturating_add(rem).max(now + 1));
             if pool.cells.insert((slot, ctx), cell).is_some() {
                 return Err(invalid("cell", "listed twice"));
             }

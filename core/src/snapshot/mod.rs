@@ -119,6 +119,9 @@ impl Pool {
             if let Some(p) = cc.cell.pause {
                 self.timers.arm(p.until, Timer::Pause(slot, Some(ctx)));
             }
+            if let Some(at) = cc.limited {
+                self.timers.arm(at, Timer::ContextLimit(slot, ctx));
+            }
             if let Phase::Cooling { until, cause } = cc.cell.phase {
                 if until > now {
                     self.timers.arm(until, Timer::Cooldown(slot, ctx));

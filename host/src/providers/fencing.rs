@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use repute_core::{Claim, GrantAnswer, RateLimit};
 
-use super::usage::Usage;
+use super::usage::ResourceUsage;
 use crate::error::StoreError;
 
 /// One resource permit, as the core names it.
@@ -38,9 +38,16 @@ pub trait Fencing: Send {
     ) -> Result<GrantAnswer, StoreError>;
 
     /// The grant of `token` on `permit` reserved `reserved` tokens of its
-    /// resource's `tpm`; count `used` instead. Nothing happens once that
-    /// grant has left the window.
-    fn reconcile(&mut self, permit: Permit<'_>, token: u64, reserved: u64, used: u64) -> Result<(), StoreError>;
+    /// resource's `tpm` (and, with `context`, of that context's); count
+    /// `used` instead. Nothing happens once that grant has left the window.
+    fn reconcile(
+        &mut self,
+        permit: Permit<'_>,
+        context: Option<&str>,
+        token: u64,
+        reserved: u64,
+        used: u64,
+    ) -> Result<(), StoreError>;
 
     /// Extends the lease holding `token` by `ttl` ns from `now`; false once
     /// `token` is no longer the newest token of the permit.
@@ -88,14 +95,6 @@ pub(crate) struct PermitState {
     pub loaded: bool,
 }
 
-/// The limits of one resource at an in-process authority.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct UsageState {
-    pub usage: Usage,
-    /// Read from durable storage already (as `PermitState::loaded`).
-    pub loaded: bool,
-}
-
 /// kind → value → what the authority keeps of that resource; nested so
 /// lookups borrow `&str`.
 type ByResource<T> = HashMap<String, HashMap<String, T>>;
@@ -118,7 +117,7 @@ fn entry<'a, T: Default>(map: &'a mut ByResource<T>, kind: &str, value: &str) ->
 pub struct MemoryFencing {
     /// Permit index → state, by resource.
     permits: ByResource<Vec<PermitState>>,
-    usage: ByResource<UsageState>,
+    usage: ByResource<ResourceUsage>,
 }
 
 impl MemoryFencing {
@@ -132,7 +131,7 @@ impl MemoryFencing {
     }
 
     /// The usage of the permit's resource (made empty on first use).
-    pub(crate) fn usage(&mut self, permit: Permit<'_>) -> &mut UsageState {
+    pub(crate) fn usage(&mut self, permit: Permit<'_>) -> &mut ResourceUsage {
         entry(&mut self.usage, permit.kind, permit.value)
     }
 
@@ -145,13 +144,12 @@ impl MemoryFencing {
         state: &PermitState,
         last: u64,
         now: u64,
-        limits: Option<(&mut Usage, &Claim, u64)>,
+        limits: Option<(&mut ResourceUsage, &Claim, u64)>,
     ) -> Result<u64, GrantAnswer> {
         if state.held_until.is_some_and(|until| now < until) {
             return Err(GrantAnswer::Held);
         }
         if let Some((usage, claim, at)) = limits {
-            usage.prune(at);
             if let Some(refused) = usage.judge(claim, at) {
                 return Err(refused);
             }
@@ -203,7 +201,7 @@ impl Fencing for MemoryFencing {
         claim: Option<&Claim>,
     ) -> Result<GrantAnswer, StoreError> {
         let state = *self.state(permit);
-        let mut usage = claim.map(|c| (&mut self.usage(permit).usage, c));
+        let mut usage = claim.map(|c| (self.usage(permit), c));
         let limits = usage.as_mut().map(|(u, c)| (&mut **u, *c, now));
         let token = match MemoryFencing::decide(&state, last, now, limits) {
             Ok(token) => token,
@@ -216,9 +214,16 @@ impl Fencing for MemoryFencing {
         Ok(GrantAnswer::Granted(token))
     }
 
-    fn reconcile(&mut self, permit: Permit<'_>, token: u64, _reserved: u64, used: u64) -> Result<(), StoreError> {
-        if let Some(state) = self.usage.get_mut(permit.kind).and_then(|v| v.get_mut(permit.value)) {
-            state.usage.reconcile(permit.index, token, used);
+    fn reconcile(
+        &mut self,
+        permit: Permit<'_>,
+        context: Option<&str>,
+        token: u64,
+        _reserved: u64,
+        used: u64,
+    ) -> Result<(), StoreError> {
+        if let Some(usage) = self.usage.get_mut(permit.kind).and_then(|v| v.get_mut(permit.value)) {
+            usage.reconcile(context, permit.index, token, used);
         }
         Ok(())
     }

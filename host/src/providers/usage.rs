@@ -4,6 +4,12 @@
 //! SQLite under its table) run this code; PostgreSQL and Redis run the same
 //! rule in the store, in the statement or script of the grant.
 //!
+//! A claim counts in up to two scopes of its resource: the resource's own
+//! (`RESOURCE_SCOPE`, judged by its limits when they count grants) and its
+//! context's (judged by `limits.per_context`, when the claim names a
+//! context). Both must admit the grant, the resource's judged first; a
+//! context's wait answers `ContextLimited`. The rule below is one scope's.
+//!
 //! For a grant claiming `{limits, cost}` at `now` of a permit that is free:
 //! `max_uses` spent answers `Limited(None)`; else the grant waits for the
 //! earliest `t >= now` at which `min_interval` has passed since the newest
@@ -14,9 +20,29 @@
 //! since any smaller cost may still be granted. A grant that passes is
 //! recorded in the same step.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 use repute_core::{Claim, GrantAnswer, Limits, WINDOW};
+
+/// The scope of a resource's own usage; a context's scope is its name
+/// (never empty).
+pub(crate) const RESOURCE_SCOPE: &str = "";
+
+/// The scopes a claim counts in, with the limits each is judged by: the
+/// resource's first.
+pub(crate) fn scopes(claim: &Claim) -> impl Iterator<Item = (&str, Limits)> {
+    let resource = claim.limits.counted().then_some((RESOURCE_SCOPE, claim.limits));
+    let context = claim.context.as_ref().map(|c| (c.as_str(), claim.limits.per_context.as_limits()));
+    resource.into_iter().chain(context)
+}
+
+/// A scope's refusal as the grant's answer: a context's wait is its own.
+pub(crate) fn scoped(scope: &str, refused: GrantAnswer) -> GrantAnswer {
+    match refused {
+        GrantAnswer::Limited(Some(wait)) if scope != RESOURCE_SCOPE => GrantAnswer::ContextLimited(wait),
+        other => other,
+    }
+}
 
 /// One grant in the window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,10 +89,9 @@ impl Usage {
         dropped
     }
 
-    /// The answer to `claim` at `now` (pruned first) when it is refused;
-    /// `None` when it may be granted.
-    pub fn judge(&self, claim: &Claim, now: u64) -> Option<GrantAnswer> {
-        let limits = &claim.limits;
+    /// The answer to a grant of `cost` under `limits` at `now` (pruned
+    /// first) when it is refused; `None` when it may be granted.
+    pub fn judge(&self, limits: &Limits, cost: u64, now: u64) -> Option<GrantAnswer> {
         if limits.max_uses.is_some_and(|m| self.uses >= m) {
             return Some(GrantAnswer::Limited(None));
         }
@@ -82,10 +107,10 @@ impl Usage {
             }
         }
         if let Some(tpm) = limits.tpm {
-            if claim.cost > tpm {
+            if cost > tpm {
                 return Some(GrantAnswer::Held);
             }
-            let over = (self.tokens + claim.cost).saturating_sub(tpm);
+            let over = (self.tokens + cost).saturating_sub(tpm);
             if over > 0 {
                 at = at.max(self.freed_at(over));
             }
@@ -107,13 +132,13 @@ impl Usage {
         self.window.back().map_or(0, |g| g.at.saturating_add(WINDOW))
     }
 
-    /// Counts the grant of `token` on `permit` that `claim` made at `now`.
-    pub fn record(&mut self, claim: &Claim, permit: u32, token: u64, now: u64) {
+    /// Counts the grant of `token` on `permit` of `cost` under `limits` made at `now`.
+    pub fn record(&mut self, limits: &Limits, cost: u64, permit: u32, token: u64, now: u64) {
         self.uses += 1;
         self.last = Some(self.last.map_or(now, |l| l.max(now)));
-        if windowed(&claim.limits) {
-            self.tokens += claim.cost;
-            self.window.push_back(Grant { at: now, cost: claim.cost, permit, token });
+        if windowed(limits) {
+            self.tokens += cost;
+            self.window.push_back(Grant { at: now, cost, permit, token });
         }
     }
 
@@ -129,23 +154,75 @@ impl Usage {
     }
 }
 
+/// One scope's usage at an in-process authority.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct UsageState {
+    pub usage: Usage,
+    /// Read from durable storage already (as `PermitState::loaded`).
+    pub loaded: bool,
+}
+
+/// What an in-process authority keeps of one resource's usage: its own
+/// scope and each context's.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ResourceUsage {
+    scopes: HashMap<String, UsageState>,
+}
+
+impl ResourceUsage {
+    /// The usage of `scope` (made empty on first use).
+    pub fn scope(&mut self, scope: &str) -> &mut UsageState {
+        if !self.scopes.contains_key(scope) {
+            self.scopes.insert(scope.to_owned(), UsageState::default());
+        }
+        self.scopes.get_mut(scope).expect("inserted above")
+    }
+
+    /// Prunes each scope of `claim` at `now` and judges the claim there;
+    /// `None` when every scope admits it.
+    pub fn judge(&mut self, claim: &Claim, now: u64) -> Option<GrantAnswer> {
+        scopes(claim).find_map(|(scope, limits)| {
+            let usage = &mut self.scope(scope).usage;
+            usage.prune(now);
+            usage.judge(&limits, claim.cost, now).map(|refused| scoped(scope, refused))
+        })
+    }
+
+    /// Counts the grant of `token` on `permit` that `claim` made at `now`, in each of its scopes.
+    pub fn record(&mut self, claim: &Claim, permit: u32, token: u64, now: u64) {
+        for (scope, limits) in scopes(claim) {
+            self.scope(scope).usage.record(&limits, claim.cost, permit, token, now);
+        }
+    }
+
+    /// The grant of `token` on `permit` used `used` tokens, in the
+    /// resource's scope and, given, in `context`'s.
+    pub fn reconcile(&mut self, context: Option<&str>, permit: u32, token: u64, used: u64) {
+        for scope in [Some(RESOURCE_SCOPE), context].into_iter().flatten() {
+            if let Some(state) = self.scopes.get_mut(scope) {
+                state.usage.reconcile(permit, token, used);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use repute_core::SECOND;
 
     fn claim(limits: Limits, cost: u64) -> Claim {
-        Claim { limits, cost }
+        Claim { limits, cost, context: None }
     }
 
     /// Judges and, when admitted, records a grant; returns the answer.
     fn ask(u: &mut Usage, c: &Claim, now: u64) -> GrantAnswer {
         u.prune(now);
-        match u.judge(c, now) {
+        match u.judge(&c.limits, c.cost, now) {
             Some(refused) => refused,
             None => {
                 let token = u.uses + 1;
-                u.record(c, 0, token, now);
+                u.record(&c.limits, c.cost, 0, token, now);
                 GrantAnswer::Granted(token)
             }
         }
@@ -173,7 +250,7 @@ mod tests {
         assert!(u.reconcile(0, 1, 20));
         assert_eq!(u.tokens, 20);
         assert_eq!(ask(&mut u, &c, SECOND), GrantAnswer::Granted(2));
-        assert_eq!(u.judge(&claim(c.limits, 101), SECOND), Some(GrantAnswer::Held), "never fits: this acquire only");
+        assert_eq!(u.judge(&c.limits, 101, SECOND), Some(GrantAnswer::Held), "never fits: this acquire only");
         u.prune(WINDOW + SECOND);
         assert_eq!((u.window.len(), u.tokens), (0, 0));
         assert!(!u.reconcile(0, 1, 5), "a grant that left the window is not reconciled");
@@ -189,5 +266,28 @@ mod tests {
         assert_eq!(ask(&mut u, &c, 100 * SECOND), GrantAnswer::Limited(None));
         assert!(u.window.is_empty());
         assert_eq!((u.uses, u.last), (2, Some(5 * SECOND)));
+    }
+
+    #[test]
+    fn a_context_scope_counts_apart_and_answers_its_own_wait() {
+        use repute_core::{Context, ContextLimits};
+        let limits = Limits {
+            rpm: Some(3),
+            per_context: ContextLimits { rpm: Some(1), ..ContextLimits::default() },
+            ..Limits::default()
+        };
+        let in_context = |name: &str| Claim { limits, cost: 1, context: Some(Context::new(name).unwrap()) };
+        let mut u = ResourceUsage::default();
+        let (gpt, claude, other) = (in_context("gpt"), in_context("claude"), in_context("o1"));
+        assert_eq!(u.judge(&gpt, 0), None);
+        u.record(&gpt, 0, 1, 0);
+        assert_eq!(u.judge(&gpt, SECOND), Some(GrantAnswer::ContextLimited(59 * SECOND)));
+        assert_eq!(u.judge(&claude, SECOND), None);
+        u.record(&claude, 0, 2, SECOND);
+        u.record(&other, 0, 3, 2 * SECOND);
+        // The resource's rpm is spent: its own wait, whatever the context.
+        assert_eq!(u.judge(&in_context("new"), 3 * SECOND), Some(GrantAnswer::Limited(Some(57 * SECOND))));
+        assert_eq!(u.scope(RESOURCE_SCOPE).usage.uses, 3);
+        assert_eq!(u.scope("gpt").usage.window.len(), 1);
     }
 }

@@ -42,10 +42,18 @@ impl fencing::Host for ShardState {
         }
     }
 
-    fn reconcile(&mut self, resource: wit::ResourceId, permit: u32, token: u64, reserved: u64, used: u64) {
+    fn reconcile(
+        &mut self,
+        resource: wit::ResourceId,
+        context: Option<String>,
+        permit: u32,
+        token: u64,
+        reserved: u64,
+        used: u64,
+    ) {
         let ctx = self.cur();
         let permit = Permit { kind: &resource.kind, value: &resource.value, index: permit };
-        if let Err(e) = ctx.providers.fencing.reconcile(permit, token, reserved, used) {
+        if let Err(e) = ctx.providers.fencing.reconcile(permit, context.as_deref(), token, reserved, used) {
             ctx.fault = Some(e);
         }
     }

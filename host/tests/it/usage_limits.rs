@@ -4,8 +4,10 @@
 //! own there): connections racing for one resource get exactly `rpm` grants
 //! of a window and the others the exact wait; `tpm` counts costs and what
 //! they reconciled to; `min_interval` spaces grants; spent `max_uses`
-//! refuse for good; a held permit counts nothing; and what left the window
-//! is pruned by the next grant. Then the same limits through the pool: an
+//! refuse for good; a held permit counts nothing; what left the window
+//! is pruned by the next grant; and per-context limits count each context
+//! of a resource apart, beside the resource's own. Then the same limits
+//! through the pool: an
 //! embedded SQLite pool remembers the grants of the minute before a
 //! restart, the holder reconciles and reports usage, and refusals count
 //! limited resources.
@@ -17,8 +19,9 @@ use std::time::{Duration, Instant};
 
 use repute_host::providers::{Fencing, MemoryFencing, Permit, SqliteStorage};
 use repute_host::{
-    Claim, Error, EventKind, GrantAnswer, Holder, Limits, ManualClock, OpenOptions, Outcome, Pool, PoolOps, Providers,
-    Registration, RetireReason, Selector, StoreError, SystemClock, TenantConfig, SECOND, WINDOW,
+    Claim, Context, ContextLimits, Error, EventKind, GrantAnswer, Holder, Limits, ManualClock, OpenOptions, Outcome,
+    Pool, PoolOps, Providers, Registration, RetireReason, Selector, StoreError, SystemClock, TenantConfig, SECOND,
+    WINDOW,
 };
 
 use crate::shared_store::tenant;
@@ -74,6 +77,16 @@ macro_rules! usage_limit_tests {
         fn a_refused_claim_prunes_what_left_the_window_for_good() {
             crate::usage_limits::a_refused_claim_prunes_for_good(&$store);
         }
+
+        #[test]
+        fn connections_racing_for_one_context_get_exactly_its_rpm() {
+            crate::usage_limits::racing_connections_get_exactly_a_contexts_rpm(&$store);
+        }
+
+        #[test]
+        fn per_context_limits_count_each_context_apart() {
+            crate::usage_limits::per_context_limits_count_each_context_apart(&$store);
+        }
     };
 }
 pub(crate) use usage_limit_tests;
@@ -85,7 +98,12 @@ fn permit(index: u32) -> Permit<'static> {
 }
 
 fn claim(limits: Limits, cost: u64) -> Claim {
-    Claim { limits, cost }
+    Claim { limits, cost, context: None }
+}
+
+/// A claim of a grant for `context`, whose `per_context` limits count it.
+fn claim_in(context: &str, limits: Limits, cost: u64) -> Claim {
+    Claim { limits, cost, context: Some(Context::new(context).unwrap()) }
 }
 
 /// A grant of `index` that, when granted, is revoked again at once: the
@@ -106,27 +124,38 @@ fn assert_wait(answer: GrantAnswer, full: u64, slack: Duration) {
     assert!((floor..=full).contains(&wait), "waits {wait} ns, expected {floor}..={full}");
 }
 
-/// Six connections, each on a permit of its own, ask ten times each at
-/// once for a resource with rpm 8: the store grants exactly 8, and every
+/// `answer` is `ContextLimited(wait)` with `wait` as in `assert_wait`.
+fn assert_context_wait(answer: GrantAnswer, full: u64, slack: Duration) {
+    let GrantAnswer::ContextLimited(wait) = answer else { panic!("expected a context's wait, got {answer:?}") };
+    assert_wait(GrantAnswer::Limited(Some(wait)), full, slack);
+}
+
+/// Six connections of `t`, each on a permit of its own, ask ten times each
+/// at once with claim `c`; their answers.
+fn race(store: &dyn Store, t: &str, c: &Claim) -> Vec<GrantAnswer> {
+    let barrier = Barrier::new(6);
+    std::thread::scope(|s| {
+        let workers: Vec<_> = (0..6u32)
+            .map(|i| {
+                let barrier = &barrier;
+                s.spawn(move || {
+                    let mut a = store.connect(t);
+                    barrier.wait();
+                    (0..10).map(|_| ask(store, &mut *a, i, c)).collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        workers.into_iter().flat_map(|w| w.join().unwrap()).collect()
+    })
+}
+
+/// Racing for a resource with rpm 8: the store grants exactly 8, and every
 /// other answer is the wait until the oldest grant leaves the window.
 pub fn racing_connections_get_exactly_rpm(store: &dyn Store) {
     let t = tenant("race");
     let c = claim(Limits { rpm: Some(8), ..Limits::default() }, 1);
     let started = Instant::now();
-    let barrier = Barrier::new(6);
-    let answers: Vec<GrantAnswer> = std::thread::scope(|s| {
-        let workers: Vec<_> = (0..6u32)
-            .map(|i| {
-                let (t, barrier) = (&t, &barrier);
-                s.spawn(move || {
-                    let mut a = store.connect(t);
-                    barrier.wait();
-                    (0..10).map(|_| ask(store, &mut *a, i, &c)).collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        workers.into_iter().flat_map(|w| w.join().unwrap()).collect()
-    });
+    let answers = race(store, &t, &c);
     let granted = answers.iter().filter(|a| matches!(a, GrantAnswer::Granted(_))).count();
     assert_eq!(granted, 8, "{answers:?}");
     for refused in answers.iter().filter(|a| !matches!(a, GrantAnswer::Granted(_))) {
@@ -137,6 +166,43 @@ pub fn racing_connections_get_exactly_rpm(store: &dyn Store) {
     assert_eq!(store.kept(&t).unwrap_or(8), 8, "one window entry a grant");
 }
 
+/// The same race for a context's own rpm of 5 on a resource with no limits
+/// of its own: exactly 5, the others the context's wait.
+pub fn racing_connections_get_exactly_a_contexts_rpm(store: &dyn Store) {
+    let t = tenant("race-context");
+    let per = ContextLimits { rpm: Some(5), ..ContextLimits::default() };
+    let c = claim_in("gpt", Limits { per_context: per, ..Limits::default() }, 1);
+    let started = Instant::now();
+    let answers = race(store, &t, &c);
+    let granted = answers.iter().filter(|a| matches!(a, GrantAnswer::Granted(_))).count();
+    assert_eq!(granted, 5, "{answers:?}");
+    for refused in answers.iter().filter(|a| !matches!(a, GrantAnswer::Granted(_))) {
+        assert_context_wait(*refused, WINDOW, started.elapsed());
+    }
+}
+
+/// A resource with rpm 4 whose contexts each have rpm 5 and tpm 10, over
+/// two connections: a context's tokens are its own, reconciled in its
+/// window; a cost over a context's tpm never fits; the resource's rpm
+/// holds across contexts with the resource's wait.
+pub fn per_context_limits_count_each_context_apart(store: &dyn Store) {
+    let t = tenant("per-context");
+    let per = ContextLimits { rpm: Some(5), tpm: Some(10), ..ContextLimits::default() };
+    let limits = Limits { rpm: Some(4), per_context: per, ..Limits::default() };
+    let (mut a, mut b) = (store.connect(&t), store.connect(&t));
+    let started = Instant::now();
+    let GrantAnswer::Granted(first) = ask(store, &mut *a, 0, &claim_in("gpt", limits, 6)) else { panic!("granted") };
+    assert_context_wait(ask(store, &mut *b, 1, &claim_in("gpt", limits, 6)), WINDOW, started.elapsed());
+    a.reconcile(permit(0), Some("gpt"), first, 6, 2).unwrap();
+    assert!(matches!(ask(store, &mut *b, 1, &claim_in("gpt", limits, 6)), GrantAnswer::Granted(_)), "2 + 6 fit");
+    assert_eq!(ask(store, &mut *a, 2, &claim_in("claude", limits, 11)), GrantAnswer::Held, "never fits");
+    assert!(matches!(ask(store, &mut *a, 2, &claim_in("claude", limits, 6)), GrantAnswer::Granted(_)));
+    assert!(matches!(ask(store, &mut *b, 3, &claim_in("o1", limits, 1)), GrantAnswer::Granted(_)));
+    assert_wait(ask(store, &mut *a, 3, &claim_in("o3", limits, 1)), WINDOW, started.elapsed());
+    store.age(&t, WINDOW);
+    assert!(matches!(ask(store, &mut *b, 0, &claim_in("gpt", limits, 10)), GrantAnswer::Granted(_)));
+}
+
 pub fn tpm_counts_costs_and_reconciled_use(store: &dyn Store) {
     let t = tenant("tpm");
     let mut a = store.connect(&t);
@@ -145,7 +211,7 @@ pub fn tpm_counts_costs_and_reconciled_use(store: &dyn Store) {
     let GrantAnswer::Granted(first) = ask(store, &mut *a, 0, &claim(limits, 60)) else { panic!("60 of 100 fit") };
     assert_wait(ask(store, &mut *a, 1, &claim(limits, 60)), WINDOW, started.elapsed());
     // The first grant used 20 tokens, not 60: 80 of 100 now fit.
-    a.reconcile(permit(0), first, 60, 20).unwrap();
+    a.reconcile(permit(0), None, first, 60, 20).unwrap();
     assert!(matches!(ask(store, &mut *a, 1, &claim(limits, 60)), GrantAnswer::Granted(_)));
     assert_wait(ask(store, &mut *a, 2, &claim(limits, 30)), WINDOW, started.elapsed());
     assert_eq!(ask(store, &mut *a, 2, &claim(limits, 101)), GrantAnswer::Held, "a cost over the tpm never fits");
@@ -153,7 +219,7 @@ pub fn tpm_counts_costs_and_reconciled_use(store: &dyn Store) {
     store.age(&t, WINDOW);
     assert!(matches!(ask(store, &mut *a, 2, &claim(limits, 100)), GrantAnswer::Granted(_)), "the window emptied");
     // A reconcile of a grant that left the window changes nothing.
-    a.reconcile(permit(0), first, 60, 0).unwrap();
+    a.reconcile(permit(0), None, first, 60, 0).unwrap();
     assert_wait(ask(store, &mut *a, 0, &claim(limits, 1)), WINDOW, started.elapsed());
 }
 
@@ -253,8 +319,15 @@ impl<F: Fencing> Fencing for Shared<F> {
         self.get().grant(permit, ttl, last, now, claim)
     }
 
-    fn reconcile(&mut self, permit: Permit<'_>, token: u64, reserved: u64, used: u64) -> Result<(), StoreError> {
-        self.get().reconcile(permit, token, reserved, used)
+    fn reconcile(
+        &mut self,
+        permit: Permit<'_>,
+        context: Option<&str>,
+        token: u64,
+        reserved: u64,
+        used: u64,
+    ) -> Result<(), StoreError> {
+        self.get().reconcile(permit, context, token, reserved, used)
     }
 
     fn extend(&mut self, permit: Permit<'_>, token: u64, ttl: u64, now: u64) -> Result<bool, StoreError> {

@@ -141,6 +141,7 @@ fn request_field(pool_field: &str) -> &str {
         "failure.kind" => "outcome",
         "status" => "http_status",
         "limits.min_interval" => "limits.min_interval_ms",
+        "limits.per_context.min_interval" => "limits.per_context.min_interval_ms",
         "limits.max_age" => "limits.max_age_ms",
         other => other,
     }

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use repute_core::{Context, Lease, Limits, Policy, Pool, Registration, ResourceId};
+use repute_core::{Context, ContextLimits, Lease, Limits, Policy, Pool, Registration, ResourceId};
 
 use super::scenario::{Answer, Kind, Windows, World, RESOURCES, RPM_LIMIT};
 
@@ -55,12 +55,11 @@ impl PoolChooser {
         let ids: Vec<ResourceId> =
             (0..RESOURCES).map(|r| ResourceId::new(noun, kind.resource_name(r)).expect("valid id")).collect();
         // The keys go in with the provider's published rpm, as a user
-        // registers them. The provider counts it per key and model, the
-        // pool per key over every model: it never sends a key past the
-        // limit of any model, at the price of a quarter of the allowance
-        // when all of a key's traffic is for one model.
+        // registers them: per key and model (the context), as the
+        // provider counts it.
+        let per_model = ContextLimits { rpm: Some(RPM_LIMIT as u32), ..ContextLimits::default() };
         let limits = match kind {
-            Kind::ApiKeys => Limits { rpm: Some(RPM_LIMIT as u32), ..Limits::default() },
+            Kind::ApiKeys => Limits { per_context: per_model, ..Limits::default() },
             _ => Limits::default(),
         };
         for id in &ids {

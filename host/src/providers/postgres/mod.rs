@@ -8,8 +8,9 @@
 //!   succeeds only while no unexpired lease holds the permit, and mints the
 //!   next token of a counter row that is never deleted (I1, I2); a grant
 //!   that claims usage limits is one call of `repute_claimed_grant`, which
-//!   locks the resource's usage row, judges the claim over every process's
-//!   grants of the last minute, grants and counts (one round trip);
+//!   locks the usage rows of the resource and of the acquire's context,
+//!   judges the claim in each over every process's grants of the last
+//!   minute, grants and counts (one round trip);
 //! - checkpoints and log appends carry the writer's owner epoch and are
 //!   refused by the database once the epoch moved on (I3, I4);
 //! - tenant ownership (sharded mode) is an owner row with a strictly
@@ -28,6 +29,7 @@ use repute_core::{Command, GrantAnswer, RateLimit, SECOND};
 use super::fencing::{Fencing, Permit};
 use super::owners::{owner_margin, Claim, OwnerStore};
 use super::storage::{decode_command, encode_command, Checkpoint, LogEntry, Storage};
+use super::usage::RESOURCE_SCOPE;
 use super::{Backend, Clock, Providers};
 use crate::error::StoreError;
 use crate::ownership::Ownership;
@@ -349,8 +351,8 @@ impl Fencing for PgFencing {
     /// above both the stored one and the pool's `last`. An owner's grant
     /// also needs its epoch to still be the tenant's. A claim makes it the
     /// one call of `repute_claimed_grant` (see the migration): the same
-    /// grant, judged and counted against the resource's limits under its
-    /// usage row's lock.
+    /// grant, judged and counted against the resource's limits and its
+    /// context's under their usage rows' locks.
     fn grant(
         &mut self,
         permit: Permit<'_>,
@@ -381,9 +383,12 @@ impl Fencing for PgFencing {
         let l = &claim.limits;
         let (rpm, tpm) = (l.rpm.map(|r| r as i32), l.tpm.map(bigint));
         let (gap, max_uses, cost) = (l.min_interval.map(micros_up), l.max_uses.map(bigint), bigint(claim.cost));
+        let (pc, context) = (&l.per_context, claim.context.as_ref().map(|c| c.as_str()));
+        let (crpm, ctpm, cgap) = (pc.rpm.map(|r| r as i32), pc.tpm.map(bigint), pc.min_interval.map(micros_up));
         let row = inner.link.run(|c| {
             c.query_one(
-                "SELECT status, found FROM repute_claimed_grant($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+                "SELECT status, found FROM repute_claimed_grant(
+                     $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
                 &[
                     &tenant,
                     &permit.kind,
@@ -397,27 +402,52 @@ impl Fencing for PgFencing {
                     &gap,
                     &max_uses,
                     &cost,
+                    &context,
+                    &crpm,
+                    &ctpm,
+                    &cgap,
                 ],
             )
         })?;
         let (status, found): (String, Option<i64>) = (row.get(0), row.get(1));
+        let wait = |us: i64| (us.max(1) as u64).saturating_mul(1_000);
         Ok(match (status.as_str(), found) {
             ("granted", Some(token)) => GrantAnswer::Granted(token as u64),
-            ("limited", Some(wait_us)) => GrantAnswer::Limited(Some((wait_us.max(1) as u64).saturating_mul(1_000))),
+            ("limited", Some(wait_us)) => GrantAnswer::Limited(Some(wait(wait_us))),
+            ("context_limited", Some(wait_us)) => GrantAnswer::ContextLimited(wait(wait_us)),
             ("spent", _) => GrantAnswer::Limited(None),
             _ => GrantAnswer::Held,
         })
     }
 
-    /// The grant's row counts `used` from now on; none once it was pruned.
-    fn reconcile(&mut self, permit: Permit<'_>, token: u64, _reserved: u64, used: u64) -> Result<(), StoreError> {
+    /// The grant's rows (in the resource's scope and, given, the
+    /// context's) count `used` from now on; none once they were pruned.
+    fn reconcile(
+        &mut self,
+        permit: Permit<'_>,
+        context: Option<&str>,
+        token: u64,
+        _reserved: u64,
+        used: u64,
+    ) -> Result<(), StoreError> {
         let mut inner = lock(&self.inner);
         let tenant = inner.tenant.clone();
+        let context = context.unwrap_or(RESOURCE_SCOPE);
         inner.link.run(|c| {
             c.execute(
                 "UPDATE repute_grant SET cost = $6
-                 WHERE tenant = $1 AND kind = $2 AND value = $3 AND permit = $4 AND token = $5",
-                &[&tenant, &permit.kind, &permit.value, &(permit.index as i32), &(token as i64), &bigint(used)],
+                 WHERE tenant = $1 AND kind = $2 AND value = $3 AND permit = $4 AND token = $5
+                   AND scope IN ($7, $8)",
+                &[
+                    &tenant,
+                    &permit.kind,
+                    &permit.value,
+                    &(permit.index as i32),
+                    &(token as i64),
+                    &bigint(used),
+                    &RESOURCE_SCOPE,
+                    &context,
+                ],
             )
         })?;
         Ok(())

@@ -7,8 +7,8 @@
 //! - grant: no unexpired lease on the permit, then the next token from a
 //!   fence key that is never deleted or expired, then the lease with its
 //!   expiry (I1, I2, I6); a grant that claims usage limits is judged over
-//!   the resource's grants of the last minute and counted in the same
-//!   script;
+//!   the grants of the last minute of its resource and of the acquire's
+//!   context, and counted in both, in the same script;
 //! - extend and revoke: only for the permit's current token;
 //! - append: the next log position and the entry, in one step, so positions
 //!   become visible in order; checkpoints are conditional like PostgreSQL's;
@@ -51,21 +51,29 @@ const NOW: &str = "local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 ";
 
-/// KEYS: epoch, fence, lease, and the resource's usage (a hash: `uses`,
-/// `last` µs, `tokens` of the window), window (a sorted set of
-/// `permit:token` by grant time, µs) and costs (a hash `permit:token` →
-/// the tokens that grant counts). ARGV: ttl µs, last token seen by the
-/// pool, writer epoch, then the claim: `1` when there is one, rpm, tpm,
-/// min_interval µs (rounded up), max_uses (0 for a limit not set), cost,
-/// and the permit's index.
+/// KEYS: epoch, fence, lease, then the usage of each scope the claim counts
+/// in: the resource's own and, when the claim names a context, that
+/// context's (see `Keys::usage`). A scope's usage is three keys: usage (a
+/// hash: `uses`, `last` µs, `tokens` of the window), window (a sorted set of
+/// `permit:token` by grant time, µs) and costs (a hash `permit:token` → the
+/// tokens that grant counts). ARGV: ttl µs, last token seen by the pool,
+/// writer epoch, then the claim (0 for a limit not set, all 0 without a
+/// claim): `1` when the resource's own limits count the grant, its rpm,
+/// tpm, min_interval µs (rounded up), max_uses, and the cost; then the
+/// permit's index; then, with the context's keys only, the context's rpm,
+/// tpm and min_interval µs (rounded up).
 ///
-/// Returns the token; nil when the permit is held (or the epoch is stale,
-/// or the cost can never fit the tpm: nothing counted); 0 when max_uses
-/// are spent; minus the µs until the limits admit the grant. The window
-/// and costs expire a minute after the newest grant, when every grant in
-/// them has left the window anyway. Pruning writes the usage's `tokens`
-/// back at once, refused or not: the pruned costs are gone, and a count
-/// still holding them would refuse the resource until its window expired.
+/// The resource's scope is judged first; both must admit the grant, which
+/// is then counted in both. Returns the token; nil when the permit is held
+/// (or the epoch is stale, or the cost can never fit a tpm: nothing
+/// counted); 0 when max_uses are spent; a wait as a negative number,
+/// `-2 µs` until the resource's limits admit the grant and `-(2 µs + 1)`
+/// until the context's do (odd: the resource's other contexts may still be
+/// granted). A scope's window and costs expire a minute after its newest
+/// grant, when every grant in them has left the window anyway. Pruning
+/// writes the scope's `tokens` back at once, refused or not: the pruned
+/// costs are gone, and a count still holding them would refuse the scope
+/// until its window expired.
 const GRANT: &str = "
 if ARGV[3] ~= '0' and redis.call('GET', KEYS[1]) ~= ARGV[3] then return false end
 local held = redis.call('GET', KEYS[3])
@@ -73,73 +81,93 @@ if held then
   local sep = string.find(held, ':', 1, true)
   if tonumber(string.sub(held, sep + 1)) > now then return false end
 end
-local claimed = ARGV[4] == '1'
-local rpm, tpm, gap = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
-local max_uses, cost = tonumber(ARGV[8]), tonumber(ARGV[9])
-local windowed = rpm > 0 or tpm > 0
-local uses, last, tokens = 0, -1, 0
-if claimed then
-  local u = redis.call('HMGET', KEYS[4], 'uses', 'last', 'tokens')
-  uses, last = tonumber(u[1] or '0'), tonumber(u[2] or '-1')
-  if max_uses > 0 and uses >= max_uses then return 0 end
-  if tpm > 0 and cost > tpm then return false end
-  if redis.call('EXISTS', KEYS[5]) == 1 then tokens = tonumber(u[3] or '0') end
+local cost = tonumber(ARGV[9])
+local function scope(k, rpm, tpm, gap, max_uses, context)
+  return {usage = KEYS[k], window = KEYS[k + 1], costs = KEYS[k + 2], rpm = tonumber(rpm), tpm = tonumber(tpm),
+    gap = tonumber(gap), max_uses = tonumber(max_uses), context = context, uses = 0, last = -1, tokens = 0}
+end
+local scopes = {}
+if ARGV[4] == '1' then table.insert(scopes, scope(4, ARGV[5], ARGV[6], ARGV[7], ARGV[8], false)) end
+if #KEYS == 9 then table.insert(scopes, scope(7, ARGV[11], ARGV[12], ARGV[13], '0', true)) end
+-- Prunes scope s and judges the grant there: nil when it admits it, else
+-- 'spent', 'held' or the µs until it may.
+local function judge(s)
+  local u = redis.call('HMGET', s.usage, 'uses', 'last', 'tokens')
+  s.uses, s.last = tonumber(u[1] or '0'), tonumber(u[2] or '-1')
+  if s.max_uses > 0 and s.uses >= s.max_uses then return 'spent' end
+  if s.tpm > 0 and cost > s.tpm then return 'held' end
+  if redis.call('EXISTS', s.window) == 1 then s.tokens = tonumber(u[3] or '0') end
   local cutoff = int(now - 60000000)
-  local old = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', cutoff)
+  local old = redis.call('ZRANGEBYSCORE', s.window, '-inf', cutoff)
   for i = 1, #old, 1000 do
     local chunk = {unpack(old, i, math.min(i + 999, #old))}
-    for _, c in ipairs(redis.call('HMGET', KEYS[6], unpack(chunk))) do tokens = tokens - tonumber(c or '0') end
-    redis.call('HDEL', KEYS[6], unpack(chunk))
+    for _, c in ipairs(redis.call('HMGET', s.costs, unpack(chunk))) do s.tokens = s.tokens - tonumber(c or '0') end
+    redis.call('HDEL', s.costs, unpack(chunk))
   end
   if #old > 0 then
-    redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', cutoff)
-    redis.call('HSET', KEYS[4], 'tokens', int(tokens))
+    redis.call('ZREMRANGEBYSCORE', s.window, '-inf', cutoff)
+    redis.call('HSET', s.usage, 'tokens', int(s.tokens))
   end
   local free = now
-  if gap > 0 and last >= 0 then free = math.max(free, last + gap) end
-  local n = redis.call('ZCARD', KEYS[5])
-  if rpm > 0 and n >= rpm then
-    local leaves = redis.call('ZRANGE', KEYS[5], int(n - rpm), int(n - rpm), 'WITHSCORES')
+  if s.gap > 0 and s.last >= 0 then free = math.max(free, s.last + s.gap) end
+  local n = redis.call('ZCARD', s.window)
+  if s.rpm > 0 and n >= s.rpm then
+    local leaves = redis.call('ZRANGE', s.window, int(n - s.rpm), int(n - s.rpm), 'WITHSCORES')
     free = math.max(free, tonumber(leaves[2]) + 60000000)
   end
-  if tpm > 0 and tokens + cost > tpm then
-    local needed, freed = tokens + cost - tpm, 0
-    local oldest = redis.call('ZRANGE', KEYS[5], 0, -1, 'WITHSCORES')
+  if s.tpm > 0 and s.tokens + cost > s.tpm then
+    local needed, freed = s.tokens + cost - s.tpm, 0
+    local oldest = redis.call('ZRANGE', s.window, 0, -1, 'WITHSCORES')
     for i = 1, #oldest, 2 do
-      freed = freed + tonumber(redis.call('HGET', KEYS[6], oldest[i]) or '0')
+      freed = freed + tonumber(redis.call('HGET', s.costs, oldest[i]) or '0')
       if freed >= needed then
         free = math.max(free, tonumber(oldest[i + 1]) + 60000000)
         break
       end
     end
   end
-  if free > now then return now - free end
+  if free > now then return free - now end
+  return nil
+end
+for _, s in ipairs(scopes) do
+  local refused = judge(s)
+  if refused == 'spent' then return 0 end
+  if refused == 'held' then return false end
+  if refused then
+    if s.context then return -(2 * refused + 1) end
+    return -2 * refused
+  end
 end
 local token = math.max(tonumber(redis.call('GET', KEYS[2]) or '0'), tonumber(ARGV[2])) + 1
 redis.call('SET', KEYS[2], int(token))
 redis.call('SET', KEYS[3], int(token) .. ':' .. int(now + tonumber(ARGV[1])))
-if claimed then
-  if windowed then
-    local member = ARGV[10] .. ':' .. int(token)
-    tokens = tokens + cost
-    redis.call('ZADD', KEYS[5], int(now), member)
-    redis.call('HSET', KEYS[6], member, int(cost))
-    redis.call('PEXPIRE', KEYS[5], 61000)
-    redis.call('PEXPIRE', KEYS[6], 61000)
+local member = ARGV[10] .. ':' .. int(token)
+for _, s in ipairs(scopes) do
+  if s.rpm > 0 or s.tpm > 0 then
+    s.tokens = s.tokens + cost
+    redis.call('ZADD', s.window, int(now), member)
+    redis.call('HSET', s.costs, member, int(cost))
+    redis.call('PEXPIRE', s.window, 61000)
+    redis.call('PEXPIRE', s.costs, 61000)
   end
-  redis.call('HSET', KEYS[4], 'uses', int(uses + 1), 'last', int(math.max(last, now)), 'tokens', int(tokens))
+  redis.call('HSET', s.usage, 'uses', int(s.uses + 1), 'last', int(math.max(s.last, now)), 'tokens', int(s.tokens))
 end
 return token
 ";
 
-/// KEYS: usage, window, costs. ARGV: `permit:token`, tokens used. The
-/// grant counts its use from now on; nothing once it left the window.
+/// KEYS: usage, window and costs of each scope the grant counted in: the
+/// resource's, then its context's when it had one. ARGV: `permit:token`,
+/// tokens used. The grant counts its use from now on in each scope whose
+/// window still holds it; nothing in one it left.
 const RECONCILE: &str = "
-if redis.call('ZSCORE', KEYS[2], ARGV[1]) == false then return 0 end
-local before = tonumber(redis.call('HGET', KEYS[3], ARGV[1]) or '0')
-redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
-redis.call('HINCRBY', KEYS[1], 'tokens', int(tonumber(ARGV[2]) - before))
-return 1
+for k = 1, #KEYS, 3 do
+  if redis.call('ZSCORE', KEYS[k + 1], ARGV[1]) then
+    local before = tonumber(redis.call('HGET', KEYS[k + 2], ARGV[1]) or '0')
+    redis.call('HSET', KEYS[k + 2], ARGV[1], ARGV[2])
+    redis.call('HINCRBY', KEYS[k], 'tokens', int(tonumber(ARGV[2]) - before))
+  end
+end
+return 0
 ";
 
 /// KEYS: fence, lease. ARGV: token, ttl µs. The current token extends; a
@@ -374,9 +402,15 @@ impl Keys {
         (format!("{}fence:{name}", self.prefix), format!("{}lease:{name}", self.prefix))
     }
 
-    /// Usage, window and costs of the permit's resource (see `GRANT`).
-    fn usage(&self, p: Permit<'_>) -> [String; 3] {
-        let name = format!("{}\u{1f}{}", p.kind, p.value);
+    /// Usage, window and costs of the permit's resource (see `GRANT`):
+    /// of its own scope, or of `context`'s. A context's name follows the
+    /// resource's after one more separator, so no context's keys are
+    /// another resource's.
+    fn usage(&self, p: Permit<'_>, context: Option<&str>) -> [String; 3] {
+        let name = match context {
+            None => format!("{}\u{1f}{}", p.kind, p.value),
+            Some(context) => format!("{}\u{1f}{}\u{1f}{context}", p.kind, p.value),
+        };
         ["usage", "window", "costs"].map(|which| format!("{}{which}:{name}", self.prefix))
     }
 }
@@ -475,20 +509,35 @@ fn micros(ns: u64) -> u64 {
     ns / 1_000
 }
 
-/// The claim's arguments of the grant script: `1` and the limits (0 for
-/// none), or `0` and zeros.
+/// Rounded up: a gap the server may not shorten.
+fn micros_up(ns: u64) -> u64 {
+    ns.div_ceil(1_000)
+}
+
+/// The claim's arguments of the grant script (see `GRANT`): `1` when the
+/// resource's own limits count the grant, those limits (0 for none) and
+/// the cost; all 0 without a claim.
 pub(super) fn claim_args(claim: Option<&Claim>) -> [u64; 6] {
     match claim {
         None => [0; 6],
-        Some(Claim { limits, cost }) => [
-            1,
+        Some(Claim { limits, cost, .. }) => [
+            u64::from(limits.counted()),
             limits.rpm.map_or(0, u64::from),
             limits.tpm.unwrap_or(0),
-            limits.min_interval.map_or(0, |ns| ns.div_ceil(1_000)),
+            limits.min_interval.map_or(0, micros_up),
             limits.max_uses.unwrap_or(0),
             *cost,
         ],
     }
+}
+
+/// The context a claim is counted in apart, if any, and the grant
+/// script's arguments of its limits (0 for none).
+pub(super) fn context_args(claim: Option<&Claim>) -> Option<(&str, [u64; 3])> {
+    let claim = claim?;
+    let limits = &claim.limits.per_context;
+    let args = [limits.rpm.map_or(0, u64::from), limits.tpm.unwrap_or(0), limits.min_interval.map_or(0, micros_up)];
+    claim.context.as_ref().map(|context| (context.as_str(), args))
 }
 
 /// The grant script's reply (see `GRANT`).
@@ -496,7 +545,14 @@ pub(super) fn grant_answer(reply: Option<i64>) -> GrantAnswer {
     match reply {
         Some(token) if token > 0 => GrantAnswer::Granted(token as u64),
         Some(0) => GrantAnswer::Limited(None),
-        Some(wait_us) => GrantAnswer::Limited(Some(wait_us.unsigned_abs().saturating_mul(1_000))),
+        Some(wait) => {
+            let (wait_ns, context) = ((wait.unsigned_abs() / 2).saturating_mul(1_000), wait % 2 != 0);
+            if context {
+                GrantAnswer::ContextLimited(wait_ns)
+            } else {
+                GrantAnswer::Limited(Some(wait_ns))
+            }
+        }
         None => GrantAnswer::Held,
     }
 }
@@ -511,21 +567,42 @@ impl Fencing for RedisFencing {
         claim: Option<&Claim>,
     ) -> Result<GrantAnswer, StoreError> {
         let (fence, lease) = self.keys.permit(permit);
-        let usage = self.keys.usage(permit);
+        let usage = self.keys.usage(permit, None);
+        let context = context_args(claim).map(|(name, args)| (self.keys.usage(permit, Some(name)), args));
         let (epoch_key, epoch) = (&self.keys.epoch, self.epoch);
         let reply: Option<i64> = self.link.run(|c, s| {
             let mut call = s.grant.key(epoch_key);
-            call.key(&fence).key(&lease).key(&usage[..]).arg(micros(ttl)).arg(last).arg(epoch);
-            call.arg(&claim_args(claim)[..]).arg(permit.index).invoke(c)
+            call.key(&fence).key(&lease).key(&usage[..]);
+            if let Some((keys, _)) = &context {
+                call.key(&keys[..]);
+            }
+            call.arg(micros(ttl)).arg(last).arg(epoch).arg(&claim_args(claim)[..]).arg(permit.index);
+            if let Some((_, args)) = &context {
+                call.arg(&args[..]);
+            }
+            call.invoke(c)
         })?;
         Ok(grant_answer(reply))
     }
 
-    fn reconcile(&mut self, permit: Permit<'_>, token: u64, _reserved: u64, used: u64) -> Result<(), StoreError> {
-        let [usage, window, costs] = self.keys.usage(permit);
+    fn reconcile(
+        &mut self,
+        permit: Permit<'_>,
+        context: Option<&str>,
+        token: u64,
+        _reserved: u64,
+        used: u64,
+    ) -> Result<(), StoreError> {
+        let usage = self.keys.usage(permit, None);
+        let context = context.map(|context| self.keys.usage(permit, Some(context)));
         let member = format!("{}:{token}", permit.index);
-        self.link
-            .run(|c, s| s.reconcile.key(&usage).key(&window).key(&costs).arg(member).arg(used).invoke::<i64>(c))?;
+        self.link.run(|c, s| {
+            let mut call = s.reconcile.key(&usage[..]);
+            if let Some(context) = &context {
+                call.key(&context[..]);
+            }
+            call.arg(member).arg(used).invoke::<i64>(c)
+        })?;
         Ok(())
     }
 

@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 use redis::{ConnectionAddr, ConnectionInfo};
 use repute_core::{GrantAnswer, Lease, Selector};
 
-use super::{claim_args, grant_answer, micros, Keys, GRANT, NOW, PRELUDE, REVOKE};
+use super::{claim_args, context_args, grant_answer, micros, Keys, GRANT, NOW, PRELUDE, REVOKE};
 use crate::error::{selector_error, Error, Result, StoreError};
 use crate::providers::Permit;
 use crate::two_phase::{InFlight, Proposal, Revoke, Step};
@@ -98,20 +98,31 @@ impl RedisWire {
     /// appended to `out`.
     fn grant(&self, out: &mut Vec<u8>, p: &Proposal, by_source: bool) {
         let permit = Permit { kind: p.resource().kind(), value: p.resource().value(), index: p.permit() };
-        self.grant.head(out, by_source, 19, 6);
+        let claim = p.claim();
+        let context = context_args(claim.as_ref());
+        let (keys, args) = if context.is_some() { (9, 13) } else { (6, 10) };
+        self.grant.head(out, by_source, 3 + keys + args, keys);
         bulk(out, &[self.keys.epoch.as_bytes()]);
         permit_key(out, &self.keys, "fence:", permit);
         permit_key(out, &self.keys, "lease:", permit);
-        for which in ["usage:", "window:", "costs:"] {
-            resource_key(out, &self.keys, which, permit);
+        // The resource's own scope, then the context's.
+        for scope in std::iter::once(None).chain(context.map(|(name, _)| Some(name))) {
+            for which in ["usage:", "window:", "costs:"] {
+                resource_key(out, &self.keys, which, permit, scope);
+            }
         }
         number(out, micros(p.ttl()));
         number(out, p.last());
         number(out, self.epoch);
-        for arg in claim_args(p.claim().as_ref()) {
+        for arg in claim_args(claim.as_ref()) {
             number(out, arg);
         }
         number(out, u64::from(p.permit()));
+        if let Some((_, args)) = context {
+            for arg in args {
+                number(out, arg);
+            }
+        }
     }
 
     /// The revoke script for `r`, appended to `out`.
@@ -171,8 +182,11 @@ fn permit_key(out: &mut Vec<u8>, keys: &Keys, which: &str, p: Permit<'_>) {
 }
 
 /// The key `Keys::usage` names, written as one argument.
-fn resource_key(out: &mut Vec<u8>, keys: &Keys, which: &str, p: Permit<'_>) {
-    let parts = [keys.prefix.as_bytes(), which.as_bytes(), p.kind.as_bytes(), "\u{1f}".as_bytes(), p.value.as_bytes()];
+fn resource_key(out: &mut Vec<u8>, keys: &Keys, which: &str, p: Permit<'_>, context: Option<&str>) {
+    let sep = "\u{1f}".as_bytes();
+    let (context_sep, context) = context.map_or((&b""[..], &b""[..]), |c| (sep, c.as_bytes()));
+    let parts =
+        [keys.prefix.as_bytes(), which.as_bytes(), p.kind.as_bytes(), sep, p.value.as_bytes(), context_sep, context];
     bulk(out, &parts);
 }
 
@@ -447,37 +461,57 @@ mod tests {
     fn a_grant_with_its_claim_is_the_command_the_redis_crate_would_pack() {
         use crate::bindings::repute::pool::types as wit;
         let wire = wire();
-        let limits =
-            wit::Limits { rpm: Some(60), tpm: None, min_interval: Some(1_500), max_uses: Some(9), max_age: None };
-        let inner = wit::Proposal {
-            resource: wit::ResourceKey { slot: 0, serial: 1 },
-            permit: 3,
-            last: 41,
-            ttl: 30_000_000_000,
-            at: 0,
-            refused: Vec::new(),
-            fail_open: false,
-            claim: Some(wit::Claim { limits, cost: 250 }),
+        let per_context = wit::ContextLimits { rpm: Some(5), tpm: Some(1_000), min_interval: Some(2_001) };
+        let limits = wit::Limits {
+            rpm: Some(60),
+            tpm: None,
+            min_interval: Some(1_500),
+            max_uses: Some(9),
+            max_age: None,
+            per_context,
         };
-        let proposal = Proposal { inner, resource: ResourceId::new("key", "k1").unwrap() };
         let permit = Permit { kind: "key", value: "k1", index: 3 };
         let (fence, lease) = wire.keys.permit(permit);
-        let mut out = Vec::new();
-        wire.grant(&mut out, &proposal, false);
-        let packed = redis::cmd("EVALSHA")
-            .arg(&wire.grant.sha)
-            .arg(6)
-            .arg(&wire.keys.epoch)
-            .arg(fence)
-            .arg(lease)
-            .arg(&wire.keys.usage(permit)[..])
-            .arg(30_000_000)
-            .arg(41)
-            .arg(7)
-            // Claimed: rpm 60, no tpm, 1.5 µs rounded up to 2, 9 uses, cost 250; permit 3.
-            .arg(&[1u64, 60, 0, 2, 9, 250, 3][..])
-            .get_packed_command();
-        assert_eq!(String::from_utf8(out).unwrap(), String::from_utf8(packed).unwrap());
+        for context in [None, Some("gpt")] {
+            let inner = wit::Proposal {
+                resource: wit::ResourceKey { slot: 0, serial: 1 },
+                permit: 3,
+                last: 41,
+                ttl: 30_000_000_000,
+                at: 0,
+                refused: Vec::new(),
+                fail_open: false,
+                claim: Some(wit::Claim { limits, cost: 250, context: context.map(str::to_owned) }),
+            };
+            let proposal = Proposal { inner, resource: ResourceId::new("key", "k1").unwrap() };
+            let mut out = Vec::new();
+            wire.grant(&mut out, &proposal, false);
+            let mut cmd = redis::cmd("EVALSHA");
+            cmd.arg(&wire.grant.sha).arg(if context.is_some() { 9 } else { 6 });
+            cmd.arg(&wire.keys.epoch).arg(&fence).arg(&lease).arg(&wire.keys.usage(permit, None)[..]);
+            if let Some(context) = context {
+                cmd.arg(&wire.keys.usage(permit, Some(context))[..]);
+            }
+            // Counted: rpm 60, no tpm, 1.5 µs rounded up to 2, 9 uses, cost 250; permit 3.
+            cmd.arg(30_000_000).arg(41).arg(7).arg(&[1u64, 60, 0, 2, 9, 250, 3][..]);
+            if context.is_some() {
+                // Per context: rpm 5, tpm 1000, 2.001 µs rounded up to 3.
+                cmd.arg(&[5u64, 1_000, 3][..]);
+            }
+            let packed = cmd.get_packed_command();
+            assert_eq!(String::from_utf8(out).unwrap(), String::from_utf8(packed).unwrap(), "{context:?}");
+        }
+    }
+
+    #[test]
+    fn a_claim_counted_per_context_alone_leaves_the_resource_scope_out() {
+        use repute_core::{Claim, Context, ContextLimits, Limits};
+        let limits =
+            Limits { per_context: ContextLimits { rpm: Some(2), ..ContextLimits::default() }, ..Limits::default() };
+        let claim = Claim { limits, cost: 1, context: Some(Context::new("gpt").unwrap()) };
+        assert_eq!(claim_args(Some(&claim)), [0, 0, 0, 0, 0, 1]);
+        assert_eq!(context_args(Some(&claim)), Some(("gpt", [2, 0, 0])));
+        assert_eq!((claim_args(None), context_args(None)), ([0; 6], None));
     }
 
     #[test]
@@ -485,7 +519,9 @@ mod tests {
         assert_eq!(grant_answer(Some(7)), GrantAnswer::Granted(7));
         assert_eq!(grant_answer(None), GrantAnswer::Held);
         assert_eq!(grant_answer(Some(0)), GrantAnswer::Limited(None));
-        assert_eq!(grant_answer(Some(-2_500_000)), GrantAnswer::Limited(Some(2_500_000_000)));
+        assert_eq!(grant_answer(Some(-2 * 2_500_000)), GrantAnswer::Limited(Some(2_500_000_000)));
+        assert_eq!(grant_answer(Some(-(2 * 2_500_000 + 1))), GrantAnswer::ContextLimited(2_500_000_000));
+        assert_eq!(grant_answer(Some(-3)), GrantAnswer::ContextLimited(1_000));
     }
 
     #[test]

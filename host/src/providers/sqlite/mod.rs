@@ -25,9 +25,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use repute_core::{Claim, Command, GrantAnswer, WINDOW};
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 
-use super::fencing::{Fencing, MemoryFencing, Permit, UsageState};
+use super::fencing::{Fencing, MemoryFencing, Permit};
 use super::storage::{decode_command, encode_command, Checkpoint, LogEntry, Storage};
-use super::usage::{self, Grant, Usage};
+use super::usage::{self, Grant, Usage, UsageState, RESOURCE_SCOPE};
 use super::{Backend, Clock, Providers};
 use crate::error::{Error, StoreError};
 
@@ -67,10 +67,12 @@ CREATE TABLE IF NOT EXISTS log (
 ///    clock unix nanoseconds (NULL: none recorded, as in rows written
 ///    before this column existed), `ttl` its TTL in nanoseconds, and
 ///    `released` is 1 once that lease was revoked.
-/// 2. Usage limits: per resource, its grants ever (`uses`) and the time of
-///    the newest (`last`); per grant of the last minute that an `rpm` or
-///    `tpm` counts, its time and the tokens it counts (`cost`). Times are
-///    on the authority's limits clock (see `SqliteFencing`), unix ns.
+/// 2. Usage limits: per resource and scope (`''` for the resource's own
+///    limits, else a context's name for its `per_context` ones), its grants
+///    ever (`uses`) and the time of the newest (`last`); per grant of the
+///    last minute that an `rpm` or `tpm` counts, its time and the tokens it
+///    counts (`cost`). Times are on the authority's limits clock (see
+///    `SqliteFencing`), unix ns.
 const MIGRATIONS: &[&str] = &[
     "
 ALTER TABLE fences ADD COLUMN expires INTEGER;
@@ -82,19 +84,21 @@ CREATE TABLE usage (
     tenant TEXT NOT NULL,
     kind TEXT NOT NULL,
     value TEXT NOT NULL,
+    scope TEXT NOT NULL,
     uses INTEGER NOT NULL,
     last INTEGER NOT NULL,
-    PRIMARY KEY (tenant, kind, value)
+    PRIMARY KEY (tenant, kind, value, scope)
 ) WITHOUT ROWID;
 CREATE TABLE usage_window (
     tenant TEXT NOT NULL,
     kind TEXT NOT NULL,
     value TEXT NOT NULL,
+    scope TEXT NOT NULL,
     at INTEGER NOT NULL,
     permit INTEGER NOT NULL,
     token INTEGER NOT NULL,
     cost INTEGER NOT NULL,
-    PRIMARY KEY (tenant, kind, value, at, permit, token)
+    PRIMARY KEY (tenant, kind, value, scope, at, permit, token)
 ) WITHOUT ROWID;
 ",
 ];
@@ -411,13 +415,13 @@ fn write_held(inner: &Inner, permit: Permit<'_>, token: u64, ttl: u64) -> rusqli
     Ok(())
 }
 
-/// The usage of one resource as the tables hold it.
-fn read_usage(inner: &Inner, permit: Permit<'_>) -> rusqlite::Result<Usage> {
+/// The usage of one scope of a resource as the tables hold it.
+fn read_usage(inner: &Inner, permit: Permit<'_>, scope: &str) -> rusqlite::Result<Usage> {
     let mut usage = Usage::default();
     let head = inner
         .conn
-        .prepare_cached("SELECT uses, last FROM usage WHERE tenant = ?1 AND kind = ?2 AND value = ?3")?
-        .query_row(params![inner.tenant, permit.kind, permit.value], |r| {
+        .prepare_cached("SELECT uses, last FROM usage WHERE tenant = ?1 AND kind = ?2 AND value = ?3 AND scope = ?4")?
+        .query_row(params![inner.tenant, permit.kind, permit.value, scope], |r| {
             Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64))
         })
         .optional()?;
@@ -426,10 +430,10 @@ fn read_usage(inner: &Inner, permit: Permit<'_>) -> rusqlite::Result<Usage> {
         usage.last = Some(last);
     }
     let mut stmt = inner.conn.prepare_cached(
-        "SELECT at, permit, token, cost FROM usage_window WHERE tenant = ?1 AND kind = ?2 AND value = ?3
-         ORDER BY at, permit, token",
+        "SELECT at, permit, token, cost FROM usage_window
+         WHERE tenant = ?1 AND kind = ?2 AND value = ?3 AND scope = ?4 ORDER BY at, permit, token",
     )?;
-    let rows = stmt.query_map(params![inner.tenant, permit.kind, permit.value], |r| {
+    let rows = stmt.query_map(params![inner.tenant, permit.kind, permit.value, scope], |r| {
         Ok(Grant {
             at: r.get::<_, i64>(0)? as u64,
             permit: r.get(1)?,
@@ -445,39 +449,45 @@ fn read_usage(inner: &Inner, permit: Permit<'_>) -> rusqlite::Result<Usage> {
     Ok(usage)
 }
 
-/// Records a claimed grant made at `at` (limits clock) and prunes what
-/// left the window by then, inside the grant's transaction.
+/// Records a claimed grant made at `at` (limits clock) in every scope of
+/// its claim and prunes what left their windows by then, inside the
+/// grant's transaction.
 fn write_usage(inner: &Inner, permit: Permit<'_>, claim: &Claim, token: u64, at: u64) -> rusqlite::Result<()> {
     let (tenant, kind, value) = (&inner.tenant, permit.kind, permit.value);
     let at_i = at.min(i64::MAX as u64) as i64;
-    if usage::windowed(&claim.limits) {
+    for (scope, limits) in usage::scopes(claim) {
+        if usage::windowed(&limits) {
+            inner
+                .conn
+                .prepare_cached(
+                    "INSERT INTO usage_window (tenant, kind, value, scope, at, permit, token, cost)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                )?
+                .execute(params![
+                    tenant,
+                    kind,
+                    value,
+                    scope,
+                    at_i,
+                    permit.index,
+                    token as i64,
+                    claim.cost.min(i64::MAX as u64) as i64
+                ])?;
+        }
         inner
             .conn
             .prepare_cached(
-                "INSERT INTO usage_window (tenant, kind, value, at, permit, token, cost)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                "DELETE FROM usage_window WHERE tenant = ?1 AND kind = ?2 AND value = ?3 AND scope = ?4 AND at <= ?5",
             )?
-            .execute(params![
-                tenant,
-                kind,
-                value,
-                at_i,
-                permit.index,
-                token as i64,
-                claim.cost.min(i64::MAX as u64) as i64
-            ])?;
+            .execute(params![tenant, kind, value, scope, at.saturating_sub(WINDOW).min(i64::MAX as u64) as i64])?;
+        inner
+            .conn
+            .prepare_cached(
+                "INSERT INTO usage (tenant, kind, value, scope, uses, last) VALUES (?1, ?2, ?3, ?4, 1, ?5)
+                 ON CONFLICT (tenant, kind, value, scope) DO UPDATE SET uses = uses + 1, last = MAX(last, excluded.last)",
+            )?
+            .execute(params![tenant, kind, value, scope, at_i])?;
     }
-    inner
-        .conn
-        .prepare_cached("DELETE FROM usage_window WHERE tenant = ?1 AND kind = ?2 AND value = ?3 AND at <= ?4")?
-        .execute(params![tenant, kind, value, at.saturating_sub(WINDOW).min(i64::MAX as u64) as i64])?;
-    inner
-        .conn
-        .prepare_cached(
-            "INSERT INTO usage (tenant, kind, value, uses, last) VALUES (?1, ?2, ?3, 1, ?4)
-             ON CONFLICT (tenant, kind, value) DO UPDATE SET uses = uses + 1, last = MAX(last, excluded.last)",
-        )?
-        .execute(params![tenant, kind, value, at_i])?;
     Ok(())
 }
 
@@ -488,13 +498,15 @@ impl SqliteFencing {
         wall.saturating_add(now.saturating_sub(mono))
     }
 
-    /// The usage of the permit's resource, loaded from the tables the first time.
-    fn load_usage(&mut self, inner: &Inner, permit: Permit<'_>) -> Result<(), StoreError> {
-        if self.permits.usage(permit).loaded {
-            return Ok(());
+    /// The usage of every scope of the claim, loaded from the tables the first time.
+    fn load_usage(&mut self, inner: &Inner, permit: Permit<'_>, claim: &Claim) -> Result<(), StoreError> {
+        for (scope, _) in usage::scopes(claim) {
+            if self.permits.usage(permit).scope(scope).loaded {
+                continue;
+            }
+            let usage = read_usage(inner, permit, scope)?;
+            *self.permits.usage(permit).scope(scope) = UsageState { usage, loaded: true };
         }
-        let usage = read_usage(inner, permit)?;
-        *self.permits.usage(permit) = UsageState { usage, loaded: true };
         Ok(())
     }
 
@@ -537,11 +549,11 @@ impl Fencing for SqliteFencing {
         let inner = lock(&inner);
         self.load(&inner, permit, now)?;
         let at = self.limits_now(now);
-        if claim.is_some() {
-            self.load_usage(&inner, permit)?;
+        if let Some(claim) = claim {
+            self.load_usage(&inner, permit, claim)?;
         }
         let state = *self.permits.state(permit);
-        let mut usage = claim.map(|c| (&mut self.permits.usage(permit).usage, c));
+        let mut usage = claim.map(|c| (self.permits.usage(permit), c));
         let limits = usage.as_mut().map(|(u, c)| (&mut **u, *c, at));
         let token = match MemoryFencing::decide(&state, last, now, limits) {
             Ok(token) => token,
@@ -561,15 +573,23 @@ impl Fencing for SqliteFencing {
         Ok(GrantAnswer::Granted(token))
     }
 
-    /// Committed first; the loaded window follows.
-    fn reconcile(&mut self, permit: Permit<'_>, token: u64, _reserved: u64, used: u64) -> Result<(), StoreError> {
+    /// Committed first; the loaded windows follow.
+    fn reconcile(
+        &mut self,
+        permit: Permit<'_>,
+        context: Option<&str>,
+        token: u64,
+        _reserved: u64,
+        used: u64,
+    ) -> Result<(), StoreError> {
         let inner = self.inner.clone();
         let inner = lock(&inner);
         inner
             .conn
             .prepare_cached(
                 "UPDATE usage_window SET cost = ?6
-                 WHERE tenant = ?1 AND kind = ?2 AND value = ?3 AND permit = ?4 AND token = ?5",
+                 WHERE tenant = ?1 AND kind = ?2 AND value = ?3 AND permit = ?4 AND token = ?5
+                   AND scope IN (?7, ?8)",
             )?
             .execute(params![
                 inner.tenant,
@@ -577,12 +597,11 @@ impl Fencing for SqliteFencing {
                 permit.value,
                 permit.index,
                 token as i64,
-                used.min(i64::MAX as u64) as i64
+                used.min(i64::MAX as u64) as i64,
+                RESOURCE_SCOPE,
+                context.unwrap_or(RESOURCE_SCOPE)
             ])?;
-        let state = self.permits.usage(permit);
-        if state.loaded {
-            state.usage.reconcile(permit.index, token, used);
-        }
+        self.permits.usage(permit).reconcile(context, permit.index, token, used);
         Ok(())
     }
 

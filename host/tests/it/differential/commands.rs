@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use repute_host::linked::LinkedPool;
 use repute_host::{
-    FailureKind, LabelFilter, Labels, Limits, ManualClock, Outcome, Pool, PoolOps, Providers, Registration, Secret,
-    Selector, Stats, TenantConfig, SECOND,
+    ContextLimits, FailureKind, LabelFilter, Labels, Limits, ManualClock, Outcome, Pool, PoolOps, Providers,
+    Registration, Secret, Selector, Stats, TenantConfig, SECOND,
 };
 
 pub const KINDS: [&str; 2] = ["proxy", "key"];
@@ -19,11 +19,50 @@ pub const LABEL_SETS: [&[(&str, &str)]; 3] = [&[], &[("region", "eu")], &[("regi
 /// How many selectors [`selector`] knows; the last one is refused.
 pub const SELECTORS: usize = 10;
 /// The usage limits a registration may carry, by index.
-pub const LIMIT_SETS: [Limits; 4] = [
-    Limits { rpm: None, tpm: None, min_interval: None, max_uses: None, max_age: None },
-    Limits { rpm: Some(2), tpm: None, min_interval: None, max_uses: None, max_age: None },
-    Limits { rpm: None, tpm: Some(100), min_interval: None, max_uses: Some(5), max_age: None },
-    Limits { rpm: None, tpm: None, min_interval: Some(10 * SECOND), max_uses: None, max_age: Some(400 * SECOND) },
+const NO_CONTEXT_LIMITS: ContextLimits = ContextLimits { rpm: None, tpm: None, min_interval: None };
+
+pub const LIMIT_SETS: [Limits; 6] = [
+    Limits { rpm: None, tpm: None, min_interval: None, max_uses: None, max_age: None, per_context: NO_CONTEXT_LIMITS },
+    Limits {
+        rpm: Some(2),
+        tpm: None,
+        min_interval: None,
+        max_uses: None,
+        max_age: None,
+        per_context: NO_CONTEXT_LIMITS,
+    },
+    Limits {
+        rpm: None,
+        tpm: Some(100),
+        min_interval: None,
+        max_uses: Some(5),
+        max_age: None,
+        per_context: NO_CONTEXT_LIMITS,
+    },
+    Limits {
+        rpm: None,
+        tpm: None,
+        min_interval: Some(10 * SECOND),
+        max_uses: None,
+        max_age: Some(400 * SECOND),
+        per_context: NO_CONTEXT_LIMITS,
+    },
+    Limits {
+        rpm: None,
+        tpm: None,
+        min_interval: None,
+        max_uses: None,
+        max_age: None,
+        per_context: ContextLimits { rpm: Some(1), tpm: None, min_interval: None },
+    },
+    Limits {
+        rpm: Some(3),
+        tpm: None,
+        min_interval: None,
+        max_uses: None,
+        max_age: None,
+        per_context: ContextLimits { rpm: None, tpm: Some(50), min_interval: Some(5 * SECOND) },
+    },
 ];
 
 #[derive(Debug, Clone)]

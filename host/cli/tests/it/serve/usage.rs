@@ -27,7 +27,8 @@ fn limits_show_in_views_and_costs_are_reconciled_by_the_usage_route() {
     let views = call("GET", &s.url("/v1/resources"), NONE, None).json();
     assert_eq!(
         views[0]["limits"],
-        json!({"rpm": null, "tpm": 100, "min_interval_ms": 0.5, "max_uses": null, "max_age_ms": 3_600_000.0})
+        json!({"rpm": null, "tpm": 100, "min_interval_ms": 0.5, "max_uses": null, "max_age_ms": 3_600_000.0,
+            "per_context": {"rpm": null, "tpm": null, "min_interval_ms": null}})
     );
     assert_eq!((views[0]["uses"].clone(), views[0]["retired"].clone()), (json!(0), Value::Null));
 
@@ -53,6 +54,27 @@ fn limits_show_in_views_and_costs_are_reconciled_by_the_usage_route() {
     r.problem(409, "stale_lease");
     call("POST", &s.url("/v1/leases/77/usage"), NONE, Some(json!({"token": 1, "used": 1})))
         .problem(404, "unknown_lease");
+}
+
+#[test]
+fn per_context_limits_count_each_context_apart() {
+    let dir = tempdir("per-context");
+    let s = Server::start(&["--no-auth", "--store", "memory"], &dir);
+    let limits = json!({"per_context": {"rpm": 1, "min_interval_ms": 1000}});
+    assert_eq!(register(&s, json!({"kind": "key", "value": "k1", "permits": 2, "limits": limits})).status, 204);
+    let views = call("GET", &s.url("/v1/resources"), NONE, None).json();
+    assert_eq!(views[0]["limits"]["per_context"], json!({"rpm": 1, "tpm": null, "min_interval_ms": 1000.0}));
+    assert_eq!(acquire(&s, json!({"context": "gpt-4o"})).status, 201);
+    let p = acquire(&s, json!({"context": "gpt-4o"})).problem(409, "no_resource_available");
+    assert_eq!(p["reasons"]["limited"], 1, "{p}");
+    let retry = p["retry_after_ms"].as_f64().unwrap();
+    assert!(retry > 59_000.0 && retry <= 60_000.0, "retry after {retry} ms");
+    let other = acquire(&s, json!({"context": "o1"}));
+    assert_eq!(other.status, 201, "another context of the key has its own window: {}", other.body);
+    let bad = json!({"kind": "key", "value": "k2", "limits": {"per_context": {"rpm": 0}}});
+    assert_eq!(register(&s, bad).problem(400, "invalid_input")["field"], "limits.per_context.rpm");
+    let bad = json!({"kind": "key", "value": "k2", "limits": {"per_context": {"min_interval_ms": -1}}});
+    assert_eq!(register(&s, bad).problem(400, "invalid_input")["field"], "limits.per_context.min_interval_ms");
 }
 
 #[test]
