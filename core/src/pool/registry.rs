@@ -407,6 +407,11 @@ impl Pool {
         Ok(())
     }
 
+    /// Whether the cell budget (`max_cells`) admits no new cell.
+    pub(super) fn cells_full(&self) -> bool {
+        self.policy.max_cells.is_some_and(|max| self.cells.len() as u32 >= max)
+    }
+
     /// The cell of a resource in a context, created (within the cell budget)
     /// if new. Cells live beside the registry, one for each context a
     /// resource lists, and go with it in `unregister`.
@@ -416,10 +421,8 @@ impl Pool {
                 return Ok(c);
             }
         }
-        if let Some(max) = self.policy.max_cells {
-            if self.cells.len() as u32 >= max {
-                return Err(Error::BudgetExhausted { budget: "max_cells", limit: max as u64 });
-            }
+        if let Some(max) = self.policy.max_cells.filter(|_| self.cells_full()) {
+            return Err(Error::BudgetExhausted { budget: "max_cells", limit: max as u64 });
         }
         let c = self.contexts.intern(context);
         self.cells.insert((slot, c), ContextCell::new(Cell::new(), None));

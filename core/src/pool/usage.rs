@@ -65,8 +65,7 @@ impl Pool {
         let Some(ctx) = cell else {
             // No grant for this context was counted yet; the cell that will
             // count them must fit the cell budget.
-            let full = self.policy.max_cells.is_some_and(|max| self.cells.len() as u32 >= max);
-            return if full { Err(Refused::Cost) } else { Ok(()) };
+            return if self.cells_full() { Err(Refused::Cost) } else { Ok(()) };
         };
         let limits = per.as_limits();
         let cc = self.cells.get_mut(&(slot, ctx)).expect("checked above");
