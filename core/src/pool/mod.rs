@@ -4,7 +4,8 @@
 //! `Pool` composes its state; each module holds one part of it and the
 //! operations that keep that part's invariants: `registry` (slots, serials,
 //! retired fences), `contexts` (the interned context names), `timers`,
-//! `leases`, `acquire` (selection and the index), `reports`, `blocklist` and
+//! `leases`, `select` (the index and choosing a candidate), `acquire` (the
+//! propose/settle protocol), `reports`, `blocklist` and
 //! `views` (inspection). The cells, keyed by slot and context number, join
 //! the registry and the contexts and stay on `Pool`.
 
@@ -28,6 +29,7 @@ mod contexts;
 mod leases;
 mod registry;
 mod reports;
+mod select;
 mod timers;
 mod usage;
 mod views;

@@ -10,7 +10,8 @@ use std::collections::VecDeque;
 use redis::{ConnectionAddr, ConnectionInfo};
 use repute_core::{GrantAnswer, Lease, Selector};
 
-use super::{claim_args, context_args, grant_answer, micros, Keys, GRANT, NOW, PRELUDE, REVOKE};
+use super::scripts::{GRANT, NOW, PRELUDE, REVOKE};
+use super::{claim_args, context_args, grant_answer, micros, Keys};
 use crate::error::{selector_error, Error, Result, StoreError};
 use crate::providers::Permit;
 use crate::two_phase::{InFlight, Proposal, Revoke, Step};
