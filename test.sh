@@ -98,7 +98,7 @@ cargo clippy --workspace --all-targets --release --locked --features repute-cli/
 # The host library as an embedder that enables no networked backend builds it.
 cargo clippy -p repute-host --release --locked --no-default-features -- -D warnings
 # The component glue only compiles for wasm; lint it there too.
-cargo clippy -p repute-core --target wasm32-wasip2 --features trap-test --release --locked -- -D warnings
+cargo clippy -p repute-core --target wasm32-wasip2 --features guest-bench,trap-test --release --locked -- -D warnings
 # The binding crates are extension modules: their symbols come from the
 # Python / Node process, so they are tested through their own suites below.
 cargo test --workspace --release --locked --features repute-cli/etcd,repute-host/testing --exclude repute-python --exclude repute-node

@@ -23,10 +23,11 @@ fn main() {
 
     let wasm = build_component(&workspace, "release", &["component"]);
     emit(&out, "repute", &wasm);
-    // Only tests of trap containment run this build; product builds skip it.
+    // Only tests (trap containment) and benchmarks (the guest's own speed)
+    // run this build; product builds skip it.
     if env::var_os("CARGO_FEATURE_TESTING").is_some() {
-        let trap = build_component(&workspace, "trap-test", &["component", "trap-test"]);
-        emit(&out, "repute-trap-test", &trap);
+        let testing = build_component(&workspace, "testing", &["component", "trap-test", "guest-bench"]);
+        emit(&out, "repute-testing", &testing);
     }
 }
 
@@ -69,6 +70,8 @@ fn build_component(workspace: &Path, variant: &str, features: &[&str]) -> Vec<u8
         .env("CARGO_PROFILE_RELEASE_LTO", "true")
         .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "1")
         .env("CARGO_PROFILE_RELEASE_PANIC", "abort")
+        // wasm SIMD: the hardware square root (see the core's `rng::sqrt`).
+        .env("CARGO_ENCODED_RUSTFLAGS", "-Ctarget-feature=+simd128")
         .args(["rustc", "-p", "repute-core", "--release", "--target", "wasm32-wasip2", "--crate-type", "cdylib"])
         .arg("--features")
         .arg(features.join(","));

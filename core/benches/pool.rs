@@ -4,79 +4,30 @@
 //! compares filtered acquires at 100k with the unfiltered one (goal ≤ 2×).
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion};
-use repute_core::{
-    Context, FailureKind, LabelFilter, Labels, Outcome, Policy, Pool, Registration, ResourceId, Selector, Strategy,
-};
-
-const CONTEXTS: usize = 10;
-
-/// Regions the labelled pool spreads its proxies over.
-const REGIONS: usize = 10;
-/// One resource in this many of the labelled pool is an API key.
-const KEY_EVERY: usize = 1000;
-
-fn warmed_pool(n: usize, strategy: Strategy) -> (Pool, Vec<ResourceId>, Vec<Context>) {
-    warmed(n, strategy, false)
-}
-
-/// `labelled`: every resource has a region label, one in `KEY_EVERY` is an `api-key`.
-fn warmed(n: usize, strategy: Strategy, labelled: bool) -> (Pool, Vec<ResourceId>, Vec<Context>) {
-    let mut pool = Pool::new(Policy { strategy, ..Policy::default() }, 1).unwrap();
-    let kind = |i: usize| if labelled && i % KEY_EVERY == 0 { "api-key" } else { "proxy" };
-    let ids: Vec<ResourceId> =
-        (0..n).map(|i| ResourceId::new(kind(i), format!("10.0.{}.{}:8080", i / 256, i % 256)).unwrap()).collect();
-    let ctxs: Vec<Context> = (0..CONTEXTS).map(|i| Context::new(format!("site-{i}.example")).unwrap()).collect();
-    for (i, id) in ids.iter().enumerate() {
-        let labels = match labelled {
-            true => Labels::new([("region".to_string(), format!("r{}", i % REGIONS))]).unwrap(),
-            false => Labels::default(),
-        };
-        pool.register_with(id.clone(), Registration { labels, ..Registration::new(1) }, 0).unwrap();
-    }
-    // Three observations per resource spread over the contexts, a fifth of them failures.
-    for (i, id) in ids.iter().enumerate() {
-        for j in 0..3 {
-            let c = &ctxs[(i * 7 + j * 3) % CONTEXTS];
-            let o = if (i + j) % 5 == 0 { Outcome::failure(FailureKind::Slow, 80.0) } else { Outcome::success(40.0) };
-            pool.report(id, c, o.unwrap(), 0).unwrap();
-        }
-    }
-    pool.drain_events();
-    (pool, ids, ctxs)
-}
+use repute_core::workload::{warmed, Workload, CONTEXTS, DRAIN_EVERY};
+use repute_core::{LabelFilter, Outcome, Selector, Strategy};
 
 fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("core");
     for strategy in [Strategy::Classic, Strategy::Thompson] {
         for n in [1_000usize, 100_000] {
-            let (mut pool, _, ctxs) = warmed_pool(n, strategy);
-            let mut i = 0usize;
+            let mut workload = Workload::new(n, strategy);
             group.bench_with_input(
                 BenchmarkId::new(format!("acquire_release/{}", strategy.as_str()), n),
                 &n,
-                |b, _| {
-                    b.iter(|| {
-                        i += 1;
-                        let l = pool.acquire(&ctxs[i % CONTEXTS], 1).unwrap();
-                        pool.release(l.id, l.token, 1).unwrap();
-                        if i % 1024 == 0 {
-                            pool.drain_events();
-                        }
-                        black_box(l.token)
-                    })
-                },
+                |b, _| b.iter(|| black_box(workload.pairs(1))),
             );
         }
     }
     for n in [1_000usize, 100_000] {
-        let (mut pool, ids, ctxs) = warmed_pool(n, Strategy::Classic);
+        let (mut pool, ids, ctxs) = warmed(n, Strategy::Classic, false);
         let ok = Outcome::success(35.0).unwrap();
         let mut i = 0usize;
         group.bench_with_input(BenchmarkId::new("report", n), &n, |b, _| {
             b.iter(|| {
                 i += 1;
                 pool.report(&ids[(i * 7919) % ids.len()], &ctxs[i % CONTEXTS], ok, 1).unwrap();
-                if i % 1024 == 0 {
+                if i as u64 % DRAIN_EVERY == 0 {
                     pool.drain_events();
                 }
             })
@@ -107,7 +58,7 @@ fn selectors(c: &mut Criterion) {
                 i += 1;
                 let l = pool.acquire_with(&ctxs[i % CONTEXTS], &selector, 1).unwrap();
                 pool.release(l.id, l.token, 1).unwrap();
-                if i % 1024 == 0 {
+                if i as u64 % DRAIN_EVERY == 0 {
                     pool.drain_events();
                 }
                 black_box(l.token)

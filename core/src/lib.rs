@@ -43,6 +43,8 @@ mod secret;
 mod selector;
 pub mod snapshot;
 mod tree;
+#[cfg(feature = "workload")]
+pub mod workload;
 
 pub use authority::{Authority, Claim, GrantAnswer, Local};
 pub use cell::{CellState, MAX_SCORE, MIN_SCORE};

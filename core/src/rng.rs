@@ -1,6 +1,7 @@
 //! The pool's only source of randomness: a seeded generator whose state is
 //! part of the snapshot, so a restored pool draws exactly what the original
-//! would have. All float math goes through `libm` to match across targets.
+//! would have. All float math goes through `libm` to match across targets,
+//! but for the square root, which IEEE 754 defines exactly (see [`sqrt`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -43,6 +44,24 @@ impl Xoshiro256PlusPlus {
     }
 }
 
+/// The correctly rounded square root, the same bits on every target.
+/// `libm::sqrt` is the machine's instruction natively but a software
+/// routine on wasm32 (its wasm path needs nightly intrinsics), and Thompson
+/// sampling takes about 32 square roots per acquire; the component is built
+/// with `simd128`, whose `f64x2.sqrt` is the IEEE operation on each lane.
+#[inline]
+fn sqrt(x: f64) -> f64 {
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        use core::arch::wasm32::{f64x2_extract_lane, f64x2_splat, f64x2_sqrt};
+        f64x2_extract_lane::<0>(f64x2_sqrt(f64x2_splat(x)))
+    }
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    {
+        libm::sqrt(x)
+    }
+}
+
 impl Rng {
     pub fn seeded(seed: u64) -> Self {
         Rng(Xoshiro256PlusPlus::seed_from_u64(seed))
@@ -61,13 +80,13 @@ impl Rng {
     fn normal(&mut self) -> f64 {
         let u1 = 1.0 - self.unit();
         let u2 = self.unit();
-        libm::sqrt(-2.0 * libm::log(u1)) * libm::cos(core::f64::consts::TAU * u2)
+        sqrt(-2.0 * libm::log(u1)) * libm::cos(core::f64::consts::TAU * u2)
     }
 
     /// Gamma(shape, 1) for shape ≥ 1 (Marsaglia–Tsang).
     fn gamma(&mut self, shape: f64) -> f64 {
         let d = shape - 1.0 / 3.0;
-        let c = 1.0 / libm::sqrt(9.0 * d);
+        let c = 1.0 / sqrt(9.0 * d);
         loop {
             let x = self.normal();
             let v = 1.0 + c * x;

@@ -1,19 +1,23 @@
 //! The cost of the component boundary: the same operations through the
 //! component and through the natively linked core, at 1k and 100k resources
 //! with 10 contexts, the fixed price of one call, a cold start (engine →
-//! first acquire), and what a usage limit adds to an acquire.
+//! first acquire), what a usage limit adds to an acquire, and the core's own
+//! acquire+release loop run inside the guest against the same loop natively
+//! (`guest-loop`: no boundary crossed per pair, so the ratio is the price of
+//! the compiled code alone).
 //!
 //! Run: `cargo bench -p repute-host --features testing --bench component`
 
 use std::hint::black_box;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use repute_core::workload::Workload;
 use repute_host::linked::LinkedPool;
 use repute_host::{
-    measure_cold_start, FailureKind, Limits, ManualClock, Outcome, Policy, Pool, PoolOps, Providers, Registration,
-    ShardLimits, Strategy, SystemClock, TenantConfig, MAX_RPM,
+    measure_cold_start, FailureKind, GuestWorkload, Limits, ManualClock, Outcome, Policy, Pool, PoolOps, Providers,
+    Registration, ShardLimits, Strategy, SystemClock, TenantConfig, MAX_RPM,
 };
 
 const CONTEXTS: [&str; 10] = ["ctx-0", "ctx-1", "ctx-2", "ctx-3", "ctx-4", "ctx-5", "ctx-6", "ctx-7", "ctx-8", "ctx-9"];
@@ -159,5 +163,34 @@ fn cold_start(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, operations, call_floor, usage_limits, cold_start);
+fn guest_loop(c: &mut Criterion) {
+    for (n, strategy) in [
+        (1_000u32, Strategy::Thompson),
+        (100_000, Strategy::Thompson),
+        (1_000, Strategy::Classic),
+        (100_000, Strategy::Classic),
+    ] {
+        let label = format!("{}k-{}", n / 1000, strategy.as_str());
+        let mut guest = GuestWorkload::new(n, strategy).unwrap();
+        let mut native = Workload::new(n as usize, strategy);
+        let mut group = c.benchmark_group("guest-loop");
+        group.bench_function(BenchmarkId::new("component", &label), |b| {
+            b.iter_custom(|pairs| {
+                let started = Instant::now();
+                black_box(guest.pairs(pairs).unwrap());
+                started.elapsed()
+            })
+        });
+        group.bench_function(BenchmarkId::new("native", &label), |b| {
+            b.iter_custom(|pairs| {
+                let started = Instant::now();
+                black_box(native.pairs(pairs));
+                started.elapsed()
+            })
+        });
+        group.finish();
+    }
+}
+
+criterion_group!(benches, operations, call_floor, usage_limits, cold_start, guest_loop);
 criterion_main!(benches);

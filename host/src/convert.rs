@@ -232,13 +232,17 @@ pub(crate) fn log_entry_out(c: &Command) -> wit::LogEntry {
     }
 }
 
+pub(crate) fn strategy_out(s: Strategy) -> wit::Strategy {
+    match s {
+        Strategy::Classic => wit::Strategy::Classic,
+        Strategy::Thompson => wit::Strategy::Thompson,
+        Strategy::First => wit::Strategy::First,
+    }
+}
+
 pub(crate) fn policy_out(p: &Policy) -> wit::Policy {
     wit::Policy {
-        strategy: match p.strategy {
-            Strategy::Classic => wit::Strategy::Classic,
-            Strategy::Thompson => wit::Strategy::Thompson,
-            Strategy::First => wit::Strategy::First,
-        },
+        strategy: strategy_out(p.strategy),
         window: p.window,
         cool_after: p.cool_after,
         recover_after: p.recover_after,

@@ -31,6 +31,8 @@ mod bindings {
 mod convert;
 mod embedded;
 mod error;
+#[cfg(feature = "testing")]
+mod guest_bench;
 pub mod holder;
 mod http_outcome;
 /// The core linked into the host without the component, which tests and
@@ -52,6 +54,8 @@ use std::time::Duration;
 
 pub use embedded::{EmbeddedPool, Sharing};
 pub use error::{codes, selector_error, Error, Field, Result, SnapshotError, StoreError, Unit};
+#[cfg(feature = "testing")]
+pub use guest_bench::GuestWorkload;
 pub use holder::{HeldLease, Holder, Loss, OpenOptions};
 pub use http_outcome::{http_outcome, retry_after_header};
 pub use ownership::{Keeper, Ownership, Standing};

@@ -22,10 +22,11 @@ pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(10);
 pub enum Variant {
     /// The product.
     Release,
-    /// Built with the core's `trap-test` feature: registering a resource of
-    /// kind `"__trap__"` traps. Only for tests of trap containment.
+    /// Built with the core's `trap-test` and `guest-bench` features:
+    /// registering a resource of kind `"__trap__"` traps (for tests of trap
+    /// containment), and it exports the guest benchmark (`GuestWorkload`).
     #[cfg(feature = "testing")]
-    TrapTest,
+    Testing,
 }
 
 /// A loaded component and the linker that satisfies its imports.
@@ -66,9 +67,9 @@ fn load(engine: Engine, variant: Variant) -> Result<Arc<Runtime>, String> {
             include_bytes!(concat!(env!("OUT_DIR"), "/repute.wasm")),
         ),
         #[cfg(feature = "testing")]
-        Variant::TrapTest => (
-            include_bytes!(concat!(env!("OUT_DIR"), "/repute-trap-test.cwasm")),
-            include_bytes!(concat!(env!("OUT_DIR"), "/repute-trap-test.wasm")),
+        Variant::Testing => (
+            include_bytes!(concat!(env!("OUT_DIR"), "/repute-testing.cwasm")),
+            include_bytes!(concat!(env!("OUT_DIR"), "/repute-testing.wasm")),
         ),
     };
     // SAFETY: the precompiled bytes were produced by `build.rs` with this
@@ -99,11 +100,11 @@ fn load(engine: Engine, variant: Variant) -> Result<Arc<Runtime>, String> {
 pub(crate) fn runtime(variant: Variant) -> Result<Arc<Runtime>, Error> {
     static RELEASE: OnceLock<Result<Arc<Runtime>, String>> = OnceLock::new();
     #[cfg(feature = "testing")]
-    static TRAP_TEST: OnceLock<Result<Arc<Runtime>, String>> = OnceLock::new();
+    static TESTING: OnceLock<Result<Arc<Runtime>, String>> = OnceLock::new();
     let cell = match variant {
         Variant::Release => &RELEASE,
         #[cfg(feature = "testing")]
-        Variant::TrapTest => &TRAP_TEST,
+        Variant::Testing => &TESTING,
     };
     let engine = engine()?.clone();
     cell.get_or_init(|| load(engine, variant)).clone().map_err(|message| Error::Runtime { message })
@@ -158,6 +159,6 @@ mod tests {
     #[test]
     fn the_build_time_precompiled_component_is_used() {
         assert!(runtime(Variant::Release).unwrap().precompiled);
-        assert!(runtime(Variant::TrapTest).unwrap().precompiled);
+        assert!(runtime(Variant::Testing).unwrap().precompiled);
     }
 }

@@ -97,13 +97,17 @@ pub(super) fn command_in(e: &wit::LogEntry) -> Result<Command, wit::Error> {
     })
 }
 
+pub(super) fn strategy_in(s: wit::Strategy) -> Strategy {
+    match s {
+        wit::Strategy::Classic => Strategy::Classic,
+        wit::Strategy::Thompson => Strategy::Thompson,
+        wit::Strategy::First => Strategy::First,
+    }
+}
+
 pub(super) fn policy_in(p: wit::Policy) -> Policy {
     Policy {
-        strategy: match p.strategy {
-            wit::Strategy::Classic => Strategy::Classic,
-            wit::Strategy::Thompson => Strategy::Thompson,
-            wit::Strategy::First => Strategy::First,
-        },
+        strategy: strategy_in(p.strategy),
         window: p.window,
         cool_after: p.cool_after,
         recover_after: p.recover_after,

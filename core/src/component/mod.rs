@@ -15,10 +15,18 @@ use crate::{Authority, Claim, Command, Context, GrantAnswer, Pool, RateLimit, Re
 
 mod abi;
 mod convert;
+#[cfg(feature = "guest-bench")]
+mod guest_bench;
 
+#[cfg(not(feature = "guest-bench"))]
 wit_bindgen::generate!({
     path: "../wit",
     world: "repute",
+});
+#[cfg(feature = "guest-bench")]
+wit_bindgen::generate!({
+    path: "../wit",
+    world: "repute-testing",
 });
 
 use convert::{answer_in, claim_out, command_in, err_out, event_out, id_out};

@@ -48,6 +48,11 @@ pub struct ShardState {
 }
 
 impl ShardState {
+    /// The state of a store that serves no tenant yet.
+    pub(crate) fn new(limits: &ShardLimits) -> ShardState {
+        ShardState { limits: store_limits(limits), tenants: Vec::new(), current: 0 }
+    }
+
     fn cur(&mut self) -> &mut TenantCtx {
         self.tenants[self.current].as_mut().expect("calls run for an open tenant")
     }
@@ -108,7 +113,7 @@ impl Shard {
     }
 
     pub(crate) fn with_runtime(runtime: Arc<Runtime>, limits: ShardLimits) -> Result<Shard> {
-        let state = ShardState { limits: store_limits(&limits), tenants: Vec::new(), current: 0 };
+        let state = ShardState::new(&limits);
         let mut store = new_store(&runtime, state, &limits);
         let api = runtime.pre.instantiate(&mut store).map_err(runtime_err)?;
         Ok(Shard { runtime, store, api, slots: Vec::new(), limits, rebuilding: false })
@@ -215,7 +220,7 @@ impl Shard {
     }
 
     fn rebuild_store(&mut self) {
-        let placeholder = ShardState { limits: store_limits(&self.limits), tenants: Vec::new(), current: 0 };
+        let placeholder = ShardState::new(&self.limits);
         let old = std::mem::replace(&mut self.store, new_store(&self.runtime, placeholder, &self.limits));
         let mut state = old.into_data();
         for ctx in state.tenants.iter_mut().flatten() {

@@ -60,7 +60,7 @@ fn a_restore_that_moves_resources_to_other_slots_names_them_right() {
 
 #[test]
 fn a_rebuild_after_a_trap_names_resources_of_the_new_instance() {
-    let mut p = Pool::open_variant(config(), providers(), ShardLimits::default(), Variant::TrapTest).unwrap();
+    let mut p = Pool::open_variant(config(), providers(), ShardLimits::default(), Variant::Testing).unwrap();
     p.register("proxy", "b", 1).unwrap();
     p.register("proxy", "a", 1).unwrap();
     // Cached: slot 0 of the first instance is b. The rebuilt instance

@@ -12,7 +12,7 @@ fn providers() -> Providers {
 }
 
 fn trap_pool(limits: ShardLimits) -> Pool {
-    Pool::open_variant(TenantConfig::default(), providers(), limits, Variant::TrapTest).expect("open")
+    Pool::open_variant(TenantConfig::default(), providers(), limits, Variant::Testing).expect("open")
 }
 
 fn names(p: &mut impl PoolOps) -> Vec<String> {
@@ -69,7 +69,7 @@ fn a_call_that_hoards_memory_is_stopped_at_the_limit() {
 #[test]
 fn a_durable_tenant_is_rebuilt_from_storage() {
     let config = TenantConfig { durable: true, ..TenantConfig::default() };
-    let mut p = Pool::open_variant(config, providers(), ShardLimits::default(), Variant::TrapTest).unwrap();
+    let mut p = Pool::open_variant(config, providers(), ShardLimits::default(), Variant::Testing).unwrap();
     p.register("proxy", "a", 1).unwrap();
     p.checkpoint(true).unwrap();
     let slow = Outcome::Success { latency_ms: 900.0 };
@@ -85,7 +85,7 @@ fn a_durable_tenant_is_rebuilt_from_storage() {
 
 #[test]
 fn other_tenants_of_the_shard_survive_a_trap() {
-    let set = PoolSet::with_variant(1, ShardLimits::default(), Variant::TrapTest).unwrap();
+    let set = PoolSet::with_variant(1, ShardLimits::default(), Variant::Testing).unwrap();
     for tenant in ["a", "b"] {
         set.open_tenant(tenant, TenantConfig::default(), providers()).unwrap();
         set.with(tenant, |p| {

@@ -77,3 +77,18 @@ proptest! {
         prop_assert!(disagreement.is_none(), "{}", disagreement.unwrap_or_default());
     }
 }
+
+/// The core's benchmark workload inside the guest (`guest-bench`) and
+/// natively: the same resources chosen with the same tokens, pair for pair,
+/// so the guest's arithmetic (the square roots of Thompson sampling
+/// included) matches the native build's bit for bit.
+#[test]
+fn the_guest_workload_chooses_as_the_native_one() {
+    for strategy in [Pick::Classic, Pick::Thompson] {
+        let mut guest = repute_host::GuestWorkload::new(300, strategy).unwrap();
+        let mut native = repute_core::workload::Workload::new(300, strategy);
+        for count in [1, 999, 3000] {
+            assert_eq!(guest.pairs(count).unwrap(), native.pairs(count), "{strategy:?}, after {count} more pairs");
+        }
+    }
+}

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Instructions per acquire+release pair of the core's benchmark workload,
+# counted by callgrind (a run of PAIRS pairs minus a run of none, over
+# PAIRS): the core's own loop natively and inside the component (`guest`,
+# one call for all pairs), and one call per operation through the natively
+# linked core (`linked`) and through the component (`pool`).
+#
+# Usage: scripts/guest-loop-counts.sh [PAIRS]   (default 20000)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+pairs=${1:-20000}
+cargo build --quiet --release --locked -p repute-host --features testing --example guest_loop
+bin=target/release/examples/guest_loop
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+count() {
+    valgrind --tool=callgrind --callgrind-out-file="$out/cg" "$bin" "$@" >/dev/null 2>"$out/log"
+    grep -o 'Collected : [0-9]*' "$out/log" | grep -o '[0-9]*$'
+}
+
+printf '%-10s %-9s %10s %10s %6s %10s %10s %6s\n' resources strategy native guest ratio linked pool ratio
+for resources in 1000 100000; do
+    for strategy in classic thompson; do
+        declare -A per=()
+        for side in native guest linked pool; do
+            base=$(count "$side" "$resources" "$strategy" 0)
+            full=$(count "$side" "$resources" "$strategy" "$pairs")
+            per[$side]=$(( (full - base) / pairs ))
+        done
+        ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }'; }
+        printf '%-10s %-9s %10s %10s %6s %10s %10s %6s\n' "$resources" "$strategy" \
+            "${per[native]}" "${per[guest]}" "$(ratio "${per[guest]}" "${per[native]}")" \
+            "${per[linked]}" "${per[pool]}" "$(ratio "${per[pool]}" "${per[linked]}")"
+    done
+done
