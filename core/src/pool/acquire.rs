@@ -302,7 +302,7 @@ impl Pool {
         self.advance(now);
         let slot = self.registry.slot_of(id)?;
         let ctx = self.contexts.id(context);
-        let due = ctx.filter(|&c| self.probe_due.contains(&(slot, c)) && !self.blocked(slot, Some(c)));
+        let due = ctx.filter(|&c| self.probe_due.contains(&(slot, c)) && !self.held_back(slot, c));
         let Some(ctx) = due else {
             return Err(Error::invalid("resource", "is not due for probe in this context"));
         };

@@ -42,6 +42,19 @@ impl Pool {
         ((self.policy.exploration_floor * SCALE as f64) as i64).max(1)
     }
 
+    /// Whether anything but the cooling cycle keeps a resource from serving
+    /// a context now: a block, a wait the provider asked for (`rate_limited`,
+    /// `quota_exhausted`) or a usage limit, of the resource or of its cell
+    /// there. A probe is a request like any other, so it waits for these too.
+    pub(super) fn held_back(&self, slot: u32, ctx: u32) -> bool {
+        let r = self.registry.res(slot);
+        let cell = self.cells.get(&(slot, ctx));
+        self.blocked(slot, Some(ctx))
+            || r.pause.is_some()
+            || r.limited.is_some()
+            || cell.is_some_and(|cc| cc.cell.pause.is_some() || cc.limited.is_some())
+    }
+
     pub(super) fn gate_open(&self, cc: &ContextCell) -> bool {
         if cc.block.is_some() || cc.cell.pause.is_some() || cc.limited.is_some() {
             return false;

@@ -78,7 +78,7 @@ impl Pool {
         let mut due: Vec<_> = self
             .probe_due
             .iter()
-            .filter(|&&(slot, c)| !self.blocked(slot, Some(c)))
+            .filter(|&&(slot, c)| !self.held_back(slot, c))
             .map(|&(slot, c)| (self.registry.res(slot).id.clone(), self.contexts.name(c).clone()))
             .collect();
         due.sort();
@@ -135,7 +135,7 @@ impl Pool {
                 block.is_none()
                     && cc.trial.is_none()
                     && cell.cooled_out(now).is_some_and(|c| self.policy.recovery.half_open(c)),
-                block.is_none() && self.probe_due.contains(&(slot, c)),
+                self.probe_due.contains(&(slot, c)) && !self.held_back(slot, c),
             ),
             None => (false, false),
         };
@@ -215,7 +215,7 @@ impl Pool {
             contexts: self.contexts.len() as u32,
             live_leases: self.leases.live.len() as u32,
             available: self.index.available(),
-            due_for_probe: self.probe_due.len() as u32,
+            due_for_probe: self.probe_due.iter().filter(|&&(slot, c)| !self.held_back(slot, c)).count() as u32,
             now: self.now,
         }
     }

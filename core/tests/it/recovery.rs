@@ -352,3 +352,21 @@ fn pauses_survive_a_snapshot_rebased_on_the_restoring_clock() {
     json.restore_json(&pool.snapshot_json(10 * S, false), 0).unwrap();
     assert_eq!(json.snapshot(0, false), Pool::from_snapshot(&bytes, 0).unwrap().snapshot(0, false));
 }
+
+/// A probe is a request like any other: a cell whose cooldown has ended
+/// while the provider's Retry-After still runs is not due for one until
+/// that wait is over (found by the property test of the event log).
+#[test]
+fn a_probe_waits_for_the_providers_retry_after() {
+    let mut pool = pool_with(Policy { recovery: Recovery::Probe, ..Policy::default() }, &["a"]);
+    let (a, c) = (rid("a"), ctx("shop.example"));
+    for _ in 0..3 {
+        pool.report(&a, &c, Outcome::failure(FailureKind::Timeout, 20.0).unwrap(), 0).unwrap();
+    }
+    assert_eq!(pool.cells(&a, 0).unwrap()[1].cooling_until, Some(240 * S));
+    pool.report(&a, &c, wait(FailureKind::RateLimited, 400), 0).unwrap();
+    assert!(pool.due_for_probe(300 * S).is_empty());
+    assert!(matches!(pool.acquire_for_probe(&a, &c, 300 * S), Err(Error::InvalidInput { field: "resource", .. })));
+    assert_eq!(pool.due_for_probe(400 * S), vec![(a.clone(), c.clone())]);
+    assert_eq!(pool.acquire_for_probe(&a, &c, 400 * S).unwrap().kind, LeaseKind::Probe);
+}
