@@ -7,8 +7,8 @@ machine) and the median, for the plain calls, the `with` form and the
 asyncio pair (`await apool.acquire()` + `await lease.release()`, with its
 ratio to the plain pair). Two
 reference calls attribute the cost: `dropped_events()` crosses the binding
-(argument handling, GIL release, pool lock) without calling the component,
-`stats()` adds one component call.
+(argument handling, GIL release, pool lock) and makes the smallest component
+call (no clock, no timers), `stats()` one that fires the timers.
 """
 
 from __future__ import annotations

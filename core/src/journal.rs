@@ -47,9 +47,6 @@ pub trait Storage {
     /// its command; `None` for one that does not read as a command, which is
     /// skipped as a refused command is.
     fn read_log(&mut self, after: u64, limit: u32) -> core::result::Result<Vec<(u64, Option<Command>)>, Self::Error>;
-    /// Runs after every operation of the journal's pool, for a host that
-    /// takes the events each one caused as it happens.
-    fn ran(&mut self, _pool: &mut Pool) {}
 }
 
 /// What a journal operation failed on.
@@ -118,9 +115,7 @@ impl<S: Storage> Journal<S> {
     /// Runs one operation at storage's now.
     pub fn run<T>(&mut self, f: impl FnOnce(&mut Pool, u64) -> T) -> T {
         let now = self.storage.now();
-        let out = f(&mut self.pool, now);
-        self.storage.ran(&mut self.pool);
-        out
+        f(&mut self.pool, now)
     }
 
     /// Folds the log entries after the last one folded and before `until`

@@ -47,7 +47,7 @@ fn pools(n: usize, strategy: Strategy) -> Vec<(&'static str, Box<dyn PoolOps>)> 
     let config = TenantConfig { policy: Policy { strategy, ..Policy::default() }, ..TenantConfig::default() };
     let quiet = ShardLimits { max_pending_events: 0, ..ShardLimits::default() };
     let mut native_quiet = LinkedPool::open(config.clone(), providers()).unwrap();
-    native_quiet.set_record_events(false);
+    native_quiet.set_event_limit(0);
     let mut pools: Vec<(&'static str, Box<dyn PoolOps>)> = vec![
         ("component", Box::new(Pool::open(config.clone(), providers()).unwrap())),
         ("native", Box::new(LinkedPool::open(config.clone(), providers()).unwrap())),

@@ -1,7 +1,7 @@
 //! repute-host: the repute pool behind its WebAssembly component boundary.
 //!
 //! The core runs as a wasm component in wasmtime; the host supplies its
-//! capabilities (clock, fencing, storage, events) through [`Providers`] and
+//! capabilities (clock, fencing, storage) through [`Providers`] and
 //! exposes a synchronous Rust API:
 //!
 //! - [`Pool`]: one tenant on its own shard.
@@ -97,9 +97,9 @@ pub struct ShardLimits {
     pub memory_bytes: usize,
     /// Longest one component call may run before it is interrupted (a trap).
     pub call_timeout: Duration,
-    /// Events kept per tenant until drained; older ones are dropped and
-    /// counted. 0 turns events off: the component then builds none, which
-    /// saves moving them across the boundary on every operation.
+    /// Events kept per tenant until drained, in the component (they cross
+    /// the boundary only when drained); older ones are dropped and counted.
+    /// 0 turns events off: the component then builds none.
     pub max_pending_events: usize,
 }
 

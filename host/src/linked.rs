@@ -14,7 +14,7 @@ use repute_core::{
 use crate::error::{Error, Result, StoreError};
 use crate::pool::PoolOps;
 use crate::providers::{Clock, Fencing, Permit, Providers, Storage};
-use crate::TenantConfig;
+use crate::{ShardLimits, TenantConfig};
 
 /// The tenant's fencing provider as the core's authority, as the component's
 /// `fencing` import is.
@@ -170,6 +170,7 @@ impl LinkedPool {
                 pool.set_authority(Box::new(authority));
             }
             pool.raise_lease_ids(storage.storage.lease_id_floor());
+            pool.set_event_limit(ShardLimits::default().max_pending_events);
         };
         let mut storage = ProviderStorage { storage, clock };
         let mut journal = if config.durable {
@@ -206,10 +207,10 @@ impl LinkedPool {
         self.done(r)
     }
 
-    /// Events on or off, as `ShardLimits::max_pending_events` of 0 turns them off
-    /// for a component pool.
-    pub fn set_record_events(&mut self, on: bool) {
-        self.journal.pool_mut().set_record_events(on);
+    /// At most `limit` events wait for `drain_events` (0: none is built), as
+    /// `ShardLimits::max_pending_events` for a component pool.
+    pub fn set_event_limit(&mut self, limit: usize) {
+        self.journal.pool_mut().set_event_limit(limit);
     }
 
     /// Maps a core result, a provider failure during the call first.

@@ -146,7 +146,6 @@ mod tests {
             imports,
             [
                 "repute:pool/clock@0.1.0",
-                "repute:pool/events@0.1.0",
                 "repute:pool/fencing@0.1.0",
                 "repute:pool/storage@0.1.0",
                 "repute:pool/types@0.1.0",

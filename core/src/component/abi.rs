@@ -6,11 +6,11 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use super::convert::{
-    answer_in, cell_out, ctx_in, err_out, grant_out, id_in, id_out, key_in, lease_out, outcome_in, permits_in,
-    policy_in, proposal_in, proposal_out, registration_in, resource_view_out, selector_in, stats_out,
+    answer_in, cell_out, ctx_in, err_out, event_out, grant_out, id_in, id_out, key_in, lease_out, outcome_in,
+    permits_in, policy_in, proposal_in, proposal_out, registration_in, resource_view_out, selector_in, stats_out,
 };
 use super::exports::repute::pool::api::{Guest, GuestPool, Options, Pool as PoolHandle};
-use super::{emit_pending, journal_err, prepare, wit, Component, GuestState, ImportedStorage};
+use super::{journal_err, prepare, wit, Component, GuestState, ImportedStorage};
 use crate::{Journal, Pool, Settled};
 
 // Without std nothing links wasi-libc, yet compiled code still calls
@@ -130,7 +130,6 @@ impl GuestPool for GuestState {
             Settled::Granted(l) => wit::Settled::Granted(grant_out(pool, &l)),
             Settled::Next(p) => wit::Settled::Next(proposal_out(p)),
         };
-        emit_pending(pool);
         Ok(settled)
     }
 
@@ -163,6 +162,14 @@ impl GuestPool for GuestState {
     fn resource_of(&self, key: wit::ResourceKey) -> Option<wit::ResourceId> {
         let key = key_in(key);
         self.journal.borrow().pool().resource_at(key).map(id_out)
+    }
+
+    fn drain_events(&self) -> Vec<wit::Event> {
+        self.journal.borrow_mut().pool_mut().drain_events().into_iter().map(event_out).collect()
+    }
+
+    fn dropped_events(&self) -> u64 {
+        self.journal.borrow().pool().dropped_events()
     }
 
     fn secret_of(&self, resource: wit::ResourceId) -> Result<Option<String>, wit::Error> {

@@ -29,10 +29,10 @@ wit_bindgen::generate!({
     world: "repute-testing",
 });
 
-use convert::{answer_in, claim_out, command_in, err_out, event_out, id_out};
+use convert::{answer_in, claim_out, command_in, err_out, id_out};
 use exports::repute::pool::api::Options;
 use repute::pool::types as wit;
-use repute::pool::{clock, events, fencing, storage};
+use repute::pool::{clock, fencing, storage};
 
 struct Component;
 
@@ -77,8 +77,7 @@ impl Authority for ImportedAuthority {
     }
 }
 
-/// The `storage` and `clock` imports as the journal's storage; the events
-/// of every operation go to the `events` import as it ends.
+/// The `storage` and `clock` imports as the journal's storage.
 #[derive(Debug)]
 struct ImportedStorage;
 
@@ -109,10 +108,6 @@ impl Storage for ImportedStorage {
         let page = storage::read_log(after, limit)?;
         Ok(page.iter().map(|l| (l.seq, command_in(&l.entry).ok())).collect())
     }
-
-    fn ran(&mut self, pool: &mut Pool) {
-        emit_pending(pool);
-    }
 }
 
 impl GuestState {
@@ -120,7 +115,7 @@ impl GuestState {
         GuestState { journal: RefCell::new(journal) }
     }
 
-    /// Runs one operation at the clock's now and emits the events it caused.
+    /// Runs one operation at the clock's now.
     fn op<T>(&self, f: impl FnOnce(&mut Pool, u64) -> T) -> T {
         self.journal.borrow_mut().run(f)
     }
@@ -140,7 +135,7 @@ fn prepare(pool: &mut Pool, options: &Options) {
     if !options.own_authority {
         pool.set_authority(Box::new(ImportedAuthority));
     }
-    pool.set_record_events(options.events);
+    pool.set_event_limit(options.max_events as usize);
     pool.raise_lease_ids(options.lease_id_floor);
 }
 
@@ -148,13 +143,5 @@ fn journal_err(e: JournalError<wit::StorageError>) -> wit::Error {
     match e {
         JournalError::Storage(e) => wit::Error::Storage(e),
         JournalError::Pool(e) => err_out(e),
-    }
-}
-
-/// Hands the events of the call that just ran to the host, in one batch.
-fn emit_pending(pool: &mut Pool) {
-    if !pool.pending_events().is_empty() {
-        let batch: Vec<wit::Event> = pool.drain_events().into_iter().map(event_out).collect();
-        events::emit(&batch);
     }
 }

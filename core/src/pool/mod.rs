@@ -21,11 +21,13 @@ use crate::index::Index;
 use crate::policy::Policy;
 use crate::ratelimit::Bucket;
 use crate::rng::Rng;
+use events::Events;
 
 mod acquire;
 mod affinity;
 mod blocklist;
 mod contexts;
+mod events;
 mod leases;
 mod registry;
 mod reports;
@@ -68,9 +70,7 @@ pub struct Pool {
     pub(crate) bucket: Option<Bucket>,
     pub(crate) index: Index,
     pub(crate) affinities: Affinities,
-    pub(crate) events: Vec<Event>,
-    /// Events are recorded for `drain_events`; off when nobody reads them.
-    pub(crate) record_events: bool,
+    pub(crate) events: Events,
 }
 
 impl Pool {
@@ -95,8 +95,7 @@ impl Pool {
             bucket,
             index: Index::new(),
             affinities: Affinities::default(),
-            events: Vec::new(),
-            record_events: true,
+            events: Events::default(),
         }
     }
 
@@ -120,25 +119,26 @@ impl Pool {
 
     /// Events since the last drain, oldest first.
     pub fn drain_events(&mut self) -> Vec<Event> {
-        core::mem::take(&mut self.events)
+        self.events.drain()
     }
 
-    pub fn pending_events(&self) -> &[Event] {
-        &self.events
+    pub fn pending_events(&self) -> usize {
+        self.events.pending.len()
     }
 
-    /// Turns event recording on or off (on by default). A host that hands
+    /// Keeps at most `limit` events for `drain_events`, dropping the oldest
+    /// first (unbounded by default); 0 records none, so a host that hands
     /// events to nobody saves building them on every operation.
-    pub fn set_record_events(&mut self, on: bool) {
-        self.record_events = on;
-        if !on {
-            self.events.clear();
-        }
+    pub fn set_event_limit(&mut self, limit: usize) {
+        self.events.set_limit(limit);
+    }
+
+    /// Events dropped so far because `limit` were already waiting.
+    pub fn dropped_events(&self) -> u64 {
+        self.events.dropped
     }
 
     pub(super) fn emit(&mut self, at: u64, kind: EventKind) {
-        if self.record_events {
-            self.events.push(Event { at, kind });
-        }
+        self.events.push(Event { at, kind });
     }
 }

@@ -177,7 +177,6 @@ impl Pool {
         }
         core::mem::swap(&mut next.authority, &mut self.authority);
         next.events = core::mem::take(&mut self.events);
-        next.record_events = self.record_events;
         next.leases.take_ended(&mut self.leases);
         *self = next;
         Ok(())

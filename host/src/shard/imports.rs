@@ -1,10 +1,9 @@
 //! The capabilities a shard's component imports, answered from the
-//! running call's tenant: its clock, lease authority, storage and event
-//! buffer.
+//! running call's tenant: its clock, lease authority and storage.
 
 use super::ShardState;
 use crate::bindings::repute::pool::types as wit;
-use crate::bindings::repute::pool::{clock, events, fencing, storage, types};
+use crate::bindings::repute::pool::{clock, fencing, storage, types};
 use crate::convert::{self, store_err_out};
 use crate::error::StoreError;
 use crate::providers::Permit;
@@ -123,17 +122,5 @@ impl storage::Host for ShardState {
     fn read_log(&mut self, after: u64, limit: u32) -> Result<Vec<wit::Logged>, wit::StorageError> {
         let entries = self.cur().providers.storage.read_log(after, limit).map_err(store_err_out)?;
         Ok(entries.into_iter().map(|e| wit::Logged { seq: e.seq, entry: convert::log_entry_out(&e.command) }).collect())
-    }
-}
-
-impl events::Host for ShardState {
-    fn emit(&mut self, batch: Vec<wit::Event>) {
-        let ctx = self.cur();
-        ctx.events.extend(batch);
-        let excess = ctx.events.len().saturating_sub(ctx.max_events);
-        if excess > 0 {
-            ctx.events.drain(..excess);
-            ctx.dropped_events += excess as u64;
-        }
     }
 }

@@ -2,7 +2,6 @@
 //! any number of tenants (one pool resource each). Calls on one shard are
 //! serial; different shards run in parallel.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 use repute_core::Event;
@@ -26,9 +25,6 @@ mod imports;
 /// What the imports of one tenant reach.
 pub(crate) struct TenantCtx {
     providers: Providers,
-    events: VecDeque<wit::Event>,
-    dropped_events: u64,
-    max_events: usize,
     /// A provider error met during the current call; the pool saw a refusal.
     fault: Option<StoreError>,
     /// The newest full state seen (a snapshot with leases, or a saved
@@ -122,15 +118,7 @@ impl Shard {
     /// Opens a tenant on this shard; returns its slot.
     pub(crate) fn add(&mut self, config: TenantConfig, providers: Providers) -> Result<usize> {
         let t = self.slots.iter().position(Option::is_none).unwrap_or(self.slots.len());
-        let ctx = TenantCtx {
-            providers,
-            events: VecDeque::new(),
-            dropped_events: 0,
-            max_events: self.limits.max_pending_events,
-            fault: None,
-            last_good: None,
-            deferred: None,
-        };
+        let ctx = TenantCtx { providers, fault: None, last_good: None, deferred: None };
         if t == self.slots.len() {
             self.slots.push(None);
             self.store.data_mut().tenants.push(None);
@@ -167,7 +155,8 @@ impl Shard {
         let durable = config.durable;
         let providers = &self.ctx(t)?.providers;
         let (own_authority, lease_id_floor) = (providers.fencing.in_process(), providers.storage.lease_id_floor());
-        let options = Options { events: self.limits.max_pending_events > 0, own_authority, lease_id_floor };
+        let max_events = u32::try_from(self.limits.max_pending_events).unwrap_or(u32::MAX);
+        let options = Options { max_events, own_authority, lease_id_floor };
         let handle = self.call(t, |store, pool| {
             if durable {
                 pool.call_open(store, &policy, config.seed, true, options)
@@ -184,9 +173,8 @@ impl Shard {
         if durable {
             self.drop_ended_leases(t, handle)?;
         }
-        if let Some(ctx) = self.store.data_mut().tenants[t].as_mut() {
-            ctx.events.clear();
-        }
+        // What opening caused (restored leases, a replayed log) is no news.
+        self.call(t, |store, pool| pool.call_drain_events(store, handle))?;
         Ok(handle)
     }
 
@@ -300,12 +288,14 @@ impl Shard {
     }
 
     pub(crate) fn drain_events(&mut self, t: usize) -> Result<Vec<Event>> {
-        let events: Vec<wit::Event> = self.ctx(t)?.events.drain(..).collect();
+        let h = self.handle(t)?;
+        let events = self.call(t, |s, p| p.call_drain_events(s, h))?;
         events.into_iter().map(convert::event_in).collect()
     }
 
     pub(crate) fn dropped_events(&mut self, t: usize) -> Result<u64> {
-        Ok(self.ctx(t)?.dropped_events)
+        let h = self.handle(t)?;
+        self.call(t, |s, p| p.call_dropped_events(s, h))
     }
 
     pub(crate) fn remember_good(&mut self, t: usize, bytes: &[u8]) -> Result<()> {
