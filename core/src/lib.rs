@@ -18,6 +18,8 @@ extern crate alloc;
 mod authority;
 mod cell;
 mod command;
+#[cfg(any(test, all(feature = "component", target_arch = "wasm32")))]
+mod compare;
 #[cfg(all(feature = "component", target_arch = "wasm32"))]
 mod component;
 mod error;

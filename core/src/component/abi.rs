@@ -14,9 +14,34 @@ use super::{journal_err, prepare, wit, Component, GuestState, ImportedStorage};
 use crate::{Journal, Pool, Settled};
 
 // Without std nothing links wasi-libc, yet compiled code still calls
-// `memcmp` & co. Only those string routines are taken from it; they import nothing.
+// `memcpy` & co. Only those string routines are taken from it; they import
+// nothing. `memcmp` and `bcmp` are defined below instead, word-wise.
 #[link(name = "c", kind = "static")]
 unsafe extern "C" {}
+
+/// The C `memcmp`, eight bytes at a time (`crate::compare`).
+///
+/// # Safety
+/// `a` and `b` are readable for `n` bytes (any pointer when `n` is 0).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn memcmp(a: *const u8, b: *const u8, n: usize) -> i32 {
+    if n == 0 {
+        return 0;
+    }
+    // SAFETY: the caller's contract, above.
+    let (a, b) = unsafe { (core::slice::from_raw_parts(a, n), core::slice::from_raw_parts(b, n)) };
+    crate::compare::compare(a, b) as i32
+}
+
+/// The C `bcmp`: zero when equal, as `memcmp`.
+///
+/// # Safety
+/// As `memcmp`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn bcmp(a: *const u8, b: *const u8, n: usize) -> i32 {
+    // SAFETY: the same contract.
+    unsafe { memcmp(a, b, n) }
+}
 
 #[global_allocator]
 static ALLOCATOR: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
