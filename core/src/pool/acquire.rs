@@ -59,14 +59,17 @@ impl Pool {
     /// `acquire` among the resources `selector` admits, trying its
     /// `affinity` and `prefer` resources first.
     pub fn acquire_with(&mut self, context: &Context, selector: &Selector, now: u64) -> Result<Lease> {
-        let mut proposal = self.propose(context, selector, now, &[])?;
+        // The context's number is looked up once and passed along, not
+        // looked up by name at every step.
+        let ctx = self.contexts.id(context);
+        let mut proposal = self.propose_in(context, ctx, selector, now, &[])?;
         loop {
             let r = self.registry.res(proposal.resource.slot);
             let answer =
                 self.authority.grant(&r.id, proposal.permit, proposal.ttl, proposal.last, proposal.claim.as_ref());
             // A proposal this call just made needs no checking.
             let slot = proposal.resource.slot;
-            match self.settle_slot(slot, context, selector, proposal, answer, &[])? {
+            match self.settle_slot(slot, context, ctx, selector, proposal, answer, &[])? {
                 Settled::Granted(lease) => return Ok(lease),
                 Settled::Next(next) => proposal = next,
             }
@@ -87,6 +90,18 @@ impl Pool {
         now: u64,
         in_flight: &[(ResourceKey, u32)],
     ) -> Result<Proposal> {
+        self.propose_in(context, self.contexts.id(context), selector, now, in_flight)
+    }
+
+    /// `propose` with the context's interned number (`None`: not seen yet).
+    fn propose_in(
+        &mut self,
+        context: &Context,
+        ctx: Option<u32>,
+        selector: &Selector,
+        now: u64,
+        in_flight: &[(ResourceKey, u32)],
+    ) -> Result<Proposal> {
         selector.validate()?;
         self.advance(now);
         if let (Some(limit), Some(bucket)) = (self.policy.rate_limit, self.bucket.as_mut()) {
@@ -99,7 +114,7 @@ impl Pool {
                 return Err(Error::RateLimited { retry_after });
             }
         }
-        match self.propose_next(context, selector, self.now, in_flight, Vec::new()) {
+        match self.propose_next(context, ctx, selector, self.now, in_flight, Vec::new()) {
             Some(proposal) => Ok(proposal),
             None => Err(self.no_candidates(context, selector)),
         }
@@ -120,14 +135,17 @@ impl Pool {
     ) -> Result<Settled> {
         selector.validate()?;
         let slot = self.proposed_slot(&proposal)?;
-        self.settle_slot(slot, context, selector, proposal, answer, in_flight)
+        self.settle_slot(slot, context, self.contexts.id(context), selector, proposal, answer, in_flight)
     }
 
-    /// `settle` for a proposal known to name `slot` and a permit it has.
+    /// `settle` for a proposal known to name `slot` and a permit it has;
+    /// `ctx` is the context's interned number.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn settle_slot(
         &mut self,
         slot: u32,
         context: &Context,
+        ctx: Option<u32>,
         selector: &Selector,
         proposal: Proposal,
         answer: GrantAnswer,
@@ -145,6 +163,8 @@ impl Pool {
             }
             GrantAnswer::Granted(_) | GrantAnswer::Held => None,
         };
+        // A context limit may have given a new context its number just now.
+        let ctx = ctx.or_else(|| self.contexts.id(context));
         if let Some(token) = token {
             let r = self.registry.res(slot);
             if r.permits.holder(proposal.permit as usize).is_some() {
@@ -154,7 +174,6 @@ impl Pool {
                 return Err(Error::invalid("proposal", "was overtaken by a newer token for its permit"));
             }
             // A trial while the context's cell is half-open, else a client lease.
-            let ctx = self.contexts.id(context);
             let cooled = ctx.and_then(|c| self.cells.get(&(slot, c))).and_then(|cc| cc.cell.cooled_out(self.now));
             let kind = match (proposal.fail_open, cooled) {
                 (true, _) => LeaseKind::FailOpen,
@@ -178,7 +197,7 @@ impl Pool {
             return Err(self.no_candidates(context, selector));
         }
         let aside: Vec<(ResourceKey, u32)> = refused.iter().chain(in_flight).copied().collect();
-        match self.propose_next(context, selector, proposal.at, &aside, refused) {
+        match self.propose_next(context, ctx, selector, proposal.at, &aside, refused) {
             Some(next) => Ok(Settled::Next(next)),
             None => Err(self.no_candidates(context, selector)),
         }
@@ -187,9 +206,11 @@ impl Pool {
     /// The next candidate with the `aside` permits marked held while it is
     /// chosen; its permit is read before they are freed, as it may be
     /// another permit of a resource set aside.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn propose_next(
         &mut self,
         context: &Context,
+        ctx: Option<u32>,
         selector: &Selector,
         at: u64,
         aside: &[(ResourceKey, u32)],
@@ -208,7 +229,6 @@ impl Pool {
             self.registry.res_mut(slot).permits.hold(permit, HELD_ELSEWHERE);
             self.reindex(slot);
         }
-        let ctx = self.contexts.id(context);
         let cost = selector.cost();
         // A candidate its limits refuse leaves selection until they admit it
         // again, or, refused for this cost only, is set aside like `held`.

@@ -163,7 +163,7 @@ impl Pool {
         let limits = self.registry.res(slot).limits;
         let counted_at = (limits.counted() || limits.per_context.counted()).then_some(self.now);
         let cost = if limits.weighed() { cost } else { 0 };
-        self.leases.live.insert(id, LeaseEntry { lease: lease.clone(), slot, cost, counted_at });
+        self.leases.live.insert(id, LeaseEntry { lease: lease.clone(), slot, ctx, cost, counted_at });
         self.reindex(slot);
         self.emit(at, EventKind::Leased { lease: lease.clone() });
         self.count_grant(slot, context, cost);
@@ -174,7 +174,7 @@ impl Pool {
     pub fn renew(&mut self, id: u64, token: u64, now: u64) -> Result<Lease> {
         self.advance(now);
         let e = self.leases.find(id, token)?;
-        let ctx = self.contexts.id(&e.lease.context);
+        let ctx = e.ctx(&self.contexts);
         if self.blocked(e.slot, ctx) {
             return Err(Error::Blocked);
         }
@@ -212,10 +212,12 @@ impl Pool {
     }
 
     pub(super) fn end_lease(&mut self, id: u64, how: End, at: u64) {
-        let Some(LeaseEntry { lease, slot, .. }) = self.leases.live.remove(&id) else { return };
+        let Some(entry) = self.leases.live.remove(&id) else { return };
+        let ctx = entry.ctx(&self.contexts);
+        let LeaseEntry { lease, slot, .. } = entry;
         self.timers.disarm(lease.expires_at, Timer::Lease(id));
         self.registry.res_mut(slot).permits.free(lease.permit as usize);
-        if let Some(ctx) = self.contexts.id(&lease.context) {
+        if let Some(ctx) = ctx {
             let now = self.now;
             if let Some(cc) = self.cells.get_mut(&(slot, ctx)) {
                 if cc.trial == Some(id) {

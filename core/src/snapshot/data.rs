@@ -481,7 +481,8 @@ impl SnapshotData {
                 expires_at: now.saturating_add(l.ttl),
                 ttl: l.ttl,
             };
-            if let Some(cc) = pool.contexts.id(&lease.context).and_then(|c| pool.cells.get_mut(&(slot, c))) {
+            let ctx = pool.contexts.id(&lease.context);
+            if let Some(cc) = ctx.and_then(|c| pool.cells.get_mut(&(slot, c))) {
                 match lease.kind {
                     LeaseKind::Trial => cc.trial = Some(lease.id),
                     LeaseKind::Probe => cc.probe = Some(lease.id),
@@ -490,7 +491,7 @@ impl SnapshotData {
             }
             pool.timers.arm(lease.expires_at, Timer::Lease(lease.id));
             let counted_at = l.counted_age.map(|a| now.saturating_sub(a));
-            pool.leases.live.insert(lease.id, LeaseEntry { lease, slot, cost: l.cost, counted_at });
+            pool.leases.live.insert(lease.id, LeaseEntry { lease, slot, ctx, cost: l.cost, counted_at });
         }
         pool.arm_timers();
         Ok(pool)

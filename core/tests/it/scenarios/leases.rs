@@ -75,6 +75,30 @@ fn blocked_resources_are_neither_granted_nor_renewed() {
     assert_eq!(rejected, Some((ctx("x"), RejectReason::NoCandidates)));
 }
 
+/// A lease granted in a context the pool had not seen still answers to a
+/// block of that context placed later (the block is what gives the context
+/// its number, after the grant).
+#[test]
+fn a_context_block_placed_after_the_grant_stops_the_renewal() {
+    let mut pool = first_pool();
+    pool.register(rid("a"), 1, 0).unwrap();
+    let l = pool.acquire(&ctx("new"), 0).unwrap();
+    pool.block(&rid("a"), Some(&ctx("new")), None, None, S).unwrap();
+    assert_eq!(pool.renew(l.id, l.token, 2 * S).unwrap_err(), Error::Blocked);
+    let other = pool.acquire(&ctx("other"), 2 * S).unwrap_err();
+    assert_eq!(
+        other,
+        Error::NoResourceAvailable(Refusal {
+            registered: 1,
+            leased: 1,
+            retry_after: Some(28 * S),
+            ..Refusal::default()
+        })
+    );
+    pool.release(l.id, l.token, 3 * S).unwrap();
+    assert_eq!(pool.acquire(&ctx("other"), 3 * S).unwrap().token, 2);
+}
+
 // ---- 8. blocklist ----
 
 #[test]
