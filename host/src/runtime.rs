@@ -13,6 +13,11 @@ use crate::shard::ShardState;
 
 include!("engine_config.rs");
 
+/// Set (to anything) to have wasmtime write `/tmp/perf-PID.map`, which names
+/// the component's compiled functions for `perf` and for mapping callgrind's
+/// anonymous code addresses (host/BENCH.md): where guest time goes.
+const PERF_MAP_VAR: &str = "REPUTE_WASM_PERFMAP";
+
 /// How often the engine's epoch advances; the unit of `ShardLimits::call_timeout`.
 pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(10);
 
@@ -45,7 +50,12 @@ fn engine() -> Result<&'static Engine, Error> {
     static ENGINE: OnceLock<Result<Engine, String>> = OnceLock::new();
     ENGINE
         .get_or_init(|| {
-            let engine = Engine::new(&engine_config()).map_err(|e| format!("{e:#}"))?;
+            let mut config = engine_config();
+            if std::env::var_os(PERF_MAP_VAR).is_some() {
+                // Names code without changing it: the precompiled form still loads.
+                config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+            }
+            let engine = Engine::new(&config).map_err(|e| format!("{e:#}"))?;
             let ticker = engine.clone();
             std::thread::Builder::new()
                 .name("repute-epoch".into())
