@@ -151,6 +151,7 @@ impl Pool {
         answer: GrantAnswer,
         in_flight: &[(ResourceKey, u32)],
     ) -> Result<Settled> {
+        let mut ctx = ctx;
         let token = match answer {
             GrantAnswer::Granted(token) if token > proposal.last => Some(token),
             GrantAnswer::Limited(wait) => {
@@ -158,13 +159,12 @@ impl Pool {
                 None
             }
             GrantAnswer::ContextLimited(wait) => {
-                self.context_limited_by_authority(slot, context, wait);
+                // The cell that counts the limit gives a new context its number.
+                ctx = self.context_limited_by_authority(slot, context, wait).or(ctx);
                 None
             }
             GrantAnswer::Granted(_) | GrantAnswer::Held => None,
         };
-        // A context limit may have given a new context its number just now.
-        let ctx = ctx.or_else(|| self.contexts.id(context));
         if let Some(token) = token {
             let r = self.registry.res(slot);
             if r.permits.holder(proposal.permit as usize).is_some() {

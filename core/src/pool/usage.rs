@@ -90,12 +90,13 @@ impl Pool {
     }
 
     /// The authority refused a grant of `slot` for `context` by its
-    /// `per_context` limits for `wait` ns.
-    pub(super) fn context_limited_by_authority(&mut self, slot: u32, context: &Context, wait: u64) {
-        if let Ok(ctx) = self.cell_for(slot, context) {
-            let at = self.now.saturating_add(wait).max(self.now + 1);
-            self.limit_cell(slot, ctx, at);
-        }
+    /// `per_context` limits for `wait` ns. Returns the context's number,
+    /// which its cell gives it if it had none, unless the cell budget is spent.
+    pub(super) fn context_limited_by_authority(&mut self, slot: u32, context: &Context, wait: u64) -> Option<u32> {
+        let ctx = self.cell_for(slot, context).ok()?;
+        let at = self.now.saturating_add(wait).max(self.now + 1);
+        self.limit_cell(slot, ctx, at);
+        Some(ctx)
     }
 
     /// Keeps `slot` out of selection in context `ctx` until `at`.
