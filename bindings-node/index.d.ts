@@ -80,7 +80,15 @@ export interface PoolOptions {
   probeEveryMs?: number;
   /** Per failure kind, the cooling rule to use instead of the default; unset fields keep theirs. */
   cooldowns?: Partial<Record<Exclude<FailureKind, 'auth_failed'>, CooldownRule>>;
+  /**
+   * Per kind, how its resources' answers are read by `reportHttp`; a kind not named has the
+   * profile its name names (`proxy`, `openai`, ...), else `generic`.
+   */
+  profiles?: Record<string, Profile>;
 }
+
+/** How a kind's answers are read: a proxy's 403 cools it for that site only, an API key's 401 blocks it everywhere. */
+export type Profile = 'generic' | 'proxy' | 'api-key' | 'openai' | 'anthropic' | 'gemini';
 
 export type ProbeAnswer = boolean | number | undefined;
 
@@ -151,8 +159,10 @@ export interface FailureOptions extends ReportOptions {
 export type HeadersLike = Headers | Map<string, string> | Record<string, string> | Iterable<[string, string]>;
 
 export interface HttpReportOptions extends ReportOptions {
-  /** The response's headers; `Retry-After` (seconds or HTTP-date) is read. */
+  /** The response's headers; waits (`Retry-After`, `retry-after-ms`, rate-limit resets) are read. */
   headers?: HeadersLike;
+  /** The response's body; an error's code, type and stated delay are read (at most 64 KiB). */
+  body?: string | Uint8Array;
 }
 
 export interface BlockOptions {

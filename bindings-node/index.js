@@ -292,10 +292,9 @@ class Lease extends EventEmitter {
     return this.#pool[kReport](this.#n, { failure: str('failure', failure), retryAfterMs }, options);
   }
 
+  /** The upstream's answer, read by the resource's kind's profile: `{ latencyMs, headers, body, usage }`. */
   reportHttp(status, options = {}) {
-    const o = obj('options', options);
-    const headers = o.headers === undefined || o.headers === null ? undefined : headerPairs(o.headers);
-    return this.#pool[kReport](this.#n, { status: uint('status', status), headers }, options);
+    return this.#pool[kReport](this.#n, httpSpec(status, options), options);
   }
 
   [Symbol.dispose]() {
@@ -396,6 +395,26 @@ function headerPairs(headers) {
   return pairs;
 }
 
+/** `reportHttp`'s answer: the status, the headers as pairs and the body as text (a string, or bytes as UTF-8). */
+function httpSpec(status, options) {
+  const o = obj('options', options);
+  const headers = o.headers === undefined || o.headers === null ? undefined : headerPairs(o.headers);
+  let body;
+  if (typeof o.body === 'string') body = o.body;
+  else if (o.body instanceof Uint8Array) body = new TextDecoder().decode(o.body);
+  else if (o.body !== undefined && o.body !== null) throw invalidArg('body', 'must be a string or a Uint8Array');
+  return { status: uint('status', status), headers, body };
+}
+
+/** `profiles: { residential: 'proxy' }`, checked for shape; the names are the host's. */
+function profiles(value) {
+  const out = {};
+  for (const [kind, profile] of Object.entries(obj('profiles', value))) {
+    out[kind] = str('profiles', profile);
+  }
+  return out;
+}
+
 /** `cooldowns: { timeout: { baseMs, coolAfter, maxExponent } }`, checked for shape; the rules are the host's. */
 function cooldowns(value) {
   const out = {};
@@ -434,6 +453,7 @@ function nativeConfig(options) {
     recovery: optStr('recovery', o.recovery),
     failOpen: o.failOpen === undefined ? undefined : bool('failOpen', o.failOpen),
     cooldowns: o.cooldowns === undefined ? undefined : cooldowns(o.cooldowns),
+    profiles: o.profiles === undefined ? undefined : profiles(o.profiles),
   };
   return [config, o.clock?.[kNative]];
 }
@@ -781,11 +801,9 @@ class Pool {
     return this.#report(kind, value, context, { failure: str('failure', failure), retryAfterMs }, options);
   }
 
-  /** Reports a use by the upstream's HTTP answer: its status and headers (`Retry-After` is read). */
+  /** Reports a use by the upstream's HTTP answer (status, headers, body), read by the kind's profile. */
   async reportHttp(kind, value, context, status, options = {}) {
-    const o = obj('options', options);
-    const headers = o.headers === undefined || o.headers === null ? undefined : headerPairs(o.headers);
-    return this.#report(kind, value, context, { status: uint('status', status), headers }, options);
+    return this.#report(kind, value, context, httpSpec(status, options), options);
   }
 
   async #report(kind, value, context, spec, options) {

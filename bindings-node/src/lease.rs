@@ -10,10 +10,10 @@ use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::Status;
 use napi_derive::napi;
 use repute_host::holder::{hold, Field, Released, Waiting};
-use repute_host::{Error, HeldLease, Holder, Outcome, Wall};
+use repute_host::{Error, HeldLease, Holder, Wall};
 
 use crate::errors::OrThrow;
-use crate::outcome::{self, OutcomeSpec};
+use crate::outcome::{self, OutcomeSpec, Report};
 use crate::pool::{field_name, u64_arg};
 use crate::task::Job;
 use crate::units::ms_to_ns;
@@ -153,21 +153,28 @@ impl NativeLease {
     /// Reports the outcome, first reconciling the lease to `usage` tokens if given.
     #[napi]
     pub fn report(&self, spec: OutcomeSpec, usage: Option<BigInt>) -> napi::Result<()> {
-        let (outcome, usage) = report_args(&spec, usage).or_throw()?;
-        self.held.report(&outcome, usage).or_throw()
+        let (report, usage) = report_args(&spec, usage).or_throw()?;
+        send(&self.held, &report, usage).or_throw()
     }
 
     #[napi]
     pub fn report_async(&self, spec: OutcomeSpec, usage: Option<BigInt>) -> napi::Result<AsyncTask<Job<()>>> {
-        let (outcome, usage) = report_args(&spec, usage).or_throw()?;
+        let (report, usage) = report_args(&spec, usage).or_throw()?;
         let held = self.held.clone();
-        Ok(AsyncTask::new(Job::new(move || held.report(&outcome, usage).or_throw())))
+        Ok(AsyncTask::new(Job::new(move || send(&held, &report, usage).or_throw())))
     }
 }
 
-/// A lease report's outcome and usage as the host takes them.
-fn report_args(spec: &OutcomeSpec, usage: Option<BigInt>) -> Result<(Outcome, Option<u64>), Error> {
-    Ok((outcome::outcome(spec)?, usage.map(|u| u64_arg("usage", &u)).transpose()?))
+/// A lease report and its usage as the host takes them.
+fn report_args(spec: &OutcomeSpec, usage: Option<BigInt>) -> Result<(Report, Option<u64>), Error> {
+    Ok((outcome::report(spec)?, usage.map(|u| u64_arg("usage", &u)).transpose()?))
+}
+
+fn send(held: &HeldLease, report: &Report, usage: Option<u64>) -> Result<(), Error> {
+    match report {
+        Report::Named(outcome) => held.report(outcome, usage),
+        Report::Http(answer) => held.report_http(answer, usage),
+    }
 }
 
 /// One waiting acquire's plan.

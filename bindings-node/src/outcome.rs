@@ -4,7 +4,7 @@
 use std::time::SystemTime;
 
 use napi_derive::napi;
-use repute_host::{http_outcome, parse_outcome, retry_after_header, Error, Outcome};
+use repute_host::{parse_outcome, Error, HttpAnswer, Outcome};
 
 use crate::errors::invalid;
 use crate::units::ms_to_ns;
@@ -18,23 +18,36 @@ pub struct OutcomeSpec {
     pub latency_ms: f64,
     /// With `rate_limited` or `quota_exhausted`: the provider's wait.
     pub retry_after_ms: Option<f64>,
-    /// The upstream's HTTP status, mapped by the host's table.
+    /// The upstream's HTTP status, read by the kind's profile.
     pub status: Option<u32>,
     pub headers: Option<Vec<Vec<String>>>,
+    /// With `status`: the upstream's response body.
+    pub body: Option<String>,
 }
 
-pub(crate) fn outcome(spec: &OutcomeSpec) -> Result<Outcome, Error> {
+/// A report as the host takes it: an outcome by name, or an answer for the
+/// resource's profile to read.
+pub(crate) enum Report {
+    Named(Outcome),
+    Http(HttpAnswer),
+}
+
+pub(crate) fn report(spec: &OutcomeSpec) -> Result<Report, Error> {
     let Some(status) = spec.status else {
+        if spec.body.is_some() {
+            return Err(invalid("body", "goes with status"));
+        }
         let retry_after = spec.retry_after_ms.map(|ms| ms_to_ns("retryAfterMs", ms)).transpose()?;
-        return parse_outcome(spec.failure.as_deref(), spec.latency_ms, retry_after);
+        return Ok(Report::Named(parse_outcome(spec.failure.as_deref(), spec.latency_ms, retry_after)?));
     };
     let status = u16::try_from(status).map_err(|_| invalid("status", "must be an HTTP status code in 100..=599"))?;
     let pairs = spec.headers.as_deref().unwrap_or_default();
     if pairs.iter().any(|p| p.len() != 2) {
         return Err(invalid("headers", "must be [name, value] pairs"));
     }
-    let retry = retry_after_header(pairs.iter().map(|p| (p[0].as_str(), p[1].as_str())));
-    http_outcome(status, retry, spec.latency_ms, SystemTime::now())
+    let headers = pairs.iter().map(|p| (p[0].clone(), p[1].clone())).collect();
+    let (body, latency_ms, now) = (spec.body.clone(), spec.latency_ms, SystemTime::now());
+    Ok(Report::Http(HttpAnswer { status, headers, body, latency_ms, now }))
 }
 
 /// One entry of `cooldowns: { timeout: { baseMs, coolAfter, maxExponent } }`.

@@ -22,7 +22,7 @@ use crate::errors::{invalid, OrThrow};
 use crate::events::EventData;
 use crate::lease::{NativeLease, NativeWaiting};
 use crate::link::{LinkSlot, Target};
-use crate::outcome::{self, CooldownConfig, OutcomeSpec};
+use crate::outcome::{self, CooldownConfig, OutcomeSpec, Report};
 use crate::selector::{self, LimitsSpec, SelectorSpec};
 use crate::task::Job;
 use crate::units::{ms_to_ns, ns_to_ms};
@@ -54,6 +54,8 @@ pub struct PoolConfig {
     pub recovery: Option<String>,
     pub fail_open: Option<bool>,
     pub cooldowns: Option<HashMap<String, CooldownConfig>>,
+    /// Kind to profile name: how the answers of that kind's resources are read.
+    pub profiles: Option<HashMap<String, String>>,
 }
 
 #[napi(object, object_to_js = false)]
@@ -80,6 +82,7 @@ pub(crate) fn field_name(field: Field) -> &'static str {
         Field::RateLimitBurst => "rateLimit.burst",
         Field::AutoRenew => "autoRenew",
         Field::MaxHold => "maxHoldMs",
+        Field::Profiles => "profiles",
     }
 }
 
@@ -115,6 +118,7 @@ fn open(config: PoolConfig, clock: Option<&NativeClock>) -> Result<Arc<Holder>, 
         recovery: config.recovery,
         fail_open: config.fail_open.unwrap_or(false),
         cooldowns,
+        profiles: config.profiles.into_iter().flatten().collect(),
     };
     let clock: Option<Arc<dyn Clock>> = clock.map(|c| Arc::new(c.clock.clone()) as Arc<dyn Clock>);
     Holder::open(options, clock, field_name)
@@ -190,7 +194,7 @@ impl NativePool {
             (None, true) => Verdict::Healthy,
             (None, false) => Verdict::Failed,
         };
-        self.with(|p| finish_probe(p, &lease, verdict, latency_ms))
+        self.with(|p| finish_probe(p, self.holder.profiles(), &lease, verdict, latency_ms))
     }
 
     /// `new` off the JS thread.
@@ -274,7 +278,8 @@ impl NativePool {
 
     #[napi]
     pub fn report(&self, kind: String, value: String, context: String, spec: OutcomeSpec) -> napi::Result<()> {
-        self.with(|p| p.report(&kind, &value, &context, &outcome::outcome(&spec)?))
+        let report = outcome::report(&spec).or_throw()?;
+        send(&self.holder, (&kind, &value, &context), &report).or_throw()
     }
 
     #[napi]
@@ -285,9 +290,9 @@ impl NativePool {
         context: String,
         spec: OutcomeSpec,
     ) -> napi::Result<AsyncTask<Job<()>>> {
-        let outcome = outcome::outcome(&spec).or_throw()?;
+        let report = outcome::report(&spec).or_throw()?;
         let holder = self.holder.clone();
-        Ok(AsyncTask::new(Job::new(move || holder.with(|p| p.report(&kind, &value, &context, &outcome)).or_throw())))
+        Ok(AsyncTask::new(Job::new(move || send(&holder, (&kind, &value, &context), &report).or_throw())))
     }
 
     #[napi]
@@ -399,5 +404,13 @@ impl NativePool {
     pub fn close(&self, checkpoint: bool) -> napi::Result<()> {
         self.link.close();
         self.holder.close(checkpoint).or_throw()
+    }
+}
+
+/// Sends a report about a resource in a context to the pool.
+fn send(holder: &Holder, (kind, value, context): (&str, &str, &str), report: &Report) -> Result<(), Error> {
+    match report {
+        Report::Named(outcome) => holder.with(|p| p.report(kind, value, context, outcome)),
+        Report::Http(answer) => holder.report_http(kind, value, context, answer),
     }
 }

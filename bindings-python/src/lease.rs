@@ -236,19 +236,24 @@ impl Lease {
         self.report(py, outcome::outcome(Some(kind), latency, retry_after), usage.as_ref())
     }
 
-    /// Reports the use by the upstream's HTTP answer: its status and headers
-    /// (`Retry-After` is read), mapped as the README's table says; `usage`
-    /// as for `report_success`.
-    #[pyo3(signature = (status, latency = 0.0, headers = None, *, usage = None))]
+    /// Reports the use by the upstream's HTTP answer: its status, headers
+    /// and body (str or bytes; an error's code and stated delay are read),
+    /// read by the profile of the resource's kind; `usage` as for
+    /// `report_success`. An answer that says nothing about the resource (a
+    /// provider's overload) reports nothing.
+    #[pyo3(signature = (status, latency = 0.0, headers = None, *, body = None, usage = None))]
     fn report_http(
         &self,
         py: Python<'_>,
         status: u16,
         latency: f64,
         headers: Option<Bound<'_, PyAny>>,
+        body: Option<Bound<'_, PyAny>>,
         usage: Option<Bound<'_, PyAny>>,
     ) -> PyResult<()> {
-        self.report(py, outcome::http(status, latency, headers.as_ref()), usage.as_ref())
+        let answer = outcome::answer(status, latency, headers.as_ref(), body.as_ref()).map_err(|f| to_py(py, f))?;
+        let usage = selector::count_or_none("usage", usage.as_ref()).map_err(|f| to_py(py, f))?;
+        self.run(py, |held| held.report_http(&answer, usage))
     }
 
     /// `release`, saying how it found the lease: "held", "lost" (the holder

@@ -4,9 +4,10 @@
 use std::time::SystemTime;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyString};
+use pyo3::types::{PyBytes, PyDict, PyString};
 use repute_host::holder::Cooldown;
-use repute_host::{http_outcome, parse_outcome, retry_after_header, Outcome};
+use repute_host::profile::MAX_ERROR_BODY;
+use repute_host::{parse_outcome, HttpAnswer, Outcome};
 
 use crate::errors::{invalid, Failure};
 use crate::time::secs_to_ns;
@@ -35,12 +36,37 @@ fn header_pairs(headers: &Bound<'_, PyAny>) -> Result<Vec<(String, String)>, Fai
     Ok(out)
 }
 
-/// `report_http`'s outcome, by the host's status table.
-pub(crate) fn http(status: u16, latency: f64, headers: Option<&Bound<'_, PyAny>>) -> Result<Outcome, Failure> {
+/// `report_http`'s answer, read under the GIL, for the host's profile
+/// tables to read without it.
+pub(crate) fn answer(
+    status: u16,
+    latency: f64,
+    headers: Option<&Bound<'_, PyAny>>,
+    body: Option<&Bound<'_, PyAny>>,
+) -> Result<HttpAnswer, Failure> {
     let latency_ms = secs_to_ns("latency", latency)? as f64 / 1e6;
-    let pairs = headers.map(header_pairs).transpose()?.unwrap_or_default();
-    let retry = retry_after_header(pairs.iter().map(|(n, v)| (n.as_str(), v.as_str())));
-    Ok(http_outcome(status, retry, latency_ms, SystemTime::now())?)
+    let headers = headers.map(header_pairs).transpose()?.unwrap_or_default();
+    let body = body.map(body_text).transpose()?.flatten();
+    Ok(HttpAnswer { status, headers, body, latency_ms, now: SystemTime::now() })
+}
+
+/// A response body as text: str, or bytes as UTF-8 (invalid sequences
+/// replaced). A body longer than an error body can be is not copied: the
+/// tables would not read it.
+fn body_text(body: &Bound<'_, PyAny>) -> Result<Option<String>, Failure> {
+    let bad = || invalid("body", "must be str or bytes");
+    if let Ok(text) = body.cast::<PyString>() {
+        let text = text.to_str().map_err(|_| bad())?;
+        return Ok((text.len() <= MAX_ERROR_BODY).then(|| text.to_owned()));
+    }
+    let bytes = body.cast::<PyBytes>().map_err(|_| bad())?.as_bytes();
+    Ok((bytes.len() <= MAX_ERROR_BODY).then(|| String::from_utf8_lossy(bytes).into_owned()))
+}
+
+/// The `profiles` dict as `(kind, profile)` pairs (the host checks them).
+pub(crate) fn profiles(profiles: &Bound<'_, PyDict>) -> Result<Vec<(String, String)>, Failure> {
+    let bad = || invalid("profiles", "must be a dict of kind to profile name, both str");
+    profiles.iter().map(|(k, v)| Ok((k.extract().map_err(|_| bad())?, v.extract().map_err(|_| bad())?))).collect()
 }
 
 /// The `cooldowns` dict read into entries (under the GIL; the host applies

@@ -39,6 +39,7 @@ fn field_name(field: Field) -> &'static str {
         Field::RateLimitBurst => "burst",
         Field::AutoRenew => "auto_renew",
         Field::MaxHold => "max_hold",
+        Field::Profiles => "profiles",
     }
 }
 
@@ -146,7 +147,7 @@ impl Pool {
         store = "memory", tenant = "default", lease_ttl = 30.0, strategy = None, seed = None, clock = None,
         *, probe_ttl = 15.0, renew_margin = None, max_resources = None, max_cells = None, rate = None, burst = 1,
         mode = "sharded", owner_ttl = 10.0, owners = "store", recovery = "traffic", fail_open = false,
-        cooldowns = None, probe = None, probe_concurrency = 4, probe_every = 1.0,
+        cooldowns = None, probe = None, probe_concurrency = 4, probe_every = 1.0, profiles = None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -172,6 +173,7 @@ impl Pool {
         probe: Option<Py<PyAny>>,
         probe_concurrency: usize,
         probe_every: f64,
+        profiles: Option<Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         if probe.is_some() && recovery != "probe" {
             return Err(to_py(py, invalid("probe", "goes with recovery=\"probe\"")));
@@ -182,6 +184,7 @@ impl Pool {
         let secs = |field, s| secs_to_ns(field, s).map_err(|f| to_py(py, f));
         let probe_every = positive_duration("probe_every", probe_every).map_err(|f| to_py(py, f))?;
         let cooldowns = cooldowns.map(|c| outcome::cooldowns(&c)).transpose().map_err(|f| to_py(py, f))?;
+        let profiles = profiles.map(|p| outcome::profiles(&p)).transpose().map_err(|f| to_py(py, f))?;
         let options = OpenOptions {
             store: Some(store.to_owned()),
             tenant: Some(tenant.to_owned()),
@@ -199,6 +202,7 @@ impl Pool {
             recovery: Some(recovery.to_owned()),
             fail_open,
             cooldowns: cooldowns.unwrap_or_default(),
+            profiles: profiles.unwrap_or_default(),
         };
         let clock: Option<Arc<dyn Clock>> = clock.map(|c| c.shared());
         let holder = py.detach(|| Holder::open(options, clock, field_name)).map_err(|e| to_py(py, e.into()))?;
@@ -397,9 +401,11 @@ impl Pool {
         self.report(py, (kind, value, context), outcome::outcome(Some(failure), latency, retry_after))
     }
 
-    /// Reports a use by the upstream's HTTP answer: its status and headers
-    /// (`Retry-After` is read), mapped as the README's table says.
-    #[pyo3(signature = (kind, value, context, status, latency = 0.0, headers = None))]
+    /// Reports a use by the upstream's HTTP answer: its status, headers and
+    /// body (str or bytes; an error's code and stated delay are read), read
+    /// by the profile of `kind`; an answer that says nothing about the
+    /// resource (a provider's overload) reports nothing.
+    #[pyo3(signature = (kind, value, context, status, latency = 0.0, headers = None, *, body = None))]
     #[allow(clippy::too_many_arguments)]
     fn report_http(
         &self,
@@ -410,8 +416,14 @@ impl Pool {
         status: u16,
         latency: f64,
         headers: Option<Bound<'_, PyAny>>,
+        body: Option<Bound<'_, PyAny>>,
     ) -> PyResult<()> {
-        self.report(py, (kind, value, context), outcome::http(status, latency, headers.as_ref()))
+        let answer = outcome::answer(status, latency, headers.as_ref(), body.as_ref()).map_err(|f| to_py(py, f))?;
+        py.detach(|| {
+            self.shared.check()?;
+            Ok(self.shared.holder.report_http(kind, value, context, &answer)?)
+        })
+        .map_err(|f| to_py(py, f))
     }
 
     /// Blocks a resource everywhere (`context` None) or in one context, for

@@ -43,7 +43,7 @@ fn run(pool: Weak<OpenPool>, probe: Py<PyAny>, concurrency: usize, every: Durati
                     let verdict = Python::attach(|py| call(py, probe, lease));
                     let latency_ms = started.elapsed().as_secs_f64() * 1e3;
                     // A pool closed meanwhile has nothing left to record it in.
-                    let _ = shared.with(|p| finish_probe(p, lease, verdict, latency_ms));
+                    let _ = shared.with(|p| finish_probe(p, shared.holder.profiles(), lease, verdict, latency_ms));
                 });
             }
         });

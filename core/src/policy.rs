@@ -253,15 +253,18 @@ impl Policy {
 
     /// The cooling rule in force for `kind`: its override, else the defaults.
     /// Where a trial is the way back (any recovery but `classic`), `blocked`
-    /// starts at 300 s rather than an hour: a short ban then costs minutes.
+    /// starts at 300 s rather than an hour, so a short ban costs minutes, and
+    /// cools at the first report: a site's refusal is one answer, not a
+    /// streak to wait for (each further refusal doubles the cooldown, a
+    /// successful trial ends the streak).
     pub fn rule(&self, kind: FailureKind) -> CoolingRule {
-        let base = match (kind, self.recovery) {
-            (FailureKind::Blocked, Recovery::Traffic | Recovery::Probe) => 300 * SECOND,
-            _ => Self::cooldown_base(kind),
+        let (base, cool_after) = match (kind, self.recovery) {
+            (FailureKind::Blocked, Recovery::Traffic | Recovery::Probe) => (300 * SECOND, 1),
+            _ => (Self::cooldown_base(kind), self.cool_after),
         };
         self.rules.iter().find(|(k, _)| *k == kind).map(|(_, r)| *r).unwrap_or(CoolingRule {
             base,
-            cool_after: self.cool_after,
+            cool_after,
             max_exponent: self.max_exponent,
         })
     }

@@ -34,7 +34,6 @@ mod error;
 #[cfg(feature = "testing")]
 mod guest_bench;
 pub mod holder;
-mod http_outcome;
 /// The core linked into the host without the component, which tests and
 /// benchmarks compare the component with.
 #[cfg(feature = "testing")]
@@ -43,6 +42,7 @@ mod names;
 mod ownership;
 mod pool;
 mod prober;
+pub mod profile;
 pub mod providers;
 mod runtime;
 mod shard;
@@ -57,10 +57,10 @@ pub use error::{codes, selector_error, Error, Field, Result, SnapshotError, Stor
 #[cfg(feature = "testing")]
 pub use guest_bench::GuestWorkload;
 pub use holder::{HeldLease, Holder, Loss, OpenOptions};
-pub use http_outcome::{http_outcome, retry_after_header};
 pub use ownership::{Keeper, Ownership, Standing};
 pub use pool::{Pool, PoolOps, PoolSet, TenantPool};
 pub use prober::{finish_probe, start_probes, Verdict};
+pub use profile::{HttpAnswer, Profile, Profiles};
 pub use providers::{Backend, Clock, ManualClock, Providers, SystemClock};
 pub use repute_core::{
     Block, CellState, CellView, Claim, Command, Context, ContextLimits, CoolingRule, Event, EventKind, FailureKind,

@@ -6,13 +6,11 @@
 //! between [`start_probes`] and [`finish_probe`], with at most as many in
 //! flight as it asks for.
 
-use std::time::SystemTime;
-
 use repute_core::{FailureKind, Lease, Outcome};
 
 use crate::error::{Error, Result};
-use crate::http_outcome::http_outcome;
 use crate::pool::PoolOps;
+use crate::profile::{HttpAnswer, Profiles};
 
 /// What a user's probe said about one resource in one context.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,7 +18,8 @@ pub enum Verdict {
     Healthy,
     /// Still failing: re-cools the cell for the cause it cooled for.
     Failed,
-    /// The HTTP status the probe got, mapped like any reported response.
+    /// The HTTP status the probe got, read by the resource's profile like
+    /// any reported answer.
     Http(u16),
 }
 
@@ -43,11 +42,20 @@ pub fn start_probes<P: PoolOps + ?Sized>(pool: &mut P, max: usize) -> Result<Vec
 
 /// Reports what the probe of `lease` found, then releases the lease. A
 /// failed probe re-cools the cell with its own cause (so its base and next
-/// exponent apply); a lease that ran out while the probe ran is simply gone.
-pub fn finish_probe<P: PoolOps + ?Sized>(pool: &mut P, lease: &Lease, verdict: Verdict, latency_ms: f64) -> Result<()> {
+/// exponent apply); a status is read by the kind's profile among
+/// `profiles`, and one that says nothing about the resource (a provider's
+/// overload) reports nothing, so the cell stays due. A lease that ran out
+/// while the probe ran is simply gone.
+pub fn finish_probe<P: PoolOps + ?Sized>(
+    pool: &mut P,
+    profiles: &Profiles,
+    lease: &Lease,
+    verdict: Verdict,
+    latency_ms: f64,
+) -> Result<()> {
     let (kind, value, context) = (lease.resource.kind(), lease.resource.value(), lease.context.as_str());
     let outcome = match verdict {
-        Verdict::Healthy => Outcome::success(latency_ms)?,
+        Verdict::Healthy => Some(Outcome::success(latency_ms)?),
         Verdict::Failed => {
             let cause = pool
                 .cells(kind, value)?
@@ -56,11 +64,13 @@ pub fn finish_probe<P: PoolOps + ?Sized>(pool: &mut P, lease: &Lease, verdict: V
                 .and_then(|c| c.cause)
                 .filter(|c| c.is_strike())
                 .unwrap_or(FailureKind::Timeout);
-            Outcome::failure(cause, latency_ms)?
+            Some(Outcome::failure(cause, latency_ms)?)
         }
-        Verdict::Http(status) => http_outcome(status, None, latency_ms, SystemTime::now())?,
+        Verdict::Http(status) => profiles.classify(kind, &HttpAnswer::status(status, latency_ms))?,
     };
-    pool.report(kind, value, context, &outcome)?;
+    if let Some(outcome) = outcome {
+        pool.report(kind, value, context, &outcome)?;
+    }
     match pool.release(lease.id, lease.token) {
         Ok(()) | Err(Error::LeaseExpired | Error::UnknownLease | Error::StaleLease) => Ok(()),
         Err(e) => Err(e),

@@ -65,7 +65,7 @@ from ._native import (
     UnknownResourceError,
     UnregisteredEvent,
 )
-from ._types import ContextLimits, FailureKind, Limits
+from ._types import ContextLimits, FailureKind, Limits, Profile
 
 __all__ = [
     "AsyncLease",
@@ -93,6 +93,7 @@ __all__ = [
     "NotOwnerError",
     "Pool",
     "PoolClosedError",
+    "Profile",
     "ProbeTarget",
     "RateLimitedError",
     "RecoveredEvent",

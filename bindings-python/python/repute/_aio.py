@@ -44,7 +44,7 @@ from ._native import (
     Resource,
     Stats,
 )
-from ._types import ContextLimits, FailureKind
+from ._types import ContextLimits, FailureKind, Profile
 
 _T = TypeVar("_T")
 
@@ -287,9 +287,10 @@ class AsyncLease:
         latency: float = 0.0,
         headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
         *,
+        body: str | bytes | None = None,
         usage: int | None = None,
     ) -> None:
-        await _call(self._io, self._lease.report_http, status, latency, headers, usage=usage)
+        await _call(self._io, self._lease.report_http, status, latency, headers, body=body, usage=usage)
 
     async def __aenter__(self) -> AsyncLease:
         return self
@@ -413,6 +414,7 @@ class AsyncPool:
         probe: Callable[[str, str, str], Any] | None = None,
         probe_concurrency: int = 4,
         probe_every: float = 1.0,
+        profiles: Mapping[str, Profile] | None = None,
     ) -> AsyncPool:
         pool = await _run(
             Pool,
@@ -437,6 +439,7 @@ class AsyncPool:
             probe=probe,
             probe_concurrency=probe_concurrency,
             probe_every=probe_every,
+            profiles=None if profiles is None else dict(profiles),
         )
         return cls(pool)
 
@@ -597,8 +600,10 @@ class AsyncPool:
         status: int,
         latency: float = 0.0,
         headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
+        *,
+        body: str | bytes | None = None,
     ) -> None:
-        await _call(self._io, self._pool.report_http, kind, value, context, status, latency, headers)
+        await _call(self._io, self._pool.report_http, kind, value, context, status, latency, headers, body=body)
 
     async def block(
         self,

@@ -5,7 +5,7 @@
 from types import TracebackType
 from typing import Awaitable, Callable, Iterable, Iterator, Literal, Mapping, Sequence, final
 
-from ._types import ContextLimits, FailureKind, Limits
+from ._types import ContextLimits, FailureKind, Limits, Profile
 
 _CellState = Literal["healthy", "cooling", "recovering", "blocklisted"]
 _LeaseKind = Literal["client", "trial", "probe", "fail_open"]
@@ -416,7 +416,13 @@ class Lease:
         usage: int | None = None,
     ) -> None: ...
     def report_http(
-        self, status: int, latency: float = 0.0, headers: _Headers | None = None, *, usage: int | None = None
+        self,
+        status: int,
+        latency: float = 0.0,
+        headers: _Headers | None = None,
+        *,
+        body: str | bytes | None = None,
+        usage: int | None = None,
     ) -> None: ...
     def __enter__(self) -> Lease: ...
     def __exit__(
@@ -456,6 +462,7 @@ class Pool:
         probe: _Probe | None = None,
         probe_concurrency: int = 4,
         probe_every: float = 1.0,
+        profiles: dict[str, Profile] | None = None,
     ) -> None: ...
     @property
     def now(self) -> float: ...
@@ -529,6 +536,8 @@ class Pool:
         status: int,
         latency: float = 0.0,
         headers: _Headers | None = None,
+        *,
+        body: str | bytes | None = None,
     ) -> None: ...
     def block(
         self,

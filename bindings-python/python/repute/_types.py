@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import enum
-from typing import TypedDict
+from typing import Literal, TypedDict
+
+Profile = Literal["generic", "proxy", "api-key", "openai", "anthropic", "gemini"]
+"""How the answers of a kind's resources are read (``Pool(profiles={kind: profile})``):
+a proxy's 403 cools that proxy for that site only, an API key's 401 blocks the
+key everywhere, a quota error in the body pauses the key until its quota can
+have reset. A kind not declared has the profile its name names, else ``generic``."""
 
 
 class FailureKind(str, enum.Enum):

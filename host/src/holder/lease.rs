@@ -407,6 +407,21 @@ impl HeldLease {
         })
     }
 
+    /// Reports the upstream's answer to this use, read by the resource's
+    /// profile (see [`crate::profile`]), reconciling `usage` first as
+    /// `report` does; an answer that says nothing about the resource (a
+    /// provider's overload) only reconciles.
+    pub fn report_http(&self, answer: &crate::HttpAnswer, usage: Option<u64>) -> Result<()> {
+        let outcome = self.holder.profiles().classify(self.lease.resource.kind(), answer)?;
+        match outcome {
+            Some(outcome) => self.report(&outcome, usage),
+            None => match usage {
+                Some(used) => self.holder.with(|p| p.reconcile(self.lease.id, self.lease.token, used)),
+                None => Ok(()),
+            },
+        }
+    }
+
     /// The watcher's turn: renews what is due, ends what must end. Returns
     /// when to look again (pool clock), or `None` once there is nothing left
     /// to watch.

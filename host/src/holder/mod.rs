@@ -26,7 +26,7 @@ use crate::pool::Pool;
 use crate::providers::RedisWire;
 use crate::providers::{Clock, SystemClock};
 use crate::store::Mode;
-use crate::{Lease, PoolOps, Selector};
+use crate::{HttpAnswer, Lease, PoolOps, Profiles, Selector};
 
 /// An open pool and whether closing it saves a last checkpoint.
 struct Open {
@@ -54,6 +54,7 @@ pub struct Holder {
     network: bool,
     durable: bool,
     watch: watch::Watch,
+    profiles: Profiles,
 }
 
 impl std::fmt::Debug for Holder {
@@ -80,6 +81,7 @@ impl Holder {
             network: store.is_shared(),
             durable: resolved.store.durable(),
             watch: watch::Watch::default(),
+            profiles: resolved.profiles,
         }))
     }
 
@@ -99,6 +101,22 @@ impl Holder {
     /// The pool clock's reading: the time base of every instant this pool reports.
     pub fn now(&self) -> u64 {
         self.clock.now()
+    }
+
+    /// How the answers of each kind's resources are read.
+    pub fn profiles(&self) -> &Profiles {
+        &self.profiles
+    }
+
+    /// Reports an upstream's answer about a resource in `context`, read by
+    /// its kind's profile; an answer that says nothing about the resource
+    /// (a provider's overload) reports nothing.
+    pub fn report_http(&self, kind: &str, value: &str, context: &str, answer: &HttpAnswer) -> Result<()> {
+        let outcome = self.profiles.classify(kind, answer)?;
+        self.with(|p| match outcome {
+            Some(outcome) => p.report(kind, value, context, &outcome),
+            None => Ok(()),
+        })
     }
 
     /// The pool's clock.

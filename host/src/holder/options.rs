@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::store::{Mode, OwnersSpec, StoreSpec};
-use crate::{cooling_rule, Policy, RateLimit, Recovery, Strategy, TenantConfig};
+use crate::{cooling_rule, Policy, Profiles, RateLimit, Recovery, Strategy, TenantConfig};
 
 /// An option a user sets, for the binding to name in its own spelling.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,6 +29,7 @@ pub enum Field {
     RateLimitBurst,
     AutoRenew,
     MaxHold,
+    Profiles,
 }
 
 /// A binding's names for the fields, e.g. `|f| match f { Field::LeaseTtl => "leaseTtlMs", .. }`.
@@ -74,6 +75,9 @@ pub struct OpenOptions {
     pub recovery: Option<String>,
     pub fail_open: bool,
     pub cooldowns: Vec<Cooldown>,
+    /// `(kind, profile)` pairs: how the answers of that kind's resources
+    /// are read (see [`crate::profile`]); other kinds by their name.
+    pub profiles: Vec<(String, String)>,
 }
 
 /// Long enough to ride out a slow renewal or two, short enough that a dead
@@ -87,6 +91,7 @@ pub(crate) struct Resolved {
     pub config: TenantConfig,
     pub sharing: crate::Sharing,
     pub margin: Option<u64>,
+    pub profiles: Profiles,
 }
 
 fn invalid(name: Names, field: Field, rule: &str) -> Error {
@@ -157,9 +162,11 @@ impl OpenOptions {
                 .map_err(rename(Field::Owners))?
                 .unwrap_or_default(),
         };
+        let pairs = self.profiles.iter().map(|(kind, profile)| (kind.as_str(), profile.as_str()));
+        let profiles = Profiles::new(pairs, name(Field::Profiles))?;
         let seed = self.seed.unwrap_or_else(|| std::hash::RandomState::new().hash_one(std::process::id()));
         let config = TenantConfig { policy, seed, durable: store.durable() };
-        Ok(Resolved { store, tenant, config, sharing, margin })
+        Ok(Resolved { store, tenant, config, sharing, margin, profiles })
     }
 }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use repute_host::{
     finish_probe, start_probes, CellState, FailureKind, LeaseKind, ManualClock, Outcome, Policy, Pool, PoolOps,
-    Providers, Recovery, TenantConfig, Verdict, SECOND,
+    Profiles, Providers, Recovery, TenantConfig, Verdict, SECOND,
 };
 
 fn probe_pool() -> (Pool, Arc<ManualClock>) {
@@ -36,9 +36,9 @@ fn rounds_take_real_probe_leases_up_to_the_bound() {
     assert!(pool.acquire("shop").is_err(), "clients get no trial under probe recovery");
     let second = start_probes(&mut pool, 2).unwrap();
     assert_eq!(second.iter().map(|l| l.resource.value()).collect::<Vec<_>>(), ["c"], "probed cells are not due twice");
-    finish_probe(&mut pool, &first[0], Verdict::Healthy, 30.0).unwrap();
-    finish_probe(&mut pool, &first[1], Verdict::Failed, 900.0).unwrap();
-    finish_probe(&mut pool, &second[0], Verdict::Http(503), 12.0).unwrap();
+    finish_probe(&mut pool, &Profiles::default(), &first[0], Verdict::Healthy, 30.0).unwrap();
+    finish_probe(&mut pool, &Profiles::default(), &first[1], Verdict::Failed, 900.0).unwrap();
+    finish_probe(&mut pool, &Profiles::default(), &second[0], Verdict::Http(503), 12.0).unwrap();
     assert!(pool.leases().unwrap().is_empty(), "every probe lease was released");
     let cell = |pool: &mut Pool, r: &str| pool.cells("proxy", r).unwrap().remove(1);
     assert_eq!(cell(&mut pool, "a").state, CellState::Recovering);
@@ -59,6 +59,6 @@ fn a_probe_lease_that_ran_out_is_still_reported() {
     clock.advance(240 * SECOND);
     let leases = start_probes(&mut pool, 1).unwrap();
     clock.advance(16 * SECOND);
-    finish_probe(&mut pool, &leases[0], Verdict::Healthy, 30.0).unwrap();
+    finish_probe(&mut pool, &Profiles::default(), &leases[0], Verdict::Healthy, 30.0).unwrap();
     assert_eq!(pool.cells("proxy", "a").unwrap()[1].state, CellState::Recovering);
 }

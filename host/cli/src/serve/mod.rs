@@ -26,8 +26,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use repute_host::{
-    CoolingRule, FailureKind, Mode, OwnersSpec, Policy, PoolSet, RateLimit, Recovery, ShardLimits, StoreSpec, Strategy,
-    SystemClock,
+    CoolingRule, FailureKind, Mode, OwnersSpec, Policy, PoolSet, Profiles, RateLimit, Recovery, ShardLimits, StoreSpec,
+    Strategy, SystemClock,
 };
 use tokio::sync::watch;
 
@@ -92,6 +92,12 @@ pub struct Args {
     /// (e.g. `timeout=10:2:4`); repeatable, one per kind.
     #[arg(long = "cooldown", value_name = "RULE")]
     pub cooldowns: Vec<String>,
+    /// How the answers of a kind's resources are read, `KIND=PROFILE` with
+    /// PROFILE one of generic, proxy, api-key, openai, anthropic, gemini
+    /// (e.g. `residential=proxy`); repeatable. A kind not named has the
+    /// profile its own name names, else generic.
+    #[arg(long = "profile", value_name = "KIND=PROFILE")]
+    pub profiles: Vec<String>,
     /// With --recovery probe: GET this URL template (`{kind}`, `{value}`,
     /// `{context}` are filled in, percent-encoded) for every cell due for a
     /// probe; 2xx-3xx is healthy, other statuses map like reported responses.
@@ -169,6 +175,18 @@ fn cooldown_flag(policy: &Policy, flag: &str) -> Result<(FailureKind, CoolingRul
     }
     repute_host::cooling_rule(policy, kind, Some(base.as_nanos() as u64), cool_after, max_exponent)
         .map_err(|e| format!("--cooldown {flag:?}: {e}"))
+}
+
+fn profile_flags(flags: &[String]) -> Result<Profiles, String> {
+    let mut pairs = Vec::new();
+    for flag in flags {
+        let pair = flag.split_once('=').ok_or_else(|| format!("--profile {flag:?}: must be KIND=PROFILE"))?;
+        pairs.push(pair);
+    }
+    Profiles::new(pairs, "--profile").map_err(|e| match e {
+        repute_host::Error::InvalidInput { field, rule } => format!("{field}: {rule}"),
+        e => e.to_string(),
+    })
 }
 
 fn seconds(value: f64, flag: &str) -> Result<Duration, String> {
@@ -254,6 +272,7 @@ async fn run(args: &Args) -> Result<(), String> {
         repute_core::Error::InvalidInput { field: "policy.rate_limit.burst", rule } => format!("--burst: {rule}"),
         e => e.to_string(),
     })?;
+    let profiles = profile_flags(&args.profiles)?;
     let max_body_bytes = args.max_body_bytes.unwrap_or_else(|| body_limit(&policy, args.max_tenant_bytes));
     let header_timeout = seconds(args.header_timeout, "--header-timeout")?;
     if args.max_connections == 0 {
@@ -310,6 +329,7 @@ async fn run(args: &Args) -> Result<(), String> {
         ownership,
         Arc::new(SystemClock::new()),
         policy,
+        profiles,
         args.seed,
         keys,
         stop_rx.clone(),
@@ -373,6 +393,7 @@ pub fn in_memory_app(
         None,
         clock,
         policy,
+        Profiles::default(),
         0,
         keys,
         stopping,

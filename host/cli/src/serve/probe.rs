@@ -69,7 +69,9 @@ impl AppState {
                     let tenant = tenant.as_str();
                     scope.spawn(move || {
                         let (verdict, latency_ms) = probe.probe(lease);
-                        if let Err(e) = self.call_blocking(tenant, |p| finish_probe(p, lease, verdict, latency_ms)) {
+                        if let Err(e) =
+                            self.call_blocking(tenant, |p| finish_probe(p, &self.profiles, lease, verdict, latency_ms))
+                        {
                             tracing::warn!(tenant, problem = ?e, "probe result not recorded");
                         }
                     });

@@ -397,34 +397,48 @@ struct OutcomeIn {
     outcome: Option<String>,
     /// With `rate_limited` or `quota_exhausted`: the provider's wait, in ms.
     retry_after_ms: Option<u64>,
-    /// The upstream's HTTP status, mapped as the host's table says.
+    /// The upstream's HTTP status, read by the kind's profile.
     http_status: Option<u16>,
-    /// With `http_status`: the upstream's response headers (`Retry-After` is read).
+    /// With `http_status`: the upstream's response headers (waits are read).
     #[serde(default)]
     headers: std::collections::BTreeMap<String, String>,
+    /// With `http_status`: the upstream's response body (an error's code
+    /// and stated delay are read).
+    body: Option<String>,
     #[serde(default)]
     latency_ms: f64,
 }
 
 async fn report(State(state): State<App>, Tenant(t): Tenant, Body(b): Body<OutcomeIn>) -> AppResult<StatusCode> {
     let outcome = match (&b.outcome, b.http_status) {
+        (Some(_), None) if b.body.is_some() => {
+            return Err(Problem::invalid("body", "goes with http_status"));
+        }
         (Some(outcome), None) => {
             let failure = (outcome != "success").then_some(outcome.as_str());
             let retry_after = b.retry_after_ms.map(|ms| ms.saturating_mul(1_000_000));
-            repute_host::parse_outcome(failure, b.latency_ms, retry_after).map_err(|e| match e {
-                repute_host::Error::InvalidInput { field, rule } if field == "failure.kind" => Problem::invalid(
-                    "outcome",
-                    format!("must be success or {}", rule.trim_start_matches("must be one of ")),
-                ),
-                e => Problem::from(e),
-            })?
+            repute_host::parse_outcome(failure, b.latency_ms, retry_after)
+                .map_err(|e| match e {
+                    repute_host::Error::InvalidInput { field, rule } if field == "failure.kind" => Problem::invalid(
+                        "outcome",
+                        format!("must be success or {}", rule.trim_start_matches("must be one of ")),
+                    ),
+                    e => Problem::from(e),
+                })
+                .map(Some)?
         }
         (None, Some(status)) => {
             if b.retry_after_ms.is_some() {
                 return Err(Problem::invalid("retry_after_ms", "goes with outcome; with http_status send headers"));
             }
-            let retry = repute_host::retry_after_header(b.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-            repute_host::http_outcome(status, retry, b.latency_ms, std::time::SystemTime::now())?
+            let answer = repute_host::HttpAnswer {
+                status,
+                headers: b.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                body: b.body.clone(),
+                latency_ms: b.latency_ms,
+                now: std::time::SystemTime::now(),
+            };
+            state.profiles.classify(&b.kind, &answer)?
         }
         _ => return Err(Problem::invalid("outcome", "exactly one of outcome and http_status is required")),
     };
@@ -432,7 +446,10 @@ async fn report(State(state): State<App>, Tenant(t): Tenant, Body(b): Body<Outco
     state
         .call(&t, move |p| {
             match share::admit(p, max, Growth::Cell { kind: &b.kind, value: &b.value, context: &b.context })? {
-                Ok(()) => p.report(&b.kind, &b.value, &b.context, &outcome).map(Ok),
+                Ok(()) => match &outcome {
+                    Some(outcome) => p.report(&b.kind, &b.value, &b.context, outcome).map(Ok),
+                    None => Ok(Ok(())),
+                },
                 Err(refused) => Ok(Err(refused)),
             }
         })

@@ -5,7 +5,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-use repute_host::{Backend, Clock, Event, Ownership, Policy, PoolOps, PoolSet, Standing, TenantConfig, TenantPool};
+use repute_host::{
+    Backend, Clock, Event, Ownership, Policy, PoolOps, PoolSet, Profiles, Standing, TenantConfig, TenantPool,
+};
 use tokio::sync::{broadcast, watch};
 
 use repute_core::snapshot::{capped, CappedInput, Caps};
@@ -26,6 +28,8 @@ pub struct AppState {
     pub ownership: Option<Ownership>,
     pub clock: Arc<dyn Clock>,
     pub policy: Policy,
+    /// `--profile`: how the answers of each kind's resources are read.
+    pub profiles: Profiles,
     pub seed: u64,
     /// `None` only with `--no-auth`.
     pub keys: Option<KeyFile>,
@@ -56,6 +60,7 @@ impl AppState {
         ownership: Option<Ownership>,
         clock: Arc<dyn Clock>,
         policy: Policy,
+        profiles: Profiles,
         seed: u64,
         keys: Option<KeyFile>,
         stopping: watch::Receiver<bool>,
@@ -73,6 +78,7 @@ impl AppState {
             ownership,
             clock,
             policy,
+            profiles,
             seed,
             keys,
             caps,

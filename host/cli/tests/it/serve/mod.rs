@@ -3,6 +3,7 @@
 mod leases;
 mod limits;
 mod observe;
+mod profiles;
 mod refusals;
 mod secrets;
 mod selectors;
