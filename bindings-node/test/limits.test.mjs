@@ -34,18 +34,22 @@ async function once(pool, options = {}) {
 test('rpm grants a key rpm times a minute, then says when the next grant fits', async () => {
   const { clock, pool } = keys();
   assert.equal(pool.register('api-key', 'k1', { limits: { rpm: 3 } }), true);
-  for (let i = 0; i < 3; i++) {
+  assert.equal(await once(pool), 'k1');
+  clock.advance(1_000);
+  assert.equal((await refusal(pool)).retryAfterMs, 19_000, 'three a minute are spread over it: one every 20 s');
+  for (let i = 0; i < 2; i++) {
+    clock.advance(19_000);
     assert.equal(await once(pool), 'k1');
     clock.advance(1_000);
   }
   const e = await refusal(pool);
   assert.deepEqual(
     [e.code, e.limited, e.leased, e.cooling, e.blocked, e.noneRegistered, e.retryAfterMs],
-    ['no_resource_available', 1, 0, 0, 0, false, 57_000],
+    ['no_resource_available', 1, 0, 0, 0, false, 19_000],
   );
   assert.equal(pool.tryAcquire('gpt-4o'), null);
   assert.equal(pool.stats().available, 0, 'a key over its limit is out of selection');
-  clock.advance(56_999);
+  clock.advance(18_999);
   assert.equal(pool.tryAcquire('gpt-4o'), null);
   clock.advance(1);
   assert.equal(await pool.withLease('gpt-4o', async (lease) => lease.value, { timeoutMs: 0 }), 'k1');
@@ -247,15 +251,16 @@ test('a waiting acquire is granted when the window frees up', async () => {
   const { clock, pool } = keys();
   pool.register('api-key', 'k1', { limits: { rpm: 2, tpm: 100 } });
   await pool.withLease('gpt-4o', (lease) => lease.reconcile(10), { cost: 40 });
+  clock.advance(30_000);
   await pool.withLease('gpt-4o', (lease) => lease.reportSuccess({ usage: 20 }), { cost: 50 });
   const e = await refusal(pool);
-  assert.deepEqual([e.limited, e.retryAfterMs], [1, 60_000]);
+  assert.deepEqual([e.limited, e.retryAfterMs], [1, 30_000]);
   const waiter = pool.acquire('gpt-4o', { cost: 70 });
   let settled = false;
   waiter.finally(() => (settled = true)).catch(() => {});
   await sleep(50);
   assert.equal(settled, false, 'the window is full');
-  clock.advance(60_000);
+  clock.advance(30_000);
   const lease = await waiter;
   assert.equal(lease.value, 'k1');
   await lease.release();
@@ -289,16 +294,18 @@ test('the event stream carries retired', async () => {
 test('per-context limits count each model of a key apart', async () => {
   const { clock, pool } = keys();
   assert.equal(pool.register('api-key', 'k1', { limits: { perContext: { rpm: 2, tpm: 10n } } }), true);
-  for (let i = 0; i < 2; i++) assert.equal(await once(pool, { cost: 4 }), 'k1');
+  assert.equal(await once(pool, { cost: 4 }), 'k1');
+  clock.advance(30_000);
+  assert.equal(await once(pool, { cost: 4 }), 'k1');
   const e = await refusal(pool);
-  assert.deepEqual([e.limited, e.retryAfterMs], [1, 60_000], "gpt-4o's two grants a minute are spent");
+  assert.deepEqual([e.limited, e.retryAfterMs], [1, 30_000], "gpt-4o's two grants a minute are spent");
   const other = await pool.acquire('o1', { timeoutMs: 0, cost: 10 });
   assert.equal(other.value, 'k1', 'another model of the same key has its own window');
   await other.release();
   const [view] = pool.resources();
   assert.deepEqual(view.limits, { perContext: { rpm: 2, tpm: 10 } });
   assert.equal(pool.register('api-key', 'k1', { limits: view.limits }), false, "a view's limits register them again");
-  clock.advance(60_000);
+  clock.advance(30_000);
   assert.equal(await once(pool), 'k1');
   assert.throws(
     () => pool.register('api-key', 'k2', { limits: { perContext: { minIntervalMs: 0 } } }),

@@ -133,14 +133,14 @@ test('shared: the database counts a key\'s limits across pools', async () => {
   const a = await Pool.open({ store, tenant, mode: 'shared', strategy: 'first' });
   const b = await Pool.open({ store, tenant, mode: 'shared', strategy: 'first' });
   try {
-    a.register('api-key', 'k1', { limits: { rpm: 2, tpm: 100 } });
+    a.register('api-key', 'k1', { limits: { tpm: 100 } });
     assert.ok((await b.syncAsync()) >= 1);
     await b.withLease('gpt-4o', (lease) => lease.reconcile(30), { timeoutMs: 0, cost: 60 });
     // 30 + 70 tokens: the database counts what B's grant used, not its cost.
     await (await a.acquire('gpt-4o', { timeoutMs: 0, cost: 70 })).release();
     await assert.rejects(b.acquire('gpt-4o', { timeoutMs: 0 }), (e) => {
       assert.ok(e instanceof NoResourceAvailableError, String(e));
-      assert.equal(e.limited, 1, 'two grants a minute, of both pools');
+      assert.equal(e.limited, 1, '100 tokens a minute, of both pools');
       assert.ok(e.retryAfterMs > 50_000 && e.retryAfterMs <= 60_000, String(e.retryAfterMs));
       return true;
     });

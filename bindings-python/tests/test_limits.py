@@ -21,7 +21,12 @@ def refusal(attempt: Callable[[], object]) -> repute.NoResourceAvailableError:
 
 def test_rpm_grants_a_key_rpm_times_a_minute(pool: repute.Pool, clock: repute.ManualClock) -> None:
     assert pool.register("api-key", "k1", rpm=3)
-    for _ in range(3):
+    pool.acquire("gpt-4o", 0.0).release()
+    clock.advance(1.0)
+    e = refusal(lambda: pool.acquire("gpt-4o", 0.0))
+    assert e.retry_after == 19.0, "three a minute are spread over it: one every 20 s"
+    for _ in range(2):
+        clock.advance(19.0)
         pool.acquire("gpt-4o", 0.0).release()
         clock.advance(1.0)
     e = refusal(lambda: pool.acquire("gpt-4o", 0.0))
@@ -33,10 +38,10 @@ def test_rpm_grants_a_key_rpm_times_a_minute(pool: repute.Pool, clock: repute.Ma
         0,
         False,
     )
-    assert e.retry_after == 57.0, "the first grant, at 0 s, leaves the window at 60 s"
+    assert e.retry_after == 19.0, "the first grant leaves the window 60 s after it"
     assert pool.try_acquire("gpt-4o") is None
     assert pool.stats().available == 0, "a key over its limit is out of selection"
-    clock.advance(56.999)
+    clock.advance(18.999)
     assert pool.try_acquire("gpt-4o") is None
     clock.advance(0.001)
     with pool.acquire("gpt-4o", 0.0) as lease:
@@ -212,12 +217,13 @@ def test_the_asyncio_pool_counts_alike(clock: repute.ManualClock) -> None:
         assert await pool.register("api-key", "k1", rpm=2, tpm=100)
         async with pool.acquire("gpt-4o", cost=40) as lease:
             await lease.reconcile(10)
+        assert await pool.try_acquire("gpt-4o") is None, "two grants a minute, 30 s apart"
+        clock.advance(30.0)
         async with pool.acquire("gpt-4o", timeout=1.0, cost=50) as lease:
             await lease.report_http(200, latency=0.3, usage=20)
-        assert await pool.try_acquire("gpt-4o") is None, "two grants a minute"
         with pytest.raises(repute.NoResourceAvailableError) as refused:
             await pool.acquire("gpt-4o", timeout=0.0)
-        assert (refused.value.limited, refused.value.retry_after) == (1, 60.0)
+        assert (refused.value.limited, refused.value.retry_after) == (1, 30.0)
 
         async def wait() -> repute.AsyncLease:
             return await pool.acquire("gpt-4o", cost=70)
@@ -225,7 +231,7 @@ def test_the_asyncio_pool_counts_alike(clock: repute.ManualClock) -> None:
         waiter = asyncio.create_task(wait())
         await asyncio.sleep(0.05)
         assert not waiter.done(), "the window is full"
-        clock.advance(60.0)
+        clock.advance(30.0)
         lease = await asyncio.wait_for(waiter, timeout=5.0)
         assert lease.value == "k1"
         await lease.report_success(latency=0.1, usage=100)
@@ -266,17 +272,18 @@ def test_the_asyncio_pool_retires_alike(clock: repute.ManualClock) -> None:
 
 def test_per_context_limits_count_each_model_of_a_key_apart(pool: repute.Pool, clock: repute.ManualClock) -> None:
     assert pool.register("api-key", "k1", per_context={"rpm": 2, "tpm": 10})
-    for _ in range(2):
-        pool.acquire("gpt-4o", 0.0, cost=4).release()
+    pool.acquire("gpt-4o", 0.0, cost=4).release()
+    clock.advance(30.0)
+    pool.acquire("gpt-4o", 0.0, cost=4).release()
     e = refusal(lambda: pool.acquire("gpt-4o", 0.0))
-    assert (e.limited, e.retry_after) == (1, 60.0), "gpt-4o's two grants a minute are spent"
+    assert (e.limited, e.retry_after) == (1, 30.0), "gpt-4o's two grants a minute are spent"
     with pool.acquire("o1", 0.0, cost=10) as lease:
         assert lease.value == "k1", "another model of the same key has its own window"
     assert refusal(lambda: pool.acquire("o3", 0.0, cost=11)).none_registered, "a cost above a model's tpm never fits"
     (view,) = pool.resources()
     assert view.limits == {"per_context": {"rpm": 2, "tpm": 10}}
     assert pool.register("api-key", "k1", **view.limits) is False, "a view's limits register them again"
-    clock.advance(60.0)
+    clock.advance(30.0)
     pool.acquire("gpt-4o", 0.0).release()
     with pytest.raises(repute.InvalidInputError) as bad:
         pool.register("api-key", "k2", per_context={"rpm": 0})

@@ -112,7 +112,7 @@ def test_shared_pools_count_a_keys_limits_at_the_database(url: str, tenant: str)
     a = repute.Pool(store=url, tenant=tenant, mode="shared", strategy="first")
     b = repute.Pool(store=url, tenant=tenant, mode="shared", strategy="first")
     try:
-        assert a.register("api-key", "k1", rpm=2, tpm=100)
+        assert a.register("api-key", "k1", tpm=100)
         assert b.sync() >= 1
         with b.acquire("gpt-4o", timeout=0, cost=60) as lease:
             lease.reconcile(30)
@@ -120,7 +120,7 @@ def test_shared_pools_count_a_keys_limits_at_the_database(url: str, tenant: str)
         a.acquire("gpt-4o", timeout=0, cost=70).release()
         with pytest.raises(repute.NoResourceAvailableError) as refused:
             b.acquire("gpt-4o", timeout=0)
-        assert refused.value.limited == 1, "two grants a minute, of both pools"
+        assert refused.value.limited == 1, "100 tokens a minute, of both pools"
         assert refused.value.retry_after is not None and 50.0 < refused.value.retry_after <= 60.0
     finally:
         a.close()

@@ -168,10 +168,10 @@ def test_asyncio_on_redis_counts_a_keys_limits_across_pools(tenant: str) -> None
 
     async def main() -> None:
         other = repute.Pool(store=url, tenant=tenant, mode="shared")
-        other.register("api-key", "k1", rpm=2, tpm=100)
+        other.register("api-key", "k1", tpm=100)
         pool = repute.AsyncPool(repute.Pool(store=url, tenant=tenant, mode="shared"))
         assert pool._link is not None, "acquires run on the pool's own connection"
-        assert [r.limits for r in await pool.resources()] == [{"rpm": 2, "tpm": 100}], "opened from the log"
+        assert [r.limits for r in await pool.resources()] == [{"tpm": 100}], "opened from the log"
         with pytest.raises(repute.NoResourceAvailableError) as over:
             await pool.acquire("gpt-4o", timeout=0, cost=101)
         assert over.value.none_registered, "the cost went with the acquire: above the key's tpm"
@@ -181,7 +181,7 @@ def test_asyncio_on_redis_counts_a_keys_limits_across_pools(tenant: str) -> None
         other.acquire("gpt-4o", timeout=0, cost=70).release()
         with pytest.raises(repute.NoResourceAvailableError) as refused:
             await pool.acquire("gpt-4o", timeout=0)
-        assert refused.value.limited == 1, "two grants a minute, of both pools"
+        assert refused.value.limited == 1, "100 tokens a minute, of both pools"
         assert refused.value.retry_after is not None and 50.0 < refused.value.retry_after <= 60.0
         await pool.close()
         other.close()

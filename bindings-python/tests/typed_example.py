@@ -92,6 +92,7 @@ async def use_async(clock: repute.ManualClock) -> int:
         del secret
         await lease.reconcile(15)
         await lease.report_success(latency=0.01, usage=12)
+    clock.advance(6.0)  # rpm 10: one grant every 6 s
     held: repute.AsyncLease = await pool.acquire("api")
     await held.release()
     await pool.close()

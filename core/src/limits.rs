@@ -70,6 +70,21 @@ impl ContextLimits {
     }
 }
 
+/// The least time between two grants under `rpm` and `min_interval`: a
+/// minute's requests are spread over the minute, one every `WINDOW / rpm`,
+/// rather than spent in a burst. Providers enforce a per-minute limit over
+/// shorter slices (OpenAI's guide: 60,000 rpm may be enforced as 1,000
+/// requests per second), so a burst within the minute's count still meets
+/// 429s; spacing grants evenly never exceeds any slice's share, and the
+/// minute's count is reached all the same.
+fn spacing(rpm: Option<u32>, min_interval: Option<u64>) -> Option<u64> {
+    let pace = rpm.map(|r| WINDOW / u64::from(r));
+    match (pace, min_interval) {
+        (Some(p), Some(m)) => Some(p.max(m)),
+        (p, m) => p.or(m),
+    }
+}
+
 impl Limits {
     pub fn validate(&self) -> Result<()> {
         if self.rpm.is_some_and(|r| !(1..=MAX_RPM).contains(&r)) {
@@ -113,6 +128,18 @@ impl Limits {
     /// Whether a grant counts against a `tpm`, resource-wide or per context.
     pub fn weighed(&self) -> bool {
         self.tpm.is_some() || self.per_context.tpm.is_some()
+    }
+
+    /// The limits a grant is judged by, here and at the authority: these,
+    /// with each `min_interval` raised to the spacing its `rpm` asks (see
+    /// `spacing`). Views keep the limits as registered.
+    pub fn paced(&self) -> Limits {
+        let c = self.per_context;
+        Limits {
+            min_interval: spacing(self.rpm, self.min_interval),
+            per_context: ContextLimits { min_interval: spacing(c.rpm, c.min_interval), ..c },
+            ..*self
+        }
     }
 }
 
@@ -168,13 +195,14 @@ impl Usage {
     }
 
     /// `Ok` if `limits` admit a grant of `cost` tokens at `now` (`expire`d
-    /// first), else when they may: `Some(at)`, or `None` if never again.
+    /// first; an `rpm` also spaces grants, see `spacing`), else when they
+    /// may: `Some(at)`, or `None` if never again.
     pub fn admits(&self, limits: &Limits, cost: u64, now: u64) -> core::result::Result<(), Option<u64>> {
         if limits.max_uses.is_some_and(|m| self.uses >= m) {
             return Err(None);
         }
         let mut at = now;
-        if let (Some(gap), Some(last)) = (limits.min_interval, self.last_grant) {
+        if let (Some(gap), Some(last)) = (spacing(limits.rpm, limits.min_interval), self.last_grant) {
             at = at.max(last.saturating_add(gap));
         }
         if let Some(rpm) = limits.rpm {
@@ -255,13 +283,31 @@ mod tests {
     fn rpm_admits_until_full_then_says_when_the_oldest_leaves() {
         let limits = Limits { rpm: Some(3), ..Limits::default() };
         let mut u = Usage::default();
-        for t in [0, 10 * S, 20 * S] {
+        for t in [0, 20 * S, 40 * S] {
             assert_eq!(u.admits(&limits, 1, t), Ok(()));
             u.record(1, t);
         }
-        assert_eq!(u.admits(&limits, 1, 30 * S), Err(Some(60 * S)));
+        assert_eq!(u.admits(&limits, 1, 50 * S), Err(Some(60 * S)));
         u.expire(60 * S);
         assert_eq!(u.admits(&limits, 1, 60 * S), Ok(()));
+    }
+
+    #[test]
+    fn rpm_spreads_the_minute_over_the_minute() {
+        let limits = Limits { rpm: Some(120), ..Limits::default() };
+        let mut u = Usage::default();
+        u.record(1, 0);
+        assert_eq!(u.admits(&limits, 1, S / 4), Err(Some(S / 2)), "one every half second");
+        assert_eq!(u.admits(&limits, 1, S / 2), Ok(()));
+        let slower = Limits { min_interval: Some(S), ..limits };
+        assert_eq!(u.admits(&slower, 1, S / 2), Err(Some(S)), "a longer min_interval wins");
+        let paced = Limits {
+            rpm: Some(6),
+            per_context: ContextLimits { rpm: Some(600), ..ContextLimits::default() },
+            ..Limits::default()
+        };
+        assert_eq!((paced.paced().min_interval, paced.paced().per_context.min_interval), (Some(10 * S), Some(S / 10)));
+        assert_eq!(Limits::default().paced(), Limits::default(), "no rate, no spacing");
     }
 
     #[test]

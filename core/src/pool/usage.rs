@@ -28,7 +28,7 @@ impl Pool {
     pub(super) fn claim(&self, slot: u32, context: &Context, cost: u64) -> Option<Claim> {
         let limits = self.registry.res(slot).limits;
         let context = limits.per_context.counted().then(|| context.clone());
-        (limits.counted() || context.is_some()).then_some(Claim { limits, cost, context })
+        (limits.counted() || context.is_some()).then_some(Claim { limits: limits.paced(), cost, context })
     }
 
     /// The pool's own judgement of a grant of `cost` on `slot` for

@@ -41,20 +41,24 @@ fn rpm_admits_its_limit_per_minute_and_says_when_the_next_grant_fits() {
     let mut p = pool();
     p.register_with(key("a"), limited(Limits { rpm: Some(3), ..Limits::default() }), 0).unwrap();
     let any = Selector::default();
-    for t in [0, S, 2 * S] {
+    // Three a minute are spread over the minute: one every 20 s.
+    assert_eq!(once(&mut p, &any, 0).unwrap(), "a");
+    assert_eq!(refusal(once(&mut p, &any, S)).retry_after, Some(19 * S));
+    for t in [20 * S, 40 * S] {
         assert_eq!(once(&mut p, &any, t).unwrap(), "a");
     }
-    let r = refusal(once(&mut p, &any, 3 * S));
-    assert_eq!((r.registered, r.limited, r.retry_after), (1, 1, Some(WINDOW - 3 * S)));
+    let r = refusal(once(&mut p, &any, 41 * S));
+    assert_eq!((r.registered, r.limited, r.retry_after), (1, 1, Some(WINDOW - 41 * S)));
     assert_eq!(p.stats().available, 0, "a resource over its limit is out of selection");
     assert!(once(&mut p, &any, WINDOW - 1).is_err());
     assert_eq!(once(&mut p, &any, WINDOW).unwrap(), "a");
     // Another key takes the traffic while one is over its limit: the
-    // grants of 1 s and 2 s are in the window until 61 s and 62 s.
+    // grant of 20 s is in the window until 80 s, and the next is spaced
+    // 20 s from the last.
     p.register(key("b"), 1, WINDOW).unwrap();
     assert_eq!(once(&mut p, &any, WINDOW + 1).unwrap(), "b");
-    assert_eq!(once(&mut p, &any, WINDOW + S).unwrap(), "a");
-    assert_eq!(once(&mut p, &any, WINDOW + S + 1).unwrap(), "b");
+    assert_eq!(once(&mut p, &any, WINDOW + 20 * S).unwrap(), "a");
+    assert_eq!(once(&mut p, &any, WINDOW + 20 * S + 1).unwrap(), "b");
     assert_eq!(p.resources()[0].uses, 5);
 }
 
@@ -171,7 +175,7 @@ fn an_authoritys_limited_answer_keeps_the_resource_out_until_it_said() {
     assert_eq!(r.retry_after, Some(4 * S));
     assert!(once(&mut p, &Selector { exclude: vec!["b".into()], ..any.clone() }, 5 * S).is_ok());
     // Never again: retired.
-    let p2 = p.propose(&c, &Selector { exclude: vec!["b".into()], ..any.clone() }, 6 * S, &[]).unwrap();
+    let p2 = p.propose(&c, &Selector { exclude: vec!["b".into()], ..any.clone() }, 11 * S, &[]).unwrap();
     assert!(p.settle(&c, &any, p2, GrantAnswer::Limited(None), &[]).is_ok());
     assert_eq!(p.resources()[0].retired, Some(RetireReason::MaxUses));
 }
@@ -193,23 +197,24 @@ fn per_context_rpm_limits_each_context_alone() {
     let mut p = pool();
     p.register_with(key("a"), limited(per_model(2)), 0).unwrap();
     let any = Selector::default();
-    for t in [0, S] {
+    // Two a minute in a context: one every 30 s there.
+    for t in [0, 30 * S] {
         assert_eq!(once_in(&mut p, "gpt", &any, t).unwrap(), "a");
     }
-    let r = refusal(once_in(&mut p, "gpt", &any, 2 * S));
-    assert_eq!((r.registered, r.limited, r.retry_after), (1, 1, Some(WINDOW - 2 * S)));
-    // Another context of the same key has its own window.
-    assert_eq!(once_in(&mut p, "claude", &any, 2 * S).unwrap(), "a");
-    assert_eq!(once_in(&mut p, "claude", &any, 3 * S).unwrap(), "a");
-    assert!(once_in(&mut p, "claude", &any, 4 * S).is_err());
+    let r = refusal(once_in(&mut p, "gpt", &any, 31 * S));
+    assert_eq!((r.registered, r.limited, r.retry_after), (1, 1, Some(WINDOW - 31 * S)));
+    // Another context of the same key has its own window and spacing.
+    assert_eq!(once_in(&mut p, "claude", &any, 31 * S).unwrap(), "a");
+    assert_eq!(refusal(once_in(&mut p, "claude", &any, 32 * S)).retry_after, Some(29 * S));
     assert_eq!(p.stats().available, 1, "only the cells are out of selection, not the key");
     // The first grant leaves the gpt window at 60 s.
     assert!(once_in(&mut p, "gpt", &any, WINDOW - 1).is_err());
     assert_eq!(once_in(&mut p, "gpt", &any, WINDOW).unwrap(), "a");
-    assert_eq!(p.resources()[0].uses, 5);
     // A second key takes a context's traffic while the first is over there.
     p.register(key("b"), 1, WINDOW).unwrap();
     assert_eq!(once_in(&mut p, "gpt", &any, WINDOW + 1).unwrap(), "b");
+    assert_eq!(once_in(&mut p, "claude", &any, 61 * S).unwrap(), "a");
+    assert_eq!(p.resources()[0].uses, 5);
 }
 
 #[test]
@@ -223,18 +228,20 @@ fn per_context_and_resource_limits_both_hold() {
     p.register_with(key("a"), limited(limits), 0).unwrap();
     let cost = |c| Selector { cost: Some(c), ..Selector::default() };
     assert_eq!(once_in(&mut p, "x", &cost(6), 0).unwrap(), "a");
-    // min_interval per context: x waits 5 s, y does not.
-    assert_eq!(refusal(once_in(&mut p, "x", &cost(1), S)).retry_after, Some(4 * S));
-    assert_eq!(once_in(&mut p, "y", &cost(6), S).unwrap(), "a");
+    // The resource's rpm spaces its grants 20 s apart in every context; x's
+    // own min_interval (5 s) is the shorter wait.
+    assert_eq!(refusal(once_in(&mut p, "x", &cost(1), S)).retry_after, Some(19 * S));
+    assert_eq!(refusal(once_in(&mut p, "y", &cost(6), S)).retry_after, Some(19 * S));
+    assert_eq!(once_in(&mut p, "y", &cost(6), 20 * S).unwrap(), "a");
     // x has 4 tokens left of its 10; a cost of 5 waits for the window.
-    assert!(once_in(&mut p, "x", &cost(5), 6 * S).is_err());
-    let l = p.acquire_with(&ctx("x"), &cost(4), 6 * S).unwrap();
+    assert!(once_in(&mut p, "x", &cost(5), 40 * S).is_err());
+    let l = p.acquire_with(&ctx("x"), &cost(4), 40 * S).unwrap();
     // Reconciled to 1: 3 more fit in x.
-    p.reconcile(l.id, l.token, 1, 6 * S).unwrap();
-    p.release(l.id, l.token, 6 * S).unwrap();
+    p.reconcile(l.id, l.token, 1, 40 * S).unwrap();
+    p.release(l.id, l.token, 40 * S).unwrap();
     // The resource-wide rpm (3) is spent in any context.
-    let r = refusal(once_in(&mut p, "z", &cost(1), 12 * S));
-    assert_eq!((r.limited, r.retry_after), (1, Some(WINDOW - 12 * S)));
+    let r = refusal(once_in(&mut p, "z", &cost(1), 41 * S));
+    assert_eq!((r.limited, r.retry_after), (1, Some(WINDOW - 41 * S)));
     assert_eq!(once_in(&mut p, "x", &cost(3), WINDOW).unwrap(), "a");
     // A cost over a context's tpm is never served.
     assert_eq!(refusal(once_in(&mut p, "w", &cost(11), 10 * WINDOW)).registered, 0);
@@ -284,15 +291,15 @@ fn usage_survives_a_snapshot() {
     let mut p = pool();
     p.register_with(key("a"), limited(Limits { rpm: Some(2), tpm: Some(10), ..Limits::default() }), 0).unwrap();
     assert!(once(&mut p, &Selector::default(), 0).is_ok());
-    assert!(once(&mut p, &Selector::default(), 10 * S).is_ok());
+    assert!(once(&mut p, &Selector::default(), 30 * S).is_ok());
     let mut q = pool();
-    q.restore(&p.snapshot(20 * S, false), 100 * S).unwrap();
-    // 20 s after the snapshot the first grant is 40 s old (of its 60).
-    assert_eq!(refusal(once(&mut q, &Selector::default(), 120 * S)).retry_after, Some(20 * S));
-    assert!(once(&mut q, &Selector::default(), 140 * S).is_ok());
+    q.restore(&p.snapshot(30 * S, false), 100 * S).unwrap();
+    // 20 s after the restore the first grant is 50 s old (of its 60).
+    assert_eq!(refusal(once(&mut q, &Selector::default(), 120 * S)).retry_after, Some(10 * S));
+    assert!(once(&mut q, &Selector::default(), 130 * S).is_ok());
     assert_eq!(q.resources()[0].uses, 3);
     let mut q = pool();
-    q.restore_json(&p.snapshot_json(20 * S, true), 100 * S).unwrap();
+    q.restore_json(&p.snapshot_json(30 * S, true), 100 * S).unwrap();
     assert!(once(&mut q, &Selector::default(), 100 * S).is_err(), "the JSON form keeps the window too");
 }
 
@@ -316,8 +323,9 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
     /// Under any demand, no 60 s window holds more grants of a key than its
-    /// rpm (or more tokens than its tpm), and a key is never idle while
-    /// demand waits and its window has room, but for the grants a window
+    /// rpm (or more tokens than its tpm), no two grants are closer than
+    /// 60 s / rpm, and a key is never idle while demand waits, its window
+    /// has room and its spacing has passed, but for the grants a window
     /// entry holds back: up to a 1024th of the window past their minute.
     #[test]
     fn no_window_holds_more_than_the_limits_and_none_wastes_room(
@@ -336,13 +344,15 @@ proptest! {
             let in_window = |g: &[(u64, u64)], span: u64| g.iter().filter(|(t, _)| t + span > now).fold((0u64, 0u64), |(n, s), (_, c)| (n + 1, s + c));
             let (n, used) = in_window(&grants, WINDOW);
             let (held, held_used) = in_window(&grants, WINDOW + WINDOW / 1024);
+            let spaced = grants.last().is_none_or(|(t, _)| now >= t + WINDOW / u64::from(rpm));
             match once(&mut p, &sel, now) {
                 Ok(_) => {
                     grants.push((now, *cost));
                     prop_assert!(n < u64::from(rpm) && used + cost <= tpm, "granted over a limit: {n} grants, {used} tokens");
+                    prop_assert!(spaced, "granted closer than 60 s / {rpm}");
                 }
                 Err(Error::NoResourceAvailable(_)) => {
-                    prop_assert!(held + 1 > u64::from(rpm) || held_used + cost > tpm, "refused with room: {held} grants, {held_used}+{cost} tokens");
+                    prop_assert!(held + 1 > u64::from(rpm) || held_used + cost > tpm || !spaced, "refused with room: {held} grants, {held_used}+{cost} tokens");
                 }
                 Err(e) => prop_assert!(false, "{e:?}"),
             }
