@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The one test command: formatting, lints, then every test suite in the repo —
 # the Rust workspace (core, component host, CLI/server, fault harness), the
-# Python binding (pytest + mypy) and the Node binding (node:test + tsc) —
-# and schemathesis against the server's OpenAPI document.
+# Python binding (pytest + mypy), the real-traffic harness and the Node
+# binding (node:test + tsc) — and schemathesis against the server's OpenAPI
+# document.
 #
 # On a fresh Debian machine, run as root, it first installs what is missing:
 # the Debian packages of the servers the tests run against and of the tools
@@ -30,6 +31,8 @@ command -v protoc >/dev/null || missing+=(protobuf-compiler)
 have_file '/usr/include/google/protobuf/descriptor.proto' || missing+=(libprotobuf-dev)
 command -v cc >/dev/null || missing+=(build-essential)
 python3 -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
+# Real proxy processes for the real-traffic harness.
+command -v tinyproxy >/dev/null || missing+=(tinyproxy)
 if [ "${#missing[@]}" -gt 0 ]; then
     if [ "$(id -u)" != 0 ]; then
         echo "test.sh: missing Debian packages: ${missing[*]}" >&2
@@ -42,7 +45,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
     apt-get install -y -qq --no-install-recommends ca-certificates "${missing[@]}" >/dev/null
     # Installing may start the packaged servers on their default ports; the
     # tests use throwaway ones, so those are stopped again.
-    for unit in postgresql redis-server etcd; do
+    for unit in postgresql redis-server etcd tinyproxy; do
         service "$unit" stop >/dev/null 2>&1 || true
     done
 fi
@@ -105,6 +108,11 @@ cargo test --workspace --release --locked --features repute-cli/etcd,repute-host
 # The server against its own OpenAPI document (schemathesis, from PyPI).
 scripts/schemathesis.sh
 ./bindings-python/test.sh
+# The real-traffic harness (tests/realtraffic): real tinyproxy processes and
+# the real openai SDK on loopback, repute beside a careful round-robin,
+# Crawlee's SessionPool and LiteLLM's Router, one seed, about two minutes;
+# its --check holds repute to what tests/realtraffic/checks.py asserts.
+tests/realtraffic/run.sh "$PWD/.venv/bin/python" --check
 # The fault harness's Python scenario (kill -9 of a Python process holding
 # leases on SQLite) needs the binding the step above installed in .venv.
 REPUTE_TEST_PYTHON="$PWD/.venv/bin/python" cargo test --workspace --release --locked --features repute-cli/etcd,repute-host/testing \

@@ -1,0 +1,1 @@
+"""The contenders: each chooses a proxy or a key for every attempt."""

@@ -1,0 +1,246 @@
+"""A local LLM provider speaking the OpenAI Chat Completions format.
+
+Run as ``python -m world.provider --seed S --port P``; it serves
+``POST /v1/chat/completions`` on 127.0.0.1:P with the error bodies, status
+codes and headers OpenAI documents, so the real `openai` SDK (and LiteLLM on
+top of it) parses every answer as it would parse OpenAI's:
+
+- each key has a requests-per-minute limit per model, enforced quantized, as
+  OpenAI's rate-limit guide says limits may be (60,000 rpm enforced as 1,000
+  per second): ceil(rpm/60) requests per 1 s slice, and rpm per 60 s;
+  over it: 429 ``rate_limit_exceeded`` with ``retry-after`` (whole seconds),
+  ``retry-after-ms`` and the ``x-ratelimit-*-requests`` headers;
+- one key runs out of quota after a few requests: 429 ``insufficient_quota``
+  with no retry-after (waiting does not help; billing does);
+- one key is revoked a few seconds in: 401 ``invalid_api_key``;
+- a few requests fail provider-wide (500 / 503 ``server_error``), more during
+  a short overload, which is no key's fault.
+
+Ground truth is served on GET /__truth; POST /__start sets world second 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import random
+import secrets
+import time
+from collections import defaultdict, deque
+from dataclasses import dataclass
+
+from aiohttp import web
+
+MODELS: tuple[tuple[str, float], ...] = (("gpt-4o-mini", 0.7), ("gpt-4o", 0.3))
+"""Models asked for, with their share of the requests."""
+
+SLICE = 1.0
+"""Seconds of one enforcement slice: rpm R allows ceil(R/60) per slice."""
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    secret: str
+    rpm: int
+    """The documented requests per minute, the same for each model (as
+    OpenAI's usage tiers give gpt-4o and gpt-4o-mini the same rpm)."""
+    revoked_at: float | None = None
+    quota: int | None = None
+    """Requests answered before the key's credit runs out."""
+
+
+def draw_keys(seed: int, count: int = 6) -> list[Key]:
+    """The keys of one world. Their rpm are project-level limits of a few
+    hundred per minute (an organisation owner sets lower limits per project),
+    so that a short run meets them."""
+    rng = random.Random(f"keys-{seed}")
+    names = [f"key-{i + 1}" for i in range(count)]
+    revoked, no_quota = rng.sample(range(count), 2)
+    keys = []
+    for i, name in enumerate(names):
+        keys.append(
+            Key(
+                name=name,
+                secret="sk-proj-" + "".join(rng.choice("0123456789abcdefABCDEF") for _ in range(40)),
+                rpm=rng.choice((60, 120, 180, 300, 600)),
+                revoked_at=round(rng.uniform(1.0, 4.0), 2) if i == revoked else None,
+                quota=rng.randint(20, 60) if i == no_quota else None,
+            )
+        )
+    return keys
+
+
+def duration(seconds: float) -> str:
+    """A reset time in the form of OpenAI's ``x-ratelimit-reset-*`` headers
+    ("20ms", "1.5s", "6m0s")."""
+    if seconds < 1.0:
+        return f"{max(1, round(seconds * 1000))}ms"
+    if seconds < 60.0:
+        return f"{seconds:.3g}s"
+    minutes, rest = divmod(int(seconds), 60)
+    return f"{minutes}m{rest}s"
+
+
+def _error(status: int, message: str, type_: str, code: str | None, headers: dict[str, str]) -> web.Response:
+    body = {"error": {"message": message, "type": type_, "param": None, "code": code}}
+    return web.json_response(body, status=status, headers=headers)
+
+
+class Provider:
+    def __init__(self, seed: int) -> None:
+        self.keys = {k.secret: k for k in draw_keys(seed)}
+        rng = random.Random(f"provider-{seed}")
+        self.overload_at = rng.uniform(3.0, 9.0)
+        self.rng = random.Random(f"provider-run-{seed}")
+        self.started = time.monotonic()
+        self.slices: dict[tuple[str, str, int], int] = defaultdict(int)
+        self.minute: dict[tuple[str, str], deque[float]] = defaultdict(deque)
+        self.answered: dict[str, int] = defaultdict(int)
+        self.truth: dict[str, int] = defaultdict(int)
+        self.per_key: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        self.attempts: dict[str, int] = defaultdict(int)
+        self.first_401: set[str] = set()
+
+    def now(self) -> float:
+        return time.monotonic() - self.started
+
+    def _count(self, key: Key | None, what: str) -> None:
+        self.truth[what] += 1
+        if key is not None:
+            self.per_key[key.name][what] += 1
+
+    def _limit_headers(self, key: Key, used: int, reset: float) -> dict[str, str]:
+        return {
+            "x-ratelimit-limit-requests": str(key.rpm),
+            "x-ratelimit-remaining-requests": str(max(0, key.rpm - used)),
+            "x-ratelimit-reset-requests": duration(reset),
+        }
+
+    async def completions(self, request: web.Request) -> web.Response:
+        now = self.now()
+        payload = await request.json()
+        model = str(payload.get("model", ""))
+        self.attempts[request.headers.get("x-rt-request", "")] += 1
+        secret = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+        key = self.keys.get(secret)
+        self._count(key, "requests")
+
+        if key is None or (key.revoked_at is not None and now >= key.revoked_at):
+            if key is not None:
+                if key.name in self.first_401:
+                    self._count(key, "after_first_401")
+                self.first_401.add(key.name)
+            self._count(key, "401")
+            shown = f"{secret[:3]}...{secret[-4:]}" if len(secret) > 8 else "***"
+            return _error(
+                401,
+                f"Incorrect API key provided: {shown}. You can find your API key on your account's API keys page.",
+                "invalid_request_error",
+                "invalid_api_key",
+                {},
+            )
+
+        if key.quota is not None and self.answered[key.name] >= key.quota:
+            self._count(key, "insufficient_quota")
+            return _error(
+                429,
+                "You exceeded your current quota, please check your plan and billing details. For more "
+                "information on this error, read the docs on error codes.",
+                "insufficient_quota",
+                "insufficient_quota",
+                {},
+            )
+
+        window = self.minute[(key.name, model)]
+        while window and window[0] <= now - 60.0:
+            window.popleft()
+        n = int(now // SLICE)
+        per_slice = math.ceil(key.rpm / 60 * SLICE)
+        if self.slices[(key.name, model, n)] >= per_slice or len(window) >= key.rpm:
+            wait = (n + 1) * SLICE - now if len(window) < key.rpm else window[0] + 60.0 - now
+            self._count(key, "rate_limit_exceeded")
+            headers = self._limit_headers(key, len(window), wait)
+            headers["retry-after"] = str(max(1, math.ceil(wait)))
+            headers["retry-after-ms"] = str(max(1, round(wait * 1000)))
+            return _error(
+                429,
+                f"Rate limit reached for {model} in organization org-realtraffic on requests per min (RPM): "
+                f"Limit {key.rpm}, Used {len(window)}, Requested 1. Please try again in {duration(wait)}. "
+                "Visit your account's rate limits page to learn more.",
+                "requests",
+                "rate_limit_exceeded",
+                headers,
+            )
+        self.slices[(key.name, model, n)] += 1
+        window.append(now)
+        headers = self._limit_headers(key, len(window), len(window) * 60.0 / key.rpm)
+
+        overloaded = self.overload_at <= now < self.overload_at + 1.5
+        if self.rng.random() < (0.3 if overloaded else 0.02):
+            self._count(None, "server_error")
+            if overloaded:
+                return _error(
+                    503, "The engine is currently overloaded, please try again later.", "server_error", None, {}
+                )
+            return _error(
+                500,
+                "The server had an error while processing your request. Sorry about that!",
+                "server_error",
+                None,
+                {},
+            )
+
+        await asyncio.sleep(self.rng.uniform(0.1, 0.3))
+        self.answered[key.name] += 1
+        self._count(key, "200")
+        body = {
+            "id": "chatcmpl-" + secrets.token_hex(12),
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": "ok", "refusal": None},
+                    "logprobs": None,
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 12, "completion_tokens": 1, "total_tokens": 13},
+        }
+        headers["x-request-id"] = "req_" + secrets.token_hex(16)
+        return web.json_response(body, headers=headers)
+
+    async def start(self, _request: web.Request) -> web.Response:
+        self.started = time.monotonic()
+        return web.json_response({"ok": True})
+
+    async def report(self, _request: web.Request) -> web.Response:
+        attempts = sorted(v for k, v in self.attempts.items() if k)
+        return web.json_response({"totals": dict(self.truth), "per_key": self.per_key, "attempts": attempts})
+
+
+async def serve(seed: int, port: int) -> None:
+    provider = Provider(seed)
+    app = web.Application()
+    app.router.add_post("/__start", provider.start)
+    app.router.add_get("/__truth", provider.report)
+    app.router.add_post("/v1/chat/completions", provider.completions)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    await asyncio.Event().wait()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--port", type=int, required=True)
+    args = parser.parse_args()
+    asyncio.run(serve(args.seed, args.port))
+
+
+if __name__ == "__main__":
+    main()
