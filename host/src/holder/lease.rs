@@ -413,12 +413,10 @@ impl HeldLease {
     /// provider's overload) only reconciles.
     pub fn report_http(&self, answer: &crate::HttpAnswer, usage: Option<u64>) -> Result<()> {
         let outcome = self.holder.profiles().classify(self.lease.resource.kind(), answer)?;
-        match outcome {
-            Some(outcome) => self.report(&outcome, usage),
-            None => match usage {
-                Some(used) => self.holder.with(|p| p.reconcile(self.lease.id, self.lease.token, used)),
-                None => Ok(()),
-            },
+        match (outcome, usage) {
+            (Some(outcome), usage) => self.report(&outcome, usage),
+            (None, Some(used)) => self.reconcile(used),
+            (None, None) => Ok(()),
         }
     }
 
