@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import repute
 
-from .base import MAX_ATTEMPTS, Outcome, UserRequest, now
+from .base import Outcome, UserRequest
 from .llm import KeyClients
+from .loops import through_pool
 
 
 class KeyRepute:
@@ -28,28 +29,13 @@ class KeyRepute:
             await self._pool.register("openai", name, permits=16, secret=secret, per_context={"rpm": rpm})
 
     async def serve(self, request: UserRequest, deadline: float) -> Outcome:
-        attempts = 0
-        tried: list[str] = []
-        while attempts < MAX_ATTEMPTS and deadline - now() > 0:
-            exclude = tried if len(tried) < len(self._keys) else []
-            try:
-                lease = (
-                    await self._pool.acquire(request.context, timeout=deadline - now(), kind="openai", exclude=exclude)
-                ).lease
-            except repute.ReputeError:
-                break
-            attempts += 1
-            assert lease.secret is not None, "every key is registered with its secret"
-            answer = await self._clients.complete(lease.secret, request, deadline - now())
-            if answer.status is None:
-                lease.report_failure(answer.failure or "connection_reset", latency=answer.latency)
-            else:
-                lease.report_http(answer.status, latency=answer.latency, headers=answer.headers, body=answer.text)
-            lease.release()
-            if answer.status == 200:
-                return Outcome(True, attempts)
-            tried.append(lease.value)
-        return Outcome(False, attempts)
+        registered = len(self._keys)
+        return await through_pool(self._pool, "openai", registered, _secret, self._clients.complete, request, deadline)
 
     async def close(self) -> None:
         self._pool.pool.close()
+
+
+def _secret(lease: repute.Lease) -> str:
+    assert lease.secret is not None, "every key is registered with its secret"
+    return lease.secret

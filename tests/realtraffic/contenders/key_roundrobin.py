@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import itertools
 
-from .base import MAX_ATTEMPTS, Outcome, UserRequest, now
+from .base import Outcome, UserRequest
 from .llm import KeyClients
+from .loops import round_robin
 
 
 class KeyRoundRobin:
@@ -20,13 +21,7 @@ class KeyRoundRobin:
         pass
 
     async def serve(self, request: UserRequest, deadline: float) -> Outcome:
-        attempts = 0
-        while attempts < MAX_ATTEMPTS and deadline - now() > 0:
-            attempts += 1
-            answer = await self._clients.complete(next(self._next), request, deadline - now())
-            if answer.status == 200:
-                return Outcome(True, attempts)
-        return Outcome(False, attempts)
+        return await round_robin(self._next, self._clients.complete, request, deadline)
 
     async def close(self) -> None:
         pass

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import repute
 
-from .base import MAX_ATTEMPTS, Outcome, UserRequest, now
+from .base import Outcome, UserRequest
+from .loops import through_pool
 from .web import ProxyWeb
 
 
@@ -28,27 +29,10 @@ class ProxyRepute:
             await self._pool.register("proxy", proxy, permits=4)
 
     async def serve(self, request: UserRequest, deadline: float) -> Outcome:
-        attempts = 0
-        tried: list[str] = []
-        while attempts < MAX_ATTEMPTS and deadline - now() > 0:
-            exclude = tried if len(tried) < len(self._proxies) else []
-            try:
-                lease = (
-                    await self._pool.acquire(request.context, timeout=deadline - now(), kind="proxy", exclude=exclude)
-                ).lease
-            except repute.ReputeError:
-                break  # nothing became available before the deadline
-            attempts += 1
-            answer = await self._web.get(lease.value, request, deadline - now())
-            if answer.status is None:
-                lease.report_failure(answer.failure or "connection_reset", latency=answer.latency)
-            else:
-                lease.report_http(answer.status, latency=answer.latency, headers=answer.headers, body=answer.text)
-            lease.release()
-            if answer.status == 200:
-                return Outcome(True, attempts)
-            tried.append(lease.value)
-        return Outcome(False, attempts)
+        registered = len(self._proxies)
+        return await through_pool(
+            self._pool, "proxy", registered, lambda lease: lease.value, self._web.get, request, deadline
+        )
 
     async def close(self) -> None:
         self._pool.pool.close()

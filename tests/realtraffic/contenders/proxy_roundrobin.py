@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import itertools
 
-from .base import MAX_ATTEMPTS, Outcome, UserRequest, now
+from .base import Outcome, UserRequest
+from .loops import round_robin
 from .web import ProxyWeb
 
 
@@ -20,13 +21,7 @@ class ProxyRoundRobin:
         pass
 
     async def serve(self, request: UserRequest, deadline: float) -> Outcome:
-        attempts = 0
-        while attempts < MAX_ATTEMPTS and deadline - now() > 0:
-            attempts += 1
-            answer = await self._web.get(next(self._next), request, deadline - now())
-            if answer.status == 200:
-                return Outcome(True, attempts)
-        return Outcome(False, attempts)
+        return await round_robin(self._next, self._web.get, request, deadline)
 
     async def close(self) -> None:
         pass
