@@ -19,7 +19,7 @@ class RowLike(Protocol):
     served: float
     r429: int
     after_401: int | None
-    on_no_quota: int | None
+    after_quota: int | None
     skipped: str | None
     errors: list[str]
 
@@ -58,8 +58,5 @@ def violations(rows: Sequence[RowLike]) -> tuple[int, list[str]]:
                 f"{where}: repute drew {row.r429} answers of 429, {other.contender} {other.r429}",
             )
         check(row.after_401 == 0, f"{where}: {row.after_401} attempts on the revoked key after its 401")
-        check(
-            row.on_no_quota is not None and row.on_no_quota <= 1,
-            f"{where}: the out-of-quota key answered insufficient_quota {row.on_no_quota} times",
-        )
+        check(row.after_quota == 0, f"{where}: {row.after_quota} attempts on the out-of-quota key after its quota error")
     return checked, failed

@@ -55,7 +55,10 @@ class Row:
     wall: float = 0.0
     median_attempts: float = 0.0
     after_401: int | None = None
-    on_no_quota: int | None = None
+    """Attempts on the revoked key begun after the contender was told (see
+    KeyClients.after_told); LiteLLM's as the provider saw them."""
+    after_quota: int | None = None
+    """The same for the out-of-quota key."""
     cut: int = 0
     skipped: str | None = None
     errors: list[str] = field(default_factory=list)
@@ -196,13 +199,19 @@ async def keys_row(name: str, seed: int, args: argparse.Namespace, children: Chi
         await clients.close()
         children.close()
     keys = draw_keys(seed)
-    revoked = next(k.name for k in keys if k.revoked_at is not None)
-    no_quota = next(k.name for k in keys if k.quota is not None)
+    revoked = next(k for k in keys if k.revoked_at is not None)
+    no_quota = next(k for k in keys if k.quota is not None)
     totals, per_key = truth["totals"], truth["per_key"]
     row.served = sum(o.served for o in run.outcomes.values()) / len(requests)
     row.r429 = totals.get("rate_limit_exceeded", 0) + totals.get("insufficient_quota", 0)
-    row.after_401 = per_key.get(revoked, {}).get("after_first_401", 0)
-    row.on_no_quota = per_key.get(no_quota, {}).get("insufficient_quota", 0)
+    if name == "litellm":
+        # The router calls the provider itself: every answer after the
+        # first, in flight or not, is all the provider can tell.
+        row.after_401 = per_key.get(revoked.name, {}).get("after_first_401", 0)
+        row.after_quota = max(0, per_key.get(no_quota.name, {}).get("insufficient_quota", 0) - 1)
+    else:
+        row.after_401 = clients.after_told[(revoked.secret, "401")]
+        row.after_quota = clients.after_told[(no_quota.secret, "quota")]
     row.wall, row.cut, row.errors, row.truth = run.wall, run.cut, run.errors, truth
     # Attempts as the provider saw them (LiteLLM retries inside the router);
     # a request that never reached the provider made none.
@@ -215,7 +224,7 @@ def print_table(world: str, rows: list[Row]) -> None:
     keys = world == "keys"
     head = ["contender", "seed", "served", "429s", "403s" if not keys else "of them quota", "wall s", "med att"]
     if keys:
-        head += ["after 401", "on no-quota"]
+        head += ["after 401", "after quota"]
     head += ["cut", "notes"]
     lines = [head]
     for r in rows:
@@ -235,7 +244,7 @@ def print_table(world: str, rows: list[Row]) -> None:
             f"{r.median_attempts:g}",
         ]
         if keys:
-            line += [str(r.after_401), str(r.on_no_quota)]
+            line += [str(r.after_401), str(r.after_quota)]
         line += [str(r.cut), f"{len(r.errors)} contender errors" if r.errors else ""]
         lines.append(line)
     widths = [max(len(line[i]) for line in lines) for i in range(len(head))]

@@ -7,7 +7,9 @@ where to try again.
 
 from __future__ import annotations
 
+import json
 import time
+from collections import Counter
 
 import httpx
 import openai
@@ -24,6 +26,15 @@ class KeyClients:
     def __init__(self, base_url: str) -> None:
         self._base_url = base_url
         self._clients: dict[str, openai.AsyncOpenAI] = {}
+        self.told: dict[tuple[str, str], float] = {}
+        """When an answer first told the contender that a key is revoked
+        ("401") or out of quota ("quota"), by (secret, what)."""
+        self.after_told: Counter[tuple[str, str]] = Counter()
+        """Attempts on a key begun after the contender had been told, by
+        (secret, what). An attempt begins as the contender chooses the key
+        (nothing awaits between the choice and the call), so one already in
+        flight when the first answer came does not count: no client could
+        have known."""
 
     def _client(self, secret: str) -> openai.AsyncOpenAI:
         client = self._clients.get(secret)
@@ -39,6 +50,17 @@ class KeyClients:
 
     async def complete(self, secret: str, request: UserRequest, timeout: float) -> Answer:
         began = time.monotonic()
+        answer = await self._complete(secret, request, timeout, began)
+        told = _told(answer)
+        if told is not None:
+            self.told.setdefault((secret, told), time.monotonic())
+        for what in ("401", "quota"):
+            at = self.told.get((secret, what))
+            if at is not None and began > at:
+                self.after_told[(secret, what)] += 1
+        return answer
+
+    async def _complete(self, secret: str, request: UserRequest, timeout: float, began: float) -> Answer:
         try:
             raw = await self._client(secret).chat.completions.with_raw_response.create(
                 model=request.context,
@@ -59,3 +81,17 @@ class KeyClients:
         for client in self._clients.values():
             await client.close()
         self._clients.clear()
+
+
+def _told(answer: Answer) -> str | None:
+    """What an answer tells about its key for good: "401" revoked, "quota"
+    out of quota, None nothing lasting."""
+    if answer.status == 401:
+        return "401"
+    if answer.status != 429:
+        return None
+    try:
+        error = json.loads(answer.text).get("error") or {}
+    except (ValueError, AttributeError):
+        return None
+    return "quota" if isinstance(error, dict) and error.get("code") == "insufficient_quota" else None
