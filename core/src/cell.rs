@@ -6,6 +6,7 @@ use alloc::collections::VecDeque;
 use serde::{Deserialize, Serialize};
 
 use crate::outcome::{FailureKind, Outcome};
+use crate::pace::Pace;
 use crate::policy::{Policy, Recovery};
 
 pub const MIN_SCORE: i32 = -100;
@@ -86,6 +87,8 @@ pub(crate) struct Cell {
     pub observations: u64,
     /// A running `rate_limited` pause of this cell.
     pub pause: Option<Pause>,
+    /// The rate this cell learned it takes from the limits it met.
+    pub pace: Pace,
 }
 
 impl Cell {
@@ -105,6 +108,7 @@ impl Cell {
             latency_ms: 0.0,
             observations: 0,
             pause: None,
+            pace: Pace::default(),
         }
     }
 
@@ -137,6 +141,7 @@ impl Cell {
             // works: the window, latency and streaks stay.
             if gated && kind == FailureKind::RateLimited {
                 let until = now.saturating_add(retry_after.unwrap_or(policy.rule(kind).base));
+                self.pace.limited(sent_at(outcome, now), until, now);
                 t.paused = Pause::extend(self.pause, until, kind);
                 if t.paused.is_some() {
                     self.pause = t.paused;
@@ -148,6 +153,12 @@ impl Cell {
                 self.failures = self.failures * policy.decay + 1.0;
             }
             return t;
+        }
+        if gated
+            && !matches!(kind, Some(FailureKind::ConnectionReset | FailureKind::TlsHandshake | FailureKind::Timeout))
+        {
+            // An answer came back: the provider's limit let the request through.
+            self.pace.passed(sent_at(outcome, now), now);
         }
         self.window.push_back(*outcome);
         while self.window.len() > policy.window as usize {
@@ -237,4 +248,10 @@ impl Cell {
         let ok = self.window.iter().filter(|o| o.is_success()).count();
         Some(ok as f64 / self.window.len() as f64)
     }
+}
+
+/// When the request an outcome reports on was sent: `now` less its latency.
+fn sent_at(outcome: &Outcome, now: u64) -> u64 {
+    let latency = outcome.latency_ms() * (crate::policy::SECOND / 1000) as f64;
+    now.saturating_sub(libm::floor(latency) as u64)
 }

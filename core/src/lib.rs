@@ -34,6 +34,7 @@ mod labels;
 mod lease;
 mod limits;
 mod outcome;
+mod pace;
 mod permits;
 mod policy;
 mod pool;

@@ -19,7 +19,9 @@ pub struct Refusal {
     pub registered: u32,
     /// Blocked everywhere or in this context (`auth_failed` included).
     pub blocked: u32,
-    /// Paused for a provider's wait (`rate_limited` here, `quota_exhausted` anywhere).
+    /// Paused for a provider's wait (`rate_limited` here, `quota_exhausted`
+    /// anywhere), or spacing its grants here by the rate its limits taught
+    /// it (see `crate::pace`).
     pub rate_limited: u32,
     /// Cooling in this context, or cooled and waiting for its one trial or probe.
     pub cooling: u32,
@@ -153,6 +155,9 @@ impl Pool {
             if let Err(at) = cc.usage.admits(&r.limits.per_context.as_limits(), cost, self.now) {
                 return Standing::Limited(at);
             }
+        }
+        if let Some(at) = cc.and_then(|cc| cc.paced).filter(|&at| at > self.now) {
+            return Standing::RateLimited(at);
         }
         if let Some(cc) = cc {
             if let Phase::Cooling { until, cause } = cc.cell.phase {

@@ -70,8 +70,11 @@ pub(crate) struct ContextCell {
     pub indexed: ContextSlot,
     /// What grants for this context used of the resource's `per_context` limits.
     pub usage: Usage,
-    /// Over a `per_context` limit until then: not selectable in this context.
+    /// Over a `per_context` limit, or paced by the cell's learned rate,
+    /// until then: not selectable in this context.
     pub limited: Option<u64>,
+    /// The next grant its learned rate allows (see `crate::pace`).
+    pub paced: Option<u64>,
 }
 
 impl ContextCell {
@@ -84,6 +87,7 @@ impl ContextCell {
             indexed: ContextSlot::default(),
             usage: Usage::default(),
             limited: None,
+            paced: None,
         }
     }
 }

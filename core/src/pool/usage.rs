@@ -110,19 +110,36 @@ impl Pool {
         self.reindex(slot);
     }
 
-    /// Recomputes whether `slot` is over a `per_context` limit in `ctx` now.
+    /// Recomputes whether `slot` is over a `per_context` limit in `ctx`
+    /// now, or waits for its learned pace.
     pub(super) fn regate_cell(&mut self, slot: u32, ctx: u32) {
         let now = self.now;
         let limits = self.registry.res(slot).limits.per_context.as_limits();
         let cc = self.cells.get_mut(&(slot, ctx)).expect("a cell of the resource");
         cc.usage.expire(now);
-        match cc.usage.gate(&limits, now) {
-            Some(Some(at)) => self.limit_cell(slot, ctx, at),
-            None | Some(None) => {
+        let over = match cc.usage.gate(&limits, now) {
+            Some(Some(at)) => Some(at),
+            None | Some(None) => None,
+        };
+        match over.max(cc.paced.filter(|&at| at > now)) {
+            Some(at) => self.limit_cell(slot, ctx, at),
+            None => {
                 cc.limited = None;
                 self.reindex(slot);
             }
         }
+    }
+
+    /// Spaces the next grant of `slot` in `context` by the rate its cell
+    /// there learned, if it learned one.
+    fn pace_cell(&mut self, slot: u32, context: &Context) {
+        let now = self.now;
+        let Some(ctx) = self.contexts.id(context) else { return };
+        let Some(cc) = self.cells.get_mut(&(slot, ctx)) else { return };
+        let Some(interval) = cc.cell.pace.interval(now) else { return };
+        let at = now.saturating_add(interval);
+        cc.paced = Some(at);
+        self.limit_cell(slot, ctx, at);
     }
 
     /// Keeps `slot` out of selection until `at`; `None`: retired.
@@ -142,8 +159,8 @@ impl Pool {
 
     /// Counts a grant of `cost` tokens on `slot` for `context`, then shuts
     /// it out of selection (resource-wide, or in `context` alone) if its
-    /// limits admit no further grant for now. Without limits to count only
-    /// its uses grow.
+    /// limits admit no further grant for now, or its cell there paces its
+    /// grants. Without limits to count only its uses grow.
     pub(super) fn count_grant(&mut self, slot: u32, context: &Context, cost: u64) {
         let now = self.now;
         let r = self.registry.res_mut(slot);
@@ -154,14 +171,14 @@ impl Pool {
         } else {
             r.usage.uses += 1;
         }
-        if !per_context {
-            return;
+        if per_context {
+            // `check_limits` made sure the cell fits the budget.
+            if let Ok(ctx) = self.cell_for(slot, context) {
+                self.cells.get_mut(&(slot, ctx)).expect("made above").usage.record(cost, now);
+                self.regate_cell(slot, ctx);
+            }
         }
-        // `check_limits` made sure the cell fits the budget.
-        if let Ok(ctx) = self.cell_for(slot, context) {
-            self.cells.get_mut(&(slot, ctx)).expect("made above").usage.record(cost, now);
-            self.regate_cell(slot, ctx);
-        }
+        self.pace_cell(slot, context);
     }
 
     /// Recomputes whether `slot` is over a limit now.

@@ -14,6 +14,7 @@ use crate::labels::Labels;
 use crate::lease::{Lease, LeaseEntry, LeaseKind};
 use crate::limits::{Entry, Limits, RetireReason, Usage, MAX_WINDOW_ENTRIES, WINDOW};
 use crate::outcome::{FailureKind, Outcome, MAX_RETRY_AFTER};
+use crate::pace::{Pace, Period};
 use crate::permits::Permits;
 use crate::policy::Policy;
 use crate::pool::{Block, ContextCell, Pool, Registry, Timer, MAX_PERMITS, MAX_REASON_BYTES};
@@ -128,6 +129,9 @@ struct CellRecord {
     usage: UsageRecord,
     #[serde(default)]
     limited_remaining: Option<u64>,
+    /// Until the next grant its learned pace allows.
+    #[serde(default)]
+    paced_remaining: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -167,6 +171,74 @@ struct CellRecordData {
     latency_ms: f64,
     observations: u64,
     pause: Option<PauseRecord>,
+    pace: PaceRecord,
+}
+
+/// A cell's learned pace, its instants as ages and remainders from `now`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct PaceRecord {
+    rate: Option<f64>,
+    learned_age: u64,
+    since_age: Option<u64>,
+    passed: u32,
+    cut_remaining: Option<u64>,
+    after_cut: u32,
+    last: Option<PeriodRecord>,
+}
+
+/// The period a pace was learned from, its instants as ages.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct PeriodRecord {
+    since_age: u64,
+    cut_age: u64,
+    passed: u32,
+    before: f64,
+}
+
+fn pace_out(p: &Pace, now: u64) -> PaceRecord {
+    PaceRecord {
+        rate: p.rate,
+        learned_age: now.saturating_sub(p.learned_at),
+        since_age: p.since.map(|s| now.saturating_sub(s)),
+        passed: p.passed,
+        cut_remaining: p.cut.map(|c| c.saturating_sub(now)),
+        after_cut: p.after_cut,
+        last: p.last.map(|l| PeriodRecord {
+            since_age: now.saturating_sub(l.since),
+            cut_age: now.saturating_sub(l.cut),
+            passed: l.passed,
+            before: l.before,
+        }),
+    }
+}
+
+fn pace_in(p: PaceRecord, now: u64) -> Result<Pace, SnapshotError> {
+    if p.rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
+        return Err(invalid("cell.pace.rate", "must be finite and > 0"));
+    }
+    if p.cut_remaining.is_some_and(|c| c > MAX_RETRY_AFTER) {
+        return Err(invalid("cell.pace.cut_remaining", "must be at most 30 days"));
+    }
+    if let Some(l) = &p.last {
+        finite_nonneg(l.before, "cell.pace.last.before")?;
+        if l.cut_age > l.since_age {
+            return Err(invalid("cell.pace.last", "must end after it begins"));
+        }
+    }
+    Ok(Pace {
+        rate: p.rate,
+        learned_at: now.saturating_sub(p.learned_age),
+        since: p.since_age.map(|a| now.saturating_sub(a)),
+        passed: p.passed,
+        cut: p.cut_remaining.map(|c| now.saturating_add(c)),
+        after_cut: p.after_cut,
+        last: p.last.map(|l| Period {
+            since: now.saturating_sub(l.since_age),
+            cut: now.saturating_sub(l.cut_age),
+            passed: l.passed,
+            before: l.before,
+        }),
+    })
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -244,6 +316,7 @@ fn cell_out(c: &Cell, now: u64) -> CellRecordData {
         latency_ms: c.latency_ms,
         observations: c.observations,
         pause: pause_out(c.pause, now),
+        pace: pace_out(&c.pace, now),
     }
 }
 
@@ -290,6 +363,7 @@ fn cell_in(d: CellRecordData, now: u64, policy: &Policy) -> Result<Cell, Snapsho
         latency_ms: finite_nonneg(d.latency_ms, "cell.latency")?,
         observations: counter(d.observations, "cell.observations")?,
         pause: pause_in(d.pause, now, FailureKind::RateLimited)?,
+        pace: pace_in(d.pace, now)?,
     })
 }
 
@@ -330,6 +404,7 @@ impl SnapshotData {
                 block: block_out(&cc.block, now),
                 usage: usage_out(&cc.usage, now),
                 limited_remaining: cc.limited.map(|l| l.saturating_sub(now)),
+                paced_remaining: cc.paced.filter(|&p| p > now).map(|p| p - now),
             })
             .collect();
         cells.sort_by(|a, b| (&a.resource, &a.context).cmp(&(&b.resource, &b.context)));
@@ -439,6 +514,10 @@ impl SnapshotData {
             let mut cell = ContextCell::new(cell_in(c.cell, now, &self.policy)?, block_in(c.block, now)?);
             cell.usage = usage_in(c.usage, now, &CELL_USAGE)?;
             cell.limited = c.limited_remaining.map(|rem| now.saturating_add(rem).max(now + 1));
+            cell.paced = c.paced_remaining.map(|rem| now.saturating_add(rem).max(now + 1));
+            if cell.paced > cell.limited {
+                return Err(invalid("cell.paced_remaining", "must not be later than limited_remaining"));
+            }
             if pool.cells.insert((slot, ctx), cell).is_some() {
                 return Err(invalid("cell", "listed twice"));
             }

@@ -50,12 +50,12 @@ pub const JSON_PER_FOOTPRINT_BYTE: u64 = 3;
 /// Bounds on the JSON view's size, measured the same way: a pool's fixed
 /// part, one resource with one permit (longest names, the most labels with
 /// the longest names and values, a block with the longest reason, a pause,
-/// an empty outcome window), one cell (longest
+/// an empty outcome window, a learned pace), one cell (longest
 /// context, a block with the longest reason, an empty window, an empty
 /// usage window), and each outcome a window holds.
 pub const JSON_BASE_BYTES: u64 = 1024;
-pub const JSON_RESOURCE_BYTES: u64 = 14_000;
-pub const JSON_CELL_BYTES: u64 = 4400;
+pub const JSON_RESOURCE_BYTES: u64 = 14_400;
+pub const JSON_CELL_BYTES: u64 = 4900;
 pub const JSON_OUTCOME_BYTES: u64 = 100;
 
 /// Largest JSON snapshot of a pool of at most `resources` one-permit

@@ -4,6 +4,7 @@
 mod common;
 mod footprint;
 mod limits;
+mod pace;
 mod properties;
 mod recovery;
 mod scenarios;

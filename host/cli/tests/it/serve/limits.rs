@@ -231,7 +231,7 @@ fn the_default_body_limit_fits_the_largest_snapshot_the_budgets_allow() {
     let dir = tempdir("body-limit");
     // 10 resources and 10 cells: repute_core::snapshot::json_bound(10, 10, 10) bytes.
     let s = Server::start(&["--no-auth", "--store", "memory", "--max-resources", "10", "--max-cells", "10"], &dir);
-    let limit = 1024 + 10 * (14_000 + 1000) + 10 * (4400 + 1000);
+    let limit = 1024 + 10 * (14_400 + 1000) + 10 * (4900 + 1000);
     let quoted = |tag: String, len: usize| format!("{tag}{}", "\"".repeat(len - tag.len()));
     let timeout = json!({"outcome": "timeout", "latency_ms": 123456.789});
     for i in 0..10 {
