@@ -22,12 +22,19 @@ async function refused(pool, context) {
   return e;
 }
 
-test('a timed-out key comes back through one trial lease, no probe loop needed', async () => {
+test('a timed-out key gets one early trial, then comes back through one trial lease, no probe loop needed', async () => {
   const { clock, pool } = keys();
   for (let i = 0; i < 3; i++) await pool.reportFailure('api-key', 'k1', 'gpt', 'timeout', { latencyMs: 1000 });
+  // Nothing else to choose: one early trial of the transient cooldown.
+  const early = pool.tryAcquire('gpt');
+  assert.equal(early.leaseKind, 'trial');
+  assert.equal(pool.tryAcquire('gpt'), null, 'one trial at a time');
+  await early.reportFailure('timeout', { latencyMs: 1000 });
+  await early.release();
+  // It failed: the next exponent, waited out in full.
   const e = await refused(pool, 'gpt');
-  assert.deepEqual([e.cooling, e.retryAfterMs], [1, 240_000]);
-  clock.advance(240_000);
+  assert.deepEqual([e.cooling, e.retryAfterMs], [1, 480_000]);
+  clock.advance(480_000);
   assert.deepEqual(pool.dueForProbe(), []);
   const trial = pool.tryAcquire('gpt');
   assert.equal(trial.leaseKind, 'trial');

@@ -11,8 +11,7 @@ def test_events_are_typed_and_drained(pool: repute.Pool, clock: repute.ManualClo
     clock.advance(1)
     lease.renew()
     lease.release()
-    for _ in range(3):
-        pool.report_failure("proxy", "a", "shop", "tls_handshake", latency=0.5)
+    pool.report_failure("proxy", "a", "shop", "blocked", latency=0.5)
     pool.block("proxy", "a", context="news", seconds=10.0, reason="captcha")
     pool.unblock("proxy", "a", context="news")
     assert pool.try_acquire("shop") is None  # cooling
@@ -51,8 +50,8 @@ def test_events_are_typed_and_drained(pool: repute.Pool, clock: repute.ManualClo
 
     cooled = events[4]
     assert isinstance(cooled, repute.CooledEvent)
-    assert cooled.cause is repute.FailureKind.TLS_HANDSHAKE
-    assert (cooled.context, cooled.until) == ("shop", 1.0 + 1200.0)
+    assert cooled.cause is repute.FailureKind.BLOCKED
+    assert (cooled.context, cooled.until) == ("shop", 1.0 + 300.0)
 
     blocked = events[5]
     assert isinstance(blocked, repute.BlocklistedEvent)

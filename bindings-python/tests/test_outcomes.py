@@ -23,10 +23,17 @@ def test_a_timed_out_resource_comes_back_through_one_trial(clock: repute.ManualC
     for _ in range(3):
         with pool.acquire("gpt") as lease:
             lease.report_failure("timeout", latency=1.0)
+    # Nothing else to choose: one early trial of the transient cooldown.
+    early = pool.acquire("gpt", timeout=0)
+    assert early.lease_kind == "trial"
+    assert pool.try_acquire("gpt") is None
+    early.report_failure("timeout", latency=1.0)
+    early.release()
+    # It failed: the next exponent, waited out in full.
     with pytest.raises(repute.NoResourceAvailableError) as caught:
         pool.acquire("gpt", timeout=0)
-    assert (caught.value.cooling, caught.value.retry_after) == (1, 240.0)
-    clock.advance(240.0)
+    assert (caught.value.cooling, caught.value.retry_after) == (1, 480.0)
+    clock.advance(480.0)
     assert pool.due_for_probe() == []
     trial = pool.acquire("gpt")
     assert trial.lease_kind == "trial"

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cell::Phase;
 use crate::id::Context;
+use crate::outcome::FailureKind;
 use crate::pool::Pool;
 use crate::selector::Selector;
 
@@ -176,6 +177,39 @@ impl Pool {
         let expiry =
             r.permits.held_from(0).filter_map(|id| self.leases.live.get(&id)).map(|e| e.lease.expires_at).min();
         Standing::Leased(expiry)
+    }
+
+    /// An early trial for an acquire that found nothing selectable: a
+    /// resource with a free permit held back in `ctx` only by a cooldown for
+    /// a transient cause (a dropped connection, a failed handshake, a
+    /// timeout, a slow answer), on the first cooldown of its streak, with no
+    /// trial in flight, where a trial is the way back; the one whose
+    /// cooldown ends soonest, ties to the lowest slot. A transient failure
+    /// is weak evidence, so a waiting request tries the resource rather than
+    /// leave it idle; one failed trial lengthens the cooldown and ends the
+    /// exception for that streak, so a dead resource costs one attempt.
+    pub(crate) fn early_trial(&self, ctx: Option<u32>, selector: &Selector) -> Option<u32> {
+        let ctx = ctx?;
+        let mut best: Option<(u64, u32)> = None;
+        for (slot, r) in self.registry.iter() {
+            if !r.permits.any_free() || !selector.admits(&r.id, &r.labels, &r.limits) {
+                continue;
+            }
+            let Some(cc) = self.cells.get(&(slot, ctx)) else { continue };
+            let Phase::Cooling { until, cause } = cc.cell.phase else { continue };
+            let transient = cause.is_strike() && cause != FailureKind::Blocked;
+            let first = cc.cell.consecutive_failures <= self.policy.rule(cause).cool_after;
+            if !transient || !first || !self.policy.recovery.half_open(cause) || cc.trial.is_some() {
+                continue;
+            }
+            if !matches!(self.standing(slot, Some(ctx), selector.cost()), Standing::Cooling(Some(_))) {
+                continue;
+            }
+            if best.is_none_or(|(at, _)| until < at) {
+                best = Some((until, slot));
+            }
+        }
+        best.map(|(_, slot)| slot)
     }
 
     /// The `fail_open` candidate: a resource with a free permit that only a

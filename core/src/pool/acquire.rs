@@ -4,6 +4,7 @@
 use alloc::vec::Vec;
 
 use crate::authority::{Claim, GrantAnswer};
+use crate::cell::Phase;
 use crate::error::{Error, Result};
 use crate::event::{EventKind, RejectReason};
 use crate::id::{Context, ResourceId};
@@ -173,6 +174,13 @@ impl Pool {
             if r.permits.fences()[proposal.permit as usize] != proposal.last {
                 return Err(Error::invalid("proposal", "was overtaken by a newer token for its permit"));
             }
+            // A candidate still cooling is an early trial (selection passes
+            // cooling cells by): its cooldown ends now.
+            if let (Some(cc), false) = (ctx.and_then(|c| self.cells.get_mut(&(slot, c))), proposal.fail_open) {
+                if let Phase::Cooling { until, cause } = cc.cell.phase {
+                    cc.cell.phase = Phase::Cooling { until: until.min(self.now), cause };
+                }
+            }
             // A trial while the context's cell is half-open, else a client lease.
             let cooled = ctx.and_then(|c| self.cells.get(&(slot, c))).and_then(|cc| cc.cell.cooled_out(self.now));
             let kind = match (proposal.fail_open, cooled) {
@@ -257,8 +265,12 @@ impl Pool {
                 }
             }
         }
-        if chosen.is_none() && self.policy.fail_open {
-            chosen = self.least_bad(ctx, selector).map(|slot| (slot, true));
+        if chosen.is_none() {
+            chosen = match self.early_trial(ctx, selector) {
+                Some(slot) if self.check_limits(slot, context, cost).is_ok() => Some((slot, false)),
+                _ if self.policy.fail_open => self.least_bad(ctx, selector).map(|slot| (slot, true)),
+                _ => None,
+            };
         }
         let next = chosen.map(|(slot, fail_open)| self.proposal(slot, context, at, refused, fail_open, cost));
         for (slot, permit) in too_dear {

@@ -69,7 +69,10 @@ fn every_cause_comes_back_through_one_trial_lease_at_a_time() {
         // the same incident while it runs.
         let end = if kind == FailureKind::Blocked { base * S } else { 4 * base * S };
         assert_eq!(pool.cells(&rid("a"), 0).unwrap()[1].cooling_until, Some(end), "{kind:?}");
-        assert_eq!(refusal(&mut pool, "x", end - 1).cooling, 1, "{kind:?}");
+        if kind == FailureKind::Blocked {
+            // (A transient cause would give an early trial here, below.)
+            assert_eq!(refusal(&mut pool, "x", end - 1).cooling, 1, "{kind:?}");
+        }
         assert!(pool.due_for_probe(end).is_empty(), "{kind:?}: traffic recovery lists nothing for probes");
         assert!(pool.cells(&rid("a"), end).unwrap()[1].half_open);
         let trial = pool.acquire(&ctx("x"), end).unwrap();
@@ -273,7 +276,7 @@ fn retry_after_is_refused_where_it_means_nothing() {
 fn fail_open_grants_the_cell_whose_wait_ends_soonest_and_never_crosses_a_block() {
     let policy = Policy { fail_open: true, ..Policy::default() };
     let mut pool = pool_with(policy, &["a", "b", "c"]);
-    cool(&mut pool, "a", FailureKind::Timeout, 0);
+    pool.report(&rid("a"), &ctx("x"), fail(FailureKind::Blocked), 0).unwrap();
     pool.report(&rid("b"), &ctx("x"), wait(FailureKind::RateLimited, 100), 0).unwrap();
     pool.block(&rid("c"), None, None, None, 0).unwrap();
     let l = pool.acquire(&ctx("x"), S).unwrap();
@@ -294,8 +297,49 @@ fn fail_open_grants_the_cell_whose_wait_ends_soonest_and_never_crosses_a_block()
     );
     // Without the policy the same pool refuses.
     let mut strict = pool_with(Policy::default(), &["a"]);
-    cool(&mut strict, "a", FailureKind::Timeout, 0);
+    strict.report(&rid("a"), &ctx("x"), fail(FailureKind::Blocked), 0).unwrap();
     assert_eq!(refusal(&mut strict, "x", S).cooling, 1);
+}
+
+#[test]
+fn a_transient_cooldown_gives_an_acquire_that_finds_nothing_one_early_trial() {
+    for kind in [FailureKind::ConnectionReset, FailureKind::TlsHandshake, FailureKind::Timeout, FailureKind::Slow] {
+        let mut pool = pool_with(Policy::default(), &["a"]);
+        cool(&mut pool, "a", kind, 0);
+        let trial = pool.acquire(&ctx("x"), S).unwrap();
+        assert_eq!(trial.kind, LeaseKind::Trial, "{kind:?}");
+        assert_eq!(pool.cells(&rid("a"), S).unwrap()[1].cooling_until, Some(S), "{kind:?}: its cooldown ended");
+        // One trial at a time; another context's cell is not cooling.
+        assert_eq!(refusal(&mut pool, "x", S).cooling, 1, "{kind:?}");
+        pool.report(&rid("a"), &ctx("x"), ok(), 2 * S).unwrap();
+        pool.release(trial.id, trial.token, 2 * S).unwrap();
+        assert_eq!(pool.cells(&rid("a"), 2 * S).unwrap()[1].state, CellState::Recovering, "{kind:?}");
+    }
+}
+
+#[test]
+fn a_failed_early_trial_recools_and_ends_the_exception_for_its_streak() {
+    let mut pool = pool_with(Policy::default(), &["a"]);
+    cool(&mut pool, "a", FailureKind::ConnectionReset, 0);
+    let trial = pool.acquire(&ctx("x"), S).unwrap();
+    pool.report(&rid("a"), &ctx("x"), fail(FailureKind::ConnectionReset), 2 * S).unwrap();
+    pool.release(trial.id, trial.token, 2 * S).unwrap();
+    let c = &pool.cells(&rid("a"), 2 * S).unwrap()[1];
+    assert_eq!((c.consecutive_failures, c.cooling_until), (4, Some(2 * S + 960 * S)));
+    let r = refusal(&mut pool, "x", 3 * S);
+    assert_eq!((r.cooling, r.retry_after), (1, Some(959 * S)));
+}
+
+#[test]
+fn no_early_trial_across_a_ban_a_pause_or_probe_recovery() {
+    let mut pool = pool_with(Policy::default(), &["a", "b"]);
+    pool.report(&rid("a"), &ctx("x"), fail(FailureKind::Blocked), 0).unwrap();
+    pool.report(&rid("b"), &ctx("x"), wait(FailureKind::RateLimited, 100), 0).unwrap();
+    let r = refusal(&mut pool, "x", S);
+    assert_eq!((r.cooling, r.rate_limited), (1, 1));
+    let mut probed = pool_with(Policy { recovery: Recovery::Probe, ..Policy::default() }, &["a"]);
+    cool(&mut probed, "a", FailureKind::Timeout, 0);
+    assert_eq!(refusal(&mut probed, "x", S).cooling, 1);
 }
 
 #[test]
