@@ -5,23 +5,28 @@
 //! Retry-After sends its next burst into the next slice. A cell that has met
 //! a rate limit paces its grants instead: one every `1 / rate` seconds.
 //!
-//! The rate is measured, not guessed: a rate limit ends a period that began
-//! when the last pause ended (or at the cell's first answer), and the
-//! answers that got through in it, over the period up to the end of the
-//! provider's wait, are what the provider let through. Providers count in
-//! fixed slices and answer Retry-After up to the slice's end (the
-//! quantized limits of OpenAI's and most sites' documentation), so that
-//! share is the slice's budget. Answers are placed in a period by when
-//! their request was sent (`now - latency`), so requests in flight across
-//! the limit neither count twice nor end a second period. The learned rate
-//! is a tenth under the measured one, and never under half the rate before
-//! it (a period the pool underused says little about the ceiling).
+//! The rate is measured, not guessed. A limit met by a request sent at `t`
+//! with a wait `w` ends a window that closes at `t + w` and opens at the
+//! first answer since the last window, or at `t - w` if that is later:
+//! providers count in fixed slices and answer Retry-After up to the slice's
+//! end (the quantized limits of OpenAI's documentation and of most sites),
+//! so a burst that begins a slice and meets its limit spans the slice, and
+//! a limit met early in a slice has `w` close to the slice's length, so
+//! that `t - w` bounds how much of a stretch the cell underused the window
+//! takes in. The answers that got through, sent in the
+//! window, over its length, are what the provider let through; a window
+//! that holds more answers than the cell remembers is measured over the
+//! span of the ones it does. Answers are placed by when their request was
+//! sent (`now - latency`), so requests in flight across the limit neither
+//! count twice nor end a second window, and a slow exit's late answer
+//! raises the rate of the window it was sent in. The learned rate is a
+//! tenth under the measured one.
 //!
 //! It then creeps back up, a tenth of itself per minute without a limit met,
-//! and is forgotten when it has doubled: an additive increase after a
-//! multiplicative decrease (Jacobson's congestion avoidance, as TCP and
-//! AIMD rate limiters do it), slow because each probe of the ceiling costs
-//! an answer of 429 that a site may count toward a ban.
+//! and is forgotten when it has doubled: a multiplicative decrease to what
+//! was measured, then a slow additive increase (Jacobson's congestion
+//! avoidance, as TCP and AIMD rate limiters do it), slow because each probe
+//! of the ceiling costs an answer of 429 that a site may count toward a ban.
 
 use serde::{Deserialize, Serialize};
 
@@ -29,106 +34,110 @@ use crate::policy::SECOND;
 
 /// Share of the measured rate the cell is paced at.
 const MARGIN: f64 = 0.9;
-/// Floor of a new rate as a share of the one before.
-const DECREASE: f64 = 0.5;
 /// Growth of a learned rate per minute without a limit met.
 const GROWTH_PER_MINUTE: f64 = 0.1;
 /// A rate grown to this multiple of what was learned is forgotten.
 const FORGET_AT: f64 = 2.0;
 const MINUTE: u64 = 60 * SECOND;
+/// Send times of answers that got through a cell remembers.
+pub(crate) const RECENT: usize = 8;
 
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+/// A window a limit ended: `[start, end)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Window {
+    pub start: u64,
+    pub end: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub(crate) struct Pace {
-    /// Grants per second learned at `learned_at`; none until a limit is met.
+    /// Grants per second learned at `learned.end`; none until a limit is met.
     pub rate: Option<f64>,
-    pub learned_at: u64,
-    /// Start of the period being counted; none before the first answer.
-    pub since: Option<u64>,
-    /// Answers the provider let through, sent in the period.
-    pub passed: u32,
-    /// A limit was met: the end of the provider's wait, which ends the period.
-    pub cut: Option<u64>,
-    /// Answers let through that were sent at or after `cut`: the next period's.
-    pub after_cut: u32,
-    /// The period the rate was learned from, while answers sent in it may
-    /// still come back.
-    pub last: Option<Period>,
-}
-
-/// A counted period: its start and end, what got through and the rate
-/// before it (the floor of what it teaches).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub(crate) struct Period {
-    pub since: u64,
-    pub cut: u64,
-    pub passed: u32,
-    pub before: f64,
-}
-
-impl Period {
-    fn rate(&self) -> f64 {
-        let seconds = (self.cut.saturating_sub(self.since).max(1)) as f64 / SECOND as f64;
-        // At least the one request a period lets through, even when none did.
-        let measured = f64::from(self.passed.max(1)) / seconds;
-        (MARGIN * measured).max(DECREASE * self.before)
-    }
+    /// The window the rate was learned from.
+    pub learned: Option<Window>,
+    /// A limit was met: the window it ends, learned from when it ends.
+    pub pending: Option<Window>,
+    /// Send times of the latest answers that got through, in no order.
+    pub recent: [u64; RECENT],
+    pub recent_len: u8,
 }
 
 impl Pace {
     /// An answer that got past the provider's limit, sent at `sent`.
     pub fn passed(&mut self, sent: u64, now: u64) {
         self.settle(now);
-        let since = *self.since.get_or_insert(sent);
-        match (self.cut, self.last.as_mut()) {
-            (Some(cut), _) if sent >= cut => self.after_cut = self.after_cut.saturating_add(1),
-            _ if sent >= since => self.passed = self.passed.saturating_add(1),
-            // Sent in the period the rate was learned from, answered late
-            // (a slow exit answers after the slice has ended): it teaches
-            // that period's rate after the fact.
-            (_, Some(last)) if sent >= last.since => {
-                last.passed = last.passed.saturating_add(1);
-                if self.learned_at == last.cut {
-                    self.rate = Some(last.rate());
-                }
+        let len = usize::from(self.recent_len);
+        if len < RECENT {
+            self.recent[len] = sent;
+            self.recent_len += 1;
+        } else {
+            let oldest = (0..RECENT).min_by_key(|&i| self.recent[i]).expect("RECENT > 0");
+            if self.recent[oldest] >= sent {
+                return;
             }
-            _ => {}
+            self.recent[oldest] = sent;
+        }
+        // Sent in the window the rate was learned from, answered late (a
+        // slow exit answers after the slice has ended): it teaches that
+        // window's rate after the fact.
+        if let (Some(w), Some(_)) = (self.learned, self.rate) {
+            if w.start <= sent && sent < w.end {
+                self.rate = Some(self.measure(w));
+            }
         }
     }
 
     /// A rate limit met by a request sent at `sent`, with a wait until `until`.
     pub fn limited(&mut self, sent: u64, until: u64, now: u64) {
         self.settle(now);
-        let since = *self.since.get_or_insert(sent);
-        // Sent before this period began, or while a cut is pending: the same
-        // burst the last limit already answered.
-        if sent < since || self.cut.is_some() {
+        let end = until.max(now);
+        // Sent before the last window ended, or while one is pending: the
+        // same burst the last limit already answered.
+        if self.pending.is_some() || self.learned.is_some_and(|w| sent < w.end) {
             return;
         }
-        self.cut = Some(until.max(now));
+        let wait = end.saturating_sub(sent);
+        // The window reaches back as far as the wait reaches forward, but
+        // not past the first answer since the last window: the burst that
+        // met this limit may have begun the slice.
+        let after = self.learned.map_or(0, |w| w.end);
+        let first = self.recent[..usize::from(self.recent_len)].iter().copied().filter(|&t| t >= after).min();
+        let start = sent.saturating_sub(wait).max(first.unwrap_or(0).min(sent));
+        self.pending = Some(Window { start, end });
         self.settle(now);
     }
 
-    /// Ends a period whose cut has come: learns its rate.
+    /// Learns the rate of a pending window once it has ended.
     fn settle(&mut self, now: u64) {
-        let (Some(cut), Some(since)) = (self.cut, self.since) else { return };
-        if now < cut {
-            return;
+        let Some(w) = self.pending.filter(|w| now >= w.end) else { return };
+        self.rate = Some(self.measure(w));
+        self.learned = Some(w);
+        self.pending = None;
+    }
+
+    /// What got through in `w`, per second, a tenth under.
+    fn measure(&self, w: Window) -> f64 {
+        let inside: &mut [u64; RECENT] = &mut [0; RECENT];
+        let mut n = 0;
+        for &sent in &self.recent[..usize::from(self.recent_len)] {
+            if w.start <= sent && sent < w.end {
+                inside[n] = sent;
+                n += 1;
+            }
         }
-        let before = self.rate_at(now).unwrap_or(0.0);
-        let period = Period { since, cut, passed: self.passed, before };
-        self.rate = Some(period.rate());
-        self.last = Some(period);
-        self.learned_at = cut;
-        self.since = Some(cut);
-        self.passed = self.after_cut;
-        self.after_cut = 0;
-        self.cut = None;
+        // More got through than the cell remembers: measure over the span
+        // of those it does.
+        let start = if n == RECENT { inside.iter().copied().min().unwrap_or(w.start) } else { w.start };
+        let seconds = (w.end.saturating_sub(start).max(1)) as f64 / SECOND as f64;
+        // At least the one request a window lets through, even when none did.
+        MARGIN * (n.max(1) as f64) / seconds
     }
 
     /// The rate the cell takes at `now`: the learned one, grown since.
     pub fn rate_at(&self, now: u64) -> Option<f64> {
         let rate = self.rate?;
-        let minutes = now.saturating_sub(self.learned_at) as f64 / MINUTE as f64;
+        let since = self.learned.map_or(now, |w| w.end);
+        let minutes = now.saturating_sub(since) as f64 / MINUTE as f64;
         let grown = 1.0 + GROWTH_PER_MINUTE * minutes;
         (grown < FORGET_AT).then_some(rate * grown)
     }
@@ -146,14 +155,16 @@ mod tests {
     use super::*;
 
     const S: u64 = SECOND;
+    const MS: u64 = SECOND / 1000;
 
-    /// A slice of 2 requests per second, answered in 100 ms: a burst of 4
-    /// at 0 lets 2 through and is told to wait for the slice's end.
+    /// A slice of 2 requests per second from 10 s: two sent at 10 s and
+    /// 10.1 s get through, a third at 10.2 s is told to wait for the
+    /// slice's end, 11 s; the window is [10 s, 11 s).
     fn burst(pace: &mut Pace) {
-        pace.passed(0, S / 10);
-        pace.passed(0, S / 10);
-        pace.limited(0, S, S / 10);
-        pace.limited(0, S, S / 10);
+        pace.passed(10 * S, 10 * S + 50 * MS);
+        pace.passed(10 * S + 100 * MS, 10 * S + 150 * MS);
+        pace.limited(10 * S + 200 * MS, 11 * S, 10 * S + 250 * MS);
+        pace.limited(10 * S + 200 * MS, 11 * S, 10 * S + 260 * MS);
     }
 
     #[test]
@@ -169,77 +180,85 @@ mod tests {
     fn a_slice_budget_is_learned_when_the_wait_ends() {
         let mut pace = Pace::default();
         burst(&mut pace);
-        // The period runs to the end of the wait: unknown until then.
-        assert_eq!(pace.rate, None);
-        assert_eq!(pace.interval(S), Some(555_555_556));
-        assert_eq!(pace.rate, Some(1.8));
-        assert_eq!(pace.since, Some(S));
-        assert_eq!(pace.passed, 0);
+        assert_eq!(pace.rate, None, "learned when the wait ends");
+        // 2 answers in 1 s.
+        assert_eq!(pace.interval(11 * S), Some(555_555_556));
+        assert_eq!(pace.learned, Some(Window { start: 10 * S, end: 11 * S }));
     }
 
     #[test]
-    fn requests_in_flight_across_the_limit_end_one_period_only() {
+    fn requests_in_flight_across_the_limit_end_one_window_only() {
         let mut pace = Pace::default();
         burst(&mut pace);
-        // Sent before the wait ended, answered after it: the old period's.
-        pace.limited(S / 2, S, S + S / 10);
-        assert_eq!(pace.rate, Some(1.8));
-        assert_eq!(pace.cut, None);
-        // Sent after: the next period's.
-        pace.passed(S + S / 5, S + S / 2);
-        assert_eq!(pace.passed, 1);
+        pace.interval(11 * S);
+        let (rate, learned) = (pace.rate, pace.learned);
+        // Sent before the wait ended, answered after it: the same burst.
+        pace.limited(10 * S + 500 * MS, 11 * S, 11 * S + 100 * MS);
+        assert_eq!((pace.pending, pace.rate, pace.learned), (None, rate, learned));
     }
 
     #[test]
-    fn an_answer_sent_in_the_learned_period_and_answered_late_raises_its_rate() {
+    fn an_answer_sent_in_the_learned_window_and_answered_late_raises_its_rate() {
         let mut pace = Pace::default();
         burst(&mut pace);
-        assert_eq!(pace.interval(S), Some(555_555_556));
-        // A third request of the burst, through a slow exit, answered at 2 s.
-        pace.passed(S / 2, 2 * S);
+        pace.interval(11 * S);
+        // A request sent at 10.15 s through a slow exit, answered at 12 s.
+        pace.passed(10 * S + 150 * MS, 12 * S);
         assert_eq!(pace.rate, Some(0.9 * 3.0));
-        assert_eq!(pace.passed, 0, "not the current period's");
+        // One sent after the window teaches it nothing.
+        pace.passed(11 * S + MS, 12 * S);
+        assert_eq!(pace.rate, Some(0.9 * 3.0));
     }
 
     #[test]
-    fn answers_sent_after_the_cut_count_for_the_next_period() {
+    fn a_window_longer_than_the_cell_remembers_is_measured_over_what_it_does() {
         let mut pace = Pace::default();
-        pace.passed(0, S / 10);
-        pace.limited(0, 5 * S, S / 10);
-        pace.passed(5 * S, 5 * S + S / 10);
-        pace.passed(5 * S, 5 * S + S / 10);
-        assert_eq!(pace.passed, 2);
-        assert_eq!(pace.rate, Some(0.9 * 0.2));
+        // 12 answers 100 ms apart from 20 s, then a limit with a wait of 10 s.
+        for i in 0..12 {
+            pace.passed(20 * S + i * 100 * MS, 20 * S + i * 100 * MS + MS);
+        }
+        pace.limited(21200 * MS, 31200 * MS, 21201 * MS);
+        pace.interval(31200 * MS);
+        // The 8 latest were sent from 20.4 s on: 8 in 10.8 s.
+        assert_eq!(pace.rate, Some(0.9 * 8.0 / 10.8));
     }
 
     #[test]
-    fn a_period_nothing_got_through_learns_one_per_period() {
+    fn a_window_reaches_back_no_further_than_its_wait() {
         let mut pace = Pace::default();
-        pace.limited(0, 4 * S, S / 10);
-        assert_eq!(pace.interval(4 * S), Some(libm::ceil(S as f64 / 0.225) as u64));
+        // One answer at 1 s, the next at 58 s, a limit at 59 s until 60 s:
+        // [58 s, 60 s), not the minute the cell was barely used.
+        pace.passed(S, S + MS);
+        pace.passed(58 * S, 58 * S + MS);
+        pace.limited(59 * S, 60 * S, 59 * S + MS);
+        pace.interval(60 * S);
+        assert_eq!(pace.learned, Some(Window { start: 58 * S, end: 60 * S }));
+        assert_eq!(pace.rate, Some(0.9 * 1.0 / 2.0));
+        // The next window opens at the first answer after this one closed.
+        pace.passed(61 * S, 61 * S + MS);
+        pace.passed(61 * S + 500 * MS, 61 * S + 501 * MS);
+        pace.limited(62 * S, 63 * S, 62 * S + MS);
+        pace.interval(63 * S);
+        assert_eq!(pace.learned, Some(Window { start: 61 * S, end: 63 * S }));
     }
 
     #[test]
-    fn a_new_rate_is_at_least_half_the_last() {
+    fn a_window_nothing_got_through_learns_one_per_window() {
         let mut pace = Pace::default();
-        burst(&mut pace);
-        assert_eq!(pace.interval(S), Some(555_555_556));
-        // An underused period: one answer in 10 s, then a limit.
-        pace.passed(2 * S, 2 * S + S / 10);
-        pace.limited(10 * S, 11 * S, 10 * S + S / 10);
-        let before = pace.rate_at(11 * S).expect("learned");
-        assert!(before > 1.8);
-        assert_eq!(pace.interval(11 * S), Some(libm::ceil(S as f64 / (0.5 * before)) as u64));
+        pace.limited(10 * S, 14 * S, 10 * S + S / 10);
+        // [6 s, 14 s): one per 8 s.
+        assert_eq!(pace.interval(14 * S), Some(libm::ceil(S as f64 / (0.9 / 8.0)) as u64));
     }
 
     #[test]
     fn a_learned_rate_grows_back_and_is_forgotten() {
         let mut pace = Pace::default();
         burst(&mut pace);
-        assert_eq!(pace.rate_at(S), None, "learned when the wait ends");
-        assert_eq!(pace.interval(S), Some(555_555_556));
-        assert_eq!(pace.rate_at(S + 5 * MINUTE), Some(1.8 * 1.5));
-        assert_eq!(pace.rate_at(S + 10 * MINUTE), None);
-        assert_eq!(pace.interval(S + 10 * MINUTE), None);
+        pace.interval(11 * S);
+        let rate = 0.9 * 2.0;
+        assert_eq!(pace.rate_at(11 * S), Some(rate));
+        assert_eq!(pace.rate_at(11 * S + 5 * MINUTE), Some(rate * 1.5));
+        assert_eq!(pace.rate_at(11 * S + 10 * MINUTE), None);
+        assert_eq!(pace.interval(11 * S + 10 * MINUTE), None);
     }
 }

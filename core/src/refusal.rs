@@ -182,12 +182,13 @@ impl Pool {
     /// An early trial for an acquire that found nothing selectable: a
     /// resource with a free permit held back in `ctx` only by a cooldown for
     /// a transient cause (a dropped connection, a failed handshake, a
-    /// timeout, a slow answer), on the first cooldown of its streak, with no
-    /// trial in flight, where a trial is the way back; the one whose
-    /// cooldown ends soonest, ties to the lowest slot. A transient failure
-    /// is weak evidence, so a waiting request tries the resource rather than
-    /// leave it idle; one failed trial lengthens the cooldown and ends the
-    /// exception for that streak, so a dead resource costs one attempt.
+    /// timeout, a slow answer), with no trial in flight and none early
+    /// within the cause's base cooldown, where a trial is the way back; the
+    /// one whose cooldown ends soonest, ties to the lowest slot. A transient
+    /// failure is weak evidence (a site's overload fails every exit at
+    /// once), so a request that would be refused tries the resource rather
+    /// than leave it idle; a failed trial lengthens the cooldown, and the
+    /// base between early trials bounds what a dead resource costs.
     pub(crate) fn early_trial(&self, ctx: Option<u32>, selector: &Selector) -> Option<u32> {
         let ctx = ctx?;
         let mut best: Option<(u64, u32)> = None;
@@ -198,8 +199,8 @@ impl Pool {
             let Some(cc) = self.cells.get(&(slot, ctx)) else { continue };
             let Phase::Cooling { until, cause } = cc.cell.phase else { continue };
             let transient = cause.is_strike() && cause != FailureKind::Blocked;
-            let first = cc.cell.consecutive_failures <= self.policy.rule(cause).cool_after;
-            if !transient || !first || !self.policy.recovery.half_open(cause) || cc.trial.is_some() {
+            let rested = cc.early.is_none_or(|at| self.now >= at.saturating_add(self.policy.rule(cause).base));
+            if !transient || !rested || !self.policy.recovery.half_open(cause) || cc.trial.is_some() {
                 continue;
             }
             if !matches!(self.standing(slot, Some(ctx), selector.cost()), Standing::Cooling(Some(_))) {

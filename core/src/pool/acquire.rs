@@ -178,7 +178,10 @@ impl Pool {
             // cooling cells by): its cooldown ends now.
             if let (Some(cc), false) = (ctx.and_then(|c| self.cells.get_mut(&(slot, c))), proposal.fail_open) {
                 if let Phase::Cooling { until, cause } = cc.cell.phase {
-                    cc.cell.phase = Phase::Cooling { until: until.min(self.now), cause };
+                    if until > self.now {
+                        cc.cell.phase = Phase::Cooling { until: self.now, cause };
+                        cc.early = Some(self.now);
+                    }
                 }
             }
             // A trial while the context's cell is half-open, else a client lease.

@@ -75,6 +75,9 @@ pub(crate) struct ContextCell {
     pub limited: Option<u64>,
     /// The next grant its learned rate allows (see `crate::pace`).
     pub paced: Option<u64>,
+    /// When it was last granted as an early trial (see `Pool::early_trial`);
+    /// kept in no snapshot, so a restore allows one more.
+    pub early: Option<u64>,
 }
 
 impl ContextCell {
@@ -88,6 +91,7 @@ impl ContextCell {
             usage: Usage::default(),
             limited: None,
             paced: None,
+            early: None,
         }
     }
 }

@@ -14,7 +14,7 @@ use crate::labels::Labels;
 use crate::lease::{Lease, LeaseEntry, LeaseKind};
 use crate::limits::{Entry, Limits, RetireReason, Usage, MAX_WINDOW_ENTRIES, WINDOW};
 use crate::outcome::{FailureKind, Outcome, MAX_RETRY_AFTER};
-use crate::pace::{Pace, Period};
+use crate::pace::{Pace, Window, RECENT};
 use crate::permits::Permits;
 use crate::policy::Policy;
 use crate::pool::{Block, ContextCell, Pool, Registry, Timer, MAX_PERMITS, MAX_REASON_BYTES};
@@ -171,73 +171,64 @@ struct CellRecordData {
     latency_ms: f64,
     observations: u64,
     pause: Option<PauseRecord>,
-    pace: PaceRecord,
+    /// None while nothing is learned or pending: the count of a period no
+    /// limit has ended yet starts again after a restore.
+    pace: Option<PaceRecord>,
 }
 
 /// A cell's learned pace, its instants as ages and remainders from `now`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct PaceRecord {
     rate: Option<f64>,
-    learned_age: u64,
-    since_age: Option<u64>,
-    passed: u32,
-    cut_remaining: Option<u64>,
-    after_cut: u32,
-    last: Option<PeriodRecord>,
+    /// The window the rate was learned from, as ages of its start and end.
+    learned: Option<(u64, u64)>,
+    /// A window a limit ended: the age of its start, the remainder to its end.
+    pending: Option<(u64, u64)>,
+    /// Ages of the send times of the latest answers that got through.
+    recent: Vec<u64>,
 }
 
-/// The period a pace was learned from, its instants as ages.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-struct PeriodRecord {
-    since_age: u64,
-    cut_age: u64,
-    passed: u32,
-    before: f64,
-}
-
-fn pace_out(p: &Pace, now: u64) -> PaceRecord {
-    PaceRecord {
-        rate: p.rate,
-        learned_age: now.saturating_sub(p.learned_at),
-        since_age: p.since.map(|s| now.saturating_sub(s)),
-        passed: p.passed,
-        cut_remaining: p.cut.map(|c| c.saturating_sub(now)),
-        after_cut: p.after_cut,
-        last: p.last.map(|l| PeriodRecord {
-            since_age: now.saturating_sub(l.since),
-            cut_age: now.saturating_sub(l.cut),
-            passed: l.passed,
-            before: l.before,
-        }),
+fn pace_out(p: &Pace, now: u64) -> Option<PaceRecord> {
+    if p.rate.is_none() && p.pending.is_none() {
+        return None;
     }
+    let age = |t: u64| now.saturating_sub(t);
+    Some(PaceRecord {
+        rate: p.rate,
+        learned: p.learned.map(|w| (age(w.start), age(w.end))),
+        pending: p.pending.map(|w| (age(w.start), w.end.saturating_sub(now))),
+        recent: p.recent[..usize::from(p.recent_len)].iter().map(|&t| age(t)).collect(),
+    })
 }
 
-fn pace_in(p: PaceRecord, now: u64) -> Result<Pace, SnapshotError> {
+fn pace_in(p: Option<PaceRecord>, now: u64) -> Result<Pace, SnapshotError> {
+    let Some(p) = p else { return Ok(Pace::default()) };
     if p.rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
         return Err(invalid("cell.pace.rate", "must be finite and > 0"));
     }
-    if p.cut_remaining.is_some_and(|c| c > MAX_RETRY_AFTER) {
-        return Err(invalid("cell.pace.cut_remaining", "must be at most 30 days"));
+    if p.learned.is_some_and(|(start, end)| end > start) {
+        return Err(invalid("cell.pace.learned", "must end after it starts"));
     }
-    if let Some(l) = &p.last {
-        finite_nonneg(l.before, "cell.pace.last.before")?;
-        if l.cut_age > l.since_age {
-            return Err(invalid("cell.pace.last", "must end after it begins"));
-        }
+    if p.pending.is_some_and(|(_, remaining)| remaining > MAX_RETRY_AFTER) {
+        return Err(invalid("cell.pace.pending", "must end within 30 days"));
+    }
+    if p.recent.len() > RECENT {
+        return Err(invalid("cell.pace.recent", "must hold at most 8 send times"));
+    }
+    let mut recent = [0; RECENT];
+    for (slot, age) in recent.iter_mut().zip(&p.recent) {
+        *slot = now.saturating_sub(*age);
     }
     Ok(Pace {
         rate: p.rate,
-        learned_at: now.saturating_sub(p.learned_age),
-        since: p.since_age.map(|a| now.saturating_sub(a)),
-        passed: p.passed,
-        cut: p.cut_remaining.map(|c| now.saturating_add(c)),
-        after_cut: p.after_cut,
-        last: p.last.map(|l| Period {
-            since: now.saturating_sub(l.since_age),
-            cut: now.saturating_sub(l.cut_age),
-            passed: l.passed,
-            before: l.before,
-        }),
+        learned: p
+            .learned
+            .map(|(start, end)| Window { start: now.saturating_sub(start), end: now.saturating_sub(end) }),
+        pending: p
+            .pending
+            .map(|(start, end)| Window { start: now.saturating_sub(start), end: now.saturating_add(end) }),
+        recent,
+        recent_len: p.recent.len() as u8,
     })
 }
 

@@ -318,7 +318,7 @@ fn a_transient_cooldown_gives_an_acquire_that_finds_nothing_one_early_trial() {
 }
 
 #[test]
-fn a_failed_early_trial_recools_and_ends_the_exception_for_its_streak() {
+fn a_failed_early_trial_recools_and_the_next_waits_out_the_base_cooldown() {
     let mut pool = pool_with(Policy::default(), &["a"]);
     cool(&mut pool, "a", FailureKind::ConnectionReset, 0);
     let trial = pool.acquire(&ctx("x"), S).unwrap();
@@ -326,8 +326,11 @@ fn a_failed_early_trial_recools_and_ends_the_exception_for_its_streak() {
     pool.release(trial.id, trial.token, 2 * S).unwrap();
     let c = &pool.cells(&rid("a"), 2 * S).unwrap()[1];
     assert_eq!((c.consecutive_failures, c.cooling_until), (4, Some(2 * S + 960 * S)));
-    let r = refusal(&mut pool, "x", 3 * S);
-    assert_eq!((r.cooling, r.retry_after), (1, Some(959 * S)));
+    // Connection resets cool from a base of 120 s: no early trial before 121 s.
+    let r = refusal(&mut pool, "x", 121 * S - 1);
+    assert_eq!((r.cooling, r.retry_after), (1, Some(962 * S - (121 * S - 1))));
+    let again = pool.acquire(&ctx("x"), 121 * S).unwrap();
+    assert_eq!(again.kind, LeaseKind::Trial);
 }
 
 #[test]

@@ -37,6 +37,7 @@ pub enum ScenarioArg {
     Context,
     Bursts,
     ApiKeys,
+    Limits,
 }
 
 impl ScenarioArg {
@@ -48,6 +49,7 @@ impl ScenarioArg {
             ScenarioArg::Context => vec![Kind::Context],
             ScenarioArg::Bursts => vec![Kind::Bursts],
             ScenarioArg::ApiKeys => vec![Kind::ApiKeys],
+            ScenarioArg::Limits => vec![Kind::Limits],
         }
     }
 }
@@ -86,11 +88,14 @@ Scenarios (20 proxies, 4 sites, hidden per-site success probabilities and latenc
   bursts    waves of blocked failures take out a subnet on a site for 1-4 min
   api-keys  20 API keys, 4 models: 20 rpm per key and model (429 + Retry-After),
             keys revoked at random (401), some (key, model) pairs overloaded
+  limits    sites count each proxy's requests in unpublished slices (429 +
+            Retry-After), ban a proxy that keeps going over (403, 2-10 min),
+            and go through overloads (503)
 Each runs with the probe loop a deployment may write and without one (no prober);
 the default strategy never runs one.
 Contenders: oracle (knows the truth), thompson (the default), thompson-classic-recovery,
 classic, crawlee-sessions, litellm-cooldown, envoy-ejection, round-robin,
-round-robin-retry-after (api-keys), random.
+round-robin-retry-after (api-keys, limits), random.
 The same seed always gives the same output.")]
 pub struct Args {
     /// Scenario to run.
@@ -172,9 +177,10 @@ impl Contender {
     ];
 
     /// The contenders of a scenario: the Retry-After round-robin only where
-    /// there are 429s and 401s to honour (elsewhere it is round-robin).
+    /// there are 429s to honour (elsewhere it is round-robin).
     pub fn of(kind: Kind) -> Vec<Contender> {
-        Contender::ALL.into_iter().filter(|&c| c != Contender::RetryAfterRoundRobin || kind == Kind::ApiKeys).collect()
+        let waits = matches!(kind, Kind::ApiKeys | Kind::Limits);
+        Contender::ALL.into_iter().filter(|&c| c != Contender::RetryAfterRoundRobin || waits).collect()
     }
 
     pub fn name(self) -> &'static str {

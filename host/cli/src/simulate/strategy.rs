@@ -110,13 +110,14 @@ impl Chooser for PoolChooser {
 
 /// Knows the truth: takes the free resource with the highest true success
 /// probability for the context at that instant, passing over keys whose rpm
-/// window is full. The bound every strategy is measured against.
+/// window is full and proxies a site's slice or ban would refuse. The bound every strategy is measured against.
 #[derive(Debug, Default)]
 pub struct Oracle;
 
 impl Chooser for Oracle {
     fn acquire(&mut self, site: usize, now: u64, view: &View) -> Option<Grant> {
-        let p = |r: usize| if view.windows.has_room(r, site, now) { view.world.p(r, site, now) } else { 0.0 };
+        let room = |r: usize| view.windows.has_room(r, site, now) && view.windows.site_admits(r, site, now);
+        let p = |r: usize| if room(r) { view.world.p(r, site, now) } else { 0.0 };
         (0..RESOURCES)
             .filter(|&r| view.free[r])
             .map(|r| (p(r), r))

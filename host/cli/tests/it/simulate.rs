@@ -2,7 +2,8 @@
 //! scenarios: determinism, the oracle bound, and the default strategy, run
 //! without a probe loop, beating what users run instead while staying close
 //! to the oracle. On api-keys the keys are registered with the provider's
-//! rpm, so no pool strategy meets a 429; that is pinned too.
+//! rpm, so no pool strategy meets a 429; that is pinned too. On limits no
+//! limit is registered: the pool learns each site's from its 429s.
 
 use repute_cli::simulate::{run_scenario, Kind, ScenarioReport};
 use repute_core::Policy;
@@ -38,14 +39,19 @@ fn the_default_strategy_beats_every_baseline_and_stays_near_the_oracle() {
             assert_eq!(s.default, s.strategy == default_name());
         }
         assert_eq!(r.get(default_name()).unwrap().probes, 0, "{title}: the default ran a probe loop");
-        let others: &[&str] =
-            if r.kind == Kind::ApiKeys { &["round-robin-retry-after", "classic"] } else { &["classic"] };
+        let others: &[&str] = match r.kind {
+            Kind::ApiKeys | Kind::Limits => &["round-robin-retry-after", "classic"],
+            _ => &["classic"],
+        };
         for baseline in BASELINES.iter().chain(others) {
             let b = successes(&r, baseline);
             assert!(default > b, "{title}: default {default} <= {baseline} {b}");
         }
+        // Unpublished limits are learned from the 429s they cost (92.5% of
+        // the oracle here; 91.3-93.2% at 20,000 requests over seeds 1-8).
+        let floor = if r.kind == Kind::Limits { 0.92 } else { 0.96 };
         let share = default as f64 / oracle as f64;
-        assert!(share >= 0.96, "{title}: default reaches {:.2}% of the oracle", 100.0 * share);
+        assert!(share >= floor, "{title}: default reaches {:.2}% of the oracle", 100.0 * share);
     }
 }
 
@@ -89,6 +95,7 @@ fn simulator_only_contenders_are_pinned_for_seed_one() {
         (Kind::Context, [9849, 7834, 7121, 7228, 7171, 7214]),
         (Kind::Bursts, [9825, 7992, 7902, 7962, 7872, 7905]),
         (Kind::ApiKeys, [9839, 8832, 8578, 8651, 8516, 8359]),
+        (Kind::Limits, [9397, 7956, 7937, 8053, 7972, 7916]),
     ];
     for (kind, counts) in expected {
         for prober in [true, false] {
@@ -97,11 +104,13 @@ fn simulator_only_contenders_are_pinned_for_seed_one() {
             assert_eq!(names.map(|s| successes(&r, s)), counts, "{}", r.title());
             let oracle = r.get("oracle").unwrap();
             assert_eq!((oracle.regret, oracle.of_oracle, oracle.unserved, oracle.probes), (0, 1.0, 0, 0));
-            assert_eq!(oracle.rate_limited, 0, "the oracle knows every rpm window");
+            assert_eq!(oracle.rate_limited, 0, "the oracle knows every rpm window and slice");
         }
     }
     let keys = run_scenario(Kind::ApiKeys, false, REQUESTS, 1);
     assert_eq!(successes(&keys, "round-robin-retry-after"), 8866);
+    let limits = run_scenario(Kind::Limits, false, REQUESTS, 1);
+    assert_eq!(successes(&limits, "round-robin-retry-after"), 7966);
     assert!(run_scenario(Kind::Steady, false, REQUESTS, 1).get("round-robin-retry-after").is_none());
 }
 

@@ -97,10 +97,24 @@ pub enum Kind {
     /// (1500, 500, 120, 2000 ms) × a key factor (0.8–1.25, the key's region),
     /// log-normal σ = 0.35.
     ApiKeys,
+    /// Sites that count, and say so only by answering: the steady pool's
+    /// proxies, against sites that each count every proxy's requests in
+    /// fixed slices they do not publish (shop and news 2 per 5 s, api 3 per
+    /// 5 s, search 1 per 10 s, all well above the demand the pool as a
+    /// whole carries) and answer the next request of a slice with a 429
+    /// whose Retry-After is the whole seconds to the slice's end (10–50 ms,
+    /// not counted), as sites and OpenAI's quantized limits do. A proxy that
+    /// meets 3 of them on a site within 60 s is banned there for 2–10 min
+    /// (a fast 403, `blocked`), as anti-bot rules escalate; the ban is drawn
+    /// from the request that trips it. Each site also goes through
+    /// overloads (gaps exponential with mean 15 min, lasting 1–2 min) in
+    /// which half its answers, through any proxy, are a 503 (20–300 ms), which
+    /// the proxy profile reads as `connection_reset`. No pool is told a limit.
+    Limits,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 5] = [Kind::Steady, Kind::Drift, Kind::Context, Kind::Bursts, Kind::ApiKeys];
+    pub const ALL: [Kind; 6] = [Kind::Steady, Kind::Drift, Kind::Context, Kind::Bursts, Kind::ApiKeys, Kind::Limits];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -109,6 +123,7 @@ impl Kind {
             Kind::Context => "context",
             Kind::Bursts => "bursts",
             Kind::ApiKeys => "api-keys",
+            Kind::Limits => "limits",
         }
     }
 
@@ -119,6 +134,7 @@ impl Kind {
             Kind::Context => 3,
             Kind::Bursts => 4,
             Kind::ApiKeys => 5,
+            Kind::Limits => 6,
         }
     }
 
@@ -171,17 +187,95 @@ pub struct Answer {
     pub wire: Wire,
 }
 
-/// The provider's per-(key, model) request log for the rpm limit: it depends
+/// A site's unpublished limit per proxy (limits): requests per slice.
+#[derive(Debug, Clone, Copy)]
+pub struct SliceLimit {
+    pub slice: u64,
+    pub per_slice: u32,
+}
+
+/// Per site (shop, news, api, search).
+pub const SLICE_LIMITS: [SliceLimit; CONTEXTS] = [
+    SliceLimit { slice: 5 * SECOND, per_slice: 2 },
+    SliceLimit { slice: 5 * SECOND, per_slice: 2 },
+    SliceLimit { slice: 5 * SECOND, per_slice: 3 },
+    SliceLimit { slice: 10 * SECOND, per_slice: 1 },
+];
+/// Answers of 429 to one proxy on one site within `ESCALATE_WINDOW` that
+/// get it banned there (limits).
+pub const ESCALATE_AFTER: usize = 3;
+pub const ESCALATE_WINDOW: u64 = MINUTE;
+
+/// What the world counts of a run's own requests: the provider's
+/// per-(key, model) log for the rpm limit (api-keys); the sites' slice
+/// counts, 429 answers and the bans they escalate to (limits). It depends
 /// on what a strategy chose, so every run keeps its own.
 #[derive(Debug, Clone, Default)]
 pub struct Windows {
     /// Start times of the accepted requests of the last 60 s, `[resource * CONTEXTS + context]`, oldest first.
     accepted: Vec<VecDeque<u64>>,
+    /// The current slice's number and its requests, `[resource * CONTEXTS + context]`.
+    slices: Vec<(u64, u32)>,
+    /// Times of the answers of 429 within `ESCALATE_WINDOW`, oldest first.
+    refused: Vec<VecDeque<u64>>,
+    /// When a ban the site escalated to ends.
+    banned_until: Vec<u64>,
 }
 
 impl Windows {
     pub fn new() -> Windows {
-        Windows { accepted: vec![VecDeque::new(); RESOURCES * CONTEXTS] }
+        let cells = RESOURCES * CONTEXTS;
+        Windows {
+            accepted: vec![VecDeque::new(); cells],
+            slices: vec![(0, 0); cells],
+            refused: vec![VecDeque::new(); cells],
+            banned_until: vec![0; cells],
+        }
+    }
+
+    /// Whether the site has banned proxy `r` at `t` for going on over its limit.
+    fn escalated(&self, r: usize, site: usize, t: u64) -> bool {
+        t < self.banned_until[r * CONTEXTS + site]
+    }
+
+    /// Counts a request of proxy `r` on `site` at `t` in its slice; `Err(wait)`
+    /// when the slice is full: whole seconds to the slice's end.
+    fn take_slice(&mut self, r: usize, site: usize, t: u64) -> Result<(), u64> {
+        let limit = SLICE_LIMITS[site];
+        let n = t / limit.slice;
+        let slot = &mut self.slices[r * CONTEXTS + site];
+        if slot.0 != n {
+            *slot = (n, 0);
+        }
+        if slot.1 >= limit.per_slice {
+            let end = (n + 1) * limit.slice;
+            return Err((end - t).div_ceil(SECOND).max(1) * SECOND);
+        }
+        slot.1 += 1;
+        Ok(())
+    }
+
+    /// Records a 429 to proxy `r` on `site` at `t`; bans it there for `ban`
+    /// from `t` when it is the `ESCALATE_AFTER`th within the window.
+    fn refuse(&mut self, r: usize, site: usize, t: u64, ban: u64) {
+        let log = &mut self.refused[r * CONTEXTS + site];
+        while log.front().is_some_and(|&at| at + ESCALATE_WINDOW <= t) {
+            log.pop_front();
+        }
+        log.push_back(t);
+        if log.len() >= ESCALATE_AFTER {
+            log.clear();
+            self.banned_until[r * CONTEXTS + site] = t + ban;
+        }
+    }
+
+    /// Whether proxy `r` may make a request for `site` at `t` without a
+    /// 429 or a 403 of the site's own making (what the oracle knows, limits).
+    pub fn site_admits(&self, r: usize, site: usize, t: u64) -> bool {
+        let limit = SLICE_LIMITS[site];
+        let (n, count) = self.slices[r * CONTEXTS + site];
+        let full = n == t / limit.slice && count >= limit.per_slice;
+        !full && !self.escalated(r, site, t)
     }
 
     /// Forgets what left the window by `t`; `Err(wait)` when the window is

@@ -55,6 +55,8 @@ pub struct World {
     bans: Vec<Vec<Vec<Span>>>,
     /// When each key is revoked (api-keys); `u64::MAX` for never.
     revoked_at: Vec<u64>,
+    /// Overload spans, `[site]` (limits).
+    overloads: Vec<Vec<Span>>,
 }
 
 impl World {
@@ -86,9 +88,24 @@ impl World {
             episodes: vec![Vec::new(); RESOURCES],
             bans: vec![vec![Vec::new(); RESOURCES]; CONTEXTS],
             revoked_at: vec![u64::MAX; RESOURCES],
+            overloads: vec![Vec::new(); CONTEXTS],
         };
         match kind {
             Kind::Steady | Kind::ApiKeys => {}
+            Kind::Limits => {
+                for site in 0..CONTEXTS {
+                    let mut t = 0u64;
+                    loop {
+                        t += rng.exponential(15.0 * MINUTE as f64) as u64;
+                        if t >= horizon {
+                            break;
+                        }
+                        let end = t + rng.range(MINUTE as f64, 2.0 * MINUTE as f64) as u64;
+                        world.overloads[site].push(Span { start: t, end });
+                        t = end;
+                    }
+                }
+            }
             Kind::Drift => {
                 for r in 0..RESOURCES {
                     let mut t = 0u64;
@@ -165,6 +182,7 @@ impl World {
             episodes: vec![Vec::new(); RESOURCES],
             bans: vec![vec![Vec::new(); RESOURCES]; CONTEXTS],
             revoked_at,
+            overloads: vec![Vec::new(); CONTEXTS],
         }
     }
 
@@ -196,9 +214,36 @@ impl World {
     /// What happens when resource `r` serves a request for `site` at `t`;
     /// `windows` is the run's rpm log (api-keys), which an accepted request joins.
     pub fn answer(&self, r: usize, site: usize, t: u64, draw: &Draw, windows: &mut Windows) -> Answer {
-        if self.kind == Kind::ApiKeys {
-            return self.api_answer(r, site, t, draw, windows);
+        match self.kind {
+            Kind::ApiKeys => self.api_answer(r, site, t, draw, windows),
+            Kind::Limits => self.site_answer(r, site, t, draw, windows),
+            _ => self.proxy_answer(r, site, t, draw),
         }
+    }
+
+    /// A site that counts (limits): its own ban, its slice, its overload,
+    /// then the proxy as in steady.
+    fn site_answer(&self, r: usize, site: usize, t: u64, draw: &Draw, windows: &mut Windows) -> Answer {
+        let failure = |kind, latency_ms, retry_after, status| Answer {
+            outcome: Outcome::Failure { kind, latency_ms, retry_after },
+            wire: Wire::Status(status),
+        };
+        if windows.escalated(r, site, t) {
+            return failure(FailureKind::Blocked, 50.0 + 250.0 * draw.kind, None, 403);
+        }
+        if let Err(wait) = windows.take_slice(r, site, t) {
+            let ban = 2 * MINUTE + (8.0 * MINUTE as f64 * draw.kind) as u64;
+            windows.refuse(r, site, t, ban);
+            return failure(FailureKind::RateLimited, 10.0 + 40.0 * draw.kind, Some(wait), 429);
+        }
+        if draw.kind < 0.5 && self.overloads[site].iter().any(|s| s.contains(t)) {
+            return failure(FailureKind::ConnectionReset, 20.0 + 560.0 * draw.kind, None, 503);
+        }
+        self.proxy_answer(r, site, t, draw)
+    }
+
+    /// A proxy's answer on a site that counts nothing.
+    fn proxy_answer(&self, r: usize, site: usize, t: u64, draw: &Draw) -> Answer {
         if draw.u < self.p(r, site, t) {
             let (d, _) = self.depth(r, t);
             let median = self.median_ms[r][site] * (1.0 + 2.0 * d);
@@ -298,6 +343,72 @@ mod tests {
     }
 
     const OK: Draw = Draw { u: 0.0, kind: 0.0, z: 0.0 };
+
+    #[test]
+    fn a_site_answers_past_its_slice_with_whole_seconds_to_the_slice_end() {
+        let w = World::new(Kind::Limits, 1, MINUTE);
+        let mut windows = Windows::new();
+        // shop: 2 per 5 s slice. Two at 5.2 s and 6 s, a third at 7.5 s waits to 10 s.
+        let at = |ms: u64| ms * SECOND / 1000;
+        for t in [at(5200), at(6000)] {
+            assert!(windows.site_admits(3, 0, t));
+            assert!(w.answer(3, 0, t, &OK, &mut windows).outcome.is_success());
+        }
+        assert!(!windows.site_admits(3, 0, at(7500)));
+        assert_eq!(
+            w.answer(3, 0, at(7500), &OK, &mut windows),
+            Answer {
+                outcome: Outcome::failure_retry_after(FailureKind::RateLimited, 10.0, 3 * SECOND).unwrap(),
+                wire: Wire::Status(429)
+            }
+        );
+        // Another proxy, another site and the next slice have their own counts.
+        assert!(w.answer(4, 0, at(7500), &OK, &mut windows).outcome.is_success());
+        assert!(w.answer(3, 1, at(7500), &OK, &mut windows).outcome.is_success());
+        assert!(w.answer(3, 0, at(10_000), &OK, &mut windows).outcome.is_success());
+    }
+
+    #[test]
+    fn three_429s_within_a_minute_get_a_proxy_banned_on_that_site() {
+        let w = World::new(Kind::Limits, 1, MINUTE);
+        let mut windows = Windows::new();
+        let ban_draw = Draw { u: 0.0, kind: 0.5, z: 0.0 };
+        // search: 1 per 10 s. Each slice: one through, one refused.
+        for slice in 0..3u64 {
+            let t = slice * 10 * SECOND;
+            assert!(w.answer(7, 3, t, &OK, &mut windows).outcome.is_success());
+            assert_eq!(w.answer(7, 3, t + 1, &ban_draw, &mut windows).wire, Wire::Status(429));
+        }
+        // The third 429 (at 20 s) bans it for 2 + 8 × 0.5 = 6 min, from then.
+        let third = 20 * SECOND + 1;
+        for t in [third, third + 6 * MINUTE - 1] {
+            let a = w.answer(7, 3, t, &OK, &mut windows);
+            assert_eq!((a.outcome.kind(), a.wire), (Some(FailureKind::Blocked), Wire::Status(403)), "at {t}");
+            assert!(!windows.site_admits(7, 3, t));
+        }
+        assert!(w.answer(7, 3, third + 6 * MINUTE, &OK, &mut windows).outcome.is_success());
+        assert!(w.answer(7, 0, third, &OK, &mut windows).outcome.is_success(), "banned on search only");
+    }
+
+    #[test]
+    fn an_overloaded_site_answers_half_its_requests_with_503() {
+        let w = World::new(Kind::Limits, 1, 6 * 3600 * SECOND);
+        let (site, span) = (0..CONTEXTS)
+            .flat_map(|s| w.overloads[s].iter().map(move |span| (s, *span)))
+            .next()
+            .expect("six hours hold an overload");
+        let len = span.end - span.start;
+        assert!((MINUTE..=2 * MINUTE).contains(&len), "{len}");
+        let mut windows = Windows::new();
+        let answer = |k: f64, r: usize, windows: &mut Windows| {
+            w.answer(r, site, span.start, &Draw { u: 0.0, kind: k, z: 0.0 }, windows)
+        };
+        let overloaded = answer(0.25, 0, &mut windows);
+        assert_eq!(overloaded.wire, Wire::Status(503));
+        assert_eq!(overloaded.outcome.kind(), Some(FailureKind::ConnectionReset));
+        assert!(answer(0.5, 1, &mut windows).outcome.is_success());
+        assert!(w.answer(2, site, span.end, &Draw { u: 0.0, kind: 0.25, z: 0.0 }, &mut windows).outcome.is_success());
+    }
 
     /// A key of seed 1's api-keys world that lives past `t`.
     fn live_key(w: &World, t: u64) -> usize {
