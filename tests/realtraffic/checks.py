@@ -47,9 +47,12 @@ def violations(rows: Sequence[RowLike]) -> tuple[int, list[str]]:
         where = f"{row.world} seed {row.seed}"
         check(row.skipped is None, f"{where}: repute did not run ({row.skipped})")
         check(not row.errors, f"{where}: repute raised {row.errors[:3]}")
-    for row in (r for r in rows if r.contender == "repute" and r.world == "keys" and r.skipped is None):
-        where = f"keys seed {row.seed}"
-        others = [r for r in rows if r.world == "keys" and r.seed == row.seed and r.contender != "repute" and not r.skipped]
+    keys = ("keys", "anthropic")
+    for row in (r for r in rows if r.contender == "repute" and r.world in keys and r.skipped is None):
+        where = f"{row.world} seed {row.seed}"
+        others = [
+            r for r in rows if r.world == row.world and r.seed == row.seed and r.contender != "repute" and not r.skipped
+        ]
         best = max((r.served for r in others), default=0.0)
         check(row.served >= best - SERVED_SLACK, f"{where}: repute served {row.served:.1%}, another {best:.1%}")
         for other in (r for r in others if r.contender in ("careful-rr", "litellm")):

@@ -1,7 +1,7 @@
 """Real-traffic harness: real proxies and a real SDK on loopback, several
 contenders side by side, one table of results per world.
 
-    python run.py --seeds 1,2,3 --world both --requests 400 --json out.json
+    python run.py --seeds 1,2,3 --world all --requests 400 --json out.json
 
 Each (world, seed, contender) gets a fresh world from the same seed (new
 processes, same plan), so every contender meets the same proxies, bans,
@@ -20,7 +20,6 @@ import random
 import statistics
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,7 +37,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 """The harness's directory: the world processes run as its modules (-m)."""
 
 CONTENDERS = ("repute", "careful-rr", "round-robin", "crawlee", "litellm")
-"""All contenders; crawlee runs in the proxies world only, litellm in the keys world only."""
+"""All contenders; crawlee runs in the proxies world only, litellm in the keys worlds only."""
+WORLDS = ("proxies", "keys", "anthropic")
+"""The proxies world, and the keys world in each provider format."""
+FORMATS = {"keys": "openai", "anthropic": "anthropic"}
+"""The provider format of each keys world."""
 PROXY_CONTENDERS = ("repute", "careful-rr", "round-robin", "crawlee")
 KEY_CONTENDERS = ("repute", "careful-rr", "round-robin", "litellm")
 
@@ -72,7 +75,8 @@ def user_requests(world: str, seed: int, count: int) -> list[UserRequest]:
     if world == "proxies":
         names, weights = [s.name for s in SITES], [s.weight for s in SITES]
     else:
-        names, weights = [m for m, _ in MODELS], [w for _, w in MODELS]
+        models = MODELS[FORMATS[world]]
+        names, weights = [m for m, _ in models], [w for _, w in models]
     return [
         UserRequest(id=f"{seed}-{i}", context=rng.choices(names, weights)[0], path=f"/item/{rng.randint(1, 99999)}")
         for i in range(count)
@@ -107,7 +111,7 @@ def _proxy_contender(name: str, proxies: list[str], seed: int, web: Any) -> Cont
 
 
 def _key_contender(name: str, seed: int, base_url: str, clients: Any) -> Contender:
-    keys = [(k.name, k.secret, k.rpm) for k in draw_keys(seed)]
+    keys = [(k.name, k.secret, k.rpm) for k in draw_keys(seed, format=clients.format)]
     if name == "repute":
         from contenders.key_repute import KeyRepute
 
@@ -122,7 +126,7 @@ def _key_contender(name: str, seed: int, base_url: str, clients: Any) -> Contend
         return KeyRoundRobin([s for _, s, _ in keys], clients)
     from contenders.key_litellm import KeyLiteLLM
 
-    return KeyLiteLLM(keys, [m for m, _ in MODELS], base_url)
+    return KeyLiteLLM(keys, [m for m, _ in MODELS[clients.format]], base_url, clients.format)
 
 
 async def _race(
@@ -182,23 +186,25 @@ async def proxies_row(name: str, seed: int, args: argparse.Namespace, children: 
     return row
 
 
-async def keys_row(name: str, seed: int, args: argparse.Namespace, children: Children) -> Row:
-    from contenders.llm import KeyClients
+async def keys_row(world: str, name: str, seed: int, args: argparse.Namespace, children: Children) -> Row:
+    from contenders.llm import clients_for
 
-    requests = user_requests("keys", seed, args.requests)
-    row = Row("keys", name, seed, len(requests))
+    format = FORMATS[world]
+    requests = user_requests(world, seed, args.requests)
+    row = Row(world, name, seed, len(requests))
     port = free_port()
-    base_url = f"http://127.0.0.1:{port}/v1"
-    clients = KeyClients(base_url)
+    base_url = f"http://127.0.0.1:{port}"
+    clients = clients_for(format, base_url)
     try:
-        children.start([sys.executable, "-m", "world.provider", "--seed", str(seed), "--port", str(port)], cwd=HERE)
+        command = [sys.executable, "-m", "world.provider", "--seed", str(seed), "--port", str(port)]
+        children.start([*command, "--format", format], cwd=HERE)
         await wait_for_port("127.0.0.1", port)
         contender = _key_contender(name, seed, base_url, clients)
         run, truth = await _race(contender, requests, args, port)
     finally:
         await clients.close()
         children.close()
-    keys = draw_keys(seed)
+    keys = draw_keys(seed, format=format)
     revoked = next(k for k in keys if k.revoked_at is not None)
     no_quota = next(k for k in keys if k.quota is not None)
     totals, per_key = truth["totals"], truth["per_key"]
@@ -221,7 +227,7 @@ async def keys_row(name: str, seed: int, args: argparse.Namespace, children: Chi
 
 
 def print_table(world: str, rows: list[Row]) -> None:
-    keys = world == "keys"
+    keys = world in FORMATS
     head = ["contender", "seed", "served", "429s", "403s" if not keys else "of them quota", "wall s", "med att"]
     if keys:
         head += ["after 401", "after quota"]
@@ -254,17 +260,19 @@ def print_table(world: str, rows: list[Row]) -> None:
 
 
 async def main_async(args: argparse.Namespace) -> list[Row]:
-    worlds = ["proxies", "keys"] if args.world == "both" else [args.world]
+    worlds = list(WORLDS) if args.world == "all" else [args.world]
     rows: list[Row] = []
     for world in worlds:
         names = [c for c in args.contenders if c in (PROXY_CONTENDERS if world == "proxies" else KEY_CONTENDERS)]
-        make: Callable[[str, int, argparse.Namespace, Children], Any] = proxies_row if world == "proxies" else keys_row
         world_rows = []
         for seed in args.seeds:
             for name in names:
                 children = Children()
                 try:
-                    row = await make(name, seed, args, children)
+                    if world == "proxies":
+                        row = await proxies_row(name, seed, args, children)
+                    else:
+                        row = await keys_row(world, name, seed, args, children)
                 except ImportError as e:
                     row = Row(world, name, seed, args.requests, skipped=f"not installed: {e}")
                 finally:
@@ -279,7 +287,7 @@ async def main_async(args: argparse.Namespace) -> list[Row]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", default="1", type=lambda s: [int(x) for x in s.split(",")])
-    parser.add_argument("--world", choices=("proxies", "keys", "both"), default="both")
+    parser.add_argument("--world", choices=(*WORLDS, "all"), default="all")
     parser.add_argument("--requests", type=int, default=300, help="user requests per run")
     parser.add_argument("--contenders", default=",".join(CONTENDERS), type=lambda s: s.split(","))
     parser.add_argument("--json", help="write every row, with the world's ground truth, to this file")

@@ -2,7 +2,7 @@
 # The real-traffic harness: installs requirements.txt into the environment of
 # the given Python (which should already have the `repute` binding; without
 # it the repute contender is skipped) and runs run.py with the other args.
-#   tests/realtraffic/run.sh .venv/bin/python --seeds 1,2 --world both
+#   tests/realtraffic/run.sh .venv/bin/python --seeds 1,2 --world all
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 py="${1:?usage: run.sh PYTHON [run.py arguments]}"

@@ -1,25 +1,17 @@
 """A careful hand-written round-robin over API keys: it waits out
 retry-after per (key, model), drops a key that answers 401, pauses a key
-whose quota ran out for an hour (only billing brings it back), and takes a
-5xx as the provider's fault, not the key's."""
+whose quota ran out for an hour (only billing brings it back; it knows each
+provider's quota error), and takes a 5xx as the provider's fault, not the
+key's."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 
 from .base import MAX_ATTEMPTS, Outcome, UserRequest, now
 from .llm import KeyClients
 
 QUOTA_PAUSE = 3600.0
-
-
-def _error_code(body: str) -> str | None:
-    try:
-        error = json.loads(body).get("error") or {}
-    except (ValueError, AttributeError):
-        return None
-    return error.get("code") if isinstance(error, dict) else None
 
 
 class KeyCareful:
@@ -61,9 +53,10 @@ class KeyCareful:
             answer = await self._clients.complete(key, request, deadline - now())
             if answer.status == 200:
                 return Outcome(True, attempts)
-            if answer.status == 401:
+            told = self._clients.told_by(answer)
+            if told == "401":
                 self._dropped.add(key)
-            elif answer.status == 429 and _error_code(answer.text) == "insufficient_quota":
+            elif told == "quota":
                 self._paused[key] = now() + QUOTA_PAUSE
             elif answer.status == 429:
                 ms = answer.headers.get("retry-after-ms")

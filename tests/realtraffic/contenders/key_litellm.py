@@ -32,16 +32,18 @@ logging.getLogger("LiteLLM Router").setLevel(logging.CRITICAL)
 class KeyLiteLLM:
     name = "litellm"
 
-    def __init__(self, keys: list[tuple[str, str, int]], models: list[str], base_url: str) -> None:
-        """`keys`: (name, secret, rpm) of each key."""
+    def __init__(self, keys: list[tuple[str, str, int]], models: list[str], base_url: str, format: str) -> None:
+        """`keys`: (name, secret, rpm) of each key; `base_url` the provider's
+        address, under which each format's path lies."""
+        api_base = f"{base_url}/v1" if format == "openai" else base_url
         self._router = litellm.Router(
             model_list=[
                 {
                     "model_name": model,
                     "litellm_params": {
-                        "model": f"openai/{model}",
+                        "model": f"{format}/{model}",
                         "api_key": secret,
-                        "api_base": base_url,
+                        "api_base": api_base,
                         "rpm": rpm,
                     },
                     "model_info": {"id": f"{name}/{model}"},

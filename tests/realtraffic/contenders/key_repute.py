@@ -1,5 +1,6 @@
 """repute with its defaults for API keys: each key registered with kind
-"openai" (the pool's api-key profile with its OpenAI preset), its secret,
+"openai" or "anthropic" (the pool's api-key profile with that provider's
+preset), its secret,
 and the documented rpm per model as `per_context` (the model is the
 context), as repute's README tells users. Each answer is reported with its
 status, headers and error body; a retry excludes keys already tried."""
@@ -20,17 +21,18 @@ class KeyRepute:
         """`keys`: (name, secret, rpm) of each key."""
         self._keys = keys
         self._clients = clients
+        self._kind = clients.format
         self._pool = repute.AsyncPool(repute.Pool(seed=seed))
 
     async def start(self) -> None:
         for name, secret, rpm in self._keys:
             # As the README's API-key tour: a key takes requests at once
             # (permits), its documented rpm per model paces them.
-            await self._pool.register("openai", name, permits=16, secret=secret, per_context={"rpm": rpm})
+            await self._pool.register(self._kind, name, permits=16, secret=secret, per_context={"rpm": rpm})
 
     async def serve(self, request: UserRequest, deadline: float) -> Outcome:
         registered = len(self._keys)
-        return await through_pool(self._pool, "openai", registered, _secret, self._clients.complete, request, deadline)
+        return await through_pool(self._pool, self._kind, registered, _secret, self._clients.complete, request, deadline)
 
     async def close(self) -> None:
         self._pool.pool.close()

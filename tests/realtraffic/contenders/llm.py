@@ -1,6 +1,7 @@
-"""One attempt of a user request on an API key, with the real `openai` SDK.
+"""One attempt of a user request on an API key, with the provider's real
+SDK: `openai` for the OpenAI format, `anthropic` for Anthropic's.
 
-Shared by the key contenders (LiteLLM drives the SDK itself). The SDK's own
+Shared by the key contenders (LiteLLM drives the SDKs itself). The SDKs' own
 retries are off (`max_retries=0`): the contender is what decides whether and
 where to try again.
 """
@@ -10,7 +11,10 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
+from typing import Any
 
+import anthropic
 import httpx
 import openai
 
@@ -19,13 +23,19 @@ from .web import Answer
 
 PROMPT = [{"role": "user", "content": "Say ok."}]
 
+Call = Callable[[str, UserRequest, float], Awaitable[Any]]
+"""One SDK call with a key's secret, for a request, within a timeout."""
+
 
 class KeyClients:
-    """One AsyncOpenAI client per key, kept for the run."""
+    """One SDK client per key, kept for the run, and what each key's answers
+    have told the contender for good."""
+
+    format = "openai"
 
     def __init__(self, base_url: str) -> None:
         self._base_url = base_url
-        self._clients: dict[str, openai.AsyncOpenAI] = {}
+        self._clients: dict[str, Any] = {}
         self.told: dict[tuple[str, str], float] = {}
         """When an answer first told the contender that a key is revoked
         ("401") or out of quota ("quota"), by (secret, what)."""
@@ -40,7 +50,7 @@ class KeyClients:
         client = self._clients.get(secret)
         if client is None:
             client = openai.AsyncOpenAI(
-                base_url=self._base_url,
+                base_url=f"{self._base_url}/v1",
                 api_key=secret,
                 max_retries=0,
                 http_client=openai.DefaultAsyncHttpxClient(trust_env=False),
@@ -48,10 +58,35 @@ class KeyClients:
             self._clients[secret] = client
         return client
 
+    async def _call(self, secret: str, request: UserRequest, timeout: float) -> Any:
+        return await self._client(secret).chat.completions.with_raw_response.create(
+            model=request.context,
+            messages=PROMPT,  # type: ignore[arg-type]
+            timeout=max(0.05, timeout),
+            extra_headers={"x-rt-request": request.id},
+        )
+
+    def quota_spent(self, status: int, error: dict[str, Any]) -> bool:
+        """OpenAI: 429 with code `insufficient_quota`."""
+        return status == 429 and error.get("code") == "insufficient_quota"
+
+    def told_by(self, answer: Answer) -> str | None:
+        """What an answer tells about its key for good: "401" revoked,
+        "quota" out of quota, None nothing lasting."""
+        if answer.status == 401:
+            return "401"
+        if answer.status is None:
+            return None
+        try:
+            error = json.loads(answer.text).get("error") or {}
+        except (ValueError, AttributeError):
+            return None
+        return "quota" if isinstance(error, dict) and self.quota_spent(answer.status, error) else None
+
     async def complete(self, secret: str, request: UserRequest, timeout: float) -> Answer:
         began = time.monotonic()
         answer = await self._complete(secret, request, timeout, began)
-        told = _told(answer)
+        told = self.told_by(answer)
         if told is not None:
             self.told.setdefault((secret, told), time.monotonic())
         for what in ("401", "quota"):
@@ -61,21 +96,18 @@ class KeyClients:
         return answer
 
     async def _complete(self, secret: str, request: UserRequest, timeout: float, began: float) -> Answer:
+        errors = anthropic if self.format == "anthropic" else openai
         try:
-            raw = await self._client(secret).chat.completions.with_raw_response.create(
-                model=request.context,
-                messages=PROMPT,  # type: ignore[arg-type]
-                timeout=max(0.05, timeout),
-                extra_headers={"x-rt-request": request.id},
-            )
-        except openai.APIStatusError as e:
+            raw = await self._call(secret, request, timeout)
+        except errors.APIStatusError as e:
             return Answer(e.status_code, e.response.headers, e.response.text, time.monotonic() - began, None)
-        except openai.APITimeoutError:
+        except errors.APITimeoutError:
             return Answer(None, httpx.Headers(), "", time.monotonic() - began, "timeout")
-        except openai.APIConnectionError:
+        except errors.APIConnectionError:
             return Answer(None, httpx.Headers(), "", time.monotonic() - began, "connection_reset")
         raw.parse()
-        return Answer(raw.status_code, raw.headers, raw.text, time.monotonic() - began, None)
+        response: httpx.Response = raw.http_response
+        return Answer(response.status_code, response.headers, response.text, time.monotonic() - began, None)
 
     async def close(self) -> None:
         for client in self._clients.values():
@@ -83,15 +115,38 @@ class KeyClients:
         self._clients.clear()
 
 
-def _told(answer: Answer) -> str | None:
-    """What an answer tells about its key for good: "401" revoked, "quota"
-    out of quota, None nothing lasting."""
-    if answer.status == 401:
-        return "401"
-    if answer.status != 429:
-        return None
-    try:
-        error = json.loads(answer.text).get("error") or {}
-    except (ValueError, AttributeError):
-        return None
-    return "quota" if isinstance(error, dict) and error.get("code") == "insufficient_quota" else None
+class AnthropicClients(KeyClients):
+    """The same with the `anthropic` SDK against Anthropic's Messages format."""
+
+    format = "anthropic"
+
+    def _anthropic(self, secret: str) -> anthropic.AsyncAnthropic:
+        client = self._clients.get(secret)
+        if client is None:
+            client = anthropic.AsyncAnthropic(
+                base_url=self._base_url,
+                api_key=secret,
+                max_retries=0,
+                http_client=anthropic.DefaultAsyncHttpxClient(trust_env=False),
+            )
+            self._clients[secret] = client
+        return client
+
+    async def _call(self, secret: str, request: UserRequest, timeout: float) -> Any:
+        return await self._anthropic(secret).messages.with_raw_response.create(
+            model=request.context,
+            max_tokens=16,
+            messages=PROMPT,  # type: ignore[arg-type]
+            timeout=max(0.05, timeout),
+            extra_headers={"x-rt-request": request.id},
+        )
+
+    def quota_spent(self, status: int, error: dict[str, Any]) -> bool:
+        """Anthropic: 400 whose message says the credit balance is too low,
+        or 402 `billing_error`."""
+        message = str(error.get("message", "")).lower()
+        return (status == 400 and "credit balance" in message) or error.get("type") == "billing_error"
+
+
+def clients_for(format: str, base_url: str) -> KeyClients:
+    return AnthropicClients(base_url) if format == "anthropic" else KeyClients(base_url)
