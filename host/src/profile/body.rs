@@ -27,6 +27,8 @@ pub(super) struct ApiError {
     pub reasons: Vec<String>,
     /// Google's `QuotaFailure` quota ids (`GenerateRequestsPerDayPerProjectPerModel-FreeTier`, ...).
     pub quota_ids: Vec<String>,
+    /// Anthropic's `details.error_code` (`enforced_spend_limit_reached`).
+    pub detail_code: Option<String>,
     /// The delay the body states: Google's `RetryInfo`, or OpenAI's "try again in" (ns).
     pub delay: Option<u64>,
     pub message: Option<String>,
@@ -58,6 +60,7 @@ impl ApiError {
             status: text(&error["status"]),
             reasons,
             quota_ids,
+            detail_code: text(&error["details"]["error_code"]),
             delay: retry_info.or_else(|| message.as_deref().and_then(wait::stated_in_message)),
             message,
         }
@@ -106,6 +109,11 @@ mod tests {
         ));
         assert!(e.kind_is("overloaded_error"));
         assert_eq!((e.code, e.status), (None, None));
+        let spend = ApiError::parse(Some(
+            r#"{"type": "error", "error": {"type": "rate_limit_error", "message": "You have reached your monthly spend limit.",
+                "details": {"error_code": "enforced_spend_limit_reached"}}, "request_id": "req_1"}"#,
+        ));
+        assert_eq!(spend.detail_code.as_deref(), Some("enforced_spend_limit_reached"));
     }
 
     #[test]

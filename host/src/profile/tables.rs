@@ -74,7 +74,7 @@ pub(super) fn proxy(a: &HttpAnswer) -> Result<Option<Outcome>> {
 /// | answer | outcome |
 /// |---|---|
 /// | 1xx, 2xx, 3xx | success |
-/// | a quota error: `insufficient_quota` (OpenAI and compatible), 402, Anthropic's `billing_error` or "credit balance is too low", Google's per-day `RESOURCE_EXHAUSTED` | `quota_exhausted`: the key pauses everywhere, for the stated wait, until the next Pacific midnight for a Google per-day quota, else the policy's base (an hour) |
+/// | a quota error: `insufficient_quota` (OpenAI and compatible), 402, Anthropic's `billing_error`, "credit balance is too low" or `enforced_spend_limit_reached`, Google's per-day `RESOURCE_EXHAUSTED` | `quota_exhausted`: the key pauses everywhere, for the stated wait, until the first of the next month (UTC) for Anthropic's monthly spend limit, until the next Pacific midnight for a Google per-day quota, else the policy's base (an hour) |
 /// | 401, 403; Google's 400 `API_KEY_INVALID` | `auth_failed`: the key is dead everywhere until lifted |
 /// | 429 | `rate_limited` for this model, for `retry-after-ms`, `Retry-After`, the body's stated delay, or the reset of a spent `x-ratelimit-*` / `anthropic-ratelimit-*` window, the first given |
 /// | 408, 5xx, Anthropic's 529 | nothing: the provider's overload or failure is no key's fault |
@@ -91,6 +91,9 @@ pub(super) fn api_key(preset: Preset, a: &HttpAnswer) -> Result<Option<Outcome>>
         || (preset == Preset::Anthropic && anthropic_billing(&error, a.status));
     if quota_spent {
         return waiting(FailureKind::QuotaExhausted, stated, a);
+    }
+    if preset == Preset::Anthropic && error.detail_code.as_deref() == Some("enforced_spend_limit_reached") {
+        return waiting(FailureKind::QuotaExhausted, Some(wait::until_next_month(a.now)), a);
     }
     if preset == Preset::Gemini && error.status.as_deref() == Some("RESOURCE_EXHAUSTED") && error.per_day_quota() {
         return waiting(FailureKind::QuotaExhausted, Some(wait::until_pacific_midnight(a.now)), a);
@@ -238,6 +241,16 @@ mod tests {
             fail(FailureKind::AuthFailed, None)
         );
         assert_eq!(answer(ANTHROPIC, 413, &[], Some(&body("request_too_large", "too large"))), OK);
+        // A usage tier's monthly spend limit: a 429 that no wait within the
+        // month lifts, paused until the first of the next month (UTC).
+        let spend = r#"{"type": "error", "error": {"type": "rate_limit_error", "message": "You have reached your monthly spend limit.",
+            "details": {"error_code": "enforced_spend_limit_reached"}}}"#;
+        let first_of_december = (16 * 86_400 + 6_400) * SECOND;
+        assert_eq!(
+            answer(ANTHROPIC, 429, &[], Some(spend)),
+            fail(FailureKind::QuotaExhausted, Some(first_of_december))
+        );
+        assert_eq!(answer(OPENAI, 429, &[], Some(spend)), fail(FailureKind::RateLimited, None));
     }
 
     #[test]

@@ -106,6 +106,44 @@ pub(super) fn until_pacific_midnight(now: SystemTime) -> u64 {
     nanos(u128::from(DAY - into_day) * 1_000_000_000)
 }
 
+/// The time from `now` to 00:00 UTC on the first day of the next month,
+/// when Anthropic lifts a usage tier's monthly spend limit (at most the
+/// 30 days an outcome may wait).
+pub(super) fn until_next_month(now: SystemTime) -> u64 {
+    const DAY: u64 = 86_400;
+    let secs = now.duration_since(SystemTime::UNIX_EPOCH).unwrap_or(Duration::ZERO).as_secs();
+    let (year, month) = civil_month(secs / DAY);
+    let (year, month) = if month == 12 { (year + 1, 1) } else { (year, month + 1) };
+    let first = days_from_civil(year, month) * DAY;
+    nanos(u128::from(first.saturating_sub(secs)) * 1_000_000_000)
+}
+
+/// The (year, month) of a day counted from 1970-01-01 (Hinnant's
+/// civil-from-days, for days since the epoch).
+fn civil_month(days: u64) -> (u64, u64) {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    (year, month)
+}
+
+/// Days from 1970-01-01 to the first of `month` in `year` (Hinnant's
+/// days-from-civil).
+fn days_from_civil(year: u64, month: u64) -> u64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y / 400;
+    let yoe = y - era * 400;
+    let mp = if month > 2 { month - 3 } else { month + 9 };
+    let doy = (153 * mp + 2) / 5;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
 fn nanos(ns: u128) -> u64 {
     u64::try_from(ns).unwrap_or(u64::MAX).min(MAX_RETRY_AFTER)
 }
@@ -118,6 +156,20 @@ mod tests {
     /// Tue, 14 Nov 2023 22:13:20 GMT.
     fn now() -> SystemTime {
         SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000)
+    }
+
+    #[test]
+    fn a_monthly_limit_lifts_on_the_first_of_the_next_month() {
+        // 14 Nov 2023 22:13:20 UTC to 1 Dec 2023 00:00 UTC.
+        assert_eq!(until_next_month(now()), (16 * 86_400 + 6_400) * SECOND);
+        // December rolls into January; the last second of a month waits one.
+        let dec = SystemTime::UNIX_EPOCH + Duration::from_secs(1_703_980_800); // 31 Dec 2023 00:00
+        assert_eq!(until_next_month(dec), 86_400 * SECOND);
+        let feb = SystemTime::UNIX_EPOCH + Duration::from_secs(1_709_251_199); // 29 Feb 2024 23:59:59
+        assert_eq!(until_next_month(feb), SECOND);
+        // From the start of a 31-day month the wait is capped at 30 days.
+        let jan = SystemTime::UNIX_EPOCH + Duration::from_secs(1_704_067_200); // 1 Jan 2024 00:00
+        assert_eq!(until_next_month(jan), MAX_RETRY_AFTER);
     }
 
     #[test]
