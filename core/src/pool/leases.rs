@@ -167,6 +167,11 @@ impl Pool {
         self.reindex(slot);
         self.emit(at, EventKind::Leased { lease: lease.clone() });
         self.count_grant(slot, context, cost);
+        // A cell that learned a pace is the one it had before this grant:
+        // a cell the grant's count made has learned nothing.
+        if let Some(c) = ctx {
+            self.pace_cell(slot, c);
+        }
         lease
     }
 

@@ -130,11 +130,10 @@ impl Pool {
         }
     }
 
-    /// Spaces the next grant of `slot` in `context` by the rate its cell
-    /// there learned, if it learned one.
-    fn pace_cell(&mut self, slot: u32, context: &Context) {
+    /// Spaces the next grant of `slot` in context `ctx` by the rate its
+    /// cell there learned, if it learned one.
+    pub(super) fn pace_cell(&mut self, slot: u32, ctx: u32) {
         let now = self.now;
-        let Some(ctx) = self.contexts.id(context) else { return };
         let Some(cc) = self.cells.get_mut(&(slot, ctx)) else { return };
         let Some(interval) = cc.cell.pace.interval(now) else { return };
         let at = now.saturating_add(interval);
@@ -159,8 +158,8 @@ impl Pool {
 
     /// Counts a grant of `cost` tokens on `slot` for `context`, then shuts
     /// it out of selection (resource-wide, or in `context` alone) if its
-    /// limits admit no further grant for now, or its cell there paces its
-    /// grants. Without limits to count only its uses grow.
+    /// limits admit no further grant for now. Without limits to count only
+    /// its uses grow.
     pub(super) fn count_grant(&mut self, slot: u32, context: &Context, cost: u64) {
         let now = self.now;
         let r = self.registry.res_mut(slot);
@@ -178,7 +177,6 @@ impl Pool {
                 self.regate_cell(slot, ctx);
             }
         }
-        self.pace_cell(slot, context);
     }
 
     /// Recomputes whether `slot` is over a limit now.

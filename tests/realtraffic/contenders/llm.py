@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anthropic
@@ -22,9 +21,6 @@ from .base import UserRequest
 from .web import Answer
 
 PROMPT = [{"role": "user", "content": "Say ok."}]
-
-Call = Callable[[str, UserRequest, float], Awaitable[Any]]
-"""One SDK call with a key's secret, for a request, within a timeout."""
 
 
 class KeyClients:
@@ -46,16 +42,18 @@ class KeyClients:
         flight when the first answer came does not count: no client could
         have known."""
 
-    def _client(self, secret: str) -> openai.AsyncOpenAI:
+    def _new_client(self, secret: str) -> Any:
+        return openai.AsyncOpenAI(
+            base_url=f"{self._base_url}/v1",
+            api_key=secret,
+            max_retries=0,
+            http_client=openai.DefaultAsyncHttpxClient(trust_env=False),
+        )
+
+    def _client(self, secret: str) -> Any:
         client = self._clients.get(secret)
         if client is None:
-            client = openai.AsyncOpenAI(
-                base_url=f"{self._base_url}/v1",
-                api_key=secret,
-                max_retries=0,
-                http_client=openai.DefaultAsyncHttpxClient(trust_env=False),
-            )
-            self._clients[secret] = client
+            client = self._clients[secret] = self._new_client(secret)
         return client
 
     async def _call(self, secret: str, request: UserRequest, timeout: float) -> Any:
@@ -120,20 +118,16 @@ class AnthropicClients(KeyClients):
 
     format = "anthropic"
 
-    def _anthropic(self, secret: str) -> anthropic.AsyncAnthropic:
-        client = self._clients.get(secret)
-        if client is None:
-            client = anthropic.AsyncAnthropic(
-                base_url=self._base_url,
-                api_key=secret,
-                max_retries=0,
-                http_client=anthropic.DefaultAsyncHttpxClient(trust_env=False),
-            )
-            self._clients[secret] = client
-        return client
+    def _new_client(self, secret: str) -> Any:
+        return anthropic.AsyncAnthropic(
+            base_url=self._base_url,
+            api_key=secret,
+            max_retries=0,
+            http_client=anthropic.DefaultAsyncHttpxClient(trust_env=False),
+        )
 
     async def _call(self, secret: str, request: UserRequest, timeout: float) -> Any:
-        return await self._anthropic(secret).messages.with_raw_response.create(
+        return await self._client(secret).messages.with_raw_response.create(
             model=request.context,
             max_tokens=16,
             messages=PROMPT,  # type: ignore[arg-type]

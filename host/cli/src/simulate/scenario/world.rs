@@ -59,6 +59,23 @@ pub struct World {
     overloads: Vec<Vec<Span>>,
 }
 
+/// Spans up to `horizon` in time order: gaps exponential with a mean of
+/// `gap` minutes, lengths uniform in `len` minutes. `each` gets every span
+/// as it is drawn, and may draw what else the span needs from the same rng.
+fn spans(rng: &mut Rng, horizon: u64, gap: f64, len: (f64, f64), mut each: impl FnMut(&mut Rng, Span)) {
+    let minute = MINUTE as f64;
+    let mut t = 0u64;
+    loop {
+        t += rng.exponential(gap * minute) as u64;
+        if t >= horizon {
+            return;
+        }
+        let end = t + rng.range(len.0 * minute, len.1 * minute) as u64;
+        each(rng, Span { start: t, end });
+        t = end;
+    }
+}
+
 impl World {
     /// Builds the truth up to `horizon` ns; the schedule is drawn in time order,
     /// so a longer run extends, never changes, the one of a shorter run.
@@ -94,30 +111,14 @@ impl World {
             Kind::Steady | Kind::ApiKeys => {}
             Kind::Limits => {
                 for site in 0..CONTEXTS {
-                    let mut t = 0u64;
-                    loop {
-                        t += rng.exponential(15.0 * MINUTE as f64) as u64;
-                        if t >= horizon {
-                            break;
-                        }
-                        let end = t + rng.range(MINUTE as f64, 2.0 * MINUTE as f64) as u64;
-                        world.overloads[site].push(Span { start: t, end });
-                        t = end;
-                    }
+                    spans(&mut rng, horizon, 15.0, (1.0, 2.0), |_, span| world.overloads[site].push(span));
                 }
             }
             Kind::Drift => {
                 for r in 0..RESOURCES {
-                    let mut t = 0u64;
-                    loop {
-                        t += rng.exponential(20.0 * MINUTE as f64) as u64;
-                        if t >= horizon {
-                            break;
-                        }
-                        let end = t + rng.range(3.0 * MINUTE as f64, 10.0 * MINUTE as f64) as u64;
-                        world.episodes[r].push(Episode { span: Span { start: t, end }, floor: rng.range(0.05, 0.4) });
-                        t = end;
-                    }
+                    spans(&mut rng, horizon, 20.0, (3.0, 10.0), |rng, span| {
+                        world.episodes[r].push(Episode { span, floor: rng.range(0.05, 0.4) });
+                    });
                 }
             }
             Kind::Context => {
@@ -138,19 +139,12 @@ impl World {
             }
             Kind::Bursts => {
                 for site in 0..CONTEXTS {
-                    let mut t = 0u64;
-                    loop {
-                        t += rng.exponential(10.0 * MINUTE as f64) as u64;
-                        if t >= horizon {
-                            break;
-                        }
-                        let end = t + rng.range(MINUTE as f64, 4.0 * MINUTE as f64) as u64;
+                    spans(&mut rng, horizon, 10.0, (1.0, 4.0), |rng, span| {
                         let subnet = rng.below(RESOURCES / SUBNET);
                         for r in subnet * SUBNET..(subnet + 1) * SUBNET {
-                            world.bans[site][r].push(Span { start: t, end });
+                            world.bans[site][r].push(span);
                         }
-                        t = end;
-                    }
+                    });
                 }
             }
         }
