@@ -8,6 +8,7 @@ where to try again.
 
 from __future__ import annotations
 
+import inspect
 import json
 import time
 from collections import Counter
@@ -103,7 +104,11 @@ class KeyClients:
             return Answer(None, httpx.Headers(), "", time.monotonic() - began, "timeout")
         except errors.APIConnectionError:
             return Answer(None, httpx.Headers(), "", time.monotonic() - began, "connection_reset")
-        raw.parse()
+        # The body must parse as the SDK's model: the openai SDK's raw
+        # response parses at once, the anthropic SDK's is awaited.
+        parsed = raw.parse()
+        if inspect.isawaitable(parsed):
+            await parsed
         response: httpx.Response = raw.http_response
         return Answer(response.status_code, response.headers, response.text, time.monotonic() - began, None)
 
