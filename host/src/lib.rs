@@ -39,6 +39,7 @@ pub mod holder;
 #[cfg(feature = "testing")]
 pub mod linked;
 mod names;
+mod ops;
 mod ownership;
 mod pool;
 mod prober;
@@ -57,8 +58,9 @@ pub use error::{codes, selector_error, Error, Field, Result, SnapshotError, Stor
 #[cfg(feature = "testing")]
 pub use guest_bench::GuestWorkload;
 pub use holder::{HeldLease, Holder, Loss, OpenOptions};
+pub use ops::PoolOps;
 pub use ownership::{Keeper, Ownership, Standing};
-pub use pool::{Pool, PoolOps, PoolSet, TenantPool};
+pub use pool::{Pool, PoolSet, TenantPool};
 pub use prober::{finish_probe, start_probes, Verdict};
 pub use profile::{HttpAnswer, Profile, Profiles};
 pub use providers::{Backend, Clock, ManualClock, Providers, SystemClock};
