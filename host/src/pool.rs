@@ -6,12 +6,12 @@ use std::sync::{Mutex, MutexGuard, RwLock};
 
 use repute_core::{GrantAnswer, Selector};
 
+use crate::config::{ShardLimits, TenantConfig};
 use crate::error::{Error, Result};
 use crate::providers::Providers;
 use crate::runtime::Variant;
 use crate::shard::Shard;
 use crate::two_phase::{InFlight, Proposal, Revoke, Step};
-use crate::{ShardLimits, TenantConfig};
 
 /// One tenant's pool on a shard of its own.
 #[derive(Debug)]
@@ -158,7 +158,7 @@ impl PoolSet {
         if tenants.contains_key(tenant) {
             return Err(Error::NotOwner { owner: format!("tenant {tenant:?} is already open in this pool set") });
         }
-        let shard = (crate::fnv1a(tenant) % self.shards.len() as u64) as usize;
+        let shard = (crate::hash::fnv1a(tenant) % self.shards.len() as u64) as usize;
         let slot = self.shard(shard).add(config, providers)?;
         tenants.insert(tenant.to_owned(), (shard, slot));
         Ok(())

@@ -8,9 +8,9 @@ use std::sync::{Arc, Mutex};
 use repute_core::journal::{self, Checkpoint, Journal, JournalError};
 use repute_core::{Authority, Claim, Command, Context, GrantAnswer, RateLimit, ResourceId};
 
+use crate::config::{ShardLimits, TenantConfig};
 use crate::error::{Error, Result, StoreError};
 use crate::providers::{Clock, Fencing, Permit, Providers, Storage};
-use crate::{ShardLimits, TenantConfig};
 
 pub(crate) mod ops;
 

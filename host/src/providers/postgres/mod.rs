@@ -139,7 +139,7 @@ pub struct Postgres {
 opaque_debug!(Postgres, PgStorage, PgFencing, PgOwners);
 
 impl Backend for Postgres {
-    fn open(url: &str) -> crate::Result<Postgres> {
+    fn open(url: &str) -> crate::error::Result<Postgres> {
         Ok(Postgres::connect(url)?)
     }
 
@@ -147,7 +147,7 @@ impl Backend for Postgres {
         true
     }
 
-    fn tenant_providers(&self, tenant: &str, epoch: u64, clock: Arc<dyn Clock>) -> crate::Result<Providers> {
+    fn tenant_providers(&self, tenant: &str, epoch: u64, clock: Arc<dyn Clock>) -> crate::error::Result<Providers> {
         Ok(Providers::postgres(self, tenant, epoch, clock))
     }
 

@@ -13,9 +13,9 @@ use repute_core::{GrantAnswer, Lease, Selector};
 use super::scripts::{GRANT, NOW, PRELUDE, REVOKE};
 use super::{claim_args, context_args, grant_answer, micros, Keys};
 use crate::error::{selector_error, Error, Result, StoreError};
+use crate::pool::Pool;
 use crate::providers::Permit;
 use crate::two_phase::{InFlight, Proposal, Revoke, Step};
-use crate::Pool;
 
 fn broken(what: impl std::fmt::Display) -> StoreError {
     StoreError::Unavailable(format!("redis: {what}"))
