@@ -22,6 +22,7 @@
 //! lease restored from a checkpoint re-adopts its permit. Log positions are
 //! likewise never handed out below the highest one this process has seen.
 
+mod resp;
 mod scripts;
 mod wire;
 
