@@ -20,7 +20,7 @@ pub struct TenantConfig {
 }
 
 /// Bounds on every shard, so that a core bug cannot hang or bloat the
-/// process. (A resource's usage limits are [`Limits`].)
+/// process. (A resource's usage limits are [`Limits`](crate::Limits).)
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShardLimits {
     /// Linear memory one shard's instance may grow to.

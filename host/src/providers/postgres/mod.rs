@@ -110,8 +110,8 @@ impl Postgres {
     }
 
     /// The tenant's storage and lease authority, writing under `epoch` (the
-    /// owner epoch from [`Postgres::claim`]; 0 in shared mode, where no
-    /// process owns the tenant).
+    /// owner epoch a claim by [`Postgres::owners`] took; 0 in shared mode,
+    /// where no process owns the tenant).
     pub fn tenant(&self, tenant: &str, epoch: u64) -> (PgStorage, PgFencing) {
         let inner = Arc::new(Mutex::new(Inner { link: self.link(), tenant: tenant.to_owned(), epoch: epoch as i64 }));
         (PgStorage { inner: inner.clone() }, PgFencing { inner })
