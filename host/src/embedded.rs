@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::config::TenantConfig;
 use crate::error::Result;
 use crate::ownership::{Keeper, Ownership, Standing};
 use crate::pool::Pool;
@@ -13,7 +14,6 @@ use crate::pool::Pool;
 use crate::providers::RedisWire;
 use crate::providers::{Backend, Clock, Providers};
 use crate::store::{Mode, OwnersSpec};
-use crate::TenantConfig;
 
 /// How an embedded pool shares its tenant with other processes; only the
 /// shared stores (PostgreSQL, Redis) look at it.

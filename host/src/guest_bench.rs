@@ -5,12 +5,14 @@
 use wasmtime::component::TypedFunc;
 use wasmtime::Store;
 
+use repute_core::Strategy;
+
 use crate::bindings::repute::pool::types as wit;
+use crate::config::ShardLimits;
 use crate::convert::strategy_out;
 use crate::error::{Error, Result};
 use crate::runtime::{runtime, Variant};
-use crate::shard::ShardState;
-use crate::{ShardLimits, Strategy};
+use crate::shard::state::ShardState;
 
 /// The export's interface, as the component names it.
 const INTERFACE: &str = "repute:pool/guest-bench@0.1.0";

@@ -1,159 +1,17 @@
-//! The public pool API: [`PoolOps`], and the two ways to hold pools
-//! ([`Pool`] for one tenant, [`PoolSet`] for many).
+//! The two ways to hold pools ([`Pool`] for one tenant, [`PoolSet`] for
+//! many); their operations are [`crate::PoolOps`].
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, RwLock};
 
-use repute_core::{
-    CellView, Context, Event, GrantAnswer, Lease, Outcome, Registration, ResourceId, ResourceView, Secret, Selector,
-    Stats,
-};
+use repute_core::{GrantAnswer, Selector};
 
+use crate::config::{ShardLimits, TenantConfig};
 use crate::error::{Error, Result};
 use crate::providers::Providers;
 use crate::runtime::Variant;
 use crate::shard::Shard;
 use crate::two_phase::{InFlight, Proposal, Revoke, Step};
-use crate::{ShardLimits, TenantConfig};
-
-/// Every pool operation. Each call but `secret` reads the tenant's clock
-/// once, first fires the timers due by then, and is one call into the
-/// component (a lease on a resource this host has not named before adds one
-/// call that reads no clock, to learn the resource's id). Resources are
-/// named by `kind` and `value` (each 1..=256 bytes, no control characters);
-/// contexts by a name of the same rules other than `"*"`.
-pub trait PoolOps {
-    /// Registers a resource with its permits (1..=1024 concurrent leases),
-    /// usage limits, labels and secret; again to replace them. True if
-    /// anything changed. Lowering permits is refused with `Leased` while a
-    /// removed permit is leased; bad limits with `InvalidInput` naming
-    /// `limits.rpm`, `limits.tpm`, `limits.min_interval`, `limits.max_uses`
-    /// or `limits.max_age`.
-    fn register_with(&mut self, kind: &str, value: &str, registration: &Registration) -> Result<bool>;
-    /// `register_with` of `permits` alone: no limits, labels or secret.
-    fn register(&mut self, kind: &str, value: &str, permits: u32) -> Result<bool> {
-        self.register_with(kind, value, &Registration::new(permits))
-    }
-    /// Removes a resource and its cells; refused with `Leased` while leased
-    /// unless `force`, which revokes the leases. Fence counters are kept.
-    fn unregister(&mut self, kind: &str, value: &str, force: bool) -> Result<()>;
-    /// The best lease for `context` among the resources `selector` admits
-    /// (its `prefer` and `affinity` tried first), fenced by the tenant's
-    /// authority, which also counts it against its resource's limits
-    /// (reserving the selector's `cost` of a `tpm`). A bad selector is
-    /// refused with `InvalidInput` naming its part as the core does
-    /// (`kind`, `labels`, `exclude`, `prefer`, `affinity`, `cost`; see
-    /// [`crate::selector_error`] for the front ends' names).
-    fn acquire_with(&mut self, context: &str, selector: &Selector) -> Result<Lease>;
-    /// `acquire_with` of the default selector: any resource.
-    fn acquire(&mut self, context: &str) -> Result<Lease> {
-        self.acquire_with(context, &Selector::default())
-    }
-    /// The secret the resource was registered with, if any; `UnknownResource`
-    /// if it is not registered. Reads no clock (it fires no timers). The one
-    /// way a secret leaves a pool: no event, view, JSON snapshot or error
-    /// carries it.
-    fn secret(&mut self, kind: &str, value: &str) -> Result<Option<Secret>>;
-    /// A probe lease on a cell that `due_for_probe` lists.
-    fn acquire_for_probe(&mut self, kind: &str, value: &str, context: &str) -> Result<Lease>;
-    /// Extends a live lease by its TTL from now.
-    fn renew(&mut self, id: u64, token: u64) -> Result<Lease>;
-    /// Ends a live lease and frees its permit.
-    fn release(&mut self, id: u64, token: u64) -> Result<()>;
-    /// A live lease used `used` tokens instead of the `cost` it reserved
-    /// against its resource's `tpm`: the pool and the authority count that
-    /// from now on (nothing to count without a `tpm`, or once the grant has
-    /// left the window). A store that failed to take it is `Error::Store`;
-    /// it keeps counting the reserved tokens until the grant leaves its
-    /// window.
-    fn reconcile(&mut self, id: u64, token: u64, used: u64) -> Result<()>;
-    /// The live lease with this id, if any.
-    fn lease(&mut self, id: u64) -> Result<Option<Lease>>;
-    /// Folds one outcome into the resource's reputation in `context`.
-    fn report(&mut self, kind: &str, value: &str, context: &str, outcome: &Outcome) -> Result<()>;
-    /// Blocks a resource everywhere (`context` none) or in one context, for
-    /// `duration` ns or until unblocked.
-    fn block(
-        &mut self,
-        kind: &str,
-        value: &str,
-        context: Option<&str>,
-        duration: Option<u64>,
-        reason: Option<&str>,
-    ) -> Result<()>;
-    /// Lifts a block; true if one was in place.
-    fn unblock(&mut self, kind: &str, value: &str, context: Option<&str>) -> Result<bool>;
-    /// Cells waiting for a probe, sorted by resource then context.
-    fn due_for_probe(&mut self) -> Result<Vec<(ResourceId, Context)>>;
-    /// The global cell first, then one per context sorted by context.
-    fn cells(&mut self, kind: &str, value: &str) -> Result<Vec<CellView>>;
-    /// Every registered resource, sorted by id.
-    fn resources(&mut self) -> Result<Vec<ResourceView>>;
-    /// The live leases, sorted by id.
-    fn leases(&mut self) -> Result<Vec<Lease>>;
-    /// Pool-wide counters.
-    fn stats(&mut self) -> Result<Stats>;
-    /// The versioned binary snapshot; `with_leases` includes live leases.
-    fn snapshot(&mut self, with_leases: bool) -> Result<Vec<u8>>;
-    /// The same state as JSON.
-    fn snapshot_json(&mut self, with_leases: bool) -> Result<String>;
-    /// Replaces the state with a snapshot; a refused one changes nothing.
-    fn restore(&mut self, bytes: &[u8]) -> Result<()>;
-    /// `restore` from JSON.
-    fn restore_json(&mut self, json: &str) -> Result<()>;
-    /// Saves a checkpoint to the tenant's storage, conditional on the version
-    /// last loaded or saved; returns the new version.
-    fn checkpoint(&mut self, with_leases: bool) -> Result<u64>;
-    /// Folds the changes other processes appended to the tenant's log since
-    /// this pool last read it (durable pools); returns how many.
-    fn sync(&mut self) -> Result<u32>;
-    /// Events since the last drain, oldest first.
-    fn drain_events(&mut self) -> Result<Vec<Event>>;
-}
-
-/// Implements `PoolOps` for a type that reaches a shard and a tenant slot:
-/// each operation is the shard's method of the same name, on that slot.
-macro_rules! shard_ops {
-    (@impl $ty:ty, $this:ident => $parts:expr; $($op:ident($($arg:ident: $arg_ty:ty),*) -> $out:ty;)*) => {
-        impl PoolOps for $ty {
-            $(
-                fn $op(&mut self, $($arg: $arg_ty),*) -> Result<$out> {
-                    let $this = self;
-                    let (s, t) = $parts;
-                    s.$op(t, $($arg),*)
-                }
-            )*
-        }
-    };
-    ($ty:ty, $this:ident => $parts:expr) => {
-        shard_ops!(@impl $ty, $this => $parts;
-            register_with(kind: &str, value: &str, registration: &Registration) -> bool;
-            unregister(kind: &str, value: &str, force: bool) -> ();
-            acquire_with(context: &str, selector: &Selector) -> Lease;
-            secret(kind: &str, value: &str) -> Option<Secret>;
-            acquire_for_probe(kind: &str, value: &str, context: &str) -> Lease;
-            renew(id: u64, token: u64) -> Lease;
-            release(id: u64, token: u64) -> ();
-            reconcile(id: u64, token: u64, used: u64) -> ();
-            lease(id: u64) -> Option<Lease>;
-            report(kind: &str, value: &str, context: &str, outcome: &Outcome) -> ();
-            block(kind: &str, value: &str, context: Option<&str>, duration: Option<u64>, reason: Option<&str>) -> ();
-            unblock(kind: &str, value: &str, context: Option<&str>) -> bool;
-            due_for_probe() -> Vec<(ResourceId, Context)>;
-            cells(kind: &str, value: &str) -> Vec<CellView>;
-            resources() -> Vec<ResourceView>;
-            leases() -> Vec<Lease>;
-            stats() -> Stats;
-            snapshot(with_leases: bool) -> Vec<u8>;
-            snapshot_json(with_leases: bool) -> String;
-            restore(bytes: &[u8]) -> ();
-            restore_json(json: &str) -> ();
-            checkpoint(with_leases: bool) -> u64;
-            sync() -> u32;
-            drain_events() -> Vec<Event>;
-        );
-    };
-}
 
 /// One tenant's pool on a shard of its own.
 #[derive(Debug)]
@@ -234,14 +92,17 @@ impl Pool {
         self.shard.revoke(self.tenant, revoke)
     }
 
+    /// The shard and slot every operation of `PoolOps` runs on.
+    pub(crate) fn on_shard(&mut self) -> (&mut Shard, usize) {
+        (&mut self.shard, self.tenant)
+    }
+
     /// Closes the pool and hands back its providers, releasing any ownership
     /// they hold once they are dropped.
     pub fn close(mut self) -> Option<Providers> {
         self.shard.remove(self.tenant)
     }
 }
-
-shard_ops!(Pool, this => (&mut this.shard, this.tenant));
 
 /// One tenant of a [`PoolSet`], borrowed for the length of [`PoolSet::with`].
 #[derive(Debug)]
@@ -250,7 +111,12 @@ pub struct TenantPool<'a> {
     tenant: usize,
 }
 
-shard_ops!(TenantPool<'_>, this => (&mut *this.shard, this.tenant));
+impl TenantPool<'_> {
+    /// The shard and slot every operation of `PoolOps` runs on.
+    pub(crate) fn on_shard(&mut self) -> (&mut Shard, usize) {
+        (&mut self.shard, self.tenant)
+    }
+}
 
 /// Many tenants over a fixed number of shards, each a store and an instance
 /// of the component behind a mutex. A tenant lives on the shard its name
@@ -292,7 +158,7 @@ impl PoolSet {
         if tenants.contains_key(tenant) {
             return Err(Error::NotOwner { owner: format!("tenant {tenant:?} is already open in this pool set") });
         }
-        let shard = (crate::fnv1a(tenant) % self.shards.len() as u64) as usize;
+        let shard = (crate::hash::fnv1a(tenant) % self.shards.len() as u64) as usize;
         let slot = self.shard(shard).add(config, providers)?;
         tenants.insert(tenant.to_owned(), (shard, slot));
         Ok(())

@@ -9,7 +9,7 @@
 use repute_core::{FailureKind, Lease, Outcome};
 
 use crate::error::{Error, Result};
-use crate::pool::PoolOps;
+use crate::ops::PoolOps;
 use crate::profile::{HttpAnswer, Profiles};
 
 /// What a user's probe said about one resource in one context.

@@ -9,7 +9,7 @@ use wasmtime::Engine;
 
 use crate::bindings::{Repute, ReputePre};
 use crate::error::Error;
-use crate::shard::ShardState;
+use crate::shard::state::ShardState;
 
 include!("engine_config.rs");
 
@@ -120,25 +120,13 @@ pub(crate) fn runtime(variant: Variant) -> Result<Arc<Runtime>, Error> {
     cell.get_or_init(|| load(engine, variant)).clone().map_err(|message| Error::Runtime { message })
 }
 
-/// Measures a cold start as a new process would pay it, minus exec: a new
-/// engine, the precompiled component deserialized and linked, a shard
-/// instantiated, a tenant opened, one resource registered, the first lease
-/// acquired. For the benchmark: the time, and whether the precompiled form
-/// was used (false means the component had to be compiled at start).
+/// A runtime of its own on a new engine, loaded as a new process loads it
+/// (the cold-start benchmark): no epoch ticker runs for this engine, so its
+/// call deadline never fires; the path is otherwise the real one.
 #[cfg(feature = "testing")]
-#[doc(hidden)]
-pub fn measure_cold_start() -> Result<(Duration, bool), Error> {
-    let started = std::time::Instant::now();
-    // No epoch ticker for this private engine: its epoch never advances, so
-    // the call deadline never fires; the measured path is otherwise the real one.
+pub(crate) fn cold() -> Result<Arc<Runtime>, Error> {
     let engine = Engine::new(&engine_config()).map_err(|e| Error::Runtime { message: format!("{e:#}") })?;
-    let runtime = load(engine, Variant::Release).map_err(|message| Error::Runtime { message })?;
-    let precompiled = runtime.precompiled;
-    let mut shard = crate::shard::Shard::with_runtime(runtime, crate::ShardLimits::default())?;
-    let tenant = shard.add(crate::TenantConfig::default(), crate::Providers::memory())?;
-    shard.register_with(tenant, "proxy", "a", &repute_core::Registration::new(1))?;
-    shard.acquire_with(tenant, "example.com", &repute_core::Selector::default())?;
-    Ok((started.elapsed(), precompiled))
+    load(engine, Variant::Release).map_err(|message| Error::Runtime { message })
 }
 
 #[cfg(test)]

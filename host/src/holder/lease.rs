@@ -10,10 +10,12 @@
 
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
+use repute_core::{Lease, Secret};
+
 use crate::error::{Error, Result, StoreError};
+use crate::ops::PoolOps;
 use crate::pool::Pool;
 use crate::two_phase::Revoke;
-use crate::{Lease, PoolOps, Secret};
 
 use super::Holder;
 
@@ -397,7 +399,7 @@ impl HeldLease {
     /// Folds one outcome of using the lease into its resource's reputation;
     /// with `usage`, the tokens it used are reconciled first (as
     /// `reconcile`), and a refused reconcile reports nothing.
-    pub fn report(&self, outcome: &crate::Outcome, usage: Option<u64>) -> Result<()> {
+    pub fn report(&self, outcome: &repute_core::Outcome, usage: Option<u64>) -> Result<()> {
         let (id, context) = (&self.lease.resource, self.lease.context.as_str());
         self.holder.with(|p| {
             if let Some(used) = usage {
@@ -411,7 +413,7 @@ impl HeldLease {
     /// profile (see [`crate::profile`]), reconciling `usage` first as
     /// `report` does; an answer that says nothing about the resource (a
     /// provider's overload) only reconciles.
-    pub fn report_http(&self, answer: &crate::HttpAnswer, usage: Option<u64>) -> Result<()> {
+    pub fn report_http(&self, answer: &crate::profile::HttpAnswer, usage: Option<u64>) -> Result<()> {
         let outcome = self.holder.profiles().classify(self.lease.resource.kind(), answer)?;
         match (outcome, usage) {
             (Some(outcome), usage) => self.report(&outcome, usage),

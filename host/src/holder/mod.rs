@@ -19,14 +19,17 @@ pub use lease::{HeldLease, Loss, Released};
 pub use options::{hold, Cooldown, Field, Names, OpenOptions, DEFAULT_OWNER_TTL};
 pub use waiting::{refusal_hint, Waiting};
 
+use repute_core::{Lease, Selector};
+
 use crate::embedded::EmbeddedPool;
 use crate::error::{selector_error, Error, Result};
+use crate::ops::PoolOps;
 use crate::pool::Pool;
+use crate::profile::{HttpAnswer, Profiles};
 #[cfg(feature = "redis")]
 use crate::providers::RedisWire;
 use crate::providers::{Clock, SystemClock};
 use crate::store::Mode;
-use crate::{HttpAnswer, Lease, PoolOps, Profiles, Selector};
 
 /// An open pool and whether closing it saves a last checkpoint.
 struct Open {
@@ -272,7 +275,7 @@ mod tests {
 
     use super::*;
     use crate::providers::ManualClock;
-    use crate::SECOND;
+    use repute_core::SECOND;
 
     fn names(field: Field) -> &'static str {
         match field {

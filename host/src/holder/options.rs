@@ -8,9 +8,13 @@
 use std::hash::BuildHasher;
 use std::time::Duration;
 
+use repute_core::{Policy, RateLimit, Recovery, Strategy};
+
+use crate::config::TenantConfig;
+use crate::cooling::cooling_rule;
 use crate::error::{Error, Result};
+use crate::profile::Profiles;
 use crate::store::{Mode, OwnersSpec, StoreSpec};
-use crate::{cooling_rule, Policy, Profiles, RateLimit, Recovery, Strategy, TenantConfig};
 
 /// An option a user sets, for the binding to name in its own spelling.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,7 +93,7 @@ pub(crate) struct Resolved {
     pub store: StoreSpec,
     pub tenant: String,
     pub config: TenantConfig,
-    pub sharing: crate::Sharing,
+    pub sharing: crate::embedded::Sharing,
     pub margin: Option<u64>,
     pub profiles: Profiles,
 }
@@ -151,7 +155,7 @@ impl OpenOptions {
             return Err(invalid(name, Field::Tenant, "must not be empty"));
         }
         let store = StoreSpec::parse(self.store.as_deref().unwrap_or("memory")).map_err(rename(Field::Store))?;
-        let sharing = crate::Sharing {
+        let sharing = crate::embedded::Sharing {
             mode: self.mode.as_deref().map(Mode::parse).transpose().map_err(rename(Field::Mode))?.unwrap_or_default(),
             owner_ttl: positive(name, Field::OwnerTtl, self.owner_ttl)?.map_or(DEFAULT_OWNER_TTL, Duration::from_nanos),
             owners: self

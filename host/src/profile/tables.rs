@@ -278,9 +278,9 @@ mod tests {
         let at = |status, latency_ms| HttpAnswer { status, headers: Vec::new(), body: None, latency_ms, now: now() };
         for p in [Profile::Generic, Profile::Proxy, OPENAI] {
             let e = p.classify(&at(99, 1.0)).unwrap_err();
-            assert_eq!(e, crate::Error::invalid("status", "must be an HTTP status code in 100..=599"));
+            assert_eq!(e, crate::error::Error::invalid("status", "must be an HTTP status code in 100..=599"));
             let e = p.classify(&at(200, -1.0)).unwrap_err();
-            assert_eq!(e, crate::Error::invalid("latency", "must be >= 0"));
+            assert_eq!(e, crate::error::Error::invalid("latency", "must be >= 0"));
         }
     }
 }

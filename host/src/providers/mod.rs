@@ -75,7 +75,11 @@ impl Providers {
     /// SQLite at `path` for `tenant`: durable checkpoints, report log and
     /// fence counters. Refused with `NotOwner` while another pool (in this
     /// or another process) has the same tenant of the same file open.
-    pub fn sqlite(path: impl AsRef<std::path::Path>, tenant: &str, clock: Arc<dyn Clock>) -> crate::Result<Self> {
+    pub fn sqlite(
+        path: impl AsRef<std::path::Path>,
+        tenant: &str,
+        clock: Arc<dyn Clock>,
+    ) -> crate::error::Result<Self> {
         let storage = SqliteStorage::open(path, tenant)?;
         let fencing = storage.fencing();
         Ok(Providers::new(clock, (storage, fencing)))

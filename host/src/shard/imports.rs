@@ -1,7 +1,7 @@
 //! The capabilities a shard's component imports, answered from the
 //! running call's tenant: its clock, lease authority and storage.
 
-use super::ShardState;
+use super::state::ShardState;
 use crate::bindings::repute::pool::types as wit;
 use crate::bindings::repute::pool::{clock, fencing, storage, types};
 use crate::convert::{self, store_err_out};

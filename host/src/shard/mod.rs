@@ -6,57 +6,23 @@ use std::sync::Arc;
 
 use repute_core::Event;
 use wasmtime::component::ResourceAny;
-use wasmtime::{Store, StoreLimits, StoreLimitsBuilder};
+use wasmtime::Store;
 
 use crate::bindings::exports::repute::pool::api::{GuestPool, Options};
 use crate::bindings::repute::pool::types as wit;
 use crate::bindings::Repute;
+use crate::config::{ShardLimits, TenantConfig};
 use crate::convert;
-use crate::error::{Error, Result, StoreError};
+use crate::error::{Error, Result};
 use crate::names::Names;
 use crate::providers::{Permit, Providers};
 use crate::runtime::{runtime, Runtime, Variant, EPOCH_TICK};
-use crate::two_phase::Revoke;
-use crate::{ShardLimits, TenantConfig};
 
 mod calls;
 mod imports;
+pub(crate) mod state;
 
-/// What the imports of one tenant reach.
-pub(crate) struct TenantCtx {
-    providers: Providers,
-    /// A provider error met during the current call; the pool saw a refusal.
-    fault: Option<StoreError>,
-    /// The newest full state seen (a snapshot with leases, or a saved
-    /// checkpoint): what a non-durable tenant is rebuilt from after a trap.
-    last_good: Option<Vec<u8>>,
-    /// While set, revokes are collected here for the caller to send instead
-    /// of going to the authority (`Shard::release_deferred`).
-    deferred: Option<Vec<Revoke>>,
-}
-
-/// The data of a shard's `Store`: its limits and its tenants' providers.
-pub struct ShardState {
-    limits: StoreLimits,
-    tenants: Vec<Option<TenantCtx>>,
-    /// The tenant the running call belongs to; set before every call.
-    current: usize,
-}
-
-impl ShardState {
-    /// The state of a store that serves no tenant yet.
-    pub(crate) fn new(limits: &ShardLimits) -> ShardState {
-        ShardState { limits: store_limits(limits), tenants: Vec::new(), current: 0 }
-    }
-
-    fn cur(&mut self) -> &mut TenantCtx {
-        self.tenants[self.current].as_mut().expect("calls run for an open tenant")
-    }
-
-    fn now(&mut self) -> u64 {
-        self.cur().providers.clock.now()
-    }
-}
+use state::{ShardState, TenantCtx};
 
 struct Slot {
     config: TenantConfig,
@@ -93,10 +59,6 @@ fn new_store(runtime: &Runtime, state: ShardState, limits: &ShardLimits) -> Stor
 /// `ShardLimits::call_timeout` in epoch ticks.
 fn deadline(limits: &ShardLimits) -> u64 {
     (limits.call_timeout.as_nanos() / EPOCH_TICK.as_nanos()).max(1) as u64
-}
-
-fn store_limits(limits: &ShardLimits) -> StoreLimits {
-    StoreLimitsBuilder::new().memory_size(limits.memory_bytes).build()
 }
 
 fn runtime_err(e: wasmtime::Error) -> Error {

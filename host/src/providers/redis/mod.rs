@@ -22,6 +22,7 @@
 //! lease restored from a checkpoint re-adopts its permit. Log positions are
 //! likewise never handed out below the highest one this process has seen.
 
+mod resp;
 mod scripts;
 mod wire;
 
@@ -52,7 +53,7 @@ pub struct Redis {
 opaque_debug!(Redis, RedisStorage, RedisFencing);
 
 impl Backend for Redis {
-    fn open(url: &str) -> crate::Result<Redis> {
+    fn open(url: &str) -> crate::error::Result<Redis> {
         Ok(Redis::connect(url)?)
     }
 
@@ -60,7 +61,7 @@ impl Backend for Redis {
         true
     }
 
-    fn tenant_providers(&self, tenant: &str, epoch: u64, clock: Arc<dyn Clock>) -> crate::Result<Providers> {
+    fn tenant_providers(&self, tenant: &str, epoch: u64, clock: Arc<dyn Clock>) -> crate::error::Result<Providers> {
         Ok(Providers::redis(self, tenant, epoch, clock))
     }
 

@@ -135,12 +135,12 @@ pub struct SqliteFile {
 }
 
 impl Backend for SqliteFile {
-    fn open(path: &str) -> crate::Result<SqliteFile> {
+    fn open(path: &str) -> crate::error::Result<SqliteFile> {
         Ok(SqliteFile { path: PathBuf::from(path) })
     }
 
     /// The file lock is the owner here: no epoch comes from outside.
-    fn tenant_providers(&self, tenant: &str, _: u64, clock: Arc<dyn Clock>) -> crate::Result<Providers> {
+    fn tenant_providers(&self, tenant: &str, _: u64, clock: Arc<dyn Clock>) -> crate::error::Result<Providers> {
         Providers::sqlite(&self.path, tenant, clock)
     }
 }
@@ -155,12 +155,12 @@ opaque_debug!(SqliteStorage);
 /// tenant name makes a valid file name.
 fn lock_path(db: &Path, tenant: &str) -> PathBuf {
     let mut name = db.file_name().map(|n| n.to_os_string()).unwrap_or_default();
-    name.push(format!(".{:016x}.owner", crate::fnv1a(tenant)));
+    name.push(format!(".{:016x}.owner", crate::hash::fnv1a(tenant)));
     db.with_file_name(name)
 }
 
 /// Takes the tenant's lock file, or says who holds it.
-fn claim(db: &Path, tenant: &str) -> crate::Result<File> {
+fn claim(db: &Path, tenant: &str) -> crate::error::Result<File> {
     let path = lock_path(db, tenant);
     let unavailable = |e: std::io::Error| Error::Store(StoreError::Unavailable(format!("lock file: {e}")));
     let mut file =
@@ -186,7 +186,7 @@ impl SqliteStorage {
     /// of `tenant`: refused with `Error::NotOwner` while another pool holds
     /// it; otherwise the owner epoch is raised, fencing out any writer that
     /// still carries the old one.
-    pub fn open(path: impl AsRef<Path>, tenant: &str) -> crate::Result<Self> {
+    pub fn open(path: impl AsRef<Path>, tenant: &str) -> crate::error::Result<Self> {
         let path = path.as_ref();
         let lock = claim(path, tenant)?;
         let mut conn = Connection::open(path).map_err(StoreError::from)?;

@@ -6,15 +6,13 @@
 use std::sync::{Arc, Mutex};
 
 use repute_core::journal::{self, Checkpoint, Journal, JournalError};
-use repute_core::{
-    Authority, CellView, Claim, Command, Context, Event, GrantAnswer, Lease, Outcome, RateLimit, Registration,
-    ResourceId, ResourceView, Secret, Selector, Stats,
-};
+use repute_core::{Authority, Claim, Command, Context, GrantAnswer, RateLimit, ResourceId};
 
+use crate::config::{ShardLimits, TenantConfig};
 use crate::error::{Error, Result, StoreError};
-use crate::pool::PoolOps;
 use crate::providers::{Clock, Fencing, Permit, Providers, Storage};
-use crate::{ShardLimits, TenantConfig};
+
+pub(crate) mod ops;
 
 /// The tenant's fencing provider as the core's authority, as the component's
 /// `fencing` import is.
@@ -139,25 +137,6 @@ impl std::fmt::Debug for LinkedPool {
     }
 }
 
-fn id(kind: &str, value: &str) -> Result<ResourceId> {
-    Ok(ResourceId::new(kind, value)?)
-}
-
-fn ctx(name: &str) -> Result<Context> {
-    Ok(Context::new(name)?)
-}
-
-/// The same latency rule the component applies on the way in.
-fn checked(outcome: &Outcome) -> Result<Outcome> {
-    Ok(match *outcome {
-        Outcome::Success { latency_ms } => Outcome::success(latency_ms)?,
-        Outcome::Failure { kind, latency_ms, retry_after: None } => Outcome::failure(kind, latency_ms)?,
-        Outcome::Failure { kind, latency_ms, retry_after: Some(wait) } => {
-            Outcome::failure_retry_after(kind, latency_ms, wait)?
-        }
-    })
-}
-
 impl LinkedPool {
     /// Opens a tenant as `Pool::open` does: fresh, or from storage when durable.
     pub fn open(config: TenantConfig, providers: Providers) -> Result<LinkedPool> {
@@ -221,150 +200,5 @@ impl LinkedPool {
             (Err(_), Some(fault)) => Err(Error::Store(fault)),
             (Err(e), None) => Err(e.into()),
         }
-    }
-}
-
-impl PoolOps for LinkedPool {
-    fn register_with(&mut self, kind: &str, value: &str, registration: &Registration) -> Result<bool> {
-        let id = id(kind, value)?;
-        let command = Command::Register {
-            resource: id.clone(),
-            permits: registration.permits,
-            limits: registration.limits,
-            labels: registration.labels.clone(),
-            secret: registration.secret.clone(),
-        };
-        self.logged(|| command, |p, now| p.register_with(id, registration.clone(), now))
-    }
-
-    fn unregister(&mut self, kind: &str, value: &str, force: bool) -> Result<()> {
-        let id = id(kind, value)?;
-        let resource = id.clone();
-        self.logged(|| Command::Unregister { resource, force }, |p, now| p.unregister(&id, force, now))
-    }
-
-    fn acquire_with(&mut self, context: &str, selector: &Selector) -> Result<Lease> {
-        let context = ctx(context)?;
-        self.run(|p, now| p.acquire_with(&context, selector, now))
-    }
-
-    fn secret(&mut self, kind: &str, value: &str) -> Result<Option<Secret>> {
-        let id = id(kind, value)?;
-        Ok(self.journal.pool().secret_of(&id)?.cloned())
-    }
-
-    fn acquire_for_probe(&mut self, kind: &str, value: &str, context: &str) -> Result<Lease> {
-        let (id, context) = (id(kind, value)?, ctx(context)?);
-        self.run(|p, now| p.acquire_for_probe(&id, &context, now))
-    }
-
-    fn renew(&mut self, id: u64, token: u64) -> Result<Lease> {
-        self.run(|p, now| p.renew(id, token, now))
-    }
-
-    fn release(&mut self, id: u64, token: u64) -> Result<()> {
-        self.run(|p, now| p.release(id, token, now))
-    }
-
-    /// As the component's: a store that failed to take it is the error.
-    fn reconcile(&mut self, id: u64, token: u64, used: u64) -> Result<()> {
-        let r = self.journal.run(|p, now| p.reconcile(id, token, used, now));
-        let fault = self.fault.lock().unwrap_or_else(|p| p.into_inner()).take();
-        match fault {
-            Some(fault) => Err(Error::Store(fault)),
-            None => r.map_err(Error::from),
-        }
-    }
-
-    fn lease(&mut self, id: u64) -> Result<Option<Lease>> {
-        Ok(self.journal.run(|p, now| p.lease(id, now)))
-    }
-
-    fn report(&mut self, kind: &str, value: &str, context: &str, outcome: &Outcome) -> Result<()> {
-        let (id, context) = (id(kind, value)?, ctx(context)?);
-        let outcome = checked(outcome)?;
-        let command = Command::Report { resource: id.clone(), context: context.clone(), outcome };
-        self.logged(|| command, |p, now| p.report(&id, &context, outcome, now))
-    }
-
-    fn block(
-        &mut self,
-        kind: &str,
-        value: &str,
-        context: Option<&str>,
-        duration: Option<u64>,
-        reason: Option<&str>,
-    ) -> Result<()> {
-        let id = id(kind, value)?;
-        let context = context.map(ctx).transpose()?;
-        let reason = reason.map(str::to_owned);
-        let command =
-            Command::Block { resource: id.clone(), context: context.clone(), duration, reason: reason.clone() };
-        self.logged(|| command, |p, now| p.block(&id, context.as_ref(), duration, reason, now))
-    }
-
-    fn unblock(&mut self, kind: &str, value: &str, context: Option<&str>) -> Result<bool> {
-        let id = id(kind, value)?;
-        let context = context.map(ctx).transpose()?;
-        let command = Command::Unblock { resource: id.clone(), context: context.clone() };
-        self.logged(|| command, |p, now| p.unblock(&id, context.as_ref(), now))
-    }
-
-    fn due_for_probe(&mut self) -> Result<Vec<(ResourceId, Context)>> {
-        Ok(self.journal.run(|p, now| p.due_for_probe(now)))
-    }
-
-    fn cells(&mut self, kind: &str, value: &str) -> Result<Vec<CellView>> {
-        let id = id(kind, value)?;
-        self.run(|p, now| p.cells(&id, now))
-    }
-
-    fn resources(&mut self) -> Result<Vec<ResourceView>> {
-        Ok(self.journal.run(|p, now| {
-            p.advance(now);
-            p.resources()
-        }))
-    }
-
-    fn leases(&mut self) -> Result<Vec<Lease>> {
-        Ok(self.journal.run(|p, now| {
-            p.advance(now);
-            p.leases()
-        }))
-    }
-
-    fn stats(&mut self) -> Result<Stats> {
-        Ok(self.journal.run(|p, now| {
-            p.advance(now);
-            p.stats()
-        }))
-    }
-
-    fn snapshot(&mut self, with_leases: bool) -> Result<Vec<u8>> {
-        Ok(self.journal.run(|p, now| p.snapshot(now, with_leases)))
-    }
-
-    fn snapshot_json(&mut self, with_leases: bool) -> Result<String> {
-        Ok(self.journal.run(|p, now| p.snapshot_json(now, with_leases)))
-    }
-
-    fn restore(&mut self, bytes: &[u8]) -> Result<()> {
-        self.run(|p, now| p.restore(bytes, now))
-    }
-
-    fn restore_json(&mut self, json: &str) -> Result<()> {
-        self.run(|p, now| p.restore_json(json, now))
-    }
-
-    fn checkpoint(&mut self, with_leases: bool) -> Result<u64> {
-        Ok(self.journal.checkpoint(with_leases)?)
-    }
-
-    fn sync(&mut self) -> Result<u32> {
-        Ok(self.journal.fold(None)?)
-    }
-
-    fn drain_events(&mut self) -> Result<Vec<Event>> {
-        Ok(self.journal.pool_mut().drain_events())
     }
 }

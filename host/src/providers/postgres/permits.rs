@@ -1,0 +1,224 @@
+//! The permit table as the tenant's lease authority, and the shared rate
+//! limit: each decision one statement (or one function call) under the
+//! locks of the rows it reads, judged on the database clock (I1, I2, I6).
+
+use std::sync::{Arc, Mutex};
+
+use repute_core::{GrantAnswer, RateLimit, SECOND};
+
+use super::{lock, Inner};
+use crate::error::StoreError;
+use crate::providers::fencing::{Fencing, Permit};
+use crate::providers::usage::RESOURCE_SCOPE;
+
+/// The permit table as the tenant's lease authority.
+pub struct PgFencing {
+    pub(super) inner: Arc<Mutex<Inner>>,
+}
+
+/// Nanoseconds as whole microseconds, PostgreSQL's interval resolution.
+fn micros(ns: u64) -> i64 {
+    (ns / 1_000).min(i64::MAX as u64) as i64
+}
+
+/// Nanoseconds as microseconds rounded up: a gap the server may not shorten.
+fn micros_up(ns: u64) -> i64 {
+    ns.div_ceil(1_000).min(i64::MAX as u64) as i64
+}
+
+fn bigint(n: u64) -> i64 {
+    n.min(i64::MAX as u64) as i64
+}
+
+impl Fencing for PgFencing {
+    /// One statement: free (no unexpired lease) or refused; the new token is
+    /// above both the stored one and the pool's `last`. An owner's grant
+    /// also needs its epoch to still be the tenant's. A claim makes it the
+    /// one call of `repute_claimed_grant` (see the migration): the same
+    /// grant, judged and counted against the resource's limits and its
+    /// context's under their usage rows' locks.
+    fn grant(
+        &mut self,
+        permit: Permit<'_>,
+        ttl: u64,
+        last: u64,
+        _now: u64,
+        claim: Option<&repute_core::Claim>,
+    ) -> Result<GrantAnswer, StoreError> {
+        let mut inner = lock(&self.inner);
+        let (tenant, epoch) = (inner.tenant.clone(), inner.epoch);
+        let (index, last, ttl) = (permit.index as i32, last as i64, micros(ttl));
+        let Some(claim) = claim else {
+            let row = inner.link.run(|c| {
+                c.query_opt(
+                    "INSERT INTO repute_permit AS p (tenant, kind, value, permit, token, expires_at)
+                     SELECT $1, $2, $3, $4::integer, $5::bigint + 1, now() + $6::bigint * interval '1 microsecond'
+                     WHERE $7::bigint = 0
+                        OR EXISTS (SELECT 1 FROM repute_tenant t WHERE t.tenant = $1 AND t.epoch = $7::bigint)
+                     ON CONFLICT (tenant, kind, value, permit) DO UPDATE
+                     SET token = greatest(p.token, $5::bigint) + 1, expires_at = EXCLUDED.expires_at
+                     WHERE p.expires_at <= now()
+                     RETURNING token",
+                    &[&tenant, &permit.kind, &permit.value, &index, &last, &ttl, &epoch],
+                )
+            })?;
+            return Ok(row.map_or(GrantAnswer::Held, |r| GrantAnswer::Granted(r.get::<_, i64>(0) as u64)));
+        };
+        let l = &claim.limits;
+        let (rpm, tpm) = (l.rpm.map(|r| r as i32), l.tpm.map(bigint));
+        let (gap, max_uses, cost) = (l.min_interval.map(micros_up), l.max_uses.map(bigint), bigint(claim.cost));
+        let (pc, context) = (&l.per_context, claim.context.as_ref().map(|c| c.as_str()));
+        let (crpm, ctpm, cgap) = (pc.rpm.map(|r| r as i32), pc.tpm.map(bigint), pc.min_interval.map(micros_up));
+        let row = inner.link.run(|c| {
+            c.query_one(
+                "SELECT status, found FROM repute_claimed_grant(
+                     $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
+                &[
+                    &tenant,
+                    &permit.kind,
+                    &permit.value,
+                    &index,
+                    &last,
+                    &ttl,
+                    &epoch,
+                    &rpm,
+                    &tpm,
+                    &gap,
+                    &max_uses,
+                    &cost,
+                    &context,
+                    &crpm,
+                    &ctpm,
+                    &cgap,
+                ],
+            )
+        })?;
+        let (status, found): (String, Option<i64>) = (row.get(0), row.get(1));
+        let wait = |us: i64| (us.max(1) as u64).saturating_mul(1_000);
+        Ok(match (status.as_str(), found) {
+            ("granted", Some(token)) => GrantAnswer::Granted(token as u64),
+            ("limited", Some(wait_us)) => GrantAnswer::Limited(Some(wait(wait_us))),
+            ("context_limited", Some(wait_us)) => GrantAnswer::ContextLimited(wait(wait_us)),
+            ("spent", _) => GrantAnswer::Limited(None),
+            _ => GrantAnswer::Held,
+        })
+    }
+
+    /// The grant's rows (in the resource's scope and, given, the
+    /// context's) count `used` from now on; none once they were pruned.
+    fn reconcile(
+        &mut self,
+        permit: Permit<'_>,
+        context: Option<&str>,
+        token: u64,
+        _reserved: u64,
+        used: u64,
+    ) -> Result<(), StoreError> {
+        let mut inner = lock(&self.inner);
+        let tenant = inner.tenant.clone();
+        let context = context.unwrap_or(RESOURCE_SCOPE);
+        inner.link.run(|c| {
+            c.execute(
+                "UPDATE repute_grant SET cost = $6
+                 WHERE tenant = $1 AND kind = $2 AND value = $3 AND permit = $4 AND token = $5
+                   AND scope IN ($7, $8)",
+                &[
+                    &tenant,
+                    &permit.kind,
+                    &permit.value,
+                    &(permit.index as i32),
+                    &(token as i64),
+                    &bigint(used),
+                    &RESOURCE_SCOPE,
+                    &context,
+                ],
+            )
+        })?;
+        Ok(())
+    }
+
+    /// Extends while `token` is still the permit's newest; a newer token
+    /// than any issued is a lease restored from a snapshot and is adopted if
+    /// nobody holds the permit (I5).
+    fn extend(&mut self, permit: Permit<'_>, token: u64, ttl: u64, _now: u64) -> Result<bool, StoreError> {
+        if token == 0 {
+            return Ok(false);
+        }
+        let mut inner = lock(&self.inner);
+        let tenant = inner.tenant.clone();
+        let row = inner.link.run(|c| {
+            c.query_opt(
+                "INSERT INTO repute_permit AS p (tenant, kind, value, permit, token, expires_at)
+                 VALUES ($1, $2, $3, $4::integer, $5::bigint, now() + $6::bigint * interval '1 microsecond')
+                 ON CONFLICT (tenant, kind, value, permit) DO UPDATE
+                 SET token = EXCLUDED.token, expires_at = EXCLUDED.expires_at
+                 WHERE p.token = EXCLUDED.token OR (p.token < EXCLUDED.token AND p.expires_at <= now())
+                 RETURNING token",
+                &[&tenant, &permit.kind, &permit.value, &(permit.index as i32), &(token as i64), &micros(ttl)],
+            )
+        })?;
+        Ok(row.is_some())
+    }
+
+    /// Revoked (its expiry set to `-infinity`), or superseded by a newer
+    /// token: a checkpoint's lease that a new owner must not bring back.
+    fn ended(&mut self, permit: Permit<'_>, token: u64) -> Result<bool, StoreError> {
+        let mut inner = lock(&self.inner);
+        let tenant = inner.tenant.clone();
+        let row = inner.link.run(|c| {
+            c.query_opt(
+                "SELECT token, expires_at = '-infinity' FROM repute_permit
+                 WHERE tenant = $1 AND kind = $2 AND value = $3 AND permit = $4",
+                &[&tenant, &permit.kind, &permit.value, &(permit.index as i32)],
+            )
+        })?;
+        Ok(row.is_some_and(|r| {
+            let stored = r.get::<_, i64>(0) as u64;
+            stored > token || (stored == token && r.get::<_, bool>(1))
+        }))
+    }
+
+    /// Shared mode: one rate limit for every process, as a GCRA on the
+    /// database clock (the theoretical arrival time of the next acquire is
+    /// the tenant's row). An owner's own bucket is already exact.
+    fn admit(&mut self, limit: &RateLimit) -> Result<Option<u64>, StoreError> {
+        let mut inner = lock(&self.inner);
+        if inner.epoch != 0 {
+            return Ok(None);
+        }
+        let tenant = inner.tenant.clone();
+        let interval = (SECOND as f64 / limit.rate / 1_000.0).ceil() as i64;
+        let tolerance = interval.saturating_mul(limit.burst as i64);
+        let wait_us: i64 = inner.link.run(|c| {
+            c.query_one(
+                "WITH take AS (
+                     INSERT INTO repute_rate AS r (tenant, tat) VALUES ($1, now() + $2::bigint * interval '1 microsecond')
+                     ON CONFLICT (tenant) DO UPDATE SET tat = greatest(r.tat, now()) + $2::bigint * interval '1 microsecond'
+                     WHERE greatest(r.tat, now()) + $2::bigint * interval '1 microsecond' - now()
+                           <= $3::bigint * interval '1 microsecond'
+                     RETURNING 0::bigint AS wait
+                 )
+                 SELECT coalesce((SELECT wait FROM take), (
+                     SELECT ceil(extract(epoch FROM greatest(r.tat, now()) + $2::bigint * interval '1 microsecond'
+                                 - now() - $3::bigint * interval '1 microsecond') * 1e6)::bigint
+                     FROM repute_rate r WHERE r.tenant = $1))",
+                &[&tenant, &interval, &tolerance],
+            )
+            .map(|r| r.get(0))
+        })?;
+        Ok((wait_us > 0).then(|| wait_us as u64 * 1_000))
+    }
+
+    fn revoke(&mut self, permit: Permit<'_>, token: u64) -> Result<(), StoreError> {
+        let mut inner = lock(&self.inner);
+        let tenant = inner.tenant.clone();
+        inner.link.run(|c| {
+            c.execute(
+                "UPDATE repute_permit SET expires_at = '-infinity'
+                 WHERE tenant = $1 AND kind = $2 AND value = $3 AND permit = $4 AND token = $5",
+                &[&tenant, &permit.kind, &permit.value, &(permit.index as i32), &(token as i64)],
+            )
+        })?;
+        Ok(())
+    }
+}

@@ -1,0 +1,102 @@
+//! Checkpoints and the command log of one tenant, conditional on the
+//! owner epoch in the database (I3, I4).
+
+use std::sync::{Arc, Mutex};
+
+use repute_core::Command;
+
+use super::{lock, Inner};
+use crate::error::StoreError;
+use crate::providers::storage::{decode_command, encode_command, Checkpoint, LogEntry, Storage};
+
+/// Checkpoints and the command log of one tenant.
+pub struct PgStorage {
+    pub(super) inner: Arc<Mutex<Inner>>,
+}
+
+impl Storage for PgStorage {
+    fn load(&mut self) -> Result<Option<Checkpoint>, StoreError> {
+        let mut inner = lock(&self.inner);
+        let tenant = inner.tenant.clone();
+        let row = inner.link.run(|c| {
+            c.query_opt("SELECT epoch, version, log_seq, bytes FROM repute_checkpoint WHERE tenant = $1", &[&tenant])
+        })?;
+        Ok(row.map(|r| Checkpoint {
+            epoch: r.get::<_, i64>(0) as u64,
+            version: r.get::<_, i64>(1) as u64,
+            log_seq: r.get::<_, i64>(2) as u64,
+            bytes: r.get(3),
+        }))
+    }
+
+    fn save(&mut self, bytes: &[u8], expected_version: u64, log_seq: u64) -> Result<u64, StoreError> {
+        let mut inner = lock(&self.inner);
+        let (tenant, epoch) = (inner.tenant.clone(), inner.epoch);
+        let row = inner.link.run(|c| {
+            c.query_one(
+                "SELECT status, found FROM repute_save($1, $2, $3, $4, $5)",
+                &[&tenant, &epoch, &(expected_version as i64), &(log_seq as i64), &bytes],
+            )
+        })?;
+        let (status, found): (String, i64) = (row.get(0), row.get(1));
+        match status.as_str() {
+            "ok" => Ok(found as u64),
+            "stale_epoch" => Err(StoreError::StaleEpoch { mine: epoch as u64, stored: found as u64 }),
+            _ => Err(StoreError::Conflict { expected: expected_version, found: found as u64 }),
+        }
+    }
+
+    fn append(&mut self, command: &Command) -> Result<u64, StoreError> {
+        let entry = encode_command(command)?;
+        let mut inner = lock(&self.inner);
+        let (tenant, epoch) = (inner.tenant.clone(), inner.epoch);
+        // The position comes from the tenant row, locked until commit: no
+        // entry becomes visible below one a reader has already seen. An
+        // owner's append is refused once its epoch is no longer the tenant's.
+        let row = inner.link.run(|c| {
+            c.query_opt(
+                "WITH pos AS (
+                     INSERT INTO repute_tenant AS t (tenant, log_seq) VALUES ($1, 1)
+                     ON CONFLICT (tenant) DO UPDATE SET log_seq = t.log_seq + 1
+                     WHERE $2::bigint = 0 OR t.epoch = $2::bigint
+                     RETURNING t.log_seq
+                 )
+                 INSERT INTO repute_log (tenant, seq, entry) SELECT $1, log_seq, $3::text::jsonb FROM pos RETURNING seq",
+                &[&tenant, &epoch, &entry],
+            )
+        })?;
+        match row {
+            Some(r) => Ok(r.get::<_, i64>(0) as u64),
+            None => {
+                let stored = inner.link.run(|c| {
+                    c.query_one("SELECT epoch FROM repute_tenant WHERE tenant = $1", &[&tenant])
+                        .map(|r| r.get::<_, i64>(0))
+                })?;
+                Err(StoreError::StaleEpoch { mine: epoch as u64, stored: stored as u64 })
+            }
+        }
+    }
+
+    fn read_log(&mut self, after: u64, limit: u32) -> Result<Vec<LogEntry>, StoreError> {
+        let mut inner = lock(&self.inner);
+        let tenant = inner.tenant.clone();
+        let rows = inner.link.run(|c| {
+            c.query(
+                "SELECT seq, entry::text FROM repute_log WHERE tenant = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+                &[&tenant, &(after as i64), &(limit as i64)],
+            )
+        })?;
+        rows.iter()
+            .map(|r| {
+                let seq = r.get::<_, i64>(0) as u64;
+                Ok(LogEntry { seq, command: decode_command(seq, r.get(1))? })
+            })
+            .collect()
+    }
+
+    /// A takeover raises the owner epoch, so the new owner's lease ids are
+    /// above any the deposed one handed out (0 in shared mode: ids are per process).
+    fn lease_id_floor(&self) -> u64 {
+        (lock(&self.inner).epoch as u64) << 32
+    }
+}
