@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Python binding's test command: builds and installs the `repute` package
-# into <repo>/.venv (made if missing), then runs its pytest suite, which also
-# runs mypy on the stubs. Needs Rust and python3 (3.10+) with venv.
+# into <repo>/.venv (made if missing), checks that the committed stubs are the
+# generated ones, then runs its pytest suite, which also runs mypy on the
+# stubs. Needs Rust and python3 (3.10+) with venv.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(dirname "$here")"
@@ -22,6 +23,8 @@ MATURIN_PEP517_ARGS="--features etcd" \
     "$py" -m pip install --quiet --disable-pip-version-check --no-build-isolation --force-reinstall --no-deps "$here"
 
 cd "$here"
+# The committed stubs must be what the Rust source and the code table give.
+"$py" stubgen.py --check
 set +e
 "$py" -m pytest -p no:cacheprovider tests "$@"
 status=$?

@@ -11,7 +11,7 @@ use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple, PyType};
 use pyo3::{create_exception, intern, IntoPyObjectExt};
-use repute_host::{codes, Error, Field, Unit};
+use repute_host::{codes, Error, Field, SnapshotError, Unit};
 
 create_exception!(repute, ReputeError, PyException, "Base class of every error repute raises.");
 create_exception!(repute, InvalidInputError, ReputeError, "An argument broke a validation rule.");
@@ -138,6 +138,7 @@ fn raise(py: Python<'_>, info: &codes::Code, message: String, code: &str, fields
 /// The code table as `(code, status, class, fields)` tuples, and one
 /// exception of every row, for the tests that check the mapping.
 #[pyfunction]
+#[pyo3(signature = () -> "tuple[list[tuple[str, int, str, list[str]]], list[ReputeError]]")]
 pub(crate) fn _error_table(py: Python<'_>) -> PyResult<(Bound<'_, PyList>, Bound<'_, PyList>)> {
     let rows = codes::CODES
         .iter()
@@ -155,4 +156,23 @@ pub(crate) fn _error_table(py: Python<'_>) -> PyResult<(Bound<'_, PyList>, Bound
         .collect::<PyResult<Vec<_>>>()?;
     let examples = Error::examples().iter().map(|e| host_error(py, e).into_value(py)).collect::<Vec<_>>();
     Ok((PyList::new(py, rows)?, PyList::new(py, examples)?))
+}
+
+/// Errors whose fields are absent where the host's examples have them (a
+/// refusal with no known wait, a snapshot refused for a reason that names no
+/// field), so the stubs (`stubgen.py`) see every type a field takes.
+#[pyfunction]
+#[pyo3(signature = () -> "list[ReputeError]")]
+pub(crate) fn _absent_fields(py: Python<'_>) -> Vec<Py<PyAny>> {
+    let refusals = Error::examples().into_iter().filter_map(|e| match e {
+        Error::NoResourceAvailable(mut refusal) => {
+            refusal.retry_after = None;
+            Some(Error::NoResourceAvailable(refusal))
+        }
+        _ => None,
+    });
+    refusals
+        .chain([Error::Snapshot(SnapshotError::Truncated)])
+        .map(|e| host_error(py, &e).into_value(py).into_any())
+        .collect()
 }

@@ -9,6 +9,7 @@
 
 use std::sync::Arc;
 
+use pyo3::exceptions::PyBaseException;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyIterator, PyList, PyType};
 use repute_host::holder::{Field, OpenOptions};
@@ -144,10 +145,11 @@ pub(crate) fn hold(auto_renew: bool, max_hold: Option<f64>) -> Result<Option<Opt
 impl Pool {
     #[new]
     #[pyo3(signature = (
-        store = "memory", tenant = "default", lease_ttl = 30.0, strategy = None, seed = None, clock = None,
-        *, probe_ttl = 15.0, renew_margin = None, max_resources = None, max_cells = None, rate = None, burst = 1,
-        mode = "sharded", owner_ttl = 10.0, owners = "store", recovery = "traffic", fail_open = false,
-        cooldowns = None, probe = None, probe_concurrency = 4, probe_every = 1.0, profiles = None,
+        store = "memory", tenant = "default", lease_ttl = 30.0, strategy: "_Strategy | None" = None, seed = None,
+        clock = None, *, probe_ttl = 15.0, renew_margin = None, max_resources = None, max_cells = None, rate = None,
+        burst = 1, mode: "_Mode" = "sharded", owner_ttl = 10.0, owners = "store", recovery: "_Recovery" = "traffic",
+        fail_open = false, cooldowns: "dict[str, dict[str, float]] | None" = None, probe: "_Probe | None" = None,
+        probe_concurrency = 4, probe_every = 1.0, profiles: "dict[str, Profile] | None" = None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -237,8 +239,9 @@ impl Pool {
     /// per model). Registering again replaces them all. True if anything
     /// changed.
     #[pyo3(signature = (
-        kind, value, permits = 1, *, labels = None, secret = None,
-        rpm = None, tpm = None, min_interval = None, max_uses = None, max_age = None, per_context = None,
+        kind, value, permits = 1, *, labels: "Mapping[str, str] | None" = None, secret = None,
+        rpm: "int | None" = None, tpm: "int | None" = None, min_interval = None, max_uses: "int | None" = None,
+        max_age = None, per_context: "ContextLimits | None" = None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn register(
@@ -278,8 +281,8 @@ impl Pool {
     /// The best lease for `context` now among the resources the selector
     /// admits (see `acquire`), or None if nothing is available.
     #[pyo3(signature = (
-        context, *, kind = None, r#where = None, exclude = None, prefer = None, affinity = None,
-        cost = None, auto_renew = false, max_hold = None,
+        context, *, kind = None, r#where: "_Where | None" = None, exclude: "Iterable[str] | None" = None,
+        prefer = None, affinity = None, cost: "int | None" = None, auto_renew = false, max_hold = None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn try_acquire(
@@ -319,8 +322,8 @@ impl Pool {
     /// `auto_renew`, a thread of the pool renews the lease until it is
     /// released, lost, or held for `max_hold` seconds.
     #[pyo3(signature = (
-        context, timeout = None, *, kind = None, r#where = None, exclude = None, prefer = None, affinity = None,
-        cost = None, auto_renew = false, max_hold = None,
+        context, timeout = None, *, kind = None, r#where: "_Where | None" = None, exclude: "Iterable[str] | None" = None,
+        prefer = None, affinity = None, cost: "int | None" = None, auto_renew = false, max_hold = None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn acquire(
@@ -386,7 +389,7 @@ impl Pool {
 
     /// Reports a failed use; `failure` is a `FailureKind` or its name, and
     /// `retry_after` (seconds) the wait a `rate_limited` or `quota_exhausted` answer gave.
-    #[pyo3(signature = (kind, value, context, failure, latency, *, retry_after = None))]
+    #[pyo3(signature = (kind, value, context, failure: "FailureKind | str", latency, *, retry_after = None))]
     #[allow(clippy::too_many_arguments)]
     fn report_failure(
         &self,
@@ -405,7 +408,10 @@ impl Pool {
     /// body (str or bytes; an error's code and stated delay are read), read
     /// by the profile of `kind`; an answer that says nothing about the
     /// resource (a provider's overload) reports nothing.
-    #[pyo3(signature = (kind, value, context, status, latency = 0.0, headers = None, *, body = None))]
+    #[pyo3(signature = (
+        kind, value, context, status, latency = 0.0, headers: "_Headers | None" = None, *,
+        body: "str | bytes | None" = None,
+    ))]
     #[allow(clippy::too_many_arguments)]
     fn report_http(
         &self,
@@ -510,6 +516,7 @@ impl Pool {
     }
 
     /// The events since the last call, oldest first.
+    #[pyo3(signature = () -> "Iterator[Event]")]
     fn events<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyIterator>> {
         let events = self.call(py, |p| p.drain_events())?;
         let list = PyList::empty(py);
@@ -553,7 +560,7 @@ impl Pool {
         &self,
         py: Python<'_>,
         _exc_type: Option<Bound<'_, PyType>>,
-        _exc: Option<Bound<'_, PyAny>>,
+        _exc: Option<Bound<'_, PyBaseException>>,
         _tb: Option<Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
         self.close(py, true)?;

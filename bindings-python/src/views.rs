@@ -13,6 +13,7 @@ use repute_host::{Block, CellView, Context, Event as HostEvent, EventKind, Failu
 use repute_host::{Lease as HostLease, Limits, ResourceId, ResourceView, Stats as HostStats, Wall};
 
 use crate::time::ns_to_secs;
+use crate::typed::{self, CellState, Failure, Labels, LimitsDict, Rejection, Retirement};
 
 /// `Name(field=repr(value), ...)`, each value as Python's `repr` shows it.
 pub(crate) fn repr<'py>(name: &str, fields: Vec<(&str, Bound<'py, PyAny>)>) -> PyResult<String> {
@@ -36,18 +37,18 @@ pub(crate) fn py_value<'py, T: IntoPyObject<'py>>(py: Python<'py>, value: T) -> 
 
 /// `repute.FailureKind` is a Python `str` enum (idiomatic, and accepted
 /// wherever a kind name is); views hand out its members.
-fn failure_kind(py: Python<'_>, kind: FailureKind) -> PyResult<Bound<'_, PyAny>> {
+fn failure_kind(py: Python<'_>, kind: FailureKind) -> PyResult<Failure<'_>> {
     static CLASS: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-    CLASS.import(py, "repute._types", "FailureKind")?.call1((kind.as_str(),))
+    Ok(Failure(CLASS.import(py, "repute._types", "FailureKind")?.call1((kind.as_str(),))?))
 }
 
-pub(crate) fn lease_kind(kind: LeaseKind) -> &'static str {
-    match kind {
+pub(crate) fn lease_kind(kind: LeaseKind) -> typed::LeaseKind {
+    typed::LeaseKind(match kind {
         LeaseKind::Client => "client",
         LeaseKind::Trial => "trial",
         LeaseKind::Probe => "probe",
         LeaseKind::FailOpen => "fail_open",
-    }
+    })
 }
 
 /// One reputation cell: the global layer (`context` None) or one context.
@@ -57,7 +58,7 @@ pub(crate) struct Cell {
     context: Option<String>,
     /// "healthy", "cooling", "recovering" or "blocklisted".
     #[pyo3(get)]
-    state: &'static str,
+    state: CellState,
     #[pyo3(get)]
     score: i32,
     #[pyo3(get)]
@@ -95,7 +96,7 @@ pub(crate) struct Cell {
 impl Cell {
     /// Why the cell last cooled, while that is relevant.
     #[getter]
-    fn cause<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+    fn cause<'py>(&self, py: Python<'py>) -> PyResult<Option<Failure<'py>>> {
         self.cause.map(|k| failure_kind(py, k)).transpose()
     }
 
@@ -135,7 +136,7 @@ impl Cell {
         let block = block_parts(v.block, wall);
         Cell {
             context: v.context.map(|c| c.as_str().to_owned()),
-            state: v.state.as_str(),
+            state: CellState(v.state.as_str()),
             score: v.score,
             effective_score: v.effective_score,
             consecutive_failures: v.consecutive_failures,
@@ -173,7 +174,7 @@ pub(crate) struct Resource {
     uses: u64,
     /// Why its limits retired it ("max_uses" or "max_age"), or None.
     #[pyo3(get)]
-    retired: Option<&'static str>,
+    retired: Option<Retirement>,
     #[pyo3(get)]
     leased: u32,
     #[pyo3(get)]
@@ -194,15 +195,15 @@ pub(crate) struct Resource {
 impl Resource {
     /// The resource's labels, a new dict on every read, sorted by name.
     #[getter]
-    fn labels<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        self.labels.clone().into_py_dict(py)
+    fn labels<'py>(&self, py: Python<'py>) -> PyResult<Labels<'py>> {
+        Ok(Labels(self.labels.clone().into_py_dict(py)?))
     }
 
     /// The resource's usage limits, a new dict on every read with the
     /// limits it has, by `register`'s keyword names (durations in seconds),
     /// so `register(kind, value, **resource.limits)` registers them again.
     #[getter]
-    fn limits<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    fn limits<'py>(&self, py: Python<'py>) -> PyResult<LimitsDict<'py>> {
         let l = self.limits;
         let out = PyDict::new(py);
         let counts = [("rpm", l.rpm.map(u64::from)), ("tpm", l.tpm), ("max_uses", l.max_uses)];
@@ -229,7 +230,7 @@ impl Resource {
             }
             out.set_item("per_context", per)?;
         }
-        Ok(out)
+        Ok(LimitsDict(out))
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
@@ -239,7 +240,7 @@ impl Resource {
             ("permits", py_value(py, self.permits)?),
             ("leased", py_value(py, self.leased)?),
             ("score", py_value(py, self.score)?),
-            ("labels", self.labels(py)?.into_any()),
+            ("labels", self.labels(py)?.0.into_any()),
         ];
         repr("Resource", fields)
     }
@@ -255,7 +256,7 @@ impl Resource {
             labels: v.labels.iter().map(|(n, l)| (n.to_owned(), l.to_owned())).collect(),
             limits: v.limits,
             uses: v.uses,
-            retired: v.retired.map(|r| r.as_str()),
+            retired: v.retired.map(|r| Retirement(r.as_str())),
             leased: v.leased,
             score: v.score,
             contexts: v.contexts,
@@ -366,7 +367,7 @@ pub(crate) struct CooledEvent {
 #[pymethods]
 impl CooledEvent {
     #[getter]
-    fn cause<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+    fn cause<'py>(&self, py: Python<'py>) -> PyResult<Failure<'py>> {
         failure_kind(py, self.cause)
     }
 }
@@ -400,7 +401,7 @@ pub(crate) struct UnblockedEvent {
 #[pyclass(frozen, get_all, extends = Event, module = "repute")]
 pub(crate) struct RejectedEvent {
     context: String,
-    reason: &'static str,
+    reason: Rejection,
 }
 
 /// Its usage limits retired a resource: `reason` is "max_uses" or "max_age";
@@ -409,7 +410,7 @@ pub(crate) struct RejectedEvent {
 pub(crate) struct RetiredEvent {
     kind: String,
     value: String,
-    reason: &'static str,
+    reason: Retirement,
 }
 
 /// Base of the lease events: the lease as it was at the event.
@@ -421,7 +422,7 @@ pub(crate) struct LeaseEvent {
     context: String,
     permit: u32,
     token: u64,
-    lease_kind: &'static str,
+    lease_kind: typed::LeaseKind,
     granted_at: f64,
     granted_at_unix: f64,
     expires_at: f64,
@@ -530,10 +531,10 @@ pub(crate) fn event<'py>(py: Python<'py>, e: HostEvent, wall: &Wall) -> PyResult
             py,
             base.add_subclass(RejectedEvent {
                 context: context.as_str().to_owned(),
-                reason: match reason {
+                reason: Rejection(match reason {
                     RejectReason::NoCandidates => "no_candidates",
                     RejectReason::RateLimited => "rate_limited",
-                },
+                }),
             }),
         )?
         .into_any(),
@@ -542,7 +543,7 @@ pub(crate) fn event<'py>(py: Python<'py>, e: HostEvent, wall: &Wall) -> PyResult
             base.add_subclass(RetiredEvent {
                 kind: resource.kind().to_owned(),
                 value: resource.value().to_owned(),
-                reason: reason.as_str(),
+                reason: Retirement(reason.as_str()),
             }),
         )?
         .into_any(),
