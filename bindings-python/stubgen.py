@@ -18,6 +18,7 @@ import builtins
 import collections.abc
 import difflib
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -40,13 +41,12 @@ NAME = re.compile(r"\b[A-Za-z_][A-Za-z0-9_]*\b")
 
 def introspected() -> str:
     """The stubs pyo3 derives from the Rust source."""
+    maturin = shutil.which("maturin", path=Path(sys.executable).parent) or "maturin"
     with tempfile.TemporaryDirectory() as out:
-        subprocess.run(
-            ["maturin", "generate-stubs", "--quiet", "--features", "etcd", "-i", sys.executable, "-o", out],
-            cwd=HERE,
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
+        command = [maturin, "generate-stubs", "--quiet", "--features", "etcd", "-i", sys.executable, "-o", out]
+        done = subprocess.run(command, cwd=HERE, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SystemExit(f"stubgen: maturin generate-stubs failed:\n{done.stdout}{done.stderr}")
         return (Path(out) / "repute" / "_native.pyi").read_text()
 
 

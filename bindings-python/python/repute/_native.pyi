@@ -12,28 +12,28 @@ class ReputeError(Exception):
     code: str
 
 class InvalidInputError(ReputeError):
-    """An argument broke a validation rule."""
+    """Invalid input."""
 
     field: str
     rule: str
 
 class UnknownResourceError(ReputeError):
-    """The resource is not registered."""
+    """Resource is not registered."""
 
 class UnknownLeaseError(ReputeError):
-    """No live lease has that id."""
+    """No live lease with that id."""
 
 class StaleLeaseError(ReputeError):
-    """The fencing token is not the lease's current one."""
+    """Stale fencing token."""
 
 class LeaseExpiredError(ReputeError):
-    """The lease ran out or was lost."""
+    """Lease expired."""
 
 class BlockedError(ReputeError):
-    """The resource is blocklisted."""
+    """Resource is blocklisted."""
 
 class NoResourceAvailableError(ReputeError):
-    """Nothing could be granted in time."""
+    """No resource available."""
 
     retry_after: float | None
     none_registered: bool
@@ -44,30 +44,30 @@ class NoResourceAvailableError(ReputeError):
     limited: int
 
 class LeasedError(ReputeError):
-    """The resource still has live leases."""
+    """Resource is leased."""
 
     live: int
 
 class BudgetExhaustedError(ReputeError):
-    """A configured budget would be exceeded."""
+    """Budget exhausted."""
 
     budget: str
     limit: int
 
 class RateLimitedError(ReputeError):
-    """The acquire rate limit has no token."""
+    """Rate limited."""
 
     retry_after: float
 
 class InvalidSnapshotError(ReputeError):
-    """A snapshot was refused; the pool is unchanged."""
+    """Snapshot refused."""
 
     reason: str
     field: str | None
     rule: str | None
 
 class StoreError(ReputeError):
-    """The storage or fencing backend refused or failed."""
+    """Store refused or failed."""
 
     expected: int | None
     found: int | None
@@ -75,15 +75,15 @@ class StoreError(ReputeError):
     stored: int | None
 
 class NotOwnerError(ReputeError):
-    """Another pool or process owns the tenant."""
+    """Not the owner of this tenant."""
 
     owner: str
 
 class InternalError(ReputeError):
-    """The pool's runtime failed; the shard was rebuilt."""
+    """Internal error."""
 
 class PoolClosedError(ReputeError):
-    """The pool was closed, or opened before os.fork()."""
+    """Pool is closed."""
 
 @final
 class BlocklistedEvent(Event):
