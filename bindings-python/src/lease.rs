@@ -11,8 +11,8 @@ use repute_host::holder::{Released, Waiting as HostWaiting};
 use repute_host::{HeldLease, Outcome, Wall};
 
 use crate::errors::{to_py, Failure};
+use crate::open::OpenPool;
 use crate::outcome;
-use crate::pool::OpenPool;
 use crate::selector;
 use crate::time::{ns_to_secs, secs_to_ns};
 use crate::typed::{self, Loss, Release};

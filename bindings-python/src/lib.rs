@@ -8,9 +8,11 @@ use pyo3::prelude::*;
 
 mod clock;
 mod errors;
+mod events;
 mod fork;
 mod lease;
 mod link;
+mod open;
 mod outcome;
 mod pool;
 mod probe;
@@ -32,6 +34,36 @@ mod _native {
     #[pymodule_export]
     use super::errors::_error_table;
     #[pymodule_export]
+    use super::events::BlocklistedEvent;
+    #[pymodule_export]
+    use super::events::CooledEvent;
+    #[pymodule_export]
+    use super::events::Event;
+    #[pymodule_export]
+    use super::events::LeaseEvent;
+    #[pymodule_export]
+    use super::events::LeaseExpiredEvent;
+    #[pymodule_export]
+    use super::events::LeasedEvent;
+    #[pymodule_export]
+    use super::events::RecoveredEvent;
+    #[pymodule_export]
+    use super::events::RegisteredEvent;
+    #[pymodule_export]
+    use super::events::RejectedEvent;
+    #[pymodule_export]
+    use super::events::ReleasedEvent;
+    #[pymodule_export]
+    use super::events::RenewedEvent;
+    #[pymodule_export]
+    use super::events::RetiredEvent;
+    #[pymodule_export]
+    use super::events::RevokedEvent;
+    #[pymodule_export]
+    use super::events::UnblockedEvent;
+    #[pymodule_export]
+    use super::events::UnregisteredEvent;
+    #[pymodule_export]
     use super::lease::Lease;
     #[pymodule_export]
     use super::lease::Waiting;
@@ -40,43 +72,13 @@ mod _native {
     #[pymodule_export]
     use super::pool::Pool;
     #[pymodule_export]
-    use super::views::BlocklistedEvent;
-    #[pymodule_export]
     use super::views::Cell;
-    #[pymodule_export]
-    use super::views::CooledEvent;
-    #[pymodule_export]
-    use super::views::Event;
-    #[pymodule_export]
-    use super::views::LeaseEvent;
-    #[pymodule_export]
-    use super::views::LeaseExpiredEvent;
-    #[pymodule_export]
-    use super::views::LeasedEvent;
     #[pymodule_export]
     use super::views::ProbeTarget;
     #[pymodule_export]
-    use super::views::RecoveredEvent;
-    #[pymodule_export]
-    use super::views::RegisteredEvent;
-    #[pymodule_export]
-    use super::views::RejectedEvent;
-    #[pymodule_export]
-    use super::views::ReleasedEvent;
-    #[pymodule_export]
-    use super::views::RenewedEvent;
-    #[pymodule_export]
     use super::views::Resource;
     #[pymodule_export]
-    use super::views::RetiredEvent;
-    #[pymodule_export]
-    use super::views::RevokedEvent;
-    #[pymodule_export]
     use super::views::Stats;
-    #[pymodule_export]
-    use super::views::UnblockedEvent;
-    #[pymodule_export]
-    use super::views::UnregisteredEvent;
 
     #[pymodule_init]
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -15,7 +15,7 @@ use repute_host::{Error, StoreError};
 
 use crate::errors::{to_py, Failure};
 use crate::lease::{released_name, Lease};
-use crate::pool::OpenPool;
+use crate::open::OpenPool;
 use crate::selector;
 use crate::typed::Release;
 
@@ -119,7 +119,7 @@ impl RedisLink {
     ) -> PyResult<u32> {
         let selector = selector::selector(kind, r#where.as_ref(), exclude.as_ref(), prefer, affinity, cost.as_ref());
         let selector = selector.map_err(|f| to_py(py, f))?;
-        let hold = crate::pool::hold(auto_renew, max_hold).map_err(|f| to_py(py, f))?;
+        let hold = crate::open::hold(auto_renew, max_hold).map_err(|f| to_py(py, f))?;
         py.detach(|| {
             self.shared.check()?;
             let mut state = self.state();
