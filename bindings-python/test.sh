@@ -12,9 +12,10 @@ if [ ! -x "$venv/bin/python" ]; then
     python3 -m venv "$venv"
 fi
 py="$venv/bin/python"
-# The maturin build backend runs the `maturin` executable from PATH.
+# The maturin build backend runs the `maturin` executable from PATH; the
+# stubs check runs its `generate-stubs`.
 export PATH="$venv/bin:$PATH"
-"$py" -m pip install --quiet --disable-pip-version-check --upgrade "maturin>=1.5,<2" pytest mypy
+"$py" -m pip install --quiet --disable-pip-version-check --upgrade "maturin>=1.16,<2" pytest mypy
 # maturin is already in the venv, so no isolated build environment is needed;
 # it builds in release, sharing the workspace target directory with cargo.
 # With the `etcd` feature, as every build of the test command, for the etcd
