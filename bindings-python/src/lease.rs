@@ -18,6 +18,13 @@ use crate::time::{ns_to_secs, secs_to_ns};
 use crate::typed::{self, Loss, Release};
 use crate::views::{lease_kind, py_value, repr};
 
+/// A granted lease; `with lease:` releases it on exit.
+///
+/// `valid` is False once released or lost. A lease is lost for good when a
+/// renewal is refused, its resource is blocked, the tenant's ownership is
+/// lost, the local deadline (send time + TTL - margin) passes, `max_hold`
+/// ends an auto-renewed lease, or the pool closes; `loss` says which, and
+/// `on_lost` callbacks run once.
 #[pyclass(frozen, module = "repute")]
 pub(crate) struct Lease {
     shared: Arc<OpenPool>,

@@ -26,6 +26,7 @@ struct State {
     holds: HashMap<u32, Option<Option<u64>>>,
 }
 
+/// A pool's grants and revokes on Redis as bytes (used by the asyncio layer).
 #[pyclass(frozen, module = "repute")]
 pub(crate) struct RedisLink {
     shared: Arc<OpenPool>,

@@ -25,6 +25,9 @@ use crate::selector;
 use crate::time::{ns_to_secs, positive_duration, secs_to_ns};
 use crate::views::{Cell, ProbeTarget, Resource, Stats};
 
+/// One tenant's pool. `store` is "memory", "sqlite:PATH", a "postgres://" or a
+/// "redis://" URL; `mode`, `owner_ttl` and `owners` ("store" or "etcd://HOST:PORT")
+/// matter only for the shared stores.
 #[pyclass(frozen, module = "repute")]
 pub(crate) struct Pool {
     shared: Arc<OpenPool>,

@@ -187,6 +187,15 @@ class Event:
 
 @final
 class Lease:
+    """
+    A granted lease; `with lease:` releases it on exit.
+
+    `valid` is False once released or lost. A lease is lost for good when a
+    renewal is refused, its resource is blocked, the tenant's ownership is
+    lost, the local deadline (send time + TTL - margin) passes, `max_hold`
+    ends an auto-renewed lease, or the pool closes; `loss` says which, and
+    `on_lost` callbacks run once.
+    """
     def __enter__(self, /) -> Lease: ...
     def __exit__(self, /, exc_type: type | None, _exc: BaseException | None, _tb: Any | None) -> bool:
         """
@@ -371,6 +380,9 @@ class LeasedEvent(LeaseEvent):
 
 @final
 class ManualClock:
+    """
+    A clock that moves only with `advance`; pass it as `Pool(clock=...)`.
+    """
     def __new__(cls, /, start: SupportsFloat | SupportsIndex = 0.0) -> ManualClock: ...
     def __repr__(self, /) -> str: ...
     def advance(self, /, seconds: SupportsFloat | SupportsIndex) -> None:
@@ -385,6 +397,11 @@ class ManualClock:
 
 @final
 class Pool:
+    """
+    One tenant's pool. `store` is "memory", "sqlite:PATH", a "postgres://" or a
+    "redis://" URL; `mode`, `owner_ttl` and `owners` ("store" or "etcd://HOST:PORT")
+    matter only for the shared stores.
+    """
     def __enter__(self, /) -> Pool: ...
     def __exit__(self, /, _exc_type: type | None, _exc: BaseException | None, _tb: Any | None) -> bool: ...
     def __new__(cls, /, store: str = "memory", tenant: str = "default", lease_ttl: SupportsFloat | SupportsIndex = 30.0, strategy: _Strategy | None = None, seed: SupportsIndex | None = None, clock: ManualClock | None = None, *, probe_ttl: SupportsFloat | SupportsIndex = 15.0, renew_margin: SupportsFloat | SupportsIndex | None = None, max_resources: SupportsIndex | None = None, max_cells: SupportsIndex | None = None, rate: SupportsFloat | SupportsIndex | None = None, burst: SupportsIndex = 1, mode: _Mode = "sharded", owner_ttl: SupportsFloat | SupportsIndex = 10.0, owners: str = "store", recovery: _Recovery = "traffic", fail_open: bool = False, cooldowns: dict[str, dict[str, float]] | None = None, probe: _Probe | None = None, probe_concurrency: SupportsIndex = 4, probe_every: SupportsFloat | SupportsIndex = 1.0, profiles: dict[str, Profile] | None = None) -> Pool: ...
@@ -570,6 +587,9 @@ class RecoveredEvent(Event):
 
 @final
 class RedisLink:
+    """
+    A pool's grants and revokes on Redis as bytes (used by the asyncio layer).
+    """
     def acquire(self, /, context: str, auto_renew: bool = False, max_hold: SupportsFloat | SupportsIndex | None = None, *, kind: str | None = None, where: _Where | None = None, exclude: Iterable[str] | None = None, prefer: str | None = None, affinity: str | None = None, cost: int | None = None) -> int:
         """
         Starts an acquire (the selector's arguments and `cost` as for `Pool.acquire`);
