@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Python binding's test command: builds and installs the `repute` package
-# into <repo>/.venv (made if missing), then runs its pytest suite, which also
-# runs mypy on the stubs. Needs Rust and python3 (3.10+) with venv.
+# into <repo>/.venv (made if missing), checks that the committed stubs are the
+# generated ones, then runs its pytest suite, which also runs mypy on the
+# stubs. Needs Rust and python3 (3.10+) with venv.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(dirname "$here")"
@@ -11,9 +12,10 @@ if [ ! -x "$venv/bin/python" ]; then
     python3 -m venv "$venv"
 fi
 py="$venv/bin/python"
-# The maturin build backend runs the `maturin` executable from PATH.
+# The maturin build backend runs the `maturin` executable from PATH; the
+# stubs check runs its `generate-stubs`.
 export PATH="$venv/bin:$PATH"
-"$py" -m pip install --quiet --disable-pip-version-check --upgrade "maturin>=1.5,<2" pytest mypy
+"$py" -m pip install --quiet --disable-pip-version-check --upgrade "maturin>=1.16,<2" pytest mypy
 # maturin is already in the venv, so no isolated build environment is needed;
 # it builds in release, sharing the workspace target directory with cargo.
 # With the `etcd` feature, as every build of the test command, for the etcd
@@ -22,6 +24,8 @@ MATURIN_PEP517_ARGS="--features etcd" \
     "$py" -m pip install --quiet --disable-pip-version-check --no-build-isolation --force-reinstall --no-deps "$here"
 
 cd "$here"
+# The committed stubs must be what the Rust source and the code table give.
+"$py" stubgen.py --check
 set +e
 "$py" -m pytest -p no:cacheprovider tests "$@"
 status=$?

@@ -9,6 +9,7 @@ use repute_host::{Clock, ManualClock as HostClock};
 use crate::errors::to_py;
 use crate::time::{ns_to_secs, secs_to_ns};
 
+/// A clock that moves only with `advance`; pass it as `Pool(clock=...)`.
 #[pyclass(frozen, module = "repute")]
 pub(crate) struct ManualClock {
     inner: HostClock,

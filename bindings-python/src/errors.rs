@@ -7,58 +7,52 @@
 //! `None` where this error has no value for it. Durations are float seconds,
 //! in the attributes and in the message alike.
 
+use std::ffi::CString;
+
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyList, PyTuple, PyType};
-use pyo3::{create_exception, intern, IntoPyObjectExt};
-use repute_host::{codes, Error, Field, Unit};
+use pyo3::{intern, IntoPyObjectExt};
+use repute_host::{codes, Error, Field, SnapshotError, Unit};
 
-create_exception!(repute, ReputeError, PyException, "Base class of every error repute raises.");
-create_exception!(repute, InvalidInputError, ReputeError, "An argument broke a validation rule.");
-create_exception!(repute, UnknownResourceError, ReputeError, "The resource is not registered.");
-create_exception!(repute, UnknownLeaseError, ReputeError, "No live lease has that id.");
-create_exception!(repute, StaleLeaseError, ReputeError, "The fencing token is not the lease's current one.");
-create_exception!(repute, LeaseExpiredError, ReputeError, "The lease ran out or was lost.");
-create_exception!(repute, BlockedError, ReputeError, "The resource is blocklisted.");
-create_exception!(repute, NoResourceAvailableError, ReputeError, "Nothing could be granted in time.");
-create_exception!(repute, LeasedError, ReputeError, "The resource still has live leases.");
-create_exception!(repute, BudgetExhaustedError, ReputeError, "A configured budget would be exceeded.");
-create_exception!(repute, RateLimitedError, ReputeError, "The acquire rate limit has no token.");
-create_exception!(repute, InvalidSnapshotError, ReputeError, "A snapshot was refused; the pool is unchanged.");
-create_exception!(repute, StoreError, ReputeError, "The storage or fencing backend refused or failed.");
-create_exception!(repute, NotOwnerError, ReputeError, "Another pool or process owns the tenant.");
-create_exception!(repute, PoolClosedError, ReputeError, "The pool was closed, or opened before os.fork().");
-create_exception!(repute, InternalError, ReputeError, "The pool's runtime failed; the shard was rebuilt.");
+/// The base class's docstring; each class of the table has its title.
+const BASE_DOC: &str = "Base class of every error repute raises.";
 
-/// The exception class of a class name in the code table.
-fn class<'py>(py: Python<'py>, name: &str) -> Bound<'py, PyType> {
-    match name {
-        "InvalidInputError" => py.get_type::<InvalidInputError>(),
-        "UnknownResourceError" => py.get_type::<UnknownResourceError>(),
-        "UnknownLeaseError" => py.get_type::<UnknownLeaseError>(),
-        "StaleLeaseError" => py.get_type::<StaleLeaseError>(),
-        "LeaseExpiredError" => py.get_type::<LeaseExpiredError>(),
-        "BlockedError" => py.get_type::<BlockedError>(),
-        "NoResourceAvailableError" => py.get_type::<NoResourceAvailableError>(),
-        "LeasedError" => py.get_type::<LeasedError>(),
-        "BudgetExhaustedError" => py.get_type::<BudgetExhaustedError>(),
-        "RateLimitedError" => py.get_type::<RateLimitedError>(),
-        "InvalidSnapshotError" => py.get_type::<InvalidSnapshotError>(),
-        "StoreError" => py.get_type::<StoreError>(),
-        "NotOwnerError" => py.get_type::<NotOwnerError>(),
-        "PoolClosedError" => py.get_type::<PoolClosedError>(),
-        "InternalError" => py.get_type::<InternalError>(),
-        // A class a newer host adds is still a ReputeError with its code.
-        _ => py.get_type::<ReputeError>(),
-    }
+/// The exception classes by name: the base first, then each class of the
+/// code table once, made when the module is first imported.
+static CLASSES: PyOnceLock<Vec<(&'static str, Py<PyType>)>> = PyOnceLock::new();
+
+fn new_class<'py>(py: Python<'py>, name: &str, doc: &str, base: &Bound<'py, PyType>) -> PyResult<Py<PyType>> {
+    let c = |text: String| CString::new(text).map_err(|e| PyErr::new::<PyException, _>(e.to_string()));
+    PyErr::new_type(py, &c(format!("repute.{name}"))?, Some(&c(doc.to_owned())?), Some(base), None)
+}
+
+fn classes(py: Python<'_>) -> PyResult<&[(&'static str, Py<PyType>)]> {
+    let classes = CLASSES.get_or_try_init(py, || -> PyResult<_> {
+        let base = new_class(py, codes::BASE_CLASS, BASE_DOC, &py.get_type::<PyException>())?;
+        let mut classes = vec![(codes::BASE_CLASS, base.clone_ref(py))];
+        for name in codes::classes() {
+            let title = codes::CODES.iter().find(|row| row.class == name).map_or(name, |row| row.title);
+            classes.push((name, new_class(py, name, &format!("{title}."), base.bind(py))?));
+        }
+        Ok(classes)
+    })?;
+    Ok(classes)
+}
+
+/// The exception class of a class name in the code table; a class a newer
+/// host adds is still a `ReputeError` with its code.
+fn class<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyType>> {
+    let classes = classes(py)?;
+    let found = classes.iter().find(|(n, _)| *n == name).unwrap_or(&classes[0]);
+    Ok(found.1.bind(py).clone())
 }
 
 /// Adds the base class and every class of the code table to the module.
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    let py = m.py();
-    m.add(codes::BASE_CLASS, py.get_type::<ReputeError>())?;
-    for name in codes::classes() {
-        m.add(name, class(py, name))?;
+    for (name, class) in classes(m.py())? {
+        m.add(*name, class.bind(m.py()))?;
     }
     Ok(())
 }
@@ -120,24 +114,22 @@ fn value<'py>(py: Python<'py>, field: Field<'_>) -> PyResult<Bound<'py, PyAny>> 
 }
 
 fn raise(py: Python<'_>, info: &codes::Code, message: String, code: &str, fields: &[(&str, Field<'_>)]) -> PyErr {
-    let err = PyErr::from_type(class(py, info.class), message);
-    let exception = err.value(py);
-    let set = || -> PyResult<()> {
+    let made = || -> PyResult<PyErr> {
+        let err = PyErr::from_type(class(py, info.class)?, message);
+        let exception = err.value(py);
         exception.setattr(intern!(py, "code"), code)?;
         for (name, field) in fields {
             exception.setattr(*name, value(py, *field)?)?;
         }
-        Ok(())
+        Ok(err)
     };
-    match set() {
-        Ok(()) => err,
-        Err(e) => e,
-    }
+    made().unwrap_or_else(|e| e)
 }
 
 /// The code table as `(code, status, class, fields)` tuples, and one
 /// exception of every row, for the tests that check the mapping.
 #[pyfunction]
+#[pyo3(signature = () -> "tuple[list[tuple[str, int, str, list[str]]], list[ReputeError]]")]
 pub(crate) fn _error_table(py: Python<'_>) -> PyResult<(Bound<'_, PyList>, Bound<'_, PyList>)> {
     let rows = codes::CODES
         .iter()
@@ -155,4 +147,23 @@ pub(crate) fn _error_table(py: Python<'_>) -> PyResult<(Bound<'_, PyList>, Bound
         .collect::<PyResult<Vec<_>>>()?;
     let examples = Error::examples().iter().map(|e| host_error(py, e).into_value(py)).collect::<Vec<_>>();
     Ok((PyList::new(py, rows)?, PyList::new(py, examples)?))
+}
+
+/// Errors whose fields are absent where the host's examples have them (a
+/// refusal with no known wait, a snapshot refused for a reason that names no
+/// field), so the stubs (`stubgen.py`) see every type a field takes.
+#[pyfunction]
+#[pyo3(signature = () -> "list[ReputeError]")]
+pub(crate) fn _absent_fields(py: Python<'_>) -> Vec<Py<PyAny>> {
+    let refusals = Error::examples().into_iter().filter_map(|e| match e {
+        Error::NoResourceAvailable(mut refusal) => {
+            refusal.retry_after = None;
+            Some(Error::NoResourceAvailable(refusal))
+        }
+        _ => None,
+    });
+    refusals
+        .chain([Error::Snapshot(SnapshotError::Truncated)])
+        .map(|e| host_error(py, &e).into_value(py).into_any())
+        .collect()
 }

@@ -4,18 +4,27 @@
 
 use std::sync::Arc;
 
+use pyo3::exceptions::PyBaseException;
 use pyo3::prelude::*;
 use pyo3::types::PyType;
 use repute_host::holder::{Released, Waiting as HostWaiting};
 use repute_host::{HeldLease, Outcome, Wall};
 
 use crate::errors::{to_py, Failure};
+use crate::open::OpenPool;
 use crate::outcome;
-use crate::pool::OpenPool;
 use crate::selector;
 use crate::time::{ns_to_secs, secs_to_ns};
+use crate::typed::{self, Loss, Release};
 use crate::views::{lease_kind, py_value, repr};
 
+/// A granted lease; `with lease:` releases it on exit.
+///
+/// `valid` is False once released or lost. A lease is lost for good when a
+/// renewal is refused, its resource is blocked, the tenant's ownership is
+/// lost, the local deadline (send time + TTL - margin) passes, `max_hold`
+/// ends an auto-renewed lease, or the pool closes; `loss` says which, and
+/// `on_lost` callbacks run once.
 #[pyclass(frozen, module = "repute")]
 pub(crate) struct Lease {
     shared: Arc<OpenPool>,
@@ -104,7 +113,7 @@ impl Lease {
 
     /// "client", "trial" (a half-open trial), "probe" or "fail_open".
     #[getter]
-    fn lease_kind(&self) -> &'static str {
+    fn lease_kind(&self) -> typed::LeaseKind {
         lease_kind(self.held.lease().kind)
     }
 
@@ -172,14 +181,15 @@ impl Lease {
     /// Why the lease was lost ("expired", "renewal_refused", "blocked",
     /// "owner_lost", "max_hold", "closed"), or None.
     #[getter]
-    fn loss(&self) -> Option<&'static str> {
-        self.held.lost().map(|l| l.as_str())
+    fn loss(&self) -> Option<Loss> {
+        self.held.lost().map(|l| Loss(l.as_str()))
     }
 
     /// Calls `callback(loss)` once when the lease is lost (at once if it
     /// already is), from the thread that noticed: the pool's renewal thread,
     /// or the caller of a failed `renew()`. A released lease is never lost.
     /// An exception in the callback is reported as unraisable.
+    #[pyo3(signature = (callback: "Callable[[_Loss], object]"))]
     fn on_lost(&self, py: Python<'_>, callback: Py<PyAny>) {
         let held = self.held.clone();
         py.detach(move || {
@@ -209,6 +219,7 @@ impl Lease {
 
     /// The lease used `used` tokens of its resource's `tpm` instead of the
     /// `cost` it reserved: the window counts `used` from now on.
+    #[pyo3(signature = (used: "int"))]
     fn reconcile(&self, py: Python<'_>, used: Bound<'_, PyAny>) -> PyResult<()> {
         let used = selector::count("used", &used).map_err(|f| to_py(py, f))?;
         self.run(py, |held| held.reconcile(used))
@@ -216,7 +227,7 @@ impl Lease {
 
     /// Reports a successful use; `latency` in seconds, `usage` the tokens
     /// it used (reconciled first, as `reconcile` does).
-    #[pyo3(signature = (latency, *, usage = None))]
+    #[pyo3(signature = (latency, *, usage: "int | None" = None))]
     fn report_success(&self, py: Python<'_>, latency: f64, usage: Option<Bound<'_, PyAny>>) -> PyResult<()> {
         self.report(py, outcome::outcome(None, latency, None), usage.as_ref())
     }
@@ -224,7 +235,7 @@ impl Lease {
     /// Reports a failed use; `kind` is a `FailureKind` or its name,
     /// `retry_after` (seconds) the wait a `rate_limited` or `quota_exhausted`
     /// answer gave, and `usage` as for `report_success`.
-    #[pyo3(signature = (kind, latency, *, retry_after = None, usage = None))]
+    #[pyo3(signature = (kind: "FailureKind | str", latency, *, retry_after = None, usage: "int | None" = None))]
     fn report_failure(
         &self,
         py: Python<'_>,
@@ -241,7 +252,10 @@ impl Lease {
     /// read by the profile of the resource's kind; `usage` as for
     /// `report_success`. An answer that says nothing about the resource (a
     /// provider's overload) reports nothing.
-    #[pyo3(signature = (status, latency = 0.0, headers = None, *, body = None, usage = None))]
+    #[pyo3(signature = (
+        status, latency = 0.0, headers: "_Headers | None" = None, *, body: "str | bytes | None" = None,
+        usage: "int | None" = None,
+    ))]
     fn report_http(
         &self,
         py: Python<'_>,
@@ -259,7 +273,8 @@ impl Lease {
     /// `release`, saying how it found the lease: "held", "lost" (the holder
     /// had been told) or "lost_unseen" (lost without anything telling the
     /// holder). For the asyncio layer's `async with`.
-    fn _release_as(&self, py: Python<'_>) -> PyResult<&'static str> {
+    #[pyo3(signature = () -> "_Release")]
+    fn _release_as(&self, py: Python<'_>) -> PyResult<Release> {
         self.run(py, |held| held.release()).map(released_name)
     }
 
@@ -275,7 +290,7 @@ impl Lease {
         &self,
         py: Python<'_>,
         exc_type: Option<Bound<'_, PyType>>,
-        _exc: Option<Bound<'_, PyAny>>,
+        _exc: Option<Bound<'_, PyBaseException>>,
         _tb: Option<Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
         let released = self.run(py, |held| held.release());
@@ -301,12 +316,12 @@ impl Lease {
 }
 
 /// How `release` found a lease, by name.
-pub(crate) fn released_name(r: Released) -> &'static str {
-    match r {
+pub(crate) fn released_name(r: Released) -> Release {
+    Release(match r {
         Released::Held => "held",
         Released::Lost => "lost",
         Released::LostUnseen => "lost_unseen",
-    }
+    })
 }
 
 /// The host's waiting plan for one asyncio acquire: how long to sleep on

@@ -8,44 +8,81 @@ use pyo3::prelude::*;
 
 mod clock;
 mod errors;
+mod events;
 mod fork;
 mod lease;
 mod link;
+mod open;
 mod outcome;
 mod pool;
 mod probe;
 mod selector;
 mod time;
+mod typed;
 mod views;
 
+// The module is declared inline so pyo3 can introspect it for the stubs
+// (`stubgen.py`); its init adds the exception classes of the code table.
 #[pymodule]
-fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    fork::install();
-    m.add_class::<pool::Pool>()?;
-    m.add_class::<lease::Lease>()?;
-    m.add_class::<lease::Waiting>()?;
-    m.add_class::<link::RedisLink>()?;
-    m.add_class::<clock::ManualClock>()?;
-    m.add_class::<views::Cell>()?;
-    m.add_class::<views::Resource>()?;
-    m.add_class::<views::Stats>()?;
-    m.add_class::<views::ProbeTarget>()?;
-    m.add_class::<views::Event>()?;
-    m.add_class::<views::RegisteredEvent>()?;
-    m.add_class::<views::UnregisteredEvent>()?;
-    m.add_class::<views::CooledEvent>()?;
-    m.add_class::<views::RecoveredEvent>()?;
-    m.add_class::<views::BlocklistedEvent>()?;
-    m.add_class::<views::UnblockedEvent>()?;
-    m.add_class::<views::RejectedEvent>()?;
-    m.add_class::<views::RetiredEvent>()?;
-    m.add_class::<views::LeaseEvent>()?;
-    m.add_class::<views::LeasedEvent>()?;
-    m.add_class::<views::RenewedEvent>()?;
-    m.add_class::<views::ReleasedEvent>()?;
-    m.add_class::<views::LeaseExpiredEvent>()?;
-    m.add_class::<views::RevokedEvent>()?;
-    errors::register(m)?;
-    m.add_function(wrap_pyfunction!(errors::_error_table, m)?)?;
-    Ok(())
+mod _native {
+    use pyo3::prelude::*;
+
+    #[pymodule_export]
+    use super::clock::ManualClock;
+    #[pymodule_export]
+    use super::errors::_absent_fields;
+    #[pymodule_export]
+    use super::errors::_error_table;
+    #[pymodule_export]
+    use super::events::BlocklistedEvent;
+    #[pymodule_export]
+    use super::events::CooledEvent;
+    #[pymodule_export]
+    use super::events::Event;
+    #[pymodule_export]
+    use super::events::LeaseEvent;
+    #[pymodule_export]
+    use super::events::LeaseExpiredEvent;
+    #[pymodule_export]
+    use super::events::LeasedEvent;
+    #[pymodule_export]
+    use super::events::RecoveredEvent;
+    #[pymodule_export]
+    use super::events::RegisteredEvent;
+    #[pymodule_export]
+    use super::events::RejectedEvent;
+    #[pymodule_export]
+    use super::events::ReleasedEvent;
+    #[pymodule_export]
+    use super::events::RenewedEvent;
+    #[pymodule_export]
+    use super::events::RetiredEvent;
+    #[pymodule_export]
+    use super::events::RevokedEvent;
+    #[pymodule_export]
+    use super::events::UnblockedEvent;
+    #[pymodule_export]
+    use super::events::UnregisteredEvent;
+    #[pymodule_export]
+    use super::lease::Lease;
+    #[pymodule_export]
+    use super::lease::Waiting;
+    #[pymodule_export]
+    use super::link::RedisLink;
+    #[pymodule_export]
+    use super::pool::Pool;
+    #[pymodule_export]
+    use super::views::Cell;
+    #[pymodule_export]
+    use super::views::ProbeTarget;
+    #[pymodule_export]
+    use super::views::Resource;
+    #[pymodule_export]
+    use super::views::Stats;
+
+    #[pymodule_init]
+    fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {
+        super::fork::install();
+        super::errors::register(m)
+    }
 }

@@ -15,8 +15,9 @@ use repute_host::{Error, StoreError};
 
 use crate::errors::{to_py, Failure};
 use crate::lease::{released_name, Lease};
-use crate::pool::OpenPool;
+use crate::open::OpenPool;
 use crate::selector;
+use crate::typed::Release;
 
 struct State {
     exchange: Exchange,
@@ -25,6 +26,7 @@ struct State {
     holds: HashMap<u32, Option<Option<u64>>>,
 }
 
+/// A pool's grants and revokes on Redis as bytes (used by the asyncio layer).
 #[pyclass(frozen, module = "repute")]
 pub(crate) struct RedisLink {
     shared: Arc<OpenPool>,
@@ -99,8 +101,8 @@ impl RedisLink {
     /// returns its operation number. Refusals the pool knows at once
     /// (nothing selectable, the rate limit) are raised here.
     #[pyo3(signature = (
-        context, auto_renew = false, max_hold = None, *,
-        kind = None, r#where = None, exclude = None, prefer = None, affinity = None, cost = None,
+        context, auto_renew = false, max_hold = None, *, kind = None, r#where: "_Where | None" = None,
+        exclude: "Iterable[str] | None" = None, prefer = None, affinity = None, cost: "int | None" = None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn acquire(
@@ -118,7 +120,7 @@ impl RedisLink {
     ) -> PyResult<u32> {
         let selector = selector::selector(kind, r#where.as_ref(), exclude.as_ref(), prefer, affinity, cost.as_ref());
         let selector = selector.map_err(|f| to_py(py, f))?;
-        let hold = crate::pool::hold(auto_renew, max_hold).map_err(|f| to_py(py, f))?;
+        let hold = crate::open::hold(auto_renew, max_hold).map_err(|f| to_py(py, f))?;
         py.detach(|| {
             self.shared.check()?;
             let mut state = self.state();
@@ -135,7 +137,7 @@ impl RedisLink {
     /// found the lease (see `Lease._release_as`) and the operation number
     /// whose reply says the revoke ran, or None when nothing is left to
     /// revoke (the release is complete).
-    fn release(&self, py: Python<'_>, lease: &Lease) -> PyResult<(&'static str, Option<u32>)> {
+    fn release(&self, py: Python<'_>, lease: &Lease) -> PyResult<(Release, Option<u32>)> {
         py.detach(|| {
             self.shared.check()?;
             let mut state = self.state();
@@ -155,6 +157,7 @@ impl RedisLink {
     /// Bytes read from the connection: the operations they settle. An
     /// unreadable reply raises `StoreError`; the connection is then
     /// unusable (call `reset`).
+    #[pyo3(signature = (data) -> "list[tuple[int, Lease | None | ReputeError]]")]
     fn feed<'py>(&self, py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyList>> {
         let (done, holds) = py
             .detach(|| {
@@ -171,6 +174,7 @@ impl RedisLink {
     }
 
     /// The `StoreError` a connection that could not be made raises.
+    #[pyo3(signature = (why) -> "ReputeError")]
     fn unavailable(&self, py: Python<'_>, why: &str) -> Py<PyAny> {
         let e = Error::Store(StoreError::Unavailable(format!("redis: {why}")));
         to_py(py, Failure::Host(e)).into_value(py).into_any()
@@ -178,6 +182,7 @@ impl RedisLink {
 
     /// The connection is gone: every operation in flight fails (returned as
     /// `(op, exception)`), and the next connection starts with the handshake.
+    #[pyo3(signature = (why) -> "list[tuple[int, Lease | None | ReputeError]]")]
     fn reset<'py>(&self, py: Python<'py>, why: &str) -> PyResult<Bound<'py, PyList>> {
         let mut state = self.state();
         let done = state.exchange.reset(&StoreError::Unavailable(format!("redis: {why}")));

@@ -9,145 +9,39 @@
 
 use std::sync::Arc;
 
+use pyo3::exceptions::PyBaseException;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyIterator, PyList, PyType};
-use repute_host::holder::{Field, OpenOptions};
-use repute_host::{Clock, Holder, Outcome, Pool as HostPool, PoolOps, Wall};
+use repute_host::holder::OpenOptions;
+use repute_host::{Clock, Holder, PoolOps, Wall};
 
 use crate::clock::ManualClock;
 use crate::errors::{invalid, to_py, Failure};
+use crate::events::event;
 use crate::lease::Lease;
+use crate::open::{field_name, hold, OpenPool};
 use crate::outcome;
 use crate::selector;
 use crate::time::{ns_to_secs, positive_duration, secs_to_ns};
-use crate::views::{event, Cell, ProbeTarget, Resource, Stats};
+use crate::views::{Cell, ProbeTarget, Resource, Stats};
 
-/// The Python spelling of the options the host validates.
-fn field_name(field: Field) -> &'static str {
-    match field {
-        Field::Store => "store",
-        Field::Tenant => "tenant",
-        Field::Mode => "mode",
-        Field::OwnerTtl => "owner_ttl",
-        Field::Owners => "owners",
-        Field::LeaseTtl => "lease_ttl",
-        Field::ProbeTtl => "probe_ttl",
-        Field::Strategy => "strategy",
-        Field::RenewMargin => "renew_margin",
-        Field::Recovery => "recovery",
-        Field::RateLimitRate => "rate",
-        Field::RateLimitBurst => "burst",
-        Field::AutoRenew => "auto_renew",
-        Field::MaxHold => "max_hold",
-        Field::Profiles => "profiles",
-    }
-}
-
-/// What a `Pool` and its leases share: the host's holder, and the process
-/// it was opened in (a pool is not usable across `os.fork()`).
-pub(crate) struct OpenPool {
-    pub(crate) holder: Arc<Holder>,
-    generation: u64,
-    pid: u32,
-}
-
-impl OpenPool {
-    /// Refuses calls in a process forked after the pool was opened.
-    pub(crate) fn check(&self) -> Result<(), Failure> {
-        if crate::fork::generation() == self.generation {
-            Ok(())
-        } else {
-            Err(Failure::Forked { opened_in: self.pid })
-        }
-    }
-
-    /// Runs one host operation, if this process may. Call only while detached.
-    pub(crate) fn with<T>(&self, f: impl FnOnce(&mut HostPool) -> repute_host::Result<T>) -> Result<T, Failure> {
-        self.check()?;
-        Ok(self.holder.with(f)?)
-    }
-
-    pub(crate) fn now(&self) -> u64 {
-        self.holder.now()
-    }
-}
-
-impl Drop for OpenPool {
-    fn drop(&mut self) {
-        if self.check().is_err() {
-            // In a forked child the host pool's locks, instance and store
-            // connections belong to the parent: never run their destructors here.
-            self.holder.abandon();
-        }
-    }
-}
-
+/// One tenant's pool. `store` is "memory", "sqlite:PATH", a "postgres://" or a
+/// "redis://" URL; `mode`, `owner_ttl` and `owners` ("store" or "etcd://HOST:PORT")
+/// matter only for the shared stores.
 #[pyclass(frozen, module = "repute")]
 pub(crate) struct Pool {
     shared: Arc<OpenPool>,
-}
-
-impl Pool {
-    /// Runs one host operation detached from the interpreter.
-    fn call<T: Send>(
-        &self,
-        py: Python<'_>,
-        f: impl FnOnce(&mut HostPool) -> repute_host::Result<T> + Send,
-    ) -> PyResult<T> {
-        py.detach(|| self.shared.with(f)).map_err(|e| to_py(py, e))
-    }
-
-    /// Runs a host operation that may free a permit, then wakes waiters.
-    fn call_freeing<T: Send>(
-        &self,
-        py: Python<'_>,
-        f: impl FnOnce(&mut HostPool) -> repute_host::Result<T> + Send,
-    ) -> PyResult<T> {
-        let r = self.call(py, f);
-        self.shared.holder.notify_freed();
-        r
-    }
-
-    fn report(
-        &self,
-        py: Python<'_>,
-        (kind, value, context): (&str, &str, &str),
-        outcome: Result<Outcome, Failure>,
-    ) -> PyResult<()> {
-        let outcome = outcome.map_err(|f| to_py(py, f))?;
-        self.call(py, |p| p.report(kind, value, context, &outcome))
-    }
-
-    /// A grant by `f` as a `Lease`, auto-renewed if asked.
-    fn grant(
-        &self,
-        py: Python<'_>,
-        f: impl FnOnce(&mut HostPool) -> repute_host::Result<repute_host::Lease> + Send,
-    ) -> PyResult<Lease> {
-        let held = py
-            .detach(|| {
-                self.shared.check()?;
-                self.shared.holder.grant(f).map_err(Failure::from)
-            })
-            .map_err(|f| to_py(py, f))?;
-        Ok(Lease::new(self.shared.clone(), held))
-    }
-}
-
-/// `auto_renew` and `max_hold` (seconds) as the host takes them.
-pub(crate) fn hold(auto_renew: bool, max_hold: Option<f64>) -> Result<Option<Option<u64>>, Failure> {
-    let max_hold = max_hold.map(|s| secs_to_ns("max_hold", s)).transpose()?;
-    Ok(repute_host::holder::hold(auto_renew, max_hold, field_name)?)
 }
 
 #[pymethods]
 impl Pool {
     #[new]
     #[pyo3(signature = (
-        store = "memory", tenant = "default", lease_ttl = 30.0, strategy = None, seed = None, clock = None,
-        *, probe_ttl = 15.0, renew_margin = None, max_resources = None, max_cells = None, rate = None, burst = 1,
-        mode = "sharded", owner_ttl = 10.0, owners = "store", recovery = "traffic", fail_open = false,
-        cooldowns = None, probe = None, probe_concurrency = 4, probe_every = 1.0, profiles = None,
+        store = "memory", tenant = "default", lease_ttl = 30.0, strategy: "_Strategy | None" = None, seed = None,
+        clock = None, *, probe_ttl = 15.0, renew_margin = None, max_resources = None, max_cells = None, rate = None,
+        burst = 1, mode: "_Mode" = "sharded", owner_ttl = 10.0, owners = "store", recovery: "_Recovery" = "traffic",
+        fail_open = false, cooldowns: "dict[str, dict[str, float]] | None" = None, probe: "_Probe | None" = None,
+        probe_concurrency = 4, probe_every = 1.0, profiles: "dict[str, Profile] | None" = None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -206,7 +100,7 @@ impl Pool {
         };
         let clock: Option<Arc<dyn Clock>> = clock.map(|c| c.shared());
         let holder = py.detach(|| Holder::open(options, clock, field_name)).map_err(|e| to_py(py, e.into()))?;
-        let shared = Arc::new(OpenPool { holder, generation: crate::fork::generation(), pid: std::process::id() });
+        let shared = Arc::new(OpenPool::new(holder));
         if let Some(probe) = probe {
             crate::probe::spawn(Arc::downgrade(&shared), probe, probe_concurrency, probe_every);
         }
@@ -237,8 +131,9 @@ impl Pool {
     /// per model). Registering again replaces them all. True if anything
     /// changed.
     #[pyo3(signature = (
-        kind, value, permits = 1, *, labels = None, secret = None,
-        rpm = None, tpm = None, min_interval = None, max_uses = None, max_age = None, per_context = None,
+        kind, value, permits = 1, *, labels: "Mapping[str, str] | None" = None, secret = None,
+        rpm: "int | None" = None, tpm: "int | None" = None, min_interval = None, max_uses: "int | None" = None,
+        max_age = None, per_context: "ContextLimits | None" = None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn register(
@@ -266,20 +161,20 @@ impl Pool {
         };
         let registration =
             selector::registration(permits, &limits, labels.as_ref(), secret).map_err(|f| to_py(py, f))?;
-        self.call_freeing(py, |p| p.register_with(kind, value, &registration))
+        self.shared.call_freeing(py, |p| p.register_with(kind, value, &registration))
     }
 
     /// Removes a resource; refused while leased unless `force` (which revokes the leases).
     #[pyo3(signature = (kind, value, force = false))]
     fn unregister(&self, py: Python<'_>, kind: &str, value: &str, force: bool) -> PyResult<()> {
-        self.call(py, |p| p.unregister(kind, value, force))
+        self.shared.call(py, |p| p.unregister(kind, value, force))
     }
 
     /// The best lease for `context` now among the resources the selector
     /// admits (see `acquire`), or None if nothing is available.
     #[pyo3(signature = (
-        context, *, kind = None, r#where = None, exclude = None, prefer = None, affinity = None,
-        cost = None, auto_renew = false, max_hold = None,
+        context, *, kind = None, r#where: "_Where | None" = None, exclude: "Iterable[str] | None" = None,
+        prefer = None, affinity = None, cost: "int | None" = None, auto_renew = false, max_hold = None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn try_acquire(
@@ -319,8 +214,8 @@ impl Pool {
     /// `auto_renew`, a thread of the pool renews the lease until it is
     /// released, lost, or held for `max_hold` seconds.
     #[pyo3(signature = (
-        context, timeout = None, *, kind = None, r#where = None, exclude = None, prefer = None, affinity = None,
-        cost = None, auto_renew = false, max_hold = None,
+        context, timeout = None, *, kind = None, r#where: "_Where | None" = None, exclude: "Iterable[str] | None" = None,
+        prefer = None, affinity = None, cost: "int | None" = None, auto_renew = false, max_hold = None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn acquire(
@@ -354,14 +249,14 @@ impl Pool {
 
     /// A probe lease on a cell that `due_for_probe` lists.
     fn acquire_for_probe(&self, py: Python<'_>, kind: &str, value: &str, context: &str) -> PyResult<Lease> {
-        self.grant(py, |p| p.acquire_for_probe(kind, value, context))
+        self.shared.grant(py, |p| p.acquire_for_probe(kind, value, context))
     }
 
     /// A handle on a live lease from its id and fencing token (handed over
     /// from another thread or task): renews it under that token, so a wrong
     /// token raises `StaleLease` and an ended lease `LeaseExpired`.
     fn resume(&self, py: Python<'_>, lease_id: u64, token: u64) -> PyResult<Lease> {
-        self.grant(py, |p| p.renew(lease_id, token))
+        self.shared.grant(py, |p| p.renew(lease_id, token))
     }
 
     /// The pool's grants and revokes as bytes for the asyncio layer's own
@@ -381,12 +276,12 @@ impl Pool {
 
     /// Reports a successful use of a resource in `context`; `latency` in seconds.
     fn report_success(&self, py: Python<'_>, kind: &str, value: &str, context: &str, latency: f64) -> PyResult<()> {
-        self.report(py, (kind, value, context), outcome::outcome(None, latency, None))
+        self.shared.report(py, (kind, value, context), outcome::outcome(None, latency, None))
     }
 
     /// Reports a failed use; `failure` is a `FailureKind` or its name, and
     /// `retry_after` (seconds) the wait a `rate_limited` or `quota_exhausted` answer gave.
-    #[pyo3(signature = (kind, value, context, failure, latency, *, retry_after = None))]
+    #[pyo3(signature = (kind, value, context, failure: "FailureKind | str", latency, *, retry_after = None))]
     #[allow(clippy::too_many_arguments)]
     fn report_failure(
         &self,
@@ -398,14 +293,17 @@ impl Pool {
         latency: f64,
         retry_after: Option<f64>,
     ) -> PyResult<()> {
-        self.report(py, (kind, value, context), outcome::outcome(Some(failure), latency, retry_after))
+        self.shared.report(py, (kind, value, context), outcome::outcome(Some(failure), latency, retry_after))
     }
 
     /// Reports a use by the upstream's HTTP answer: its status, headers and
     /// body (str or bytes; an error's code and stated delay are read), read
     /// by the profile of `kind`; an answer that says nothing about the
     /// resource (a provider's overload) reports nothing.
-    #[pyo3(signature = (kind, value, context, status, latency = 0.0, headers = None, *, body = None))]
+    #[pyo3(signature = (
+        kind, value, context, status, latency = 0.0, headers: "_Headers | None" = None, *,
+        body: "str | bytes | None" = None,
+    ))]
     #[allow(clippy::too_many_arguments)]
     fn report_http(
         &self,
@@ -439,66 +337,66 @@ impl Pool {
         reason: Option<&str>,
     ) -> PyResult<()> {
         let duration = seconds.map(|s| secs_to_ns("seconds", s)).transpose().map_err(|f| to_py(py, f))?;
-        self.call(py, |p| p.block(kind, value, context, duration, reason))
+        self.shared.call(py, |p| p.block(kind, value, context, duration, reason))
     }
 
     /// Lifts a block; True if one was in place.
     #[pyo3(signature = (kind, value, context = None))]
     fn unblock(&self, py: Python<'_>, kind: &str, value: &str, context: Option<&str>) -> PyResult<bool> {
-        self.call_freeing(py, |p| p.unblock(kind, value, context))
+        self.shared.call_freeing(py, |p| p.unblock(kind, value, context))
     }
 
     /// Cells waiting for a probe, sorted.
     fn due_for_probe(&self, py: Python<'_>) -> PyResult<Vec<ProbeTarget>> {
-        Ok(self.call(py, |p| p.due_for_probe())?.into_iter().map(ProbeTarget::from).collect())
+        Ok(self.shared.call(py, |p| p.due_for_probe())?.into_iter().map(ProbeTarget::from).collect())
     }
 
     /// The resource's global cell first, then one per context, sorted by context.
     fn cells(&self, py: Python<'_>, kind: &str, value: &str) -> PyResult<Vec<Cell>> {
-        let cells = self.call(py, |p| p.cells(kind, value))?;
+        let cells = self.shared.call(py, |p| p.cells(kind, value))?;
         let wall = Wall::now(&**self.shared.holder.clock());
         Ok(cells.into_iter().map(|v| Cell::new(v, &wall)).collect())
     }
 
     /// Every registered resource, sorted.
     fn resources(&self, py: Python<'_>) -> PyResult<Vec<Resource>> {
-        let resources = self.call(py, |p| p.resources())?;
+        let resources = self.shared.call(py, |p| p.resources())?;
         let wall = Wall::now(&**self.shared.holder.clock());
         Ok(resources.into_iter().map(|v| Resource::new(v, &wall)).collect())
     }
 
     fn stats(&self, py: Python<'_>) -> PyResult<Stats> {
-        Ok(self.call(py, |p| p.stats())?.into())
+        Ok(self.shared.call(py, |p| p.stats())?.into())
     }
 
     /// The versioned binary snapshot; `with_leases` includes live leases.
     #[pyo3(signature = (with_leases = true))]
     fn snapshot<'py>(&self, py: Python<'py>, with_leases: bool) -> PyResult<Bound<'py, PyBytes>> {
-        let bytes = self.call(py, |p| p.snapshot(with_leases))?;
+        let bytes = self.shared.call(py, |p| p.snapshot(with_leases))?;
         Ok(PyBytes::new(py, &bytes))
     }
 
     /// The same state as JSON.
     #[pyo3(signature = (with_leases = true))]
     fn snapshot_json(&self, py: Python<'_>, with_leases: bool) -> PyResult<String> {
-        self.call(py, |p| p.snapshot_json(with_leases))
+        self.shared.call(py, |p| p.snapshot_json(with_leases))
     }
 
     /// Replaces the state with a snapshot; a refused one (`InvalidSnapshot`) changes nothing.
     fn restore(&self, py: Python<'_>, data: &[u8]) -> PyResult<()> {
-        self.call_freeing(py, |p| p.restore(data))
+        self.shared.call_freeing(py, |p| p.restore(data))
     }
 
     /// `restore` from JSON.
     fn restore_json(&self, py: Python<'_>, data: &str) -> PyResult<()> {
-        self.call_freeing(py, |p| p.restore_json(data))
+        self.shared.call_freeing(py, |p| p.restore_json(data))
     }
 
     /// Saves a checkpoint to the store, conditional on the version last
     /// loaded or saved; returns the new version.
     #[pyo3(signature = (with_leases = true))]
     fn checkpoint(&self, py: Python<'_>, with_leases: bool) -> PyResult<u64> {
-        self.call(py, |p| p.checkpoint(with_leases))
+        self.shared.call(py, |p| p.checkpoint(with_leases))
     }
 
     /// Folds in what other processes appended to the tenant's log since this
@@ -506,12 +404,13 @@ impl Pool {
     /// serves the tenant); returns how many entries. Call it periodically,
     /// or before reading state another process may have changed.
     fn sync(&self, py: Python<'_>) -> PyResult<u32> {
-        self.call_freeing(py, |p| p.sync())
+        self.shared.call_freeing(py, |p| p.sync())
     }
 
     /// The events since the last call, oldest first.
+    #[pyo3(signature = () -> "Iterator[Event]")]
     fn events<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyIterator>> {
-        let events = self.call(py, |p| p.drain_events())?;
+        let events = self.shared.call(py, |p| p.drain_events())?;
         let list = PyList::empty(py);
         let wall = Wall::now(&**self.shared.holder.clock());
         for e in events {
@@ -522,7 +421,7 @@ impl Pool {
 
     /// Events dropped because they were not drained in time.
     fn dropped_events(&self, py: Python<'_>) -> PyResult<u64> {
-        self.call(py, |p| p.dropped_events())
+        self.shared.call(py, |p| p.dropped_events())
     }
 
     /// True once `close()` has run.
@@ -553,7 +452,7 @@ impl Pool {
         &self,
         py: Python<'_>,
         _exc_type: Option<Bound<'_, PyType>>,
-        _exc: Option<Bound<'_, PyAny>>,
+        _exc: Option<Bound<'_, PyBaseException>>,
         _tb: Option<Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
         self.close(py, true)?;

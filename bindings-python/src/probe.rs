@@ -11,7 +11,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyInt};
 use repute_host::{finish_probe, start_probes, Lease, Verdict};
 
-use crate::pool::OpenPool;
+use crate::open::OpenPool;
 
 /// How often the thread looks whether its pool was closed or dropped.
 const LOOK: Duration = Duration::from_millis(50);

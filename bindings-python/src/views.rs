@@ -1,5 +1,5 @@
-//! Read-only views of pool state and the typed event stream, as frozen
-//! Python objects. Times are float seconds on the pool's clock (the same
+//! Read-only views of pool state (cells, resources, stats, probe targets),
+//! as frozen Python objects; the events are in `events`. Times are float seconds on the pool's clock (the same
 //! clock as `Pool.now`), latencies float seconds; beside each instant a
 //! `*_unix` field gives its Unix time (float seconds, as `time.time()`),
 //! mapped when the view was made (see `repute_host::Wall`). Reprs show
@@ -9,10 +9,11 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{IntoPyDict, PyDict, PyType};
 use pyo3::IntoPyObjectExt;
-use repute_host::{Block, CellView, Context, Event as HostEvent, EventKind, FailureKind, LeaseKind, RejectReason};
-use repute_host::{Lease as HostLease, Limits, ResourceId, ResourceView, Stats as HostStats, Wall};
+use repute_host::{Block, CellView, Context, FailureKind, LeaseKind, Limits, ResourceId, ResourceView};
+use repute_host::{Stats as HostStats, Wall};
 
 use crate::time::ns_to_secs;
+use crate::typed::{self, CellState, Failure, Labels, LimitsDict, Retirement};
 
 /// `Name(field=repr(value), ...)`, each value as Python's `repr` shows it.
 pub(crate) fn repr<'py>(name: &str, fields: Vec<(&str, Bound<'py, PyAny>)>) -> PyResult<String> {
@@ -36,18 +37,18 @@ pub(crate) fn py_value<'py, T: IntoPyObject<'py>>(py: Python<'py>, value: T) -> 
 
 /// `repute.FailureKind` is a Python `str` enum (idiomatic, and accepted
 /// wherever a kind name is); views hand out its members.
-fn failure_kind(py: Python<'_>, kind: FailureKind) -> PyResult<Bound<'_, PyAny>> {
+pub(crate) fn failure_kind(py: Python<'_>, kind: FailureKind) -> PyResult<Failure<'_>> {
     static CLASS: PyOnceLock<Py<PyType>> = PyOnceLock::new();
-    CLASS.import(py, "repute._types", "FailureKind")?.call1((kind.as_str(),))
+    Ok(Failure(CLASS.import(py, "repute._types", "FailureKind")?.call1((kind.as_str(),))?))
 }
 
-pub(crate) fn lease_kind(kind: LeaseKind) -> &'static str {
-    match kind {
+pub(crate) fn lease_kind(kind: LeaseKind) -> typed::LeaseKind {
+    typed::LeaseKind(match kind {
         LeaseKind::Client => "client",
         LeaseKind::Trial => "trial",
         LeaseKind::Probe => "probe",
         LeaseKind::FailOpen => "fail_open",
-    }
+    })
 }
 
 /// One reputation cell: the global layer (`context` None) or one context.
@@ -57,7 +58,7 @@ pub(crate) struct Cell {
     context: Option<String>,
     /// "healthy", "cooling", "recovering" or "blocklisted".
     #[pyo3(get)]
-    state: &'static str,
+    state: CellState,
     #[pyo3(get)]
     score: i32,
     #[pyo3(get)]
@@ -95,7 +96,7 @@ pub(crate) struct Cell {
 impl Cell {
     /// Why the cell last cooled, while that is relevant.
     #[getter]
-    fn cause<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+    fn cause<'py>(&self, py: Python<'py>) -> PyResult<Option<Failure<'py>>> {
         self.cause.map(|k| failure_kind(py, k)).transpose()
     }
 
@@ -135,7 +136,7 @@ impl Cell {
         let block = block_parts(v.block, wall);
         Cell {
             context: v.context.map(|c| c.as_str().to_owned()),
-            state: v.state.as_str(),
+            state: CellState(v.state.as_str()),
             score: v.score,
             effective_score: v.effective_score,
             consecutive_failures: v.consecutive_failures,
@@ -173,7 +174,7 @@ pub(crate) struct Resource {
     uses: u64,
     /// Why its limits retired it ("max_uses" or "max_age"), or None.
     #[pyo3(get)]
-    retired: Option<&'static str>,
+    retired: Option<Retirement>,
     #[pyo3(get)]
     leased: u32,
     #[pyo3(get)]
@@ -194,15 +195,15 @@ pub(crate) struct Resource {
 impl Resource {
     /// The resource's labels, a new dict on every read, sorted by name.
     #[getter]
-    fn labels<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        self.labels.clone().into_py_dict(py)
+    fn labels<'py>(&self, py: Python<'py>) -> PyResult<Labels<'py>> {
+        Ok(Labels(self.labels.clone().into_py_dict(py)?))
     }
 
     /// The resource's usage limits, a new dict on every read with the
     /// limits it has, by `register`'s keyword names (durations in seconds),
     /// so `register(kind, value, **resource.limits)` registers them again.
     #[getter]
-    fn limits<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    fn limits<'py>(&self, py: Python<'py>) -> PyResult<LimitsDict<'py>> {
         let l = self.limits;
         let out = PyDict::new(py);
         let counts = [("rpm", l.rpm.map(u64::from)), ("tpm", l.tpm), ("max_uses", l.max_uses)];
@@ -229,7 +230,7 @@ impl Resource {
             }
             out.set_item("per_context", per)?;
         }
-        Ok(out)
+        Ok(LimitsDict(out))
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
@@ -239,7 +240,7 @@ impl Resource {
             ("permits", py_value(py, self.permits)?),
             ("leased", py_value(py, self.leased)?),
             ("score", py_value(py, self.score)?),
-            ("labels", self.labels(py)?.into_any()),
+            ("labels", self.labels(py)?.0.into_any()),
         ];
         repr("Resource", fields)
     }
@@ -255,7 +256,7 @@ impl Resource {
             labels: v.labels.iter().map(|(n, l)| (n.to_owned(), l.to_owned())).collect(),
             limits: v.limits,
             uses: v.uses,
-            retired: v.retired.map(|r| r.as_str()),
+            retired: v.retired.map(|r| Retirement(r.as_str())),
             leased: v.leased,
             score: v.score,
             contexts: v.contexts,
@@ -307,262 +308,6 @@ impl From<HostStats> for Stats {
             now: ns_to_secs(s.now),
         }
     }
-}
-
-/// Base of every event: when it happened and its `type` name (the host's
-/// event name, e.g. "leased", "lease_expired").
-#[pyclass(frozen, subclass, module = "repute")]
-pub(crate) struct Event {
-    #[pyo3(get)]
-    at: f64,
-    #[pyo3(get)]
-    at_unix: f64,
-    #[pyo3(get, name = "type")]
-    kind: &'static str,
-}
-
-#[pymethods]
-impl Event {
-    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
-        let py = slf.py();
-        let this = slf.get();
-        let name = slf.get_type().name()?;
-        let fields = vec![("type", py_value(py, this.kind)?), ("at", py_value(py, this.at)?)];
-        repr(name.to_str()?, fields)
-    }
-}
-
-/// A resource was registered (or its permits changed).
-#[pyclass(frozen, get_all, extends = Event, module = "repute")]
-pub(crate) struct RegisteredEvent {
-    kind: String,
-    value: String,
-    permits: u32,
-}
-
-#[pyclass(frozen, get_all, extends = Event, module = "repute")]
-pub(crate) struct UnregisteredEvent {
-    kind: String,
-    value: String,
-}
-
-/// A cell (or, `context` None, the whole resource) is not selected until
-/// `until` because of `cause`.
-#[pyclass(frozen, extends = Event, module = "repute")]
-pub(crate) struct CooledEvent {
-    #[pyo3(get)]
-    kind: String,
-    #[pyo3(get)]
-    value: String,
-    #[pyo3(get)]
-    context: Option<String>,
-    #[pyo3(get)]
-    until: f64,
-    #[pyo3(get)]
-    until_unix: f64,
-    cause: FailureKind,
-}
-
-#[pymethods]
-impl CooledEvent {
-    #[getter]
-    fn cause<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        failure_kind(py, self.cause)
-    }
-}
-
-#[pyclass(frozen, get_all, extends = Event, module = "repute")]
-pub(crate) struct RecoveredEvent {
-    kind: String,
-    value: String,
-    context: String,
-}
-
-/// A block was put in place; `context` None is resource-wide, `until` None permanent.
-#[pyclass(frozen, get_all, extends = Event, module = "repute")]
-pub(crate) struct BlocklistedEvent {
-    kind: String,
-    value: String,
-    context: Option<String>,
-    until: Option<f64>,
-    until_unix: Option<f64>,
-    reason: Option<String>,
-}
-
-#[pyclass(frozen, get_all, extends = Event, module = "repute")]
-pub(crate) struct UnblockedEvent {
-    kind: String,
-    value: String,
-    context: Option<String>,
-}
-
-/// Nothing could be granted for `context`; `reason` is "no_candidates" or "rate_limited".
-#[pyclass(frozen, get_all, extends = Event, module = "repute")]
-pub(crate) struct RejectedEvent {
-    context: String,
-    reason: &'static str,
-}
-
-/// Its usage limits retired a resource: `reason` is "max_uses" or "max_age";
-/// it is not selected again.
-#[pyclass(frozen, get_all, extends = Event, module = "repute")]
-pub(crate) struct RetiredEvent {
-    kind: String,
-    value: String,
-    reason: &'static str,
-}
-
-/// Base of the lease events: the lease as it was at the event.
-#[pyclass(frozen, get_all, subclass, extends = Event, module = "repute")]
-pub(crate) struct LeaseEvent {
-    lease_id: u64,
-    kind: String,
-    value: String,
-    context: String,
-    permit: u32,
-    token: u64,
-    lease_kind: &'static str,
-    granted_at: f64,
-    granted_at_unix: f64,
-    expires_at: f64,
-    expires_at_unix: f64,
-}
-
-/// Declares the lease event classes, which add nothing to `LeaseEvent` but
-/// their type, so `isinstance` and `match` can tell them apart.
-macro_rules! lease_events {
-    ($($name:ident: $doc:literal),* $(,)?) => {$(
-        #[doc = $doc]
-        #[pyclass(frozen, extends = LeaseEvent, module = "repute")]
-        pub(crate) struct $name {}
-    )*};
-}
-
-lease_events!(
-    LeasedEvent: "A lease was granted.",
-    RenewedEvent: "A lease was extended.",
-    ReleasedEvent: "A lease was released by its holder.",
-    LeaseExpiredEvent: "A lease ran out; its permit is free.",
-    RevokedEvent: "A lease was ended by a forced unregister; its holder is fenced out.",
-);
-
-fn lease_event(l: &HostLease, wall: &Wall) -> LeaseEvent {
-    LeaseEvent {
-        lease_id: l.id,
-        kind: l.resource.kind().to_owned(),
-        value: l.resource.value().to_owned(),
-        context: l.context.as_str().to_owned(),
-        permit: l.permit,
-        token: l.token,
-        lease_kind: lease_kind(l.kind),
-        granted_at: ns_to_secs(l.granted_at),
-        granted_at_unix: wall.unix_secs(l.granted_at),
-        expires_at: ns_to_secs(l.expires_at),
-        expires_at_unix: wall.unix_secs(l.expires_at),
-    }
-}
-
-/// The typed Python object of one host event.
-pub(crate) fn event<'py>(py: Python<'py>, e: HostEvent, wall: &Wall) -> PyResult<Bound<'py, PyAny>> {
-    let base =
-        PyClassInitializer::from(Event { at: ns_to_secs(e.at), at_unix: wall.unix_secs(e.at), kind: e.kind.name() });
-    let object = match e.kind {
-        EventKind::Registered { resource, permits } => Bound::new(
-            py,
-            base.add_subclass(RegisteredEvent {
-                kind: resource.kind().to_owned(),
-                value: resource.value().to_owned(),
-                permits,
-            }),
-        )?
-        .into_any(),
-        EventKind::Unregistered { resource } => Bound::new(
-            py,
-            base.add_subclass(UnregisteredEvent {
-                kind: resource.kind().to_owned(),
-                value: resource.value().to_owned(),
-            }),
-        )?
-        .into_any(),
-        EventKind::Cooled { resource, context, until, cause } => Bound::new(
-            py,
-            base.add_subclass(CooledEvent {
-                kind: resource.kind().to_owned(),
-                value: resource.value().to_owned(),
-                context: context.map(|c| c.as_str().to_owned()),
-                until: ns_to_secs(until),
-                until_unix: wall.unix_secs(until),
-                cause,
-            }),
-        )?
-        .into_any(),
-        EventKind::Recovered { resource, context } => Bound::new(
-            py,
-            base.add_subclass(RecoveredEvent {
-                kind: resource.kind().to_owned(),
-                value: resource.value().to_owned(),
-                context: context.as_str().to_owned(),
-            }),
-        )?
-        .into_any(),
-        EventKind::Blocklisted { resource, context, until, reason } => Bound::new(
-            py,
-            base.add_subclass(BlocklistedEvent {
-                kind: resource.kind().to_owned(),
-                value: resource.value().to_owned(),
-                context: context.map(|c| c.as_str().to_owned()),
-                until: until.map(ns_to_secs),
-                until_unix: until.map(|t| wall.unix_secs(t)),
-                reason,
-            }),
-        )?
-        .into_any(),
-        EventKind::Unblocked { resource, context } => Bound::new(
-            py,
-            base.add_subclass(UnblockedEvent {
-                kind: resource.kind().to_owned(),
-                value: resource.value().to_owned(),
-                context: context.map(|c| c.as_str().to_owned()),
-            }),
-        )?
-        .into_any(),
-        EventKind::Rejected { context, reason } => Bound::new(
-            py,
-            base.add_subclass(RejectedEvent {
-                context: context.as_str().to_owned(),
-                reason: match reason {
-                    RejectReason::NoCandidates => "no_candidates",
-                    RejectReason::RateLimited => "rate_limited",
-                },
-            }),
-        )?
-        .into_any(),
-        EventKind::Retired { resource, reason } => Bound::new(
-            py,
-            base.add_subclass(RetiredEvent {
-                kind: resource.kind().to_owned(),
-                value: resource.value().to_owned(),
-                reason: reason.as_str(),
-            }),
-        )?
-        .into_any(),
-        EventKind::Leased { lease } => {
-            Bound::new(py, base.add_subclass(lease_event(&lease, wall)).add_subclass(LeasedEvent {}))?.into_any()
-        }
-        EventKind::Renewed { lease } => {
-            Bound::new(py, base.add_subclass(lease_event(&lease, wall)).add_subclass(RenewedEvent {}))?.into_any()
-        }
-        EventKind::Released { lease } => {
-            Bound::new(py, base.add_subclass(lease_event(&lease, wall)).add_subclass(ReleasedEvent {}))?.into_any()
-        }
-        EventKind::LeaseExpired { lease } => {
-            Bound::new(py, base.add_subclass(lease_event(&lease, wall)).add_subclass(LeaseExpiredEvent {}))?.into_any()
-        }
-        EventKind::Revoked { lease } => {
-            Bound::new(py, base.add_subclass(lease_event(&lease, wall)).add_subclass(RevokedEvent {}))?.into_any()
-        }
-    };
-    Ok(object)
 }
 
 /// A cell waiting for a probe: `Pool.due_for_probe()` lists these.

@@ -1,4 +1,4 @@
-"""The hand-kept stubs, checked by mypy against a typed example and the package."""
+"""The generated stubs, checked by mypy against a typed example and the package."""
 
 from __future__ import annotations
 

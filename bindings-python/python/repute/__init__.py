@@ -24,7 +24,8 @@ number of threads. Processes: a pool opened before ``os.fork()`` raises
 
 from __future__ import annotations
 
-from ._aio import AsyncLease, AsyncPool
+from ._aio import AsyncPool
+from ._aio_lease import AsyncLease
 from ._native import (
     BlockedError,
     BlocklistedEvent,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Literal, TypedDict
 
 Profile = Literal["generic", "proxy", "api-key", "openai", "anthropic", "gemini"]
@@ -61,3 +62,22 @@ class Limits(TypedDict, total=False):
     """Retired this many seconds after it was registered."""
     per_context: ContextLimits
     """What each context of the resource may use on its own."""
+
+
+# The names the native module's signatures give their narrower types (its
+# Rust source names these aliases; `stubgen.py` imports them into the stubs).
+_CellState = Literal["healthy", "cooling", "recovering", "blocklisted"]
+_LeaseKind = Literal["client", "trial", "probe", "fail_open"]
+_Loss = Literal["expired", "renewal_refused", "blocked", "owner_lost", "max_hold", "closed"]
+_Retirement = Literal["max_uses", "max_age"]
+_Rejection = Literal["no_candidates", "rate_limited"]
+_Release = Literal["held", "lost", "lost_unseen"]
+_Strategy = Literal["classic", "thompson", "first"]
+_Mode = Literal["sharded", "shared"]
+_Recovery = Literal["traffic", "probe", "classic"]
+# A probe: (kind, value, context) -> True/None healthy, False failed, or an HTTP status.
+_ProbeAnswer = bool | int | None
+_Probe = Callable[[str, str, str], _ProbeAnswer] | Callable[[str, str, str], Awaitable[_ProbeAnswer]]
+_Headers = Mapping[str, str] | Iterable[tuple[str, str]]
+# `acquire(where=...)`: label name -> the value, or the values, it must have.
+_Where = Mapping[str, str | Sequence[str]]
