@@ -15,7 +15,7 @@ use alloc::collections::VecDeque;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::policy::SECOND;
+use crate::time::SECOND;
 
 /// The span `rpm` and `tpm` count over.
 pub const WINDOW: u64 = 60 * SECOND;
