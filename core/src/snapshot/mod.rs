@@ -25,6 +25,7 @@ use crate::pool::{Pool, Timer};
 
 mod binary;
 mod caps;
+mod cell;
 mod data;
 mod json;
 
