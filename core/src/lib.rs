@@ -47,6 +47,7 @@ mod selector;
 pub mod snapshot;
 mod time;
 mod tree;
+pub mod usage;
 #[cfg(feature = "workload")]
 pub mod workload;
 

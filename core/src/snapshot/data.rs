@@ -9,7 +9,7 @@ use crate::error::Error;
 use crate::id::{Context, ResourceId};
 use crate::labels::Labels;
 use crate::lease::{Lease, LeaseEntry, LeaseKind};
-use crate::limits::{Entry, Limits, RetireReason, Usage, MAX_WINDOW_ENTRIES, WINDOW};
+use crate::limits::{Limits, RetireReason, WINDOW};
 use crate::outcome::FailureKind;
 use crate::permits::Permits;
 use crate::policy::Policy;
@@ -17,6 +17,7 @@ use crate::pool::{ContextCell, Pool, Registry, Timer, MAX_PERMITS};
 use crate::ratelimit::Bucket;
 use crate::rng::Rng;
 use crate::secret::Secret;
+use crate::usage::{Entry, Usage, MAX_WINDOW_ENTRIES};
 
 use super::cell::{
     block_in, block_out, cell_in, cell_out, pause_in, pause_out, BlockRecord, CellRecordData, PauseRecord,
