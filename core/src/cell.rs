@@ -252,6 +252,6 @@ impl Cell {
 
 /// When the request an outcome reports on was sent: `now` less its latency.
 fn sent_at(outcome: &Outcome, now: u64) -> u64 {
-    let latency = outcome.latency_ms() * (crate::policy::SECOND / 1000) as f64;
+    let latency = outcome.latency_ms() * (crate::time::SECOND / 1000) as f64;
     now.saturating_sub(libm::floor(latency) as u64)
 }

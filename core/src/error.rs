@@ -4,7 +4,6 @@
 use core::fmt;
 
 use crate::refusal::Refusal;
-use crate::snapshot::SnapshotError;
 
 /// Why an operation was refused. Every refusal leaves the pool unchanged.
 #[derive(Debug, Clone, PartialEq)]
@@ -82,6 +81,38 @@ impl fmt::Display for Error {
 }
 
 impl core::error::Error for Error {}
+
+/// Why a snapshot was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SnapshotError {
+    /// Shorter than its header or its declared body.
+    Truncated,
+    /// Not a repute snapshot (wrong magic).
+    Foreign,
+    /// Written by a newer (or unknown) format version.
+    UnsupportedVersion { found: u16, supported: u16 },
+    /// The body does not match its checksum.
+    Checksum,
+    /// The body or JSON does not decode.
+    Malformed,
+    /// Decoded, but a value breaks a rule of the pool.
+    Invalid { field: &'static str, rule: &'static str },
+}
+
+impl fmt::Display for SnapshotError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SnapshotError::Truncated => f.write_str("truncated"),
+            SnapshotError::Foreign => f.write_str("not a repute snapshot"),
+            SnapshotError::UnsupportedVersion { found, supported } => {
+                write!(f, "format version {found} is not supported (this build reads format {supported})")
+            }
+            SnapshotError::Checksum => f.write_str("checksum mismatch"),
+            SnapshotError::Malformed => f.write_str("body does not decode"),
+            SnapshotError::Invalid { field, rule } => write!(f, "invalid {field}: {rule}"),
+        }
+    }
+}
 
 impl From<SnapshotError> for Error {
     fn from(e: SnapshotError) -> Self {

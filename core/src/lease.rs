@@ -4,7 +4,6 @@
 use serde::{Deserialize, Serialize};
 
 use crate::id::{Context, ResourceId};
-use crate::pool::Contexts;
 
 /// Why a lease was granted: a client lease, the single half-open trial of a
 /// cell whose cooldown ended, a probe of a cell due for one, or (policy
@@ -46,12 +45,4 @@ pub(crate) struct LeaseEntry {
     pub cost: u64,
     /// When its grant was counted in its resource's window, if it was.
     pub counted_at: Option<u64>,
-}
-
-impl LeaseEntry {
-    /// The interned number of the lease's context: the one it was granted
-    /// with, else (the context was new then) the one it may have now.
-    pub fn ctx(&self, contexts: &Contexts) -> Option<u32> {
-        self.ctx.or_else(|| contexts.id(&self.lease.context))
-    }
 }

@@ -45,7 +45,9 @@ mod score;
 mod secret;
 mod selector;
 pub mod snapshot;
+mod time;
 mod tree;
+pub mod usage;
 #[cfg(feature = "workload")]
 pub mod workload;
 
@@ -61,7 +63,7 @@ pub use labels::{Labels, MAX_LABELS, MAX_LABEL_NAME_BYTES};
 pub use lease::{Lease, LeaseKind};
 pub use limits::{ContextLimits, Limits, RetireReason, MAX_RPM, WINDOW};
 pub use outcome::{check_retry_after, FailureKind, Outcome, MAX_RETRY_AFTER};
-pub use policy::{CoolingRule, Policy, RateLimit, Recovery, Strategy, SECOND};
+pub use policy::{CoolingRule, Policy, RateLimit, Recovery, Strategy};
 pub use pool::{
     Block, CellView, Pool, Proposal, Registration, ResourceView, Settled, Stats, MAX_AFFINITIES, MAX_PERMITS,
     MAX_REASON_BYTES,
@@ -70,3 +72,4 @@ pub use refusal::Refusal;
 pub use secret::{Secret, MAX_SECRET_BYTES};
 pub use selector::{LabelFilter, Selector, MAX_EXCLUDE, MAX_FILTERS, MAX_FILTER_VALUES};
 pub use snapshot::SnapshotError;
+pub use time::SECOND;

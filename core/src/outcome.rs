@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::policy::SECOND;
+use crate::time::SECOND;
 
 /// Longest `retry_after` an outcome may carry: 30 days. A provider that asks
 /// for longer is better answered by a block, which an operator can see and lift.

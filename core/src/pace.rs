@@ -30,7 +30,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::policy::SECOND;
+use crate::time::SECOND;
 
 /// Share of the measured rate the cell is paced at.
 const MARGIN: f64 = 0.9;

@@ -8,8 +8,7 @@ use crate::error::{Error, Result};
 use alloc::vec::Vec;
 
 use crate::outcome::{FailureKind, MAX_RETRY_AFTER};
-
-pub const SECOND: u64 = 1_000_000_000;
+use crate::time::SECOND;
 
 /// How a candidate is chosen among the selectable ones.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,7 +1,8 @@
 //! Token bucket on acquire. Time that runs backwards mints nothing: the bucket
 //! remembers the latest instant it has seen and only refills past it.
 
-use crate::policy::{RateLimit, SECOND};
+use crate::policy::RateLimit;
+use crate::time::SECOND;
 
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Bucket {

@@ -7,6 +7,7 @@ use core::hash::Hash;
 use hashbrown::HashMap;
 
 use crate::id::Context;
+use crate::lease::LeaseEntry;
 
 use super::Pool;
 
@@ -62,5 +63,13 @@ impl Pool {
     /// The context of this name if the pool has seen it, shared rather than built anew.
     pub fn known_context(&self, name: &str) -> Option<Context> {
         self.contexts.id(name).map(|c| self.contexts.name(c).clone())
+    }
+}
+
+impl LeaseEntry {
+    /// The interned number of the lease's context: the one it was granted
+    /// with, else (the context was new then) the one it may have now.
+    pub fn ctx(&self, contexts: &Contexts) -> Option<u32> {
+        self.ctx.or_else(|| contexts.id(&self.lease.context))
     }
 }

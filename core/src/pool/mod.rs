@@ -5,9 +5,10 @@
 //! operations that keep that part's invariants: `registry` (slots, serials,
 //! retired fences), `contexts` (the interned context names), `timers`,
 //! `leases`, `select` (the index and choosing a candidate), `acquire` (the
-//! propose/settle protocol), `reports`, `blocklist` and
-//! `views` (inspection). The cells, keyed by slot and context number, join
-//! the registry and the contexts and stay on `Pool`.
+//! propose/settle protocol), `reports`, `blocklist`, `views` (inspection)
+//! and `standing` (why an acquire found nothing, and the `fail_open`
+//! fallback). The cells, keyed by slot and context number, join the registry
+//! and the contexts and stay on `Pool`.
 
 use alloc::boxed::Box;
 use alloc::collections::BTreeSet;
@@ -32,6 +33,7 @@ mod leases;
 mod registry;
 mod reports;
 mod select;
+mod standing;
 mod timers;
 mod usage;
 mod views;

@@ -13,9 +13,10 @@ use crate::id::{Context, ResourceId};
 use crate::index::{ContextSlot, GroupKey};
 use crate::key::ResourceKey;
 use crate::labels::Labels;
-use crate::limits::{Limits, RetireReason, Usage};
+use crate::limits::{Limits, RetireReason};
 use crate::permits::{self, Permits};
 use crate::secret::Secret;
+use crate::usage::Usage;
 
 use super::blocklist::reason_bytes;
 use super::leases::End;

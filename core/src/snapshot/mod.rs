@@ -17,14 +17,15 @@
 
 use alloc::string::String;
 use alloc::vec::Vec;
-use core::fmt;
 
 use crate::cell::Phase;
 use crate::error::Result;
+pub use crate::error::SnapshotError;
 use crate::pool::{Pool, Timer};
 
 mod binary;
 mod caps;
+mod cell;
 mod data;
 mod json;
 
@@ -44,38 +45,6 @@ pub const VERSION: u16 = 4;
 /// range was not written by a pool; accepting it would let the counter wrap
 /// to ids and tokens already handed out.
 pub const MAX_COUNTER: u64 = u64::MAX / 2;
-
-/// Why a snapshot was refused.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SnapshotError {
-    /// Shorter than its header or its declared body.
-    Truncated,
-    /// Not a repute snapshot (wrong magic).
-    Foreign,
-    /// Written by a newer (or unknown) format version.
-    UnsupportedVersion { found: u16, supported: u16 },
-    /// The body does not match its checksum.
-    Checksum,
-    /// The body or JSON does not decode.
-    Malformed,
-    /// Decoded, but a value breaks a rule of the pool.
-    Invalid { field: &'static str, rule: &'static str },
-}
-
-impl fmt::Display for SnapshotError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SnapshotError::Truncated => f.write_str("truncated"),
-            SnapshotError::Foreign => f.write_str("not a repute snapshot"),
-            SnapshotError::UnsupportedVersion { found, supported } => {
-                write!(f, "format version {found} is not supported (this build reads format {supported})")
-            }
-            SnapshotError::Checksum => f.write_str("checksum mismatch"),
-            SnapshotError::Malformed => f.write_str("body does not decode"),
-            SnapshotError::Invalid { field, rule } => write!(f, "invalid {field}: {rule}"),
-        }
-    }
-}
 
 fn invalid(field: &'static str, rule: &'static str) -> SnapshotError {
     SnapshotError::Invalid { field, rule }

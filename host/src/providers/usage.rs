@@ -10,18 +10,21 @@
 //! context). Both must admit the grant, the resource's judged first; a
 //! context's wait answers `ContextLimited`. The rule below is one scope's.
 //!
-//! For a grant claiming `{limits, cost}` at `now` of a permit that is free:
-//! `max_uses` spent answers `Limited(None)`; else the grant waits for the
-//! earliest `t >= now` at which `min_interval` has passed since the newest
-//! grant, the window holds fewer than `rpm` grants and `cost` more tokens
-//! fit under `tpm` (grants leave the window `WINDOW` after they were made),
-//! answering `Limited(Some(t - now))` while `t > now`. A cost over `tpm`
-//! can never fit: that grant is refused as `Held`, for this acquire only,
-//! since any smaller cost may still be granted. A grant that passes is
-//! recorded in the same step.
+//! For a grant claiming `{limits, cost}` at `now` of a permit that is free,
+//! the core's rule (`repute_core::usage::judge`) answers: `max_uses` spent
+//! answers `Limited(None)`; else the grant waits for the earliest `t >= now`
+//! at which `min_interval` has passed since the newest grant, the window
+//! holds fewer than `rpm` grants and `cost` more tokens fit under `tpm`
+//! (grants leave the window `WINDOW` after they were made), answering
+//! `Limited(Some(t - now))` while `t > now`. A cost over `tpm` can never
+//! fit: that grant is refused as `Held`, for this acquire only, since any
+//! smaller cost may still be granted. A grant that passes is recorded in the
+//! same step. The SQL and Lua forms are held to the core's table of cases
+//! (`repute_core::usage::cases`) by the host's tests.
 
 use std::collections::{HashMap, VecDeque};
 
+use repute_core::usage::{self, Slice, Used, Verdict};
 use repute_core::{Claim, GrantAnswer, Limits, WINDOW};
 
 /// The scope of a resource's own usage; a context's scope is its name
@@ -90,46 +93,15 @@ impl Usage {
     }
 
     /// The answer to a grant of `cost` under `limits` at `now` (pruned
-    /// first) when it is refused; `None` when it may be granted.
+    /// first) when it is refused; `None` when it may be granted. The rule
+    /// is the core's; a cost over `tpm` is refused as `Held`.
     pub fn judge(&self, limits: &Limits, cost: u64, now: u64) -> Option<GrantAnswer> {
-        if limits.max_uses.is_some_and(|m| self.uses >= m) {
-            return Some(GrantAnswer::Limited(None));
+        match usage::judge(limits, self, cost, now) {
+            Verdict::Admitted => None,
+            Verdict::Until(at) => Some(GrantAnswer::Limited(Some(at - now))),
+            Verdict::Spent => Some(GrantAnswer::Limited(None)),
+            Verdict::Oversized => Some(GrantAnswer::Held),
         }
-        let mut at = now;
-        if let (Some(gap), Some(last)) = (limits.min_interval, self.last) {
-            at = at.max(last.saturating_add(gap));
-        }
-        if let Some(rpm) = limits.rpm {
-            let n = self.window.len();
-            if n >= rpm as usize {
-                // The grant that must leave for one more to fit.
-                at = at.max(self.window[n - rpm as usize].at.saturating_add(WINDOW));
-            }
-        }
-        if let Some(tpm) = limits.tpm {
-            if cost > tpm {
-                return Some(GrantAnswer::Held);
-            }
-            let over = (self.tokens + cost).saturating_sub(tpm);
-            if over > 0 {
-                at = at.max(self.freed_at(over));
-            }
-        }
-        (at > now).then(|| GrantAnswer::Limited(Some(at - now)))
-    }
-
-    /// When the oldest grants holding `needed` tokens have left the window.
-    fn freed_at(&self, needed: u64) -> u64 {
-        let mut freed = 0;
-        for g in &self.window {
-            freed += g.cost;
-            if freed >= needed {
-                return g.at.saturating_add(WINDOW);
-            }
-        }
-        // Not reached: a cost that fits `tpm` never needs more than the
-        // window's tokens to leave.
-        self.window.back().map_or(0, |g| g.at.saturating_add(WINDOW))
     }
 
     /// Counts the grant of `token` on `permit` of `cost` under `limits` made at `now`.
@@ -151,6 +123,28 @@ impl Usage {
         self.tokens = self.tokens - g.cost + used;
         g.cost = used;
         true
+    }
+}
+
+impl Used for Usage {
+    fn grants(&self) -> u64 {
+        self.window.len() as u64
+    }
+
+    fn tokens(&self) -> u64 {
+        self.tokens
+    }
+
+    fn last(&self) -> Option<u64> {
+        self.last
+    }
+
+    fn uses(&self) -> u64 {
+        self.uses
+    }
+
+    fn slices(&self) -> impl Iterator<Item = Slice> + '_ {
+        self.window.iter().map(|g| Slice { at: g.at, grants: 1, tokens: g.cost })
     }
 }
 
@@ -229,43 +223,77 @@ mod tests {
     }
 
     #[test]
-    fn rpm_admits_n_a_minute_and_says_when_the_oldest_leaves() {
-        let c = claim(Limits { rpm: Some(3), ..Limits::default() }, 1);
-        let mut u = Usage::default();
-        for (i, t) in [0, 10, 20].into_iter().enumerate() {
-            assert_eq!(ask(&mut u, &c, t * SECOND), GrantAnswer::Granted(i as u64 + 1));
-        }
-        assert_eq!(ask(&mut u, &c, 30 * SECOND), GrantAnswer::Limited(Some(30 * SECOND)));
-        assert_eq!(ask(&mut u, &c, 60 * SECOND), GrantAnswer::Granted(4));
-        assert_eq!(ask(&mut u, &c, 61 * SECOND), GrantAnswer::Limited(Some(9 * SECOND)));
-        assert_eq!(u.window.len(), 3, "the first grant left the window");
-    }
-
-    #[test]
     fn tpm_counts_costs_reconciled_to_use() {
         let c = claim(Limits { tpm: Some(100), ..Limits::default() }, 60);
         let mut u = Usage::default();
         assert_eq!(ask(&mut u, &c, 0), GrantAnswer::Granted(1));
-        assert_eq!(ask(&mut u, &c, SECOND), GrantAnswer::Limited(Some(59 * SECOND)));
         assert!(u.reconcile(0, 1, 20));
         assert_eq!(u.tokens, 20);
-        assert_eq!(ask(&mut u, &c, SECOND), GrantAnswer::Granted(2));
-        assert_eq!(u.judge(&c.limits, 101, SECOND), Some(GrantAnswer::Held), "never fits: this acquire only");
         u.prune(WINDOW + SECOND);
         assert_eq!((u.window.len(), u.tokens), (0, 0));
         assert!(!u.reconcile(0, 1, 5), "a grant that left the window is not reconciled");
     }
 
-    #[test]
-    fn min_interval_and_max_uses_keep_no_window() {
-        let c = claim(Limits { min_interval: Some(5 * SECOND), max_uses: Some(2), ..Limits::default() }, 1);
-        let mut u = Usage::default();
-        assert_eq!(ask(&mut u, &c, 0), GrantAnswer::Granted(1));
-        assert_eq!(ask(&mut u, &c, SECOND), GrantAnswer::Limited(Some(4 * SECOND)));
-        assert_eq!(ask(&mut u, &c, 5 * SECOND), GrantAnswer::Granted(2));
-        assert_eq!(ask(&mut u, &c, 100 * SECOND), GrantAnswer::Limited(None));
-        assert!(u.window.is_empty());
-        assert_eq!((u.uses, u.last), (2, Some(5 * SECOND)));
+    /// The core's table of cases (built with `testing`, which turns on the
+    /// core's `workload`), against the window the in-process authorities keep.
+    #[cfg(feature = "testing")]
+    mod cases {
+        use super::*;
+        use repute_core::usage::cases::{Step, CASES};
+
+        /// The answer the authority gives for the rule's `verdict` on a claim
+        /// asked at `now`, given the token a grant would get.
+        fn answer(verdict: Verdict, now: u64, token: u64) -> GrantAnswer {
+            match verdict {
+                Verdict::Admitted => GrantAnswer::Granted(token),
+                Verdict::Until(at) => GrantAnswer::Limited(Some(at - now)),
+                Verdict::Spent => GrantAnswer::Limited(None),
+                Verdict::Oversized => GrantAnswer::Held,
+            }
+        }
+
+        /// Runs the table's case `name` against an authority's window; the
+        /// window after it.
+        fn run(name: &str) -> Usage {
+            let case = CASES.iter().find(|c| c.name == name).expect("a case of the table");
+            let mut u = Usage::default();
+            let mut granted = Vec::new();
+            for (i, step) in case.steps.iter().enumerate() {
+                match *step {
+                    Step::Ask { at, cost, expect } => {
+                        let got = ask(&mut u, &claim(case.limits, cost), at);
+                        assert_eq!(got, answer(expect, at, u.uses), "{name}: step {i}");
+                        if let GrantAnswer::Granted(token) = got {
+                            granted.push(token);
+                        }
+                    }
+                    Step::Reconcile { grant, used } => {
+                        assert!(u.reconcile(0, granted[grant], used), "{name}: step {i}")
+                    }
+                }
+            }
+            u
+        }
+
+        #[test]
+        fn the_shared_cases_hold() {
+            for case in CASES {
+                run(case.name);
+            }
+        }
+
+        #[test]
+        fn rpm_admits_n_a_minute_and_says_when_the_oldest_leaves() {
+            let u = run("rpm admits n a minute and says when the oldest leaves");
+            assert_eq!(u.window.len(), 3, "the first grant left the window");
+        }
+
+        #[test]
+        fn min_interval_and_max_uses_keep_no_window() {
+            let u = run("min_interval spaces grants and spent max_uses refuse for good");
+            assert!(u.window.is_empty());
+            assert_eq!((u.uses, u.last), (2, Some(5 * SECOND)));
+        }
     }
 
     #[test]

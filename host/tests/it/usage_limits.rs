@@ -5,12 +5,12 @@
 //! of a window and the others the exact wait; `tpm` counts costs and what
 //! they reconciled to; `min_interval` spaces grants; spent `max_uses`
 //! refuse for good; a held permit counts nothing; what left the window
-//! is pruned by the next grant; and per-context limits count each context
-//! of a resource apart, beside the resource's own. Then the same limits
-//! through the pool: an
-//! embedded SQLite pool remembers the grants of the minute before a
-//! restart, the holder reconciles and reports usage, and refusals count
-//! limited resources.
+//! is pruned by the next grant; per-context limits count each context
+//! of a resource apart, beside the resource's own; and every case of the
+//! core's table of the usage rule is answered as the core's rule answers
+//! it. Then the same limits through the pool: an embedded SQLite pool
+//! remembers the grants of the minute before a restart, the holder
+//! reconciles and reports usage, and refusals count limited resources.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -23,6 +23,9 @@ use repute_host::{
     Pool, PoolOps, Providers, Registration, RetireReason, Selector, StoreError, SystemClock, TenantConfig, SECOND,
     WINDOW,
 };
+
+use repute_core::usage::cases::{Step, CASES};
+use repute_core::usage::Verdict;
 
 use crate::shared_store::tenant;
 
@@ -86,6 +89,11 @@ macro_rules! usage_limit_tests {
         #[test]
         fn per_context_limits_count_each_context_apart() {
             crate::usage_limits::per_context_limits_count_each_context_apart(&$store);
+        }
+
+        #[test]
+        fn the_core_rules_cases_hold() {
+            crate::usage_limits::the_core_rules_cases_hold(&$store);
         }
     };
 }
@@ -295,6 +303,45 @@ pub fn a_refused_claim_prunes_for_good(store: &dyn Store) {
     assert_wait(ask(store, &mut *a, 0, &claim(limits, 30)), WINDOW / 2, started.elapsed());
     assert!(matches!(ask(store, &mut *a, 0, &claim(limits, 10)), GrantAnswer::Granted(_)), "20 + 10 fit");
     assert_wait(ask(store, &mut *a, 1, &claim(limits, 1)), WINDOW / 2, started.elapsed());
+}
+
+/// The core's table of cases (`repute_core::usage::cases`), each on a
+/// tenant of its own: the store answers what the core's rule does, a wait
+/// within what its own clock ran since the case began. Time moves on by
+/// aging what the store counted.
+pub fn the_core_rules_cases_hold(store: &dyn Store) {
+    for (n, case) in CASES.iter().enumerate() {
+        let t = tenant(&format!("case-{n}"));
+        let mut a = store.connect(&t);
+        let started = Instant::now();
+        let (mut clock, mut granted) = (0, Vec::new());
+        for (i, step) in case.steps.iter().enumerate() {
+            let name = case.name;
+            match *step {
+                Step::Ask { at, cost, expect } => {
+                    if at > clock {
+                        store.age(&t, at - clock);
+                        clock = at;
+                    }
+                    let answer = ask(store, &mut *a, 0, &claim(case.limits, cost));
+                    match (expect, answer) {
+                        (Verdict::Admitted, GrantAnswer::Granted(token)) => granted.push((token, cost)),
+                        (Verdict::Until(until), GrantAnswer::Limited(Some(wait))) => {
+                            let full = until - at;
+                            let floor = full.saturating_sub(started.elapsed().as_nanos() as u64);
+                            assert!((floor..=full).contains(&wait), "{name}: step {i} waits {wait} ns, not {full}");
+                        }
+                        (Verdict::Spent, GrantAnswer::Limited(None)) | (Verdict::Oversized, GrantAnswer::Held) => {}
+                        (expect, answer) => panic!("{name}: step {i} answered {answer:?}, the rule {expect:?}"),
+                    }
+                }
+                Step::Reconcile { grant, used } => {
+                    let (token, cost) = granted[grant];
+                    a.reconcile(permit(0), None, token, cost, used).unwrap();
+                }
+            }
+        }
+    }
 }
 
 /// A `Fencing` behind a lock, so that every connection of a test reaches
