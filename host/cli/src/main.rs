@@ -27,6 +27,9 @@ enum Command {
     Bench(bench::Args),
     /// Snapshot files: inspect, and convert between binary and JSON.
     Snapshot(snapshot::Args),
+    /// Print the server's OpenAPI document, as the routes and their types make it
+    /// (`repute openapi > host/cli/openapi.json` regenerates the kept copy).
+    Openapi,
 }
 
 fn main() -> ExitCode {
@@ -37,6 +40,10 @@ fn main() -> ExitCode {
         Command::Key(args) => key::main(&args),
         Command::Bench(args) => bench::main(&args),
         Command::Snapshot(args) => snapshot::main(&args),
+        Command::Openapi => {
+            print!("{}", serve::routes::openapi());
+            Ok(())
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -16,6 +16,7 @@ mod connections;
 mod extract;
 mod labels;
 mod metrics;
+pub mod openapi;
 mod probe;
 pub mod problem;
 pub mod routes;

@@ -5,25 +5,33 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use repute_host::{selector_error, Lease, LeaseKind, PoolOps, Secret, TenantPool};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::LeaseId;
 use crate::serve::extract::{App, AppResult, Body, Tenant, P, Q};
 use crate::serve::labels::{self, Values};
+use crate::serve::openapi::schema;
 use crate::serve::problem::Problem;
 
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
+#[schemars(rename = "Lease")]
 pub(super) struct LeaseOut {
+    #[schemars(with = "schema::Uint64")]
     id: u64,
     kind: String,
     value: String,
     context: String,
     permit: u32,
+    /// fencing token, strictly increasing per permit
+    #[schemars(with = "schema::Uint64")]
     token: u64,
+    #[schemars(with = "schema::Kind")]
     lease_kind: LeaseKind,
     ttl_ms: f64,
     expires_in_ms: f64,
-    /// Only in the answer to the grant: the one way a client learns it.
+    /// The resource's secret: only in the 201 answer of a grant, and only
+    /// when the resource was registered with one (the one way a client learns it).
     #[serde(skip_serializing_if = "Option::is_none")]
     secret: Option<String>,
 }
@@ -44,18 +52,37 @@ fn lease_out(l: &Lease, now: u64) -> LeaseOut {
 }
 
 /// What an acquire may choose; every part but `context` is optional.
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct AcquireIn {
+    #[schemars(with = "schema::Name")]
     context: String,
+    /// Only resources of this kind.
+    #[schemars(with = "Option<schema::Name>")]
     kind: Option<String>,
+    /// Only resources whose label of each name has the value given (or one of
+    /// the values of an array), e.g. {"region": "eu", "tier": ["paid", "trial"]}.
     #[serde(default, rename = "where")]
+    #[schemars(with = "schema::Filters", extend("default" = {}))]
     filters: std::collections::BTreeMap<String, Values>,
+    /// Never resources with these values, of any kind.
     #[serde(default)]
+    #[schemars(with = "schema::Names")]
     exclude: Vec<String>,
+    /// Try the resource with this value first (of `kind` when given), if it
+    /// is selectable and matches; otherwise choose as usual.
+    #[schemars(with = "Option<schema::Name>")]
     prefer: Option<String>,
+    /// A key (a user, a session): the resource the last lease with this key
+    /// got is tried first, if still selectable and matching; otherwise one is
+    /// chosen as usual and the key is bound to it. Bindings are kept in
+    /// memory only, a bounded number per tenant.
+    #[schemars(with = "Option<schema::Name>")]
     affinity: Option<String>,
-    /// Tokens reserved against a resource's `tpm`.
+    /// Tokens the grant reserves against a resource's `tpm` limit (1 when
+    /// left out); only resources whose `tpm` is at least this are chosen.
+    /// Report what the lease really used with POST /v1/leases/{id}/usage.
+    #[schemars(with = "Option<schema::Count>")]
     cost: Option<u64>,
 }
 
@@ -118,8 +145,11 @@ pub(super) async fn lease(
     found.map(|l| Json(lease_out(&l, now))).ok_or_else(|| Problem::not_found("lease"))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 pub(super) struct TokenQuery {
+    /// The lease's fencing token. An `Option` so that the handler, not the
+    /// query parser, refuses a request without it, naming the field.
+    #[schemars(required, with = "schema::Uint64")]
     token: Option<u64>,
 }
 
@@ -134,9 +164,10 @@ pub(super) async fn release(
     Ok(StatusCode::NO_CONTENT)
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RenewIn {
+    #[schemars(with = "schema::Uint64")]
     token: u64,
 }
 
@@ -151,10 +182,14 @@ pub(super) async fn renew(
     Ok(Json(lease_out(&lease, now)))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct UsageIn {
+    /// The lease's fencing token.
+    #[schemars(with = "schema::Uint64")]
     token: u64,
+    /// Tokens the lease used, counted against the resource's `tpm` instead of its acquire's `cost`.
+    #[schemars(with = "schema::Uint64")]
     used: u64,
 }
 

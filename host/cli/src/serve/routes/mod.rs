@@ -10,55 +10,42 @@ mod probes;
 mod resources;
 mod snapshot;
 mod status;
+mod table;
 
 use std::time::Instant;
 
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
-use axum::http::{header, StatusCode};
+use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use axum::routing::{get, post, put};
 use axum::Router;
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::extract::App;
+use super::openapi::schema;
 use super::problem::Problem;
-use events::events;
-use leases::{acquire, lease, leases, release, renew, usage};
-use outcomes::report;
-use probes::{due_for_probe, probe};
-use resources::{block, cells, register, resources, unblock, unregister};
-use snapshot::{export, import};
-use status::{metrics, readyz, stats};
 
-/// The OpenAPI document of this API, kept in the repository beside the code.
+/// The OpenAPI document of this API as the repository keeps it, generated
+/// from `table` by `repute openapi` (a test fails when they differ).
 pub const OPENAPI: &str = include_str!("../../../openapi.json");
+
+/// The OpenAPI document the routes' table makes, as `repute openapi` prints it.
+pub fn openapi() -> String {
+    let routes = table::routes();
+    let operations: Vec<_> = routes.iter().map(|r| (r.method.clone(), r.path, &r.doc)).collect();
+    super::openapi::render(&operations)
+}
 
 /// Header naming the tenant when auth is off (with a key, the key names it).
 pub const TENANT_HEADER: &str = "repute-tenant";
 
 pub fn router(state: App) -> Router {
-    let v1 = Router::new()
-        .route("/resources", post(register).get(resources))
-        .route("/resources/{kind}/{value}", axum::routing::delete(unregister))
-        .route("/resources/{kind}/{value}/cells", get(cells))
-        .route("/resources/{kind}/{value}/block", put(block).delete(unblock))
-        .route("/leases", post(acquire).get(leases))
-        .route("/leases/{id}", get(lease).delete(release))
-        .route("/leases/{id}/renewals", post(renew))
-        .route("/leases/{id}/usage", post(usage))
-        .route("/outcomes", post(report))
-        .route("/probes", get(due_for_probe).post(probe))
-        .route("/stats", get(stats))
-        .route("/snapshot", get(export).put(import))
-        .route("/events", get(events));
-    Router::new()
-        .nest("/v1", v1)
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
-        .route("/openapi.json", get(|| async { ([(header::CONTENT_TYPE, "application/json")], OPENAPI) }))
-        .fallback(|| async { Problem::not_found("route") })
+    let mut app = Router::new();
+    for route in table::routes() {
+        app = app.route(route.path, route.handler);
+    }
+    app.fallback(|| async { Problem::not_found("route") })
         // The method router still adds the `Allow` header to this answer.
         .method_not_allowed_fallback(|| async {
             Problem::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "Method not allowed")
@@ -83,14 +70,18 @@ async fn observe(State(state): State<App>, req: Request, next: Next) -> Response
 }
 
 /// `{kind}/{value}` of a resource path.
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 pub(super) struct KindValue {
+    #[schemars(with = "schema::Name")]
     kind: String,
+    /// percent-encode '/'
+    #[schemars(with = "schema::Name")]
     value: String,
 }
 
 /// `{id}` of a lease path.
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 pub(super) struct LeaseId {
+    #[schemars(with = "schema::Uint64")]
     id: u64,
 }

@@ -3,31 +3,45 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use repute_host::PoolOps;
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::serve::extract::{App, AppResult, Body, Tenant};
+use crate::serve::openapi::schema;
 use crate::serve::problem::Problem;
 use crate::serve::share::{self, Growth};
 
-#[derive(Deserialize)]
+/// Exactly one of `outcome` (with `retry_after_ms` for rate_limited and
+/// quota_exhausted) and `http_status` (with the upstream's `headers` and
+/// `body`), read by the profile of the resource's kind (`repute serve
+/// --profile KIND=PROFILE`; a kind named proxy, api-key, openai, anthropic or
+/// gemini has that profile, any other the generic one).
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct OutcomeIn {
+    #[schemars(with = "schema::Name")]
     kind: String,
+    #[schemars(with = "schema::Name")]
     value: String,
+    #[schemars(with = "schema::Name")]
     context: String,
     /// `success`, or the failure kind; or, instead, `http_status`.
+    #[schemars(with = "Option<schema::Outcome>")]
     outcome: Option<String>,
     /// With `rate_limited` or `quota_exhausted`: the provider's wait, in ms.
+    #[schemars(range(max = 2_592_000_000u64))]
     retry_after_ms: Option<u64>,
     /// The upstream's HTTP status, read by the kind's profile.
+    #[schemars(range(min = 100, max = 599))]
     http_status: Option<u16>,
     /// With `http_status`: the upstream's response headers (waits are read).
     #[serde(default)]
     headers: std::collections::BTreeMap<String, String>,
-    /// With `http_status`: the upstream's response body (an error's code
-    /// and stated delay are read).
+    /// With `http_status`: the upstream's response body; an error's code,
+    /// type and stated delay are read from at most 64 KiB.
     body: Option<String>,
     #[serde(default)]
+    #[schemars(range(min = 0))]
     latency_ms: f64,
 }
 

@@ -4,12 +4,15 @@ use axum::extract::State;
 use axum::response::Response;
 use axum::Json;
 use repute_host::PoolOps;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::leases::{created, with_secret};
 use crate::serve::extract::{App, AppResult, Body, Tenant};
+use crate::serve::openapi::schema;
 
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
+#[schemars(rename = "Due")]
 pub(super) struct DueOut {
     kind: String,
     value: String,
@@ -25,11 +28,14 @@ pub(super) async fn due_for_probe(State(state): State<App>, Tenant(t): Tenant) -
     ))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct ProbeIn {
+    #[schemars(with = "schema::Name")]
     kind: String,
+    #[schemars(with = "schema::Name")]
     value: String,
+    #[schemars(with = "schema::Name")]
     context: String,
 }
 

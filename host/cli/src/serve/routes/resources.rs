@@ -4,28 +4,48 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use repute_host::{CellView, PoolOps, ResourceView};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::KindValue;
 use crate::serve::extract::{App, AppResult, Body, Tenant, P, Q};
 use crate::serve::labels;
+use crate::serve::openapi::schema;
 use crate::serve::problem::Problem;
 use crate::serve::share::{self, Growth};
 use crate::serve::units::{http_view, nanos};
 use crate::serve::usage::LimitsIn;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RegisterIn {
+    #[schemars(with = "schema::Name")]
     kind: String,
+    #[schemars(with = "schema::Name")]
     value: String,
     #[serde(default = "one")]
+    #[schemars(range(min = 1, max = 1024))]
     permits: u32,
+    /// Usage limits, counted by the tenant's lease authority in the same step
+    /// as each grant, across every process serving the tenant (on a shared
+    /// store, on its clock): a resource over one is not selected until it
+    /// frees up. Left out, a limit does not apply; registering again replaces
+    /// them all.
     #[serde(default)]
+    #[schemars(extend("default" = {}))]
     limits: LimitsIn,
+    /// What acquire filters (`where`) match, e.g. {"region": "eu", "tier":
+    /// "paid"}. Registering again replaces them; left out, the resource has none.
     #[serde(default)]
+    #[schemars(with = "schema::Labels")]
     labels: std::collections::BTreeMap<String, String>,
+    /// An opaque payload for the holders of the resource's leases (an API
+    /// key, a password): handed back in the 201 answer of a grant and shown
+    /// nowhere else (views, lease lookups, lists, events, the JSON snapshot,
+    /// errors, logs). The binary snapshot keeps it, so an import restores it.
+    /// Registering again without it removes it.
+    #[schemars(length(min = 1, max = 4096))]
     secret: Option<String>,
 }
 
@@ -64,7 +84,7 @@ pub(super) async fn resources(State(state): State<App>, Tenant(t): Tenant) -> Ap
     Ok(Json(out))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 pub(super) struct ForceQuery {
     #[serde(default)]
     force: bool,
@@ -89,11 +109,17 @@ pub(super) async fn cells(
     Ok(Json(http_view(&views, &*state.clock)))
 }
 
-#[derive(Deserialize)]
+/// Each field may be left out or sent as null: without `context` the block
+/// is resource-wide, without `duration_ms` permanent.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct BlockIn {
+    #[schemars(with = "Option<schema::Name>")]
     context: Option<String>,
+    /// How long the block lasts, ms
+    #[schemars(with = "Option<schema::Ms>")]
     duration_ms: Option<f64>,
+    #[schemars(length(max = 1024))]
     reason: Option<String>,
 }
 
@@ -119,8 +145,9 @@ pub(super) async fn block(
     Ok(StatusCode::NO_CONTENT)
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 pub(super) struct ContextQuery {
+    #[schemars(with = "Option<schema::Name>")]
     context: Option<String>,
 }
 

@@ -5,14 +5,17 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use repute_core::snapshot::{capped, CappedInput};
 use repute_host::PoolOps;
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::serve::extract::{App, AppResult, Raw, Tenant, Q};
+use crate::serve::openapi::schema;
 use crate::serve::problem::Problem;
 use crate::serve::share;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 pub(super) struct ExportQuery {
+    #[schemars(with = "Option<schema::SnapshotFormat>")]
     format: Option<String>,
     leases: Option<bool>,
 }
