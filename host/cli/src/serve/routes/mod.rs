@@ -37,8 +37,7 @@ pub fn openapi() -> String {
     super::openapi::render(&operations)
 }
 
-/// Header naming the tenant when auth is off (with a key, the key names it).
-pub const TENANT_HEADER: &str = "repute-tenant";
+pub use super::extract::TENANT_HEADER;
 
 pub fn router(state: App) -> Router {
     let mut app = Router::new();
