@@ -15,7 +15,7 @@ pub const PROBLEM_JSON: &str = "application/problem+json";
 pub struct Problem(pub Box<ProblemBody>);
 
 #[derive(Debug, Clone, Serialize, PartialEq, JsonSchema)]
-#[schemars(rename = "Problem")]
+#[schemars(rename = "Problem", transform = crate::serve::openapi::schema::left_out_not_null)]
 pub struct ProblemBody {
     /// `urn:repute:problem:<code>`, stable across versions.
     #[serde(rename = "type")]

@@ -124,3 +124,23 @@ rule!(
     SnapshotFormat,
     |_g| json_schema!({"enum": ["binary", "json"]})
 );
+
+/// For an answer's type: a field it leaves out when it has nothing
+/// (`skip_serializing_if`) is never null, so its schema drops `null`.
+pub fn left_out_not_null(schema: &mut Schema) {
+    let required: Vec<Value> = schema.get("required").and_then(Value::as_array).cloned().unwrap_or_default();
+    let Some(properties) = schema.get_mut("properties").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for (name, property) in properties.iter_mut() {
+        if required.iter().any(|r| r == name) {
+            continue;
+        }
+        if let Some(types) = property.get_mut("type").and_then(Value::as_array_mut) {
+            types.retain(|t| t != "null");
+            if let [only] = types.as_slice() {
+                property["type"] = only.clone();
+            }
+        }
+    }
+}

@@ -15,7 +15,7 @@ use crate::serve::openapi::schema;
 use crate::serve::problem::Problem;
 
 #[derive(Serialize, JsonSchema)]
-#[schemars(rename = "Lease")]
+#[schemars(rename = "Lease", transform = schema::left_out_not_null)]
 pub(super) struct LeaseOut {
     #[schemars(with = "schema::Uint64")]
     id: u64,
