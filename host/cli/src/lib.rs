@@ -2,6 +2,7 @@
 //! code the binary runs. One module per subcommand.
 
 pub mod bench;
+pub mod key;
 pub mod serve;
 pub mod simulate;
 pub mod snapshot;

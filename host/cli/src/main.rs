@@ -5,7 +5,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use repute_cli::{bench, serve, simulate, snapshot};
+use repute_cli::{bench, key, serve, simulate, snapshot};
 
 #[derive(Debug, Parser)]
 #[command(name = "repute", version, about = "A reputation-aware resource pool with fenced leases")]
@@ -22,11 +22,14 @@ enum Command {
     /// Boxed: its many flags make it far larger than the other variants.
     Serve(Box<serve::Args>),
     /// API keys for `serve`.
-    Key(serve::KeyArgs),
+    Key(key::Args),
     /// Load generator: acquire + release pairs against an embedded pool or a running server.
     Bench(bench::Args),
     /// Snapshot files: inspect, and convert between binary and JSON.
     Snapshot(snapshot::Args),
+    /// Print the server's OpenAPI document, as the routes and their types make it
+    /// (`repute openapi > host/cli/openapi.json` regenerates the kept copy).
+    Openapi,
 }
 
 fn main() -> ExitCode {
@@ -34,9 +37,13 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Simulate(args) => simulate::main(&args),
         Command::Serve(args) => serve::main(&args),
-        Command::Key(args) => serve::key_main(&args),
+        Command::Key(args) => key::main(&args),
         Command::Bench(args) => bench::main(&args),
         Command::Snapshot(args) => snapshot::main(&args),
+        Command::Openapi => {
+            print!("{}", serve::routes::openapi());
+            Ok(())
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -11,9 +11,11 @@ use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, StatusCode};
 
 use super::problem::Problem;
-use super::routes::TENANT_HEADER;
 use super::state::AppState;
 use super::tenant;
+
+/// Header naming the tenant when auth is off (with a key, the key names it).
+pub const TENANT_HEADER: &str = "repute-tenant";
 
 pub type AppResult<T> = Result<T, Problem>;
 /// The server's state as every handler receives it.

@@ -3,6 +3,7 @@
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use schemars::JsonSchema;
 use serde::Serialize;
 
 /// Media type of every error body.
@@ -13,7 +14,8 @@ pub const PROBLEM_JSON: &str = "application/problem+json";
 #[derive(Debug, Clone, PartialEq)]
 pub struct Problem(pub Box<ProblemBody>);
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, JsonSchema)]
+#[schemars(rename = "Problem", transform = crate::serve::openapi::schema::left_out_not_null)]
 pub struct ProblemBody {
     /// `urn:repute:problem:<code>`, stable across versions.
     #[serde(rename = "type")]
@@ -26,19 +28,21 @@ pub struct ProblemBody {
     pub field: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rule: Option<String>,
-    /// Milliseconds until a retry may succeed (also sent as `Retry-After`,
-    /// in whole seconds as HTTP has it).
+    /// Milliseconds until a retry may succeed (the Retry-After header has it
+    /// in whole seconds)
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retry_after_ms: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
-    /// Why an acquire found nothing: resources counted by what holds them back.
+    /// Why an acquire found nothing: each registered resource counted once,
+    /// under the first reason that holds it back.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reasons: Option<Reasons>,
 }
 
 /// The counts of a refusal, by reason.
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, JsonSchema)]
+#[schemars(inline)]
 pub struct Reasons {
     pub none_registered: bool,
     pub blocked: u32,

@@ -4,30 +4,60 @@
 //! (`limits.rpm`, `limits.min_interval_ms`, ...).
 
 use repute_host::{ContextLimits, Limits};
+use schemars::JsonSchema;
 use serde::Deserialize;
 
+use super::openapi::schema;
 use super::problem::Problem;
 use super::units::nanos;
 
 /// A registration's `limits`; each left out is no limit.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(inline)]
 pub struct LimitsIn {
+    /// At most this many grants in any 60 s.
+    #[schemars(with = "Option<schema::Rpm>")]
     rpm: Option<u32>,
+    /// At most this many tokens in any 60 s: each grant reserves its
+    /// acquire's `cost` (1 by default), and POST /v1/leases/{id}/usage counts
+    /// what the lease really used instead.
+    #[schemars(with = "Option<schema::Count>")]
     tpm: Option<u64>,
+    /// At least this long between two grants.
+    #[schemars(with = "Option<schema::Ms>")]
     min_interval_ms: Option<f64>,
+    /// At most this many grants ever; then the resource is retired (event
+    /// `retired`, view `retired`: `max_uses`).
+    #[schemars(with = "Option<schema::Count>")]
     max_uses: Option<u64>,
+    /// Retired this long after it was registered (`retired`: `max_age`).
+    #[schemars(with = "Option<schema::Ms>")]
     max_age_ms: Option<f64>,
+    /// Limits each context of the resource has on its own, beside the ones
+    /// above (a provider that counts a key's quota per model or endpoint): a
+    /// grant for a context counts against both, and a context over its own
+    /// is not selected for that context until it frees up. Counted by the
+    /// lease authority like the others.
     #[serde(default)]
+    #[schemars(extend("default" = {}))]
     per_context: ContextLimitsIn,
 }
 
 /// `limits.per_context`: what each context of the resource may use on its own.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(inline)]
 pub struct ContextLimitsIn {
+    /// At most this many grants for one context in any 60 s.
+    #[schemars(with = "Option<schema::Rpm>")]
     rpm: Option<u32>,
+    /// At most this many tokens for one context in any 60 s (the acquire's
+    /// `cost`, reconciled by POST /v1/leases/{id}/usage).
+    #[schemars(with = "Option<schema::Count>")]
     tpm: Option<u64>,
+    /// At least this long between two grants for one context.
+    #[schemars(with = "Option<schema::Ms>")]
     min_interval_ms: Option<f64>,
 }
 

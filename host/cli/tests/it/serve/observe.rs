@@ -103,6 +103,22 @@ fn openapi_document_lists_every_route() {
     assert_eq!(serde_json::from_str::<Value>(&buf).unwrap(), doc, "served document is the one in the repo");
 }
 
+/// The kept document is the one the routes' table and the request and
+/// response types make: a route, field or rule changed in the code without
+/// regenerating the file fails here.
+#[test]
+fn openapi_file_is_generated_from_the_routes_and_their_types() {
+    let generated = repute_cli::serve::routes::openapi();
+    let kept = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/openapi.json")).unwrap();
+    let first_difference = kept.lines().zip(generated.lines()).position(|(k, g)| k != g);
+    assert!(
+        kept == generated,
+        "host/cli/openapi.json differs from what the code generates (first at line {}): run \
+         `cargo run --release -p repute-cli -- openapi > host/cli/openapi.json` to regenerate it",
+        first_difference.map_or_else(|| kept.lines().count().min(generated.lines().count()) + 1, |i| i + 1)
+    );
+}
+
 #[test]
 fn invented_methods_and_paths_leave_the_metrics_page_bounded() {
     let dir = tempdir("metrics");

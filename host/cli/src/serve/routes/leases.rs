@@ -1,0 +1,206 @@
+//! Acquiring, reading, renewing and releasing leases, and reporting what one used.
+
+use axum::extract::State;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use repute_host::{selector_error, Lease, LeaseKind, PoolOps, Secret, TenantPool};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::LeaseId;
+use crate::serve::extract::{App, AppResult, Body, Tenant, P, Q};
+use crate::serve::labels::{self, Values};
+use crate::serve::openapi::schema;
+use crate::serve::problem::Problem;
+
+#[derive(Serialize, JsonSchema)]
+#[schemars(rename = "Lease", transform = schema::left_out_not_null)]
+pub(super) struct LeaseOut {
+    #[schemars(with = "schema::Uint64")]
+    id: u64,
+    kind: String,
+    value: String,
+    context: String,
+    permit: u32,
+    /// fencing token, strictly increasing per permit
+    #[schemars(with = "schema::Uint64")]
+    token: u64,
+    #[schemars(with = "schema::Kind")]
+    lease_kind: LeaseKind,
+    ttl_ms: f64,
+    expires_in_ms: f64,
+    /// The resource's secret: only in the 201 answer of a grant, and only
+    /// when the resource was registered with one (the one way a client learns it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    secret: Option<String>,
+}
+
+fn lease_out(l: &Lease, now: u64) -> LeaseOut {
+    LeaseOut {
+        id: l.id,
+        kind: l.resource.kind().to_owned(),
+        value: l.resource.value().to_owned(),
+        context: l.context.as_str().to_owned(),
+        permit: l.permit,
+        token: l.token,
+        lease_kind: l.kind,
+        ttl_ms: l.ttl as f64 / 1e6,
+        expires_in_ms: l.expires_at.saturating_sub(now) as f64 / 1e6,
+        secret: None,
+    }
+}
+
+/// What an acquire may choose; every part but `context` is optional.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct AcquireIn {
+    #[schemars(with = "schema::Name")]
+    context: String,
+    /// Only resources of this kind.
+    #[schemars(with = "Option<schema::Name>")]
+    kind: Option<String>,
+    /// Only resources whose label of each name has the value given (or one of
+    /// the values of an array), e.g. {"region": "eu", "tier": ["paid", "trial"]}.
+    #[serde(default, rename = "where")]
+    #[schemars(with = "schema::Filters", extend("default" = {}))]
+    filters: std::collections::BTreeMap<String, Values>,
+    /// Never resources with these values, of any kind.
+    #[serde(default)]
+    #[schemars(with = "schema::Names")]
+    exclude: Vec<String>,
+    /// Try the resource with this value first (of `kind` when given), if it
+    /// is selectable and matches; otherwise choose as usual.
+    #[schemars(with = "Option<schema::Name>")]
+    prefer: Option<String>,
+    /// A key (a user, a session): the resource the last lease with this key
+    /// got is tried first, if still selectable and matching; otherwise one is
+    /// chosen as usual and the key is bound to it. Bindings are kept in
+    /// memory only, a bounded number per tenant.
+    #[schemars(with = "Option<schema::Name>")]
+    affinity: Option<String>,
+    /// Tokens the grant reserves against a resource's `tpm` limit (1 when
+    /// left out); only resources whose `tpm` is at least this are chosen.
+    /// Report what the lease really used with POST /v1/leases/{id}/usage.
+    #[schemars(with = "Option<schema::Count>")]
+    cost: Option<u64>,
+}
+
+pub(super) async fn acquire(
+    State(state): State<App>,
+    Tenant(t): Tenant,
+    Body(b): Body<AcquireIn>,
+) -> AppResult<Response> {
+    let mut selector = labels::selector(b.kind, b.filters, b.exclude, b.prefer, b.affinity);
+    selector.cost = b.cost;
+    let clock = state.clock.clone();
+    let granted = state
+        .call(&t, move |p| {
+            let lease = p.acquire_with(&b.context, &selector).map_err(selector_error)?;
+            with_secret(p, lease, &*clock)
+        })
+        .await?;
+    created(granted)
+}
+
+/// A lease just granted, with its resource's secret and the clock reading
+/// its expiry counts from, read in the call that granted it.
+pub(super) struct Granted {
+    lease: Lease,
+    secret: Option<Secret>,
+    now: u64,
+}
+
+pub(super) fn with_secret(
+    p: &mut TenantPool<'_>,
+    lease: Lease,
+    clock: &dyn repute_host::Clock,
+) -> repute_host::Result<Granted> {
+    let secret = p.secret(lease.resource.kind(), lease.resource.value())?;
+    Ok(Granted { lease, secret, now: clock.now() })
+}
+
+/// The 201 of a grant: the only answer that carries the resource's secret.
+pub(super) fn created(Granted { lease, secret, now }: Granted) -> AppResult<Response> {
+    let location = HeaderValue::from_str(&format!("/v1/leases/{}", lease.id)).expect("digits are a valid header");
+    let body = LeaseOut { secret: secret.map(|s| s.expose().to_owned()), ..lease_out(&lease, now) };
+    let mut res = (StatusCode::CREATED, Json(body)).into_response();
+    res.headers_mut().insert(header::LOCATION, location);
+    Ok(res)
+}
+
+pub(super) async fn leases(State(state): State<App>, Tenant(t): Tenant) -> AppResult<Json<Vec<LeaseOut>>> {
+    let clock = state.clock.clone();
+    let (all, now) = state.call(&t, move |p| p.leases().map(|l| (l, clock.now()))).await?;
+    Ok(Json(all.iter().map(|l| lease_out(l, now)).collect()))
+}
+
+pub(super) async fn lease(
+    State(state): State<App>,
+    Tenant(t): Tenant,
+    P(LeaseId { id }): P<LeaseId>,
+) -> AppResult<Json<LeaseOut>> {
+    let clock = state.clock.clone();
+    let (found, now) = state.call(&t, move |p| p.lease(id).map(|l| (l, clock.now()))).await?;
+    found.map(|l| Json(lease_out(&l, now))).ok_or_else(|| Problem::not_found("lease"))
+}
+
+#[derive(Deserialize, JsonSchema)]
+pub(super) struct TokenQuery {
+    /// The lease's fencing token. An `Option` so that the handler, not the
+    /// query parser, refuses a request without it, naming the field.
+    #[schemars(required, with = "schema::Uint64")]
+    token: Option<u64>,
+}
+
+pub(super) async fn release(
+    State(state): State<App>,
+    Tenant(t): Tenant,
+    P(LeaseId { id }): P<LeaseId>,
+    Q(q): Q<TokenQuery>,
+) -> AppResult<StatusCode> {
+    let token = q.token.ok_or_else(|| Problem::invalid("token", "is required (the lease's fencing token)"))?;
+    state.call(&t, move |p| p.release(id, token)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RenewIn {
+    #[schemars(with = "schema::Uint64")]
+    token: u64,
+}
+
+pub(super) async fn renew(
+    State(state): State<App>,
+    Tenant(t): Tenant,
+    P(LeaseId { id }): P<LeaseId>,
+    Body(b): Body<RenewIn>,
+) -> AppResult<Json<LeaseOut>> {
+    let clock = state.clock.clone();
+    let (lease, now) = state.call(&t, move |p| p.renew(id, b.token).map(|l| (l, clock.now()))).await?;
+    Ok(Json(lease_out(&lease, now)))
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct UsageIn {
+    /// The lease's fencing token.
+    #[schemars(with = "schema::Uint64")]
+    token: u64,
+    /// Tokens the lease used, counted against the resource's `tpm` instead of its acquire's `cost`.
+    #[schemars(with = "schema::Uint64")]
+    used: u64,
+}
+
+/// What the lease used of its resource's `tpm`, instead of the `cost` its
+/// acquire reserved.
+pub(super) async fn usage(
+    State(state): State<App>,
+    Tenant(t): Tenant,
+    P(LeaseId { id }): P<LeaseId>,
+    Body(b): Body<UsageIn>,
+) -> AppResult<StatusCode> {
+    state.call(&t, move |p| p.reconcile(id, b.token, b.used)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

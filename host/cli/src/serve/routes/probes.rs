@@ -1,0 +1,53 @@
+//! The cells due for a probe, and the probe leases that test them.
+
+use axum::extract::State;
+use axum::response::Response;
+use axum::Json;
+use repute_host::PoolOps;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::leases::{created, with_secret};
+use crate::serve::extract::{App, AppResult, Body, Tenant};
+use crate::serve::openapi::schema;
+
+#[derive(Serialize, JsonSchema)]
+#[schemars(rename = "Due")]
+pub(super) struct DueOut {
+    kind: String,
+    value: String,
+    context: String,
+}
+
+pub(super) async fn due_for_probe(State(state): State<App>, Tenant(t): Tenant) -> AppResult<Json<Vec<DueOut>>> {
+    let due = state.call(&t, |p| p.due_for_probe()).await?;
+    Ok(Json(
+        due.into_iter()
+            .map(|(r, c)| DueOut { kind: r.kind().into(), value: r.value().into(), context: c.as_str().into() })
+            .collect(),
+    ))
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ProbeIn {
+    #[schemars(with = "schema::Name")]
+    kind: String,
+    #[schemars(with = "schema::Name")]
+    value: String,
+    #[schemars(with = "schema::Name")]
+    context: String,
+}
+
+/// A probe lease carries the secret as a client's does: a probe of an API
+/// key needs the key.
+pub(super) async fn probe(State(state): State<App>, Tenant(t): Tenant, Body(b): Body<ProbeIn>) -> AppResult<Response> {
+    let clock = state.clock.clone();
+    let granted = state
+        .call(&t, move |p| {
+            let lease = p.acquire_for_probe(&b.kind, &b.value, &b.context)?;
+            with_secret(p, lease, &*clock)
+        })
+        .await?;
+    created(granted)
+}

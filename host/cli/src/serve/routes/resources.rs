@@ -1,0 +1,166 @@
+//! Registering, listing, unregistering and blocking resources, and their cells.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::Json;
+use repute_host::{CellView, PoolOps, ResourceView};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::KindValue;
+use crate::serve::extract::{App, AppResult, Body, Tenant, P, Q};
+use crate::serve::labels;
+use crate::serve::openapi::schema;
+use crate::serve::problem::Problem;
+use crate::serve::share::{self, Growth};
+use crate::serve::units::{http_view, nanos};
+use crate::serve::usage::LimitsIn;
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RegisterIn {
+    #[schemars(with = "schema::Name")]
+    kind: String,
+    #[schemars(with = "schema::Name")]
+    value: String,
+    #[serde(default = "one")]
+    #[schemars(range(min = 1, max = 1024))]
+    permits: u32,
+    /// Usage limits, counted by the tenant's lease authority in the same step
+    /// as each grant, across every process serving the tenant (on a shared
+    /// store, on its clock): a resource over one is not selected until it
+    /// frees up. Left out, a limit does not apply; registering again replaces
+    /// them all.
+    #[serde(default)]
+    #[schemars(extend("default" = {}))]
+    limits: LimitsIn,
+    /// What acquire filters (`where`) match, e.g. {"region": "eu", "tier":
+    /// "paid"}. Registering again replaces them; left out, the resource has none.
+    #[serde(default)]
+    #[schemars(with = "schema::Labels")]
+    labels: std::collections::BTreeMap<String, String>,
+    /// An opaque payload for the holders of the resource's leases (an API
+    /// key, a password): handed back in the 201 answer of a grant and shown
+    /// nowhere else (views, lease lookups, lists, events, the JSON snapshot,
+    /// errors, logs). The binary snapshot keeps it, so an import restores it.
+    /// Registering again without it removes it.
+    #[schemars(length(min = 1, max = 4096))]
+    secret: Option<String>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// Registering a resource again replaces its permits, limits, labels and
+/// secret with the body's (none of the last three when left out).
+pub(super) async fn register(
+    State(state): State<App>,
+    Tenant(t): Tenant,
+    Body(b): Body<RegisterIn>,
+) -> AppResult<StatusCode> {
+    let registration = labels::registration(b.permits, b.limits.into_limits()?, b.labels, b.secret)?;
+    let max = state.max_tenant_bytes;
+    state
+        .call(&t, move |p| match share::admit(p, max, Growth::Resource { kind: &b.kind, value: &b.value })? {
+            Ok(()) => p.register_with(&b.kind, &b.value, &registration).map(|_| Ok(())),
+            Err(refused) => Ok(Err(refused)),
+        })
+        .await??;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// The views with `labels` as an object and `limits` in ms; a view never
+/// carries a secret.
+pub(super) async fn resources(State(state): State<App>, Tenant(t): Tenant) -> AppResult<Json<Value>> {
+    let views: Vec<ResourceView> = state.call(&t, |p| p.resources()).await?;
+    let mut out = http_view(&views, &*state.clock);
+    if let Value::Array(items) = &mut out {
+        for (item, view) in items.iter_mut().zip(&views) {
+            item["labels"] = labels::object(&view.labels);
+        }
+    }
+    Ok(Json(out))
+}
+
+#[derive(Deserialize, JsonSchema)]
+pub(super) struct ForceQuery {
+    #[serde(default)]
+    force: bool,
+}
+
+pub(super) async fn unregister(
+    State(state): State<App>,
+    Tenant(t): Tenant,
+    P(KindValue { kind, value }): P<KindValue>,
+    Q(q): Q<ForceQuery>,
+) -> AppResult<StatusCode> {
+    state.call(&t, move |p| p.unregister(&kind, &value, q.force)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub(super) async fn cells(
+    State(state): State<App>,
+    Tenant(t): Tenant,
+    P(KindValue { kind, value }): P<KindValue>,
+) -> AppResult<Json<Value>> {
+    let views: Vec<CellView> = state.call(&t, move |p| p.cells(&kind, &value)).await?;
+    Ok(Json(http_view(&views, &*state.clock)))
+}
+
+/// Each field may be left out or sent as null: without `context` the block
+/// is resource-wide, without `duration_ms` permanent.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct BlockIn {
+    #[schemars(with = "Option<schema::Name>")]
+    context: Option<String>,
+    /// How long the block lasts, ms
+    #[schemars(with = "Option<schema::Ms>")]
+    duration_ms: Option<f64>,
+    #[schemars(length(max = 1024))]
+    reason: Option<String>,
+}
+
+pub(super) async fn block(
+    State(state): State<App>,
+    Tenant(t): Tenant,
+    P(KindValue { kind, value }): P<KindValue>,
+    Body(b): Body<BlockIn>,
+) -> AppResult<StatusCode> {
+    let duration = b.duration_ms.map(|ms| nanos(ms, "duration_ms")).transpose()?;
+    let max = state.max_tenant_bytes;
+    state
+        .call(&t, move |p| {
+            // A resource-wide block adds no cell; one in a context may.
+            if let Some(context) = &b.context {
+                if let Err(refused) = share::admit(p, max, Growth::Cell { kind: &kind, value: &value, context })? {
+                    return Ok(Err(refused));
+                }
+            }
+            p.block(&kind, &value, b.context.as_deref(), duration, b.reason.as_deref()).map(Ok)
+        })
+        .await??;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Deserialize, JsonSchema)]
+pub(super) struct ContextQuery {
+    #[schemars(with = "Option<schema::Name>")]
+    context: Option<String>,
+}
+
+pub(super) async fn unblock(
+    State(state): State<App>,
+    Tenant(t): Tenant,
+    P(KindValue { kind, value }): P<KindValue>,
+    Q(q): Q<ContextQuery>,
+) -> AppResult<StatusCode> {
+    let lifted = state.call(&t, move |p| p.unblock(&kind, &value, q.context.as_deref())).await?;
+    if lifted {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(Problem::not_found("block"))
+    }
+}
