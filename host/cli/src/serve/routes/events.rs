@@ -3,13 +3,28 @@
 use std::convert::Infallible;
 
 use axum::extract::State;
+use axum::http::Method;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use futures_util::stream::{Stream, StreamExt as _};
 use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
 use tokio_stream::wrappers::BroadcastStream;
 
+use super::table::{route, Route};
 use crate::serve::extract::{App, AppResult, Tenant};
+use crate::serve::openapi::Doc;
 use crate::serve::units::http_view;
+
+/// This module's rows of the routes table: each route's method, path,
+/// handler and documentation, beside the handler.
+pub(super) fn routes() -> Vec<Route> {
+    use Method as M;
+    vec![
+        route(M::GET, "/v1/events", events,
+            Doc::tenant("Server-Sent Events; the event name is the pool event type")
+                .describe("Event names: registered, unregistered, cooled, recovered, blocklisted, unblocked, leased, renewed, released, lease_expired, revoked, rejected, retired (a resource its usage limits retired: `reason` is max_uses or max_age); `lagged` (data: how many were dropped) when the client fell behind.")
+                .media(200, "text/event-stream", &["text/event-stream"])),
+    ]
+}
 
 /// Server-Sent Events: the event name is the pool event's type, the data its JSON.
 pub(super) async fn events(

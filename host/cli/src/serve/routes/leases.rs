@@ -1,18 +1,64 @@
 //! Acquiring, reading, renewing and releasing leases, and reporting what one used.
 
 use axum::extract::State;
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use repute_host::{selector_error, Lease, LeaseKind, PoolOps, Secret, TenantPool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::table::{route, Route};
 use super::LeaseId;
 use crate::serve::extract::{App, AppResult, Body, Tenant, P, Q};
 use crate::serve::labels::{self, Values};
 use crate::serve::openapi::schema;
 use crate::serve::problem::Problem;
+
+const NO_LEASE: &str = "No live lease";
+use crate::serve::openapi::Doc;
+
+/// This module's rows of the routes table: each route's method, path,
+/// handler and documentation, beside the handler.
+pub(super) fn routes() -> Vec<Route> {
+    use Method as M;
+    vec![
+        route(M::POST, "/v1/leases", acquire,
+            Doc::tenant("Acquire the best resource for a context, among those the selector admits")
+                .body::<AcquireIn>()
+                .json::<LeaseOut>(201, "Granted")
+                .header("Location", "/v1/leases/{id}", "string")
+                .problem(409, "Nothing available: `reasons` counts each resource under what holds it back (`limited`: over a usage limit or retired by one), `retry_after_ms` says when the first may free up")
+                .header("Retry-After", "Seconds until a retry may succeed", "integer")
+                .problem(429, "Rate limited")
+                .header("Retry-After", "Seconds until a retry may succeed", "integer")),
+        route(M::GET, "/v1/leases", leases, Doc::tenant("Live leases").list::<LeaseOut>(200, "Leases")),
+        route(M::GET, "/v1/leases/{id}", lease,
+            Doc::tenant("One live lease").path::<LeaseId>().json::<LeaseOut>(200, "Lease").problem(404, NO_LEASE)),
+        route(M::DELETE, "/v1/leases/{id}", release,
+            Doc::tenant("Release")
+                .path::<LeaseId>()
+                .query::<TokenQuery>()
+                .empty(204, "Released")
+                .problem(404, NO_LEASE)
+                .problem(409, "Stale token or expired")),
+        route(M::POST, "/v1/leases/{id}/renewals", renew,
+            Doc::tenant("Renew: extend by the lease's TTL from now")
+                .path::<LeaseId>()
+                .body::<RenewIn>()
+                .json::<LeaseOut>(200, "Renewed")
+                .problem(404, NO_LEASE)
+                .problem(409, "Stale token, expired, or blocked")),
+        route(M::POST, "/v1/leases/{id}/usage", usage,
+            Doc::tenant("Report what the lease used of its resource's `tpm` instead of the `cost` it reserved")
+                .describe("The pool and the lease authority count `used` tokens for the lease from now on (nothing to count when the resource has no `tpm`, or once the grant has left the 60 s window). Send it while the lease is live, before releasing it.")
+                .path::<LeaseId>()
+                .body::<UsageIn>()
+                .empty(204, "Counted")
+                .problem(404, NO_LEASE)
+                .problem(409, "Stale token or expired")),
+    ]
+}
 
 #[derive(Serialize, JsonSchema)]
 #[schemars(rename = "Lease", transform = schema::left_out_not_null)]

@@ -1,15 +1,33 @@
 //! Reporting how a use of a resource went.
 
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{Method, StatusCode};
 use repute_host::PoolOps;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use super::table::{route, Route, CELL_BUDGET, UNKNOWN};
 use crate::serve::extract::{App, AppResult, Body, Tenant};
 use crate::serve::openapi::schema;
+use crate::serve::openapi::Doc;
 use crate::serve::problem::Problem;
 use crate::serve::share::{self, Growth};
+
+/// This module's rows of the routes table: each route's method, path,
+/// handler and documentation, beside the handler.
+pub(super) fn routes() -> Vec<Route> {
+    use Method as M;
+    vec![route(
+        M::POST,
+        "/v1/outcomes",
+        report,
+        Doc::tenant("Report how a use went")
+            .body::<OutcomeIn>()
+            .empty(204, "Recorded")
+            .problem(404, UNKNOWN)
+            .problem(422, CELL_BUDGET),
+    )]
+}
 
 /// Exactly one of `outcome` (with `retry_after_ms` for rate_limited and
 /// quota_exhausted) and `http_status` (with the upstream's `headers` and

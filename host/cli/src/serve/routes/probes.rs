@@ -1,15 +1,37 @@
 //! The cells due for a probe, and the probe leases that test them.
 
 use axum::extract::State;
+use axum::http::Method;
 use axum::response::Response;
 use axum::Json;
 use repute_host::PoolOps;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::leases::{created, with_secret};
+use super::leases::{created, with_secret, LeaseOut};
+use super::table::{route, Route};
 use crate::serve::extract::{App, AppResult, Body, Tenant};
 use crate::serve::openapi::schema;
+use crate::serve::openapi::Doc;
+
+/// This module's rows of the routes table: each route's method, path,
+/// handler and documentation, beside the handler.
+pub(super) fn routes() -> Vec<Route> {
+    use Method as M;
+    vec![
+        route(M::GET, "/v1/probes", due_for_probe, Doc::tenant("Cells due for a probe").list::<DueOut>(200, "Due")),
+        route(
+            M::POST,
+            "/v1/probes",
+            probe,
+            Doc::tenant("Take a probe lease on a due cell")
+                .body::<ProbeIn>()
+                .json::<LeaseOut>(201, "Granted")
+                .problem(409, "Permits all held")
+                .problem(404, "The resource is not registered"),
+        ),
+    ]
+}
 
 #[derive(Serialize, JsonSchema)]
 #[schemars(rename = "Due")]

@@ -1,21 +1,89 @@
 //! Registering, listing, unregistering and blocking resources, and their cells.
 
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{Method, StatusCode};
 use axum::Json;
 use repute_host::{CellView, PoolOps, ResourceView};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::table::{route, Route, CELL_BUDGET, UNKNOWN};
 use super::KindValue;
 use crate::serve::extract::{App, AppResult, Body, Tenant, P, Q};
 use crate::serve::labels;
 use crate::serve::openapi::schema;
+use crate::serve::openapi::views;
+use crate::serve::openapi::Doc;
 use crate::serve::problem::Problem;
 use crate::serve::share::{self, Growth};
 use crate::serve::units::{http_view, nanos};
 use crate::serve::usage::LimitsIn;
+
+/// This module's rows of the routes table: each route's method, path,
+/// handler and documentation, beside the handler.
+pub(super) fn routes() -> Vec<Route> {
+    use Method as M;
+    vec![
+        route(
+            M::POST,
+            "/v1/resources",
+            register,
+            Doc::tenant("Register a resource (again: replace its permits, limits, labels and secret)")
+                .body::<RegisterIn>()
+                .empty(204, "Registered")
+                .problem(409, "Lowering permits under a live lease")
+                .problem(422, "Budget exhausted: `max_resources`, or the memory share (`field` max_tenant_bytes)"),
+        ),
+        route(
+            M::GET,
+            "/v1/resources",
+            resources,
+            Doc::tenant("List resources").list::<views::Resource>(200, "Resources sorted by id"),
+        ),
+        route(
+            M::DELETE,
+            "/v1/resources/{kind}/{value}",
+            unregister,
+            Doc::tenant("Unregister; refused while leased unless force=true (revokes the leases)")
+                .path::<KindValue>()
+                .query::<ForceQuery>()
+                .empty(204, "Unregistered")
+                .problem(404, UNKNOWN)
+                .problem(409, "Leased"),
+        ),
+        route(
+            M::GET,
+            "/v1/resources/{kind}/{value}/cells",
+            cells,
+            Doc::tenant("Reputation cells: the global one first, then one per context")
+                .path::<KindValue>()
+                .list::<views::Cell>(200, "Cells")
+                .problem(404, UNKNOWN),
+        ),
+        route(
+            M::PUT,
+            "/v1/resources/{kind}/{value}/block",
+            block,
+            Doc::tenant("Block everywhere or in one context, for `duration_ms` or permanently")
+                .path::<KindValue>()
+                .body::<BlockIn>()
+                .empty(204, "Blocked")
+                .problem(404, UNKNOWN)
+                .problem(422, CELL_BUDGET),
+        ),
+        route(
+            M::DELETE,
+            "/v1/resources/{kind}/{value}/block",
+            unblock,
+            Doc::tenant("Lift a block")
+                .path::<KindValue>()
+                .query::<ContextQuery>()
+                .empty(204, "Lifted")
+                .problem(404, "No such block or resource"),
+        ),
+    ]
+}
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

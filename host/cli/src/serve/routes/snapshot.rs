@@ -1,17 +1,36 @@
 //! Exporting and importing a tenant's pool.
 
 use axum::extract::State;
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use repute_core::snapshot::{capped, CappedInput};
 use repute_host::PoolOps;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use super::table::{route, Route};
 use crate::serve::extract::{App, AppResult, Raw, Tenant, Q};
 use crate::serve::openapi::schema;
+use crate::serve::openapi::Doc;
 use crate::serve::problem::Problem;
 use crate::serve::share;
+
+/// This module's rows of the routes table: each route's method, path,
+/// handler and documentation, beside the handler.
+pub(super) fn routes() -> Vec<Route> {
+    use Method as M;
+    vec![
+        route(M::GET, "/v1/snapshot", export,
+            Doc::tenant("Export (binary by default, JSON with format=json)")
+                .query::<ExportQuery>()
+                .media(200, "Snapshot", &["application/octet-stream", "application/json"])),
+        route(M::PUT, "/v1/snapshot", import,
+            Doc::tenant("Import (replaces the tenant's state; fence counters never go back; the policy is held to the operator's --max-resources, --max-cells and --rate)")
+                .raw_body(&["application/octet-stream", "application/json"])
+                .empty(204, "Restored")
+                .problem(422, "Snapshot refused (corrupt, foreign, newer format, trailing bytes, unknown flags, counters above u64::MAX / 2, more than the caps allow); `field` and `rule` name the snapshot value when one broke a rule; nothing changed; or the pool it builds is over the memory share (`field` max_tenant_bytes)")),
+    ]
+}
 
 #[derive(Deserialize, JsonSchema)]
 pub(super) struct ExportQuery {

@@ -1,13 +1,36 @@
 //! What the server says of itself: readiness, the metrics page, a tenant's stats.
 
 use axum::extract::State;
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use repute_host::{PoolOps, Stats};
 
+use super::table::{route, Route};
+use super::OPENAPI;
 use crate::serve::extract::{bearer, App, AppResult, Tenant};
+use crate::serve::openapi::views;
+use crate::serve::openapi::Doc;
 use crate::serve::problem::Problem;
+
+/// This module's rows of the routes table: each route's method, path,
+/// handler and documentation, beside the handler.
+pub(super) fn routes() -> Vec<Route> {
+    use Method as M;
+    vec![
+        route(M::GET, "/v1/stats", stats, Doc::tenant("Counters").json::<views::Stats>(200, "Stats")),
+        route(M::GET, "/healthz", || async { "ok" }, Doc::open("Liveness").empty(200, "ok")),
+        route(M::GET, "/readyz", readyz,
+            Doc::open("Readiness").empty(200, "ready").problem(503, "Starting or stopping")),
+        route(M::GET, "/metrics", metrics,
+            Doc::open("Prometheus metrics: request latency by route template and method (unknown methods as `other`), pool figures summed over tenants (per tenant with --metrics-tenants)")
+                .describe("Open by default; with --metrics-auth it wants an API key of any tenant (Authorization: Bearer KEY or X-Api-Key).")
+                .empty(200, "OpenMetrics text")
+                .problem(401, "--metrics-auth is on and no known key was sent")),
+        route(M::GET, "/openapi.json", || async { ([(header::CONTENT_TYPE, "application/json")], OPENAPI) },
+            Doc::open("This document").empty(200, "OpenAPI 3.1")),
+    ]
+}
 
 pub(super) async fn readyz(State(state): State<App>) -> Response {
     if state.is_ready() {
