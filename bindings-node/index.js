@@ -5,7 +5,15 @@
 // lease data to `Lease` objects, and pool events to an async iterator.
 
 const { EventEmitter } = require('node:events');
+// Typed by repute.d.node.ts, which the napi build generates.
 const native = require('./repute.node');
+
+/**
+ * The public types (index.d.ts), which the classes here implement.
+ * @typedef {import('./index').Pool} PoolApi
+ * @typedef {import('./index').Lease} LeaseApi
+ * @typedef {import('./index').ManualClock} ManualClockApi
+ */
 
 // ---------------------------------------------------------------- errors
 // The native module builds every error itself, as an instance of one of
@@ -124,7 +132,10 @@ function optBigint(field, v) {
 
 const kNative = Symbol('repute.native');
 
-/** A clock that moves only when told to; pass it as `new Pool({ clock })`. */
+/**
+ * A clock that moves only when told to; pass it as `new Pool({ clock })`.
+ * @implements {ManualClockApi}
+ */
 class ManualClock {
   constructor(startMs = 0) {
     this[kNative] = new native.NativeClock(num('startMs', startMs));
@@ -160,6 +171,7 @@ const kReport = Symbol('repute.report');
  * converts. It emits `'lost'` (with the loss's name) once when the lease
  * is lost: a renewal refused, the resource blocked, the tenant's ownership
  * lost, the local deadline passed, `maxHoldMs` reached or the pool closed.
+ * @implements {LeaseApi}
  */
 class Lease extends EventEmitter {
   #pool;
@@ -458,8 +470,12 @@ function nativeConfig(options) {
   return [config, o.clock?.[kNative]];
 }
 
-/** One tenant's reputation-aware resource pool. */
+/**
+ * One tenant's reputation-aware resource pool.
+ * @implements {PoolApi}
+ */
 class Pool {
+  /** @type {import('./repute.node').NativePool} */
   #native;
   #durable;
   /** On Redis: acquires and releases run on the pool's own connection on the event loop. */
@@ -469,9 +485,14 @@ class Pool {
   /** Open `events()` iterators. */
   #subscribers = new Set();
 
+  /**
+   * @param {import('./index').PoolOptions} [options]
+   * @param {symbol} [adopt] `kAdopt` when `opened` is the native pool `open` made
+   * @param {import('./repute.node').NativePool} [opened]
+   */
   constructor(options = {}, adopt = undefined, opened = undefined) {
     const [config, clock] = nativeConfig(options);
-    this.#native = adopt === kAdopt ? opened : new native.NativePool(config, clock);
+    this.#native = adopt === kAdopt ? /** @type {import('./repute.node').NativePool} */ (opened) : new native.NativePool(config, clock);
     this.#durable = this.#native.durable;
     this.#link = this.#native.hasLink;
     this.#startProber(obj('options', options), config.recovery);
@@ -656,6 +677,7 @@ class Pool {
     const waiting = this.#native.waiting(timeoutMs);
     for (;;) {
       signal?.throwIfAborted();
+      /** @type {any} */
       let err;
       try {
         return this.#adopt(await this.#acquireOnce(context, selector), hold);
@@ -685,6 +707,7 @@ class Pool {
     }
   }
 
+  /** @param {number} ms @param {AbortSignal} [signal] @returns {Promise<void>} */
   #sleep(ms, signal) {
     return new Promise((resolve) => {
       const done = () => {
@@ -901,8 +924,10 @@ class Pool {
    * Pool events as an async iterator. Events are produced by pool calls
    * (the core fires due timers, such as lease expiry, on each call); the
    * iterator ends when the pool is closed or the loop is left.
+   * @returns {AsyncIterableIterator<import('./index').PoolEvent>}
    */
   events() {
+    /** @type {{ queue: import('./index').PoolEvent[], wake: ((value?: unknown) => void) | undefined, done: boolean }} */
     const sub = { queue: [], wake: undefined, done: false };
     this.#subscribers.add(sub);
     this.#pumpEvents();
@@ -918,7 +943,7 @@ class Pool {
           });
           sub.wake = undefined;
         }
-        if (sub.queue.length !== 0) return { value: sub.queue.shift(), done: false };
+        if (sub.queue.length !== 0) return { value: /** @type {import('./index').PoolEvent} */ (sub.queue.shift()), done: false };
         return { value: undefined, done: true };
       },
       async return() {

@@ -198,7 +198,7 @@ impl NativePool {
     }
 
     /// `new` off the JS thread.
-    #[napi]
+    #[napi(ts_return_type = "Promise<NativePool>")]
     pub fn open(config: PoolConfig, clock: Option<&NativeClock>) -> AsyncTask<Job<NativePool>> {
         let clock = clock.map(|c| NativeClock { clock: c.clock.clone() });
         AsyncTask::new(Job::new(move || open(config, clock.as_ref()).and_then(NativePool::opened).or_throw()))
@@ -243,7 +243,7 @@ impl NativePool {
         self.holder.acquire_now(&context, &selector).map(NativeLease::new).or_throw()
     }
 
-    #[napi]
+    #[napi(ts_return_type = "Promise<NativeLease>")]
     pub fn acquire_async(&self, context: String, selector: SelectorSpec) -> napi::Result<AsyncTask<Job<NativeLease>>> {
         let holder = self.holder.clone();
         let selector = Selector::try_from(selector).or_throw()?;
@@ -282,7 +282,7 @@ impl NativePool {
         send(&self.holder, (&kind, &value, &context), &report).or_throw()
     }
 
-    #[napi]
+    #[napi(ts_return_type = "Promise<void>")]
     pub fn report_async(
         &self,
         kind: String,
@@ -366,7 +366,7 @@ impl NativePool {
 
     /// Saves a checkpoint off the JS thread; resolves to its version (a
     /// save counter, exact as a number).
-    #[napi]
+    #[napi(ts_return_type = "Promise<number>")]
     pub fn checkpoint_async(&self, with_leases: bool) -> AsyncTask<Job<f64>> {
         let holder = self.holder.clone();
         AsyncTask::new(Job::new(move || holder.with(|p| p.checkpoint(with_leases)).map(|v| v as f64).or_throw()))
@@ -391,7 +391,7 @@ impl NativePool {
         self.with(|p| p.sync())
     }
 
-    #[napi]
+    #[napi(ts_return_type = "Promise<number>")]
     pub fn sync_async(&self) -> AsyncTask<Job<u32>> {
         let holder = self.holder.clone();
         AsyncTask::new(Job::new(move || holder.with(|p| p.sync()).or_throw()))
