@@ -16,54 +16,37 @@ const native = require('./repute.node');
  */
 
 // ---------------------------------------------------------------- errors
-// The native module builds every error itself, as an instance of one of
-// these classes (the names of the host's code table, the Python binding's
-// too), with `code` and the class's fields set (see src/errors.rs); these
-// classes only give them their identity.
+// The classes come from the host's code table (`repute_host::codes`, the
+// Python binding's names too): ReputeError, and one subclass of it per class
+// the table names. The native module builds every error itself, as an
+// instance of its class, with `code` and the class's fields set (see
+// src/errors.rs); these classes only give them their identity.
 
-class ReputeError extends Error {
+const Base = class ReputeError extends Error {
   /** @param {string} message @param {Record<string, unknown>} [fields] `code` and the class's fields */
   constructor(message, fields = {}) {
     super(message);
     this.name = new.target.name;
     Object.assign(this, fields);
   }
+};
+
+/** @type {Record<string, typeof Base>} */
+const made = { ReputeError: Base };
+for (const { class: name } of native._errorCodes()) {
+  // Made as a property, the class is named after it.
+  made[name] ??= { [name]: class extends Base {} }[name];
 }
+native.setErrorClasses(made);
 
-class InvalidInputError extends ReputeError {}
-class UnknownResourceError extends ReputeError {}
-class UnknownLeaseError extends ReputeError {}
-class StaleLeaseError extends ReputeError {}
-class LeaseExpiredError extends ReputeError {}
-class BlockedError extends ReputeError {}
-class NoResourceAvailableError extends ReputeError {}
-class LeasedError extends ReputeError {}
-class BudgetExhaustedError extends ReputeError {}
-class RateLimitedError extends ReputeError {}
-class InvalidSnapshotError extends ReputeError {}
-class StoreError extends ReputeError {}
-class NotOwnerError extends ReputeError {}
-class PoolClosedError extends ReputeError {}
-class InternalError extends ReputeError {}
-
-native.setErrorClasses({
-  ReputeError,
-  InvalidInputError,
-  UnknownResourceError,
-  UnknownLeaseError,
-  StaleLeaseError,
-  LeaseExpiredError,
-  BlockedError,
-  NoResourceAvailableError,
-  LeasedError,
-  BudgetExhaustedError,
-  RateLimitedError,
-  InvalidSnapshotError,
-  StoreError,
-  NotOwnerError,
-  PoolClosedError,
-  InternalError,
-});
+/**
+ * The classes as index.d.ts declares them (test/declarations.test.mjs checks
+ * those declarations against the same table).
+ * @typedef {typeof import('./index')} Api
+ * @typedef {{ [K in keyof Api as Api[K] extends abstract new (...args: any) => import('./index').ReputeError ? K : never]: Api[K] }} ErrorClasses
+ */
+const errors = /** @type {ErrorClasses} */ (/** @type {unknown} */ (made));
+const { InvalidInputError, NoResourceAvailableError, LeaseExpiredError, RateLimitedError } = errors;
 
 // ------------------------------------------------------ argument checks
 // JavaScript types are checked here, where they are dynamic; value rules
@@ -677,7 +660,6 @@ class Pool {
     const waiting = this.#native.waiting(timeoutMs);
     for (;;) {
       signal?.throwIfAborted();
-      /** @type {any} */
       let err;
       try {
         return this.#adopt(await this.#acquireOnce(context, selector), hold);
@@ -985,7 +967,22 @@ class Pool {
 
 // ES modules import this same object (one addon load, one set of classes, so
 // `instanceof` agrees across both). Node finds the named exports by reading
-// this literal, so it stays a plain list of names.
+// the literal below, so it stays a plain list of names (the tests check that
+// its error classes are the table's).
+const {
+  ReputeError,
+  UnknownResourceError,
+  UnknownLeaseError,
+  StaleLeaseError,
+  BlockedError,
+  LeasedError,
+  BudgetExhaustedError,
+  InvalidSnapshotError,
+  StoreError,
+  NotOwnerError,
+  PoolClosedError,
+  InternalError,
+} = errors;
 module.exports = {
   Pool,
   Lease,

@@ -134,7 +134,10 @@ export declare class NativeWaiting {
   next(retryAfterMs?: number | undefined | null): number | null
 }
 
-/** The code table, for the tests that check the mapping. */
+/**
+ * The code table: the JavaScript layer makes its error classes from it,
+ * and the tests check the mapping and the declarations against it.
+ */
 export declare function _errorCodes(): Array<ErrorRow>
 
 /**
@@ -197,6 +200,8 @@ export interface ErrorRow {
   class: string
   /** In the host's snake_case. */
   fields: Array<string>
+  /** The same fields as an error object carries them (`retryAfterMs`). */
+  jsFields: Array<string>
 }
 
 export interface EventData {

@@ -194,14 +194,24 @@ pub struct ErrorRow {
     pub class: &'static str,
     /// In the host's snake_case.
     pub fields: Vec<&'static str>,
+    /// The same fields as an error object carries them (`retryAfterMs`).
+    pub js_fields: Vec<String>,
 }
 
-/// The code table, for the tests that check the mapping.
+/// The code table: the JavaScript layer makes its error classes from it,
+/// and the tests check the mapping and the declarations against it.
 #[napi(js_name = "_errorCodes")]
 pub fn error_codes() -> Vec<ErrorRow> {
     codes::CODES
         .iter()
-        .map(|row| ErrorRow { code: row.code, status: row.status, class: row.class, fields: row.fields.to_vec() })
+        .zip(Error::examples())
+        .map(|(row, example)| ErrorRow {
+            code: row.code,
+            status: row.status,
+            class: row.class,
+            fields: row.fields.to_vec(),
+            js_fields: example.fields().into_iter().map(|(name, field)| js_name(name, field)).collect(),
+        })
         .collect()
 }
 
