@@ -64,7 +64,7 @@ export declare class NativePool {
   constructor(config: PoolConfig, clock?: NativeClock | undefined | null)
   /**
    * One round of the host's probe loop: probe leases on up to `max` cells
-   * due; `index.js` runs the user's probe on each and answers `probeFinish`.
+   * due; `lib/prober.js` runs the user's probe on each and answers `probeFinish`.
    */
   probeStart(max: number): Array<LeaseData>
   /** What the probe of lease `id` found: `healthy`, or an HTTP `status`. */
@@ -280,7 +280,7 @@ export interface LimitsSpec {
 
 /**
  * What `reportSuccess`, `reportFailure` and `reportHttp` send, after
- * `index.js` turned the headers into `[name, value]` pairs.
+ * `lib/options.js` turned the headers into `[name, value]` pairs.
  */
 export interface OutcomeSpec {
   /** A failure kind's name; absent for a success or an HTTP answer. */
@@ -295,7 +295,7 @@ export interface OutcomeSpec {
   body?: string
 }
 
-/** The pool options after `index.js` filled in defaults; names as in the docs. */
+/** The pool options after `lib/options.js` filled in defaults; names as in the docs. */
 export interface PoolConfig {
   /** `memory`, `sqlite:PATH` or a `postgres://` URL. */
   store: string
@@ -359,7 +359,7 @@ export interface ResourceInfo {
   block?: BlockInfo
 }
 
-/** An acquire's choice among the resources, as `index.js` sends it. */
+/** An acquire's choice among the resources, as `lib/options.js` makes it. */
 export interface SelectorSpec {
   kind?: string
   /** `where`, one filter per label name. */
@@ -372,7 +372,7 @@ export interface SelectorSpec {
 }
 
 /**
- * Registers `index.js`'s error classes: `ReputeError` and one per class
+ * Registers `lib/errors.js`'s error classes: `ReputeError` and one per class
  * name of the code table, each a constructor taking the message.
  */
 export declare function setErrorClasses(classes: object): void

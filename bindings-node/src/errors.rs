@@ -1,7 +1,8 @@
 //! The one place host errors become JavaScript errors.
 //!
-//! The error objects are built here, in Rust: `index.js` hands the addon
-//! its error classes once at load (`setErrorClasses`), and a host error
+//! The error objects are built here, in Rust: `lib/errors.js` makes the error
+//! classes from the code table ([`error_codes`]) and hands them to the addon
+//! once at load (`setErrorClasses`), and a host error
 //! becomes an instance of the class its row of the host's code table names
 //! (`repute_host::codes`, the Python binding's names too), with a plain-text
 //! message in ms, `code`, and every field of its class in camelCase (`null`
@@ -34,7 +35,7 @@ thread_local! {
     static PARKED: RefCell<Option<Error>> = const { RefCell::new(None) };
 }
 
-/// Registers `index.js`'s error classes: `ReputeError` and one per class
+/// Registers `lib/errors.js`'s error classes: `ReputeError` and one per class
 /// name of the code table, each a constructor taking the message.
 #[napi]
 pub fn set_error_classes(env: Env, classes: Object) -> napi::Result<()> {

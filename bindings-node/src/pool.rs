@@ -2,7 +2,7 @@
 //! options and their defaults, the lease handles, the waiting plan, close),
 //! shared by the JS thread (fast in-memory calls) and the libuv pool
 //! (`*Async` calls that may touch SQLite or PostgreSQL). The JavaScript
-//! `Pool` class in `index.js` is the public face; this is its engine room.
+//! `Pool` class in `lib/pool.js` is the public face; this is its engine room.
 //!
 //! No call here enters a tokio runtime: the PostgreSQL client blocks, and it
 //! may only do so on plain threads (the JS thread, libuv's workers).
@@ -28,7 +28,7 @@ use crate::task::Job;
 use crate::units::{ms_to_ns, ns_to_ms};
 use crate::views::{CellInfo, LeaseData, ProbeTarget, ResourceInfo, StatsInfo};
 
-/// The pool options after `index.js` filled in defaults; names as in the docs.
+/// The pool options after `lib/options.js` filled in defaults; names as in the docs.
 #[napi(object, object_to_js = false)]
 pub struct PoolConfig {
     /// `memory`, `sqlite:PATH` or a `postgres://` URL.
@@ -129,7 +129,7 @@ pub struct NativePool {
     pub(crate) holder: Arc<Holder>,
     /// On Redis: the pool's own connection on the event loop (see `link`).
     pub(crate) link: LinkSlot,
-    /// Probe leases handed to `index.js`'s probe loop, by lease id, until their verdict.
+    /// Probe leases handed to `lib/prober.js`'s probe loop, by lease id, until their verdict.
     probes: Mutex<HashMap<u64, Lease>>,
 }
 
@@ -166,7 +166,7 @@ impl NativePool {
     }
 
     /// One round of the host's probe loop: probe leases on up to `max` cells
-    /// due; `index.js` runs the user's probe on each and answers `probeFinish`.
+    /// due; `lib/prober.js` runs the user's probe on each and answers `probeFinish`.
     #[napi]
     pub fn probe_start(&self, max: u32) -> napi::Result<Vec<LeaseData>> {
         let leases = self.with(|p| start_probes(p, max as usize))?;
