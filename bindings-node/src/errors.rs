@@ -1,7 +1,8 @@
 //! The one place host errors become JavaScript errors.
 //!
-//! The error objects are built here, in Rust: `index.js` hands the addon
-//! its error classes once at load (`setErrorClasses`), and a host error
+//! The error objects are built here, in Rust: `lib/errors.js` makes the error
+//! classes from the code table ([`error_codes`]) and hands them to the addon
+//! once at load (`setErrorClasses`), and a host error
 //! becomes an instance of the class its row of the host's code table names
 //! (`repute_host::codes`, the Python binding's names too), with a plain-text
 //! message in ms, `code`, and every field of its class in camelCase (`null`
@@ -34,7 +35,7 @@ thread_local! {
     static PARKED: RefCell<Option<Error>> = const { RefCell::new(None) };
 }
 
-/// Registers `index.js`'s error classes: `ReputeError` and one per class
+/// Registers `lib/errors.js`'s error classes: `ReputeError` and one per class
 /// name of the code table, each a constructor taking the message.
 #[napi]
 pub fn set_error_classes(env: Env, classes: Object) -> napi::Result<()> {
@@ -194,14 +195,24 @@ pub struct ErrorRow {
     pub class: &'static str,
     /// In the host's snake_case.
     pub fields: Vec<&'static str>,
+    /// The same fields as an error object carries them (`retryAfterMs`).
+    pub js_fields: Vec<String>,
 }
 
-/// The code table, for the tests that check the mapping.
+/// The code table: the JavaScript layer makes its error classes from it,
+/// and the tests check the mapping and the declarations against it.
 #[napi(js_name = "_errorCodes")]
 pub fn error_codes() -> Vec<ErrorRow> {
     codes::CODES
         .iter()
-        .map(|row| ErrorRow { code: row.code, status: row.status, class: row.class, fields: row.fields.to_vec() })
+        .zip(Error::examples())
+        .map(|(row, example)| ErrorRow {
+            code: row.code,
+            status: row.status,
+            class: row.class,
+            fields: row.fields.to_vec(),
+            js_fields: example.fields().into_iter().map(|(name, field)| js_name(name, field)).collect(),
+        })
         .collect()
 }
 

@@ -99,7 +99,7 @@ impl NativeLease {
         self.held.renew().or_throw()
     }
 
-    #[napi]
+    #[napi(ts_return_type = "Promise<void>")]
     pub fn renew_async(&self) -> AsyncTask<Job<()>> {
         let held = self.held.clone();
         AsyncTask::new(Job::new(move || held.renew().or_throw()))
@@ -111,7 +111,7 @@ impl NativeLease {
         self.held.release().map(released_name).or_throw()
     }
 
-    #[napi]
+    #[napi(ts_return_type = "Promise<string>")]
     pub fn release_async(&self) -> AsyncTask<Job<String>> {
         let held = self.held.clone();
         AsyncTask::new(Job::new(move || held.release().map(|r| released_name(r).to_owned()).or_throw()))
@@ -143,7 +143,7 @@ impl NativeLease {
         self.held.reconcile(used).or_throw()
     }
 
-    #[napi]
+    #[napi(ts_return_type = "Promise<void>")]
     pub fn reconcile_async(&self, used: BigInt) -> napi::Result<AsyncTask<Job<()>>> {
         let used = u64_arg("used", &used).or_throw()?;
         let held = self.held.clone();
@@ -157,7 +157,7 @@ impl NativeLease {
         send(&self.held, &report, usage).or_throw()
     }
 
-    #[napi]
+    #[napi(ts_return_type = "Promise<void>")]
     pub fn report_async(&self, spec: OutcomeSpec, usage: Option<BigInt>) -> napi::Result<AsyncTask<Job<()>>> {
         let (report, usage) = report_args(&spec, usage).or_throw()?;
         let held = self.held.clone();

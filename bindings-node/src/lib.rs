@@ -2,7 +2,7 @@
 //!
 //! A thin layer over `repute-host`: it converts arguments and results
 //! between JavaScript and Rust and holds no pool logic. Errors are built here as
-//! instances of `index.js`'s classes, registered once at load, from the
+//! instances of `lib/errors.js`'s classes, registered once at load, from the
 //! host's code table (see [`errors`]). Times cross the boundary as milliseconds (the
 //! core counts nanoseconds). Calls that can block on IO have an `*Async`
 //! form that runs on the libuv thread pool and returns a Promise; on Redis,

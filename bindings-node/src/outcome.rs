@@ -10,7 +10,7 @@ use crate::errors::invalid;
 use crate::units::ms_to_ns;
 
 /// What `reportSuccess`, `reportFailure` and `reportHttp` send, after
-/// `index.js` turned the headers into `[name, value]` pairs.
+/// `lib/options.js` turned the headers into `[name, value]` pairs.
 #[napi(object, object_to_js = false)]
 pub struct OutcomeSpec {
     /// A failure kind's name; absent for a success or an HTTP answer.

@@ -2,7 +2,7 @@
 //! options and their defaults, the lease handles, the waiting plan, close),
 //! shared by the JS thread (fast in-memory calls) and the libuv pool
 //! (`*Async` calls that may touch SQLite or PostgreSQL). The JavaScript
-//! `Pool` class in `index.js` is the public face; this is its engine room.
+//! `Pool` class in `lib/pool.js` is the public face; this is its engine room.
 //!
 //! No call here enters a tokio runtime: the PostgreSQL client blocks, and it
 //! may only do so on plain threads (the JS thread, libuv's workers).
@@ -28,7 +28,7 @@ use crate::task::Job;
 use crate::units::{ms_to_ns, ns_to_ms};
 use crate::views::{CellInfo, LeaseData, ProbeTarget, ResourceInfo, StatsInfo};
 
-/// The pool options after `index.js` filled in defaults; names as in the docs.
+/// The pool options after `lib/options.js` filled in defaults; names as in the docs.
 #[napi(object, object_to_js = false)]
 pub struct PoolConfig {
     /// `memory`, `sqlite:PATH` or a `postgres://` URL.
@@ -129,7 +129,7 @@ pub struct NativePool {
     pub(crate) holder: Arc<Holder>,
     /// On Redis: the pool's own connection on the event loop (see `link`).
     pub(crate) link: LinkSlot,
-    /// Probe leases handed to `index.js`'s probe loop, by lease id, until their verdict.
+    /// Probe leases handed to `lib/prober.js`'s probe loop, by lease id, until their verdict.
     probes: Mutex<HashMap<u64, Lease>>,
 }
 
@@ -166,7 +166,7 @@ impl NativePool {
     }
 
     /// One round of the host's probe loop: probe leases on up to `max` cells
-    /// due; `index.js` runs the user's probe on each and answers `probeFinish`.
+    /// due; `lib/prober.js` runs the user's probe on each and answers `probeFinish`.
     #[napi]
     pub fn probe_start(&self, max: u32) -> napi::Result<Vec<LeaseData>> {
         let leases = self.with(|p| start_probes(p, max as usize))?;
@@ -198,7 +198,7 @@ impl NativePool {
     }
 
     /// `new` off the JS thread.
-    #[napi]
+    #[napi(ts_return_type = "Promise<NativePool>")]
     pub fn open(config: PoolConfig, clock: Option<&NativeClock>) -> AsyncTask<Job<NativePool>> {
         let clock = clock.map(|c| NativeClock { clock: c.clock.clone() });
         AsyncTask::new(Job::new(move || open(config, clock.as_ref()).and_then(NativePool::opened).or_throw()))
@@ -243,7 +243,7 @@ impl NativePool {
         self.holder.acquire_now(&context, &selector).map(NativeLease::new).or_throw()
     }
 
-    #[napi]
+    #[napi(ts_return_type = "Promise<NativeLease>")]
     pub fn acquire_async(&self, context: String, selector: SelectorSpec) -> napi::Result<AsyncTask<Job<NativeLease>>> {
         let holder = self.holder.clone();
         let selector = Selector::try_from(selector).or_throw()?;
@@ -282,7 +282,7 @@ impl NativePool {
         send(&self.holder, (&kind, &value, &context), &report).or_throw()
     }
 
-    #[napi]
+    #[napi(ts_return_type = "Promise<void>")]
     pub fn report_async(
         &self,
         kind: String,
@@ -366,7 +366,7 @@ impl NativePool {
 
     /// Saves a checkpoint off the JS thread; resolves to its version (a
     /// save counter, exact as a number).
-    #[napi]
+    #[napi(ts_return_type = "Promise<number>")]
     pub fn checkpoint_async(&self, with_leases: bool) -> AsyncTask<Job<f64>> {
         let holder = self.holder.clone();
         AsyncTask::new(Job::new(move || holder.with(|p| p.checkpoint(with_leases)).map(|v| v as f64).or_throw()))
@@ -391,7 +391,7 @@ impl NativePool {
         self.with(|p| p.sync())
     }
 
-    #[napi]
+    #[napi(ts_return_type = "Promise<number>")]
     pub fn sync_async(&self) -> AsyncTask<Job<u32>> {
         let holder = self.holder.clone();
         AsyncTask::new(Job::new(move || holder.with(|p| p.sync()).or_throw()))

@@ -1,7 +1,7 @@
 //! Registrations and selectors from JavaScript values: `labels` to the
 //! core's `Labels`, `secret` to a `Secret`, `limits` to `Limits` (ms to
 //! ns), and an acquire's `kind`, `where`, `exclude`, `prefer`, `affinity`
-//! and `cost` (which `index.js` checked for type and turned into label
+//! and `cost` (which `lib/options.js` checked for type and turned into label
 //! filters) to a `Selector`. The rules are the core's, checked when the
 //! pool takes the values; the host names a bad label filter `where`, as
 //! this API does (and `errors` spells a bad limit as this API does).
@@ -22,7 +22,7 @@ pub struct LabelFilterSpec {
     pub values: Vec<String>,
 }
 
-/// An acquire's choice among the resources, as `index.js` sends it.
+/// An acquire's choice among the resources, as `lib/options.js` makes it.
 #[napi(object, object_to_js = false)]
 pub struct SelectorSpec {
     pub kind: Option<String>,

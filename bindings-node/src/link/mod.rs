@@ -6,7 +6,7 @@
 //! JavaScript stream sits between the socket and the pool. The host's
 //! `Exchange` decides what is written and what the replies mean.
 //!
-//! Everything here runs on the JS thread: the calls from `index.js`, the
+//! Everything here runs on the JS thread: the calls from `lib/pool.js`, the
 //! poll callback and the close callback.
 
 use std::cell::RefCell;
@@ -19,39 +19,19 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use napi::bindgen_prelude::{ToNapiValue, TypeName, ValueType};
-use napi::{check_status, sys, Env};
-use napi_derive::napi;
+use napi::{check_status, sys};
 use repute_host::providers::{Address, Done, Exchange};
 use repute_host::{Error, Holder, Pool, Selector, StoreError};
 use socket2::{Domain, SockAddr, Socket, Type};
 
 use crate::errors::{to_js, to_js_value, OrThrow};
 use crate::lease::NativeLease;
-use crate::pool::NativePool;
-use crate::selector::SelectorSpec;
 
-/// The parts of libuv this needs; Node exports them to addons.
-mod uv {
-    use std::ffi::{c_int, c_void};
+mod slot;
+mod uv;
 
-    pub type Handle = c_void;
-    pub type PollCb = unsafe extern "C" fn(*mut Handle, c_int, c_int);
-    pub type CloseCb = unsafe extern "C" fn(*mut Handle);
-
-    pub const POLL: c_int = 8;
-    pub const READABLE: c_int = 1;
-    pub const WRITABLE: c_int = 2;
-
-    extern "C" {
-        pub fn uv_handle_size(kind: c_int) -> usize;
-        pub fn uv_poll_init_socket(lp: *mut napi::sys::uv_loop_s, handle: *mut Handle, socket: c_int) -> c_int;
-        pub fn uv_poll_start(handle: *mut Handle, events: c_int, cb: PollCb) -> c_int;
-        pub fn uv_close(handle: *mut Handle, cb: CloseCb);
-        pub fn uv_ref(handle: *mut Handle);
-        pub fn uv_unref(handle: *mut Handle);
-        pub fn uv_strerror(err: c_int) -> *const std::ffi::c_char;
-    }
-}
+pub(crate) use slot::LinkSlot;
+use uv::{handle_layout, on_close, on_poll};
 
 /// Where the server listens, resolved when the pool opened (off the JS
 /// thread for `Pool.open`), so connecting never waits on a name lookup.
@@ -407,113 +387,4 @@ unsafe fn resolve(env: sys::napi_env, deferred: sys::napi_deferred, value: sys::
 
 unsafe fn reject(env: sys::napi_env, deferred: sys::napi_deferred, error: sys::napi_value) -> napi::Result<()> {
     check_status!(sys::napi_reject_deferred(env, deferred, error))
-}
-
-fn handle_layout() -> std::alloc::Layout {
-    // SAFETY: a pure query of a constant.
-    let size = unsafe { uv::uv_handle_size(uv::POLL) };
-    std::alloc::Layout::from_size_align(size, 16).expect("libuv's handle size is small")
-}
-
-/// libuv calls this on the JS thread when the socket is ready.
-unsafe extern "C" fn on_poll(handle: *mut uv::Handle, status: c_int, events: c_int) {
-    let link = &*(*(handle as *mut *const RefCell<Link>));
-    let (env, context) = {
-        let l = link.borrow();
-        (l.env, l.context)
-    };
-    let mut handles = ptr::null_mut();
-    if sys::napi_open_handle_scope(env, &mut handles) != sys::Status::napi_ok {
-        return;
-    }
-    let mut resource = ptr::null_mut();
-    let mut scope = ptr::null_mut();
-    let scoped = sys::napi_create_object(env, &mut resource) == sys::Status::napi_ok
-        && sys::napi_open_callback_scope(env, resource, context, &mut scope) == sys::Status::napi_ok;
-    {
-        let mut l = link.borrow_mut();
-        if let Err(e) = l.ready(status, events) {
-            l.lost(&e);
-        }
-        l.keep_alive();
-    }
-    // Closing the callback scope runs the promise reactions, which may call
-    // back into the link: nothing of it is borrowed here.
-    if scoped {
-        sys::napi_close_callback_scope(env, scope);
-    }
-    sys::napi_close_handle_scope(env, handles);
-}
-
-/// libuv calls this once a closed handle is done with.
-unsafe extern "C" fn on_close(handle: *mut uv::Handle) {
-    drop(Rc::from_raw(*(handle as *mut *const RefCell<Link>)));
-    std::alloc::dealloc(handle as *mut u8, handle_layout());
-}
-
-/// A pool's link: what it needs until first used, then the open link.
-pub(crate) struct LinkSlot {
-    pub(crate) ready: RefCell<Option<(Target, Exchange)>>,
-    pub(crate) open: RefCell<Option<Rc<RefCell<Link>>>>,
-}
-
-// SAFETY: a pool crosses threads at most once, from `Pool.open`'s worker to
-// the JS thread, before its link is opened; the `Rc` and the libuv handle
-// behind `open` are made, used and dropped on the JS thread only.
-unsafe impl Send for LinkSlot {}
-
-impl LinkSlot {
-    fn get(&self, env: sys::napi_env, holder: &Arc<Holder>) -> napi::Result<Rc<RefCell<Link>>> {
-        if let Some(link) = self.open.borrow().as_ref() {
-            return Ok(link.clone());
-        }
-        // `hasLink` was true, so only `close` can have taken it.
-        let (target, exchange) = self.ready.borrow_mut().take().ok_or_else(|| to_js(Error::Closed))?;
-        let link = Link::new(env, holder.clone(), exchange, target)?;
-        *self.open.borrow_mut() = Some(link.clone());
-        Ok(link)
-    }
-
-    pub(crate) fn close(&self) {
-        self.ready.borrow_mut().take();
-        if let Some(link) = self.open.borrow().as_ref() {
-            link.borrow_mut().close();
-        }
-    }
-}
-
-impl Drop for LinkSlot {
-    /// A pool collected without `close`: nothing waits on it (a waiting
-    /// acquire keeps its pool reachable), so the socket just goes.
-    fn drop(&mut self) {
-        if let Some(link) = self.open.get_mut().take() {
-            link.borrow_mut().detach();
-        }
-    }
-}
-
-#[napi]
-impl NativePool {
-    /// True when acquires and releases run on this pool's own Redis
-    /// connection (`linkAcquire`, `linkRelease`).
-    #[napi(getter)]
-    pub fn has_link(&self) -> bool {
-        self.link.ready.borrow().is_some() || self.link.open.borrow().is_some()
-    }
-
-    /// An acquire on the pool's connection among the resources `selector`
-    /// admits: a promise of the lease. Refusals the pool knows at once are thrown.
-    #[napi(ts_return_type = "Promise<NativeLease>")]
-    pub fn link_acquire(&self, env: Env, context: String, selector: SelectorSpec) -> napi::Result<Promised> {
-        let link = self.link.get(env.raw(), &self.holder)?;
-        Link::acquire(&link, &context, &Selector::try_from(selector).or_throw()?)
-    }
-
-    /// A release: the lease ends in the pool now; the promise resolves once
-    /// Redis ran the revoke. How it ended is then `lease.releasedAs()`.
-    #[napi(ts_return_type = "Promise<void>")]
-    pub fn link_release(&self, env: Env, lease: &NativeLease) -> napi::Result<Promised> {
-        let link = self.link.get(env.raw(), &self.holder)?;
-        Link::release(&link, lease)
-    }
 }
