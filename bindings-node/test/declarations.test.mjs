@@ -1,4 +1,4 @@
-// The error classes index.d.ts declares, checked against the host's code
+// The error classes errors.d.ts declares (index.d.ts exports them), checked against the host's code
 // table (`repute_host::codes`), which the JavaScript layer makes its classes
 // from: the declarations are read with the TypeScript compiler, not trusted.
 import { test } from 'node:test';
@@ -8,8 +8,8 @@ import { createRequire } from 'node:module';
 import ts from 'typescript';
 
 const native = createRequire(import.meta.url)('../repute.node');
-const path = new URL('../index.d.ts', import.meta.url);
-const source = ts.createSourceFile('index.d.ts', readFileSync(path, 'utf8'), ts.ScriptTarget.Latest, true);
+const path = new URL('../errors.d.ts', import.meta.url);
+const source = ts.createSourceFile('errors.d.ts', readFileSync(path, 'utf8'), ts.ScriptTarget.Latest, true);
 
 /** The string literals of a type: `'a' | 'b'` gives ['a', 'b']. */
 function literals(type) {
@@ -40,7 +40,7 @@ function declaredErrors() {
   return classes;
 }
 
-test("index.d.ts declares the code table's error classes, codes and fields", () => {
+test("errors.d.ts declares the code table's error classes, codes and fields", () => {
   const rows = native._errorCodes();
   const declared = declaredErrors();
   const tableClasses = [...new Set(rows.map((r) => r.class))];
