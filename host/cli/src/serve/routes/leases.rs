@@ -8,8 +8,7 @@ use repute_host::{selector_error, Lease, LeaseKind, PoolOps, Secret, TenantPool}
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::table::{route, Route};
-use super::LeaseId;
+use super::table::{route, LeaseId, Route};
 use crate::serve::extract::{App, AppResult, Body, Tenant, P, Q};
 use crate::serve::labels::{self, Values};
 use crate::serve::openapi::schema;

@@ -19,20 +19,16 @@ use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::Router;
-use schemars::JsonSchema;
-use serde::Deserialize;
 
 use super::extract::App;
-use super::openapi::schema;
 use super::problem::Problem;
+use table::Route;
 
-/// The OpenAPI document of this API as the repository keeps it, generated
-/// from `table` by `repute openapi` (a test fails when they differ).
-pub const OPENAPI: &str = include_str!("../../../openapi.json");
+pub use status::OPENAPI;
 
 /// The OpenAPI document the routes' table makes, as `repute openapi` prints it.
 pub fn openapi() -> String {
-    let routes = table::routes();
+    let routes = routes();
     let operations: Vec<_> = routes.iter().map(|r| (r.method.clone(), r.path, &r.doc)).collect();
     super::openapi::render(&operations)
 }
@@ -41,7 +37,7 @@ pub use super::extract::TENANT_HEADER;
 
 pub fn router(state: App) -> Router {
     let mut app = Router::new();
-    for route in table::routes() {
+    for route in routes() {
         app = app.route(route.path, route.handler);
     }
     app.fallback(|| async { Problem::not_found("route") })
@@ -68,19 +64,18 @@ async fn observe(State(state): State<App>, req: Request, next: Next) -> Response
     res
 }
 
-/// `{kind}/{value}` of a resource path.
-#[derive(Deserialize, JsonSchema)]
-pub(super) struct KindValue {
-    #[schemars(with = "schema::Name")]
-    kind: String,
-    /// percent-encode '/'
-    #[schemars(with = "schema::Name")]
-    value: String,
-}
-
-/// `{id}` of a lease path.
-#[derive(Deserialize, JsonSchema)]
-pub(super) struct LeaseId {
-    #[schemars(with = "schema::Uint64")]
-    id: u64,
+/// Every route: each resource's module lists its own, beside its handlers.
+fn routes() -> Vec<Route> {
+    [
+        resources::routes,
+        leases::routes,
+        outcomes::routes,
+        probes::routes,
+        snapshot::routes,
+        events::routes,
+        status::routes,
+    ]
+    .into_iter()
+    .flat_map(|rows| rows())
+    .collect()
 }

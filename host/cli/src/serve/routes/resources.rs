@@ -8,8 +8,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::table::{route, Route, CELL_BUDGET, UNKNOWN};
-use super::KindValue;
+use super::table::{route, KindValue, Route, CELL_BUDGET, UNKNOWN};
 use crate::serve::extract::{App, AppResult, Body, Tenant, P, Q};
 use crate::serve::labels;
 use crate::serve::openapi::schema;

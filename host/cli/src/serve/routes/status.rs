@@ -7,11 +7,14 @@ use axum::Json;
 use repute_host::{PoolOps, Stats};
 
 use super::table::{route, Route};
-use super::OPENAPI;
 use crate::serve::extract::{bearer, App, AppResult, Tenant};
 use crate::serve::openapi::views;
 use crate::serve::openapi::Doc;
 use crate::serve::problem::Problem;
+
+/// The OpenAPI document of this API as the repository keeps it, generated
+/// from the routes table by `repute openapi` (a test fails when they differ).
+pub const OPENAPI: &str = include_str!("../../../openapi.json");
 
 /// This module's rows of the routes table: each route's method, path,
 /// handler and documentation, beside the handler.

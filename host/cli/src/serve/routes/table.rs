@@ -1,15 +1,17 @@
-//! Every route of the API, once: its method and path, its handler, and its
-//! documentation, each listed by the module of its resource beside its
-//! handler. The router and the OpenAPI document are both made from this
-//! table, so a route cannot be served undocumented or documented unserved.
+//! What a row of the routes table is (a route's method and path, its handler
+//! and its documentation), and what several resources' rows share: problem
+//! texts and path segments. Each resource's module lists its rows beside its
+//! handlers; `routes` gathers them for the router and the OpenAPI document,
+//! so a route cannot be served undocumented or documented unserved.
 
 use axum::handler::Handler;
 use axum::http::Method;
 use axum::routing::{on, MethodFilter, MethodRouter};
+use schemars::JsonSchema;
+use serde::Deserialize;
 
-use super::{events, leases, outcomes, probes, resources, snapshot, status};
 use crate::serve::extract::App;
-use crate::serve::openapi::Doc;
+use crate::serve::openapi::{schema, Doc};
 
 /// One method of one path.
 pub struct Route {
@@ -28,18 +30,19 @@ pub(super) fn route<H: Handler<T, App>, T: 'static>(method: Method, path: &'stat
 pub(super) const UNKNOWN: &str = "Unknown resource";
 pub(super) const CELL_BUDGET: &str = "Budget exhausted: `max_cells`, or the memory share (`field` max_tenant_bytes)";
 
-/// Every route: each resource's module lists its own, beside its handlers.
-pub fn routes() -> Vec<Route> {
-    [
-        resources::routes,
-        leases::routes,
-        outcomes::routes,
-        probes::routes,
-        snapshot::routes,
-        events::routes,
-        status::routes,
-    ]
-    .into_iter()
-    .flat_map(|rows| rows())
-    .collect()
+/// `{kind}/{value}` of a resource path.
+#[derive(Deserialize, JsonSchema)]
+pub(super) struct KindValue {
+    #[schemars(with = "schema::Name")]
+    pub(super) kind: String,
+    /// percent-encode '/'
+    #[schemars(with = "schema::Name")]
+    pub(super) value: String,
+}
+
+/// `{id}` of a lease path.
+#[derive(Deserialize, JsonSchema)]
+pub(super) struct LeaseId {
+    #[schemars(with = "schema::Uint64")]
+    pub(super) id: u64,
 }
