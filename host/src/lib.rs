@@ -21,6 +21,7 @@
 //! picks (the CLI and the bindings turn on what they ship). `testing` adds
 //! what only tests and benchmarks use.
 
+pub mod attempt;
 mod bindings;
 #[cfg(feature = "testing")]
 mod cold_start;

@@ -207,6 +207,19 @@ impl Holder {
         context: &str,
         selector: &Selector,
         timeout: Option<u64>,
+        between: impl FnMut() -> Result<(), E>,
+    ) -> Result<Arc<HeldLease>, E> {
+        self.acquire_waiting(context, selector, timeout, |_| true, between)
+    }
+
+    /// `acquire`, waiting out only the refusals `worth_waiting` admits (the
+    /// attempt protocol stops at once when only what it tried is left).
+    pub fn acquire_waiting<E: From<Error>>(
+        self: &Arc<Self>,
+        context: &str,
+        selector: &Selector,
+        timeout: Option<u64>,
+        worth_waiting: impl Fn(&Error) -> bool,
         mut between: impl FnMut() -> Result<(), E>,
     ) -> Result<Arc<HeldLease>, E> {
         let mut waiting = self.waiting(timeout);
@@ -224,7 +237,9 @@ impl Holder {
                 }
                 Err(e) => selector_error(e),
             };
-            let Some(hint) = refusal_hint(&refusal) else { return Err(refusal.into()) };
+            let Some(hint) = refusal_hint(&refusal).filter(|_| worth_waiting(&refusal)) else {
+                return Err(refusal.into());
+            };
             let Some(wait) = waiting.next(hint, self.now()) else { return Err(refusal.into()) };
             drop(self.freed.wait_timeout(guard, wait).unwrap_or_else(|p| p.into_inner()));
             between()?;

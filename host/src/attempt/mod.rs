@@ -1,0 +1,357 @@
+//! The attempt protocol: one request of a user's HTTP client carried by the
+//! pool's resources, once for every adapter (httpx, aiohttp, requests,
+//! undici, ...), which only convert. Sans-IO like the core: the adapter
+//! acquires (each waits its own way, on the selector and time this gives),
+//! sends the request by the [`Route`] the lease gives, and says what came
+//! back; [`Attempts`] reads it through the resource's profile, reports,
+//! releases, and says what to do next ([`Step`]).
+//!
+//! Whom to blame. A result the profile reads as the resource's (a 429, a
+//! ban, a dead key, a refused connection) is reported at once and the
+//! request moves to another resource. A result that may be the request's
+//! own (a 4xx the table reads as the resource working, a 5xx, an API's
+//! provider unreachable) is held back while one other resource tries:
+//! when that one gives the same status, the request is at fault, neither
+//! resource is reported and the answer is the caller's; when it answers
+//! otherwise, the held result is reported as the profile reads it.
+//!
+//! A success is delivered with its lease still held ([`Step::Stream`]), so
+//! a streamed body keeps its resource's permit until the caller has read or
+//! closed it; [`Attempts::finished`] then reports and releases.
+
+mod blame;
+mod target;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use repute_core::{FailureKind, Outcome, Selector, MAX_EXCLUDE};
+
+use crate::error::{selector_error, Error, Result};
+use crate::holder::{refusal_hint, HeldLease, Holder};
+use crate::ops::PoolOps;
+use crate::profile::HttpAnswer;
+
+pub use blame::Judged;
+pub use target::{context_of, route, Route};
+
+/// Attempts one request may make at most.
+pub const MAX_ATTEMPTS: u32 = 16;
+/// Attempts when the caller names no number: the first, another resource
+/// after a resource's fault, and a third to tell a request's own fault.
+pub const DEFAULT_ATTEMPTS: u32 = 3;
+
+/// One request's plan: where it counts, what may carry it, how often and
+/// for how long it may try.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub context: String,
+    /// The caller's selector; the protocol adds what it tried to `exclude`.
+    pub selector: Selector,
+    /// 1..=[`MAX_ATTEMPTS`].
+    pub attempts: u32,
+    /// For the whole request, waits for a lease included (ns); `None`: no limit.
+    pub timeout: Option<u64>,
+}
+
+impl Plan {
+    pub fn new(context: impl Into<String>) -> Plan {
+        Plan { context: context.into(), selector: Selector::default(), attempts: DEFAULT_ATTEMPTS, timeout: None }
+    }
+}
+
+/// What the adapter does after telling an attempt's result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Deliver the answer; its lease is still held: call
+    /// [`Attempts::finished`] once its body is consumed or closed.
+    Stream,
+    /// Deliver this answer (or raise this transport error): the request is done.
+    Deliver,
+    /// Try another resource: acquire again with [`Attempts::selector`].
+    Retry,
+}
+
+/// What the adapter does after a refused acquire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// Wait (at most this hint, ns, when known) and acquire again.
+    Wait(Option<u64>),
+    /// Acquire again at once: the selector changed.
+    Again,
+    /// Stop: deliver the last answer, or raise the refusal if there was none.
+    GiveUp,
+}
+
+/// What was seen on a resource, to tell whether a second one sees the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Seen {
+    Status(u16),
+    Transport(FailureKind),
+}
+
+/// A suspect result, not reported until a second resource tells whose fault it was.
+#[derive(Debug)]
+struct HeldBack {
+    lease: Arc<HeldLease>,
+    seen: Seen,
+    outcome: Option<Outcome>,
+}
+
+/// The attempt in flight.
+#[derive(Debug)]
+struct Current {
+    lease: Arc<HeldLease>,
+    started: u64,
+    /// The success to report once a streamed body ends.
+    worked: Option<f64>,
+}
+
+/// One request's attempts. Not shared: an adapter drives it from one task.
+#[derive(Debug)]
+pub struct Attempts {
+    holder: Arc<Holder>,
+    context: String,
+    selector: Selector,
+    /// How many of `selector.exclude` the caller gave; the rest were tried.
+    excluded: usize,
+    attempts: u32,
+    deadline: Option<u64>,
+    made: u32,
+    current: Option<Current>,
+    held_back: Option<HeldBack>,
+}
+
+impl Attempts {
+    /// Checks the plan (a bad part is refused naming it: `attempts`,
+    /// `timeout`, the selector's parts as [`selector_error`] names them).
+    pub fn new(holder: Arc<Holder>, plan: Plan) -> Result<Attempts> {
+        if !(1..=MAX_ATTEMPTS).contains(&plan.attempts) {
+            return Err(Error::invalid("attempts", "must be in 1..=16"));
+        }
+        if plan.timeout == Some(0) {
+            return Err(Error::invalid("timeout", "must be > 0"));
+        }
+        plan.selector.validate().map_err(|e| selector_error(e.into()))?;
+        let deadline = plan.timeout.map(|t| holder.now().saturating_add(t));
+        let excluded = plan.selector.exclude.len();
+        Ok(Attempts {
+            holder,
+            context: plan.context,
+            selector: plan.selector,
+            excluded,
+            attempts: plan.attempts,
+            deadline,
+            made: 0,
+            current: None,
+            held_back: None,
+        })
+    }
+
+    pub fn holder(&self) -> &Arc<Holder> {
+        &self.holder
+    }
+
+    pub fn context(&self) -> &str {
+        &self.context
+    }
+
+    /// The selector of the next acquire: the caller's, without what this
+    /// request already tried.
+    pub fn selector(&self) -> &Selector {
+        &self.selector
+    }
+
+    /// Time left for the request (ns); `None`: no limit.
+    pub fn remaining(&self) -> Option<u64> {
+        self.deadline.map(|d| d.saturating_sub(self.holder.now()))
+    }
+
+    /// Attempts begun so far.
+    pub fn made(&self) -> u32 {
+        self.made
+    }
+
+    fn may_retry(&self) -> bool {
+        self.made < self.attempts && self.remaining() != Some(0)
+    }
+
+    /// An acquire for the next attempt was refused with `e`: wait, try
+    /// again, or stop. When only what this request tried is left, the
+    /// request may go back to it (its cooldown or pause is then the wait),
+    /// except while a suspect result waits for a second resource to judge it.
+    pub fn refused(&mut self, e: &Error) -> Refused {
+        let tried = self.selector.exclude.len() > self.excluded;
+        match e {
+            Error::NoResourceAvailable(r) if r.registered == 0 && tried => {
+                if self.held_back.is_some() {
+                    return Refused::GiveUp;
+                }
+                self.selector.exclude.truncate(self.excluded);
+                Refused::Again
+            }
+            _ => match refusal_hint(e) {
+                Some(hint) if self.remaining() != Some(0) => Refused::Wait(hint),
+                _ => Refused::GiveUp,
+            },
+        }
+    }
+
+    /// The lease for the next attempt, waiting as [`Holder::acquire`] does
+    /// (with `between` run between waits) until the request's time is up;
+    /// the refusal when it stops. For front ends that block a thread.
+    pub fn acquire<E: From<Error>>(&mut self, mut between: impl FnMut() -> Result<(), E>) -> Result<Arc<HeldLease>, E> {
+        loop {
+            let tried = self.selector.exclude.len() > self.excluded;
+            let worth_waiting = |e: &Error| !(tried && matches!(e, Error::NoResourceAvailable(r) if r.registered == 0));
+            let got =
+                self.holder.acquire_waiting(&self.context, &self.selector, self.remaining(), worth_waiting, || {
+                    between().map_err(Stop::Caller)
+                });
+            match got {
+                Ok(lease) => return Ok(lease),
+                Err(Stop::Caller(e)) => return Err(e),
+                Err(Stop::Pool(e)) => match self.refused(&e) {
+                    Refused::Again => continue,
+                    Refused::Wait(_) | Refused::GiveUp => return Err(e.into()),
+                },
+            }
+        }
+    }
+
+    /// Begins an attempt on `lease` (from an acquire with [`Self::selector`]):
+    /// how to send it there.
+    pub fn begin(&mut self, lease: Arc<HeldLease>) -> Result<Route> {
+        self.end_current()?;
+        let profile = self.holder.profiles().of(lease.lease().resource.kind());
+        let secret = lease.secret()?;
+        let value = lease.lease().resource.value();
+        if !self.selector.exclude.iter().any(|v| v == value) && self.selector.exclude.len() < MAX_EXCLUDE {
+            self.selector.exclude.push(value.to_owned());
+        }
+        self.made += 1;
+        self.current = Some(Current { lease, started: self.holder.now(), worked: None });
+        Ok(route(profile, secret.as_ref().map(|s| s.expose())))
+    }
+
+    /// The answer of the attempt begun last: its status, headers and, for
+    /// an error status, its body (only an error's code, type and stated
+    /// delay are read). Latency is from `begin` to now, on the pool's clock.
+    pub fn answered(&mut self, status: u16, headers: Vec<(String, String)>, body: Option<String>) -> Result<Step> {
+        let current = self.current.as_ref().ok_or(Error::invalid("attempt", "must be begun before it is answered"))?;
+        let latency_ms = self.latency_ms(current.started);
+        let answer = HttpAnswer { status, headers, body, latency_ms, now: SystemTime::now() };
+        let judged = blame::answer(self.holder.profiles().of(current.lease.lease().resource.kind()), &answer)?;
+        if let Judged::Worked(_) = judged {
+            self.report_held_back()?;
+            self.current.as_mut().expect("checked").worked = Some(latency_ms);
+            return Ok(Step::Stream);
+        }
+        self.settle(judged, Seen::Status(status))
+    }
+
+    /// The attempt begun last got no answer: `kind` is what failed
+    /// (`connection_reset`, `timeout`, `tls_handshake`, ...).
+    pub fn failed(&mut self, kind: FailureKind) -> Result<Step> {
+        let current = self.current.as_ref().ok_or(Error::invalid("attempt", "must be begun before it fails"))?;
+        let latency_ms = self.latency_ms(current.started);
+        let profile = self.holder.profiles().of(current.lease.lease().resource.kind());
+        let judged = blame::transport(profile, kind, latency_ms)?;
+        self.settle(judged, Seen::Transport(kind))
+    }
+
+    /// The delivered success's body ended: read to its end or closed
+    /// (`broken` none), or cut by `broken`. Reports and releases.
+    pub fn finished(&mut self, broken: Option<FailureKind>) -> Result<()> {
+        let Some(current) = self.current.take() else { return Ok(()) };
+        let latency_ms = current.worked.ok_or(Error::invalid("attempt", "must be answered before it finishes"))?;
+        let outcome = match broken {
+            None => Outcome::success(latency_ms)?,
+            Some(kind) => Outcome::failure(kind, self.latency_ms(current.started))?,
+        };
+        let reported = current.lease.report(&outcome, None);
+        current.lease.release()?;
+        reported
+    }
+
+    /// The adapter stops (it delivers, gives up or was cancelled): a held
+    /// result no second resource judged is reported as the profile reads
+    /// it, and a lease still held is released unreported. Safe to call
+    /// more than once.
+    pub fn end(&mut self) -> Result<()> {
+        let current = self.end_current();
+        let held = self.report_held_back();
+        current.and(held)
+    }
+
+    fn end_current(&mut self) -> Result<()> {
+        match self.current.take() {
+            Some(current) => current.lease.release().map(drop),
+            None => Ok(()),
+        }
+    }
+
+    fn latency_ms(&self, started: u64) -> f64 {
+        self.holder.now().saturating_sub(started) as f64 / 1e6
+    }
+
+    fn settle(&mut self, judged: Judged, seen: Seen) -> Result<Step> {
+        let current = self.current.take().expect("settled attempts are begun");
+        let lease = current.lease;
+        match judged {
+            Judged::Worked(_) => unreachable!("a success is streamed"),
+            Judged::Resource(outcome) => {
+                let reported = lease.report(&outcome, None);
+                lease.release()?;
+                reported?;
+                self.report_held_back()?;
+            }
+            Judged::Suspect(outcome) => {
+                lease.release()?;
+                if let Some(held) = self.held_back.take() {
+                    if held.seen == seen {
+                        // The same on two resources: the request's own fault.
+                        return Ok(Step::Deliver);
+                    }
+                    report(&held)?;
+                }
+                self.held_back = Some(HeldBack { lease, seen, outcome });
+            }
+        }
+        if self.may_retry() {
+            Ok(Step::Retry)
+        } else {
+            self.report_held_back()?;
+            Ok(Step::Deliver)
+        }
+    }
+
+    fn report_held_back(&mut self) -> Result<()> {
+        match self.held_back.take() {
+            Some(held) => report(&held),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Reports a held result on its (released) lease's resource and context.
+fn report(held: &HeldBack) -> Result<()> {
+    let Some(outcome) = &held.outcome else { return Ok(()) };
+    let lease = held.lease.lease();
+    let (kind, value) = (lease.resource.kind(), lease.resource.value());
+    held.lease.holder().with(|p| p.report(kind, value, lease.context.as_str(), outcome))
+}
+
+/// Why a blocking acquire stopped: the pool refused, or `between` did.
+enum Stop<E> {
+    Pool(Error),
+    Caller(E),
+}
+
+impl<E> From<Error> for Stop<E> {
+    fn from(e: Error) -> Self {
+        Stop::Pool(e)
+    }
+}

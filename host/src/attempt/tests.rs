@@ -1,0 +1,266 @@
+//! The protocol on an embedded pool, driven as an adapter drives it.
+
+use std::sync::Arc;
+
+use repute_core::{CellState, FailureKind, Registration, Secret, Selector, SECOND};
+
+use super::*;
+use crate::holder::{Field, OpenOptions};
+use crate::ops::PoolOps;
+use crate::providers::ManualClock;
+
+fn names(_: Field) -> &'static str {
+    "option"
+}
+
+/// `kind`'s resources `values`, chosen in registration order (strategy `first`).
+fn pool(kind: &str, values: &[&str]) -> (Arc<Holder>, ManualClock) {
+    let clock = ManualClock::new(0);
+    let options = OpenOptions { strategy: Some("first".into()), ..Default::default() };
+    let holder = Holder::open(options, Some(Arc::new(clock.clone())), names).unwrap();
+    for value in values {
+        holder.with(|p| p.register(kind, value, 1)).unwrap();
+    }
+    (holder, clock)
+}
+
+fn attempts(holder: &Arc<Holder>, context: &str) -> Attempts {
+    Attempts::new(holder.clone(), Plan::new(context)).unwrap()
+}
+
+fn next(a: &mut Attempts) -> Arc<HeldLease> {
+    a.acquire(|| Ok::<(), Error>(())).unwrap()
+}
+
+fn value(lease: &HeldLease) -> String {
+    lease.lease().resource.value().to_owned()
+}
+
+/// Outcomes folded into `value`'s cell in `context`.
+fn observed(holder: &Holder, kind: &str, value: &str, context: &str) -> u64 {
+    let cells = holder.with(|p| p.cells(kind, value)).unwrap();
+    cells.iter().find(|c| c.context.as_ref().is_some_and(|c| c.as_str() == context)).map_or(0, |c| c.observations)
+}
+
+fn state(holder: &Holder, kind: &str, value: &str, context: &str) -> Option<CellState> {
+    let cells = holder.with(|p| p.cells(kind, value)).unwrap();
+    cells.iter().find(|c| c.context.as_ref().is_some_and(|c| c.as_str() == context)).map(|c| c.state)
+}
+
+fn live(holder: &Holder) -> u32 {
+    holder.with(|p| p.stats()).unwrap().live_leases
+}
+
+fn retry_after(seconds: &str) -> Vec<(String, String)> {
+    vec![("Retry-After".into(), seconds.into())]
+}
+
+#[test]
+fn a_resources_fault_is_reported_at_once_and_the_request_moves_on() {
+    let (holder, _clock) = pool("proxy", &["a", "b"]);
+    let mut a = attempts(&holder, "example.com");
+    let first = next(&mut a);
+    assert_eq!((value(&first), a.begin(first.clone()).unwrap()), ("a".into(), Route::Proxy));
+    assert_eq!(a.answered(429, retry_after("30"), None).unwrap(), Step::Retry);
+    assert_eq!(live(&holder), 0, "the refused lease is released");
+    assert_eq!(a.selector().exclude, ["a"]);
+
+    let second = next(&mut a);
+    assert_eq!(value(&second), "b");
+    a.begin(second).unwrap();
+    assert_eq!(a.answered(200, vec![], None).unwrap(), Step::Stream);
+    assert_eq!(live(&holder), 1, "a delivered success holds its lease while its body streams");
+    assert_eq!(observed(&holder, "proxy", "b", "example.com"), 0, "reported when the body ends");
+    a.finished(None).unwrap();
+    assert_eq!((live(&holder), observed(&holder, "proxy", "b", "example.com")), (0, 1));
+    let refusal = holder.with(|p| p.acquire_with("example.com", &Selector::default()).map(drop));
+    assert_eq!(refusal, Ok(()), "b is free again");
+    match holder.with(|p| p.acquire_with("example.com", &Selector::default())) {
+        Err(Error::NoResourceAvailable(r)) => assert_eq!((r.rate_limited, r.retry_after), (1, Some(30 * SECOND))),
+        other => panic!("a is paused for its Retry-After, b leased: {other:?}"),
+    }
+    a.end().unwrap();
+}
+
+#[test]
+fn the_same_error_on_a_second_resource_is_the_requests_and_punishes_neither() {
+    for status in [400, 404, 500, 502] {
+        let (holder, _clock) = pool("proxy", &["a", "b", "c"]);
+        let mut a = attempts(&holder, "example.com");
+        let first = next(&mut a);
+        a.begin(first).unwrap();
+        assert_eq!(a.answered(status, vec![], Some("{}".into())).unwrap(), Step::Retry, "{status}");
+        let second = next(&mut a);
+        assert_eq!(value(&second), "b");
+        a.begin(second).unwrap();
+        assert_eq!(a.answered(status, vec![], None).unwrap(), Step::Deliver, "{status}");
+        a.end().unwrap();
+        for v in ["a", "b"] {
+            assert_eq!(observed(&holder, "proxy", v, "example.com"), 0, "{v} after {status}");
+        }
+        assert_eq!(live(&holder), 0);
+        assert_eq!(a.made(), 2, "the third attempt is not made");
+    }
+}
+
+#[test]
+fn a_suspect_answer_another_resource_does_not_repeat_is_reported_as_the_profile_reads_it() {
+    let (holder, _clock) = pool("proxy", &["a", "b"]);
+    let mut a = attempts(&holder, "example.com");
+    let first = next(&mut a);
+    a.begin(first).unwrap();
+    assert_eq!(a.answered(502, vec![], None).unwrap(), Step::Retry);
+    assert_eq!(observed(&holder, "proxy", "a", "example.com"), 0, "held back");
+    let second = next(&mut a);
+    a.begin(second).unwrap();
+    assert_eq!(a.answered(200, vec![], None).unwrap(), Step::Stream);
+    assert_eq!(observed(&holder, "proxy", "a", "example.com"), 1, "the 502 was a's");
+    a.finished(None).unwrap();
+    let cells = holder.with(|p| p.cells("proxy", "a")).unwrap();
+    let cell = cells.iter().find(|c| c.context.is_some()).unwrap();
+    assert_eq!(cell.consecutive_failures, 1);
+}
+
+#[test]
+fn a_suspect_on_the_last_attempt_or_the_only_resource_is_reported_when_the_request_ends() {
+    let (holder, _clock) = pool("proxy", &["a"]);
+    let plan = Plan { attempts: 1, ..Plan::new("example.com") };
+    let mut a = Attempts::new(holder.clone(), plan).unwrap();
+    let first = next(&mut a);
+    a.begin(first).unwrap();
+    assert_eq!(a.answered(500, vec![], None).unwrap(), Step::Deliver);
+    assert_eq!(observed(&holder, "proxy", "a", "example.com"), 1);
+
+    let mut a = attempts(&holder, "other.com");
+    let first = next(&mut a);
+    a.begin(first).unwrap();
+    assert_eq!(a.answered(500, vec![], None).unwrap(), Step::Retry);
+    let refused = a.acquire(|| Ok::<(), Error>(())).map(drop).unwrap_err();
+    assert!(matches!(refused, Error::NoResourceAvailable(ref r) if r.registered == 0), "{refused:?}");
+    assert_eq!(observed(&holder, "proxy", "a", "other.com"), 0);
+    a.end().unwrap();
+    assert_eq!(observed(&holder, "proxy", "a", "other.com"), 1, "no second resource could judge it");
+    a.end().unwrap();
+    assert_eq!(observed(&holder, "proxy", "a", "other.com"), 1, "ending twice reports once");
+}
+
+#[test]
+fn with_only_tried_resources_left_the_request_waits_for_them_within_its_time() {
+    let (holder, clock) = pool("proxy", &["a"]);
+    let plan = Plan { timeout: Some(10 * SECOND), ..Plan::new("example.com") };
+    let mut a = Attempts::new(holder.clone(), plan).unwrap();
+    let first = next(&mut a);
+    a.begin(first).unwrap();
+    assert_eq!(a.answered(429, retry_after("2"), None).unwrap(), Step::Retry);
+    // Only `a` is left, paused 2 s: the exclusion is dropped and the wait
+    // is the pause's (the manual clock moves as the acquire waits).
+    let waiter = {
+        let clock = clock.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            clock.advance(2 * SECOND);
+        })
+    };
+    let again = next(&mut a);
+    waiter.join().unwrap();
+    assert_eq!(value(&again), "a");
+    assert!(a.selector().exclude.is_empty(), "tried again once nothing else is left");
+    a.begin(again).unwrap();
+    assert_eq!(a.answered(200, vec![], None).unwrap(), Step::Stream);
+    a.finished(None).unwrap();
+    assert_eq!(state(&holder, "proxy", "a", "example.com"), Some(CellState::Healthy));
+}
+
+#[test]
+fn attempts_and_time_bound_the_request() {
+    let (holder, clock) = pool("proxy", &["a", "b", "c", "d"]);
+    let plan = Plan { attempts: 2, ..Plan::new("example.com") };
+    let mut a = Attempts::new(holder.clone(), plan).unwrap();
+    for expected in [Step::Retry, Step::Deliver] {
+        let lease = next(&mut a);
+        a.begin(lease).unwrap();
+        assert_eq!(a.failed(FailureKind::ConnectionReset).unwrap(), expected);
+    }
+    assert_eq!(live(&holder), 0);
+
+    let plan = Plan { timeout: Some(SECOND), ..Plan::new("example.com") };
+    let mut a = Attempts::new(holder.clone(), plan).unwrap();
+    let lease = next(&mut a);
+    a.begin(lease).unwrap();
+    clock.advance(SECOND);
+    assert_eq!(a.answered(429, vec![], None).unwrap(), Step::Deliver, "no time is left");
+    assert_eq!(a.refused(&Error::RateLimited { retry_after: 1 }), Refused::GiveUp);
+}
+
+#[test]
+fn an_api_key_carries_its_secret_where_the_provider_reads_it_and_a_provider_outage_is_no_keys_fault() {
+    let clock = ManualClock::new(0);
+    let holder = Holder::open(OpenOptions::default(), Some(Arc::new(clock.clone())), names).unwrap();
+    for (value, secret) in [("k1", "sk-one"), ("k2", "sk-two")] {
+        let registration = Registration { secret: Some(Secret::new(secret).unwrap()), ..Registration::new(1) };
+        holder.with(|p| p.register_with("anthropic", value, &registration)).unwrap();
+    }
+    let mut a = attempts(&holder, "claude-sonnet-4");
+    let first = next(&mut a);
+    let route = a.begin(first).unwrap();
+    assert!(matches!(route, Route::Header { name: "x-api-key", ref value } if value.starts_with("sk-")));
+    let overloaded = r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
+    assert_eq!(a.answered(529, vec![], Some(overloaded.into())).unwrap(), Step::Retry);
+    let second = next(&mut a);
+    a.begin(second).unwrap();
+    assert_eq!(a.answered(529, vec![], Some(overloaded.into())).unwrap(), Step::Deliver);
+    a.end().unwrap();
+    for v in ["k1", "k2"] {
+        assert_eq!(observed(&holder, "anthropic", v, "claude-sonnet-4"), 0);
+    }
+
+    // A dead key is the key's: reported, and the request moves on.
+    let mut a = attempts(&holder, "claude-sonnet-4");
+    let first = next(&mut a);
+    let dead = value(&first);
+    a.begin(first).unwrap();
+    let invalid = r#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#;
+    assert_eq!(a.answered(401, vec![], Some(invalid.into())).unwrap(), Step::Retry);
+    let second = next(&mut a);
+    assert_ne!(value(&second), dead);
+    a.begin(second).unwrap();
+    assert_eq!(a.answered(200, vec![], None).unwrap(), Step::Stream);
+    a.finished(None).unwrap();
+    let views = holder.with(|p| p.resources()).unwrap();
+    let blocked: Vec<_> = views.iter().filter(|v| v.block.is_some()).map(|v| v.resource.value().to_owned()).collect();
+    assert_eq!(blocked, [dead]);
+}
+
+#[test]
+fn a_cut_stream_is_the_resources_failure() {
+    let (holder, clock) = pool("proxy", &["a"]);
+    let mut a = attempts(&holder, "example.com");
+    let lease = next(&mut a);
+    a.begin(lease).unwrap();
+    assert_eq!(a.answered(200, vec![], None).unwrap(), Step::Stream);
+    clock.advance(SECOND);
+    a.finished(Some(FailureKind::ConnectionReset)).unwrap();
+    let cells = holder.with(|p| p.cells("proxy", "a")).unwrap();
+    let cell = cells.iter().find(|c| c.context.is_some()).unwrap();
+    assert_eq!((cell.observations, cell.consecutive_failures), (1, 1));
+    assert_eq!(live(&holder), 0);
+}
+
+#[test]
+fn a_bad_plan_names_its_part_and_misuse_is_refused() {
+    let (holder, _clock) = pool("proxy", &["a"]);
+    let bad = |plan: Plan| Attempts::new(holder.clone(), plan).map(drop).unwrap_err();
+    assert_eq!(bad(Plan { attempts: 0, ..Plan::new("c") }), Error::invalid("attempts", "must be in 1..=16"));
+    assert_eq!(bad(Plan { attempts: 17, ..Plan::new("c") }), Error::invalid("attempts", "must be in 1..=16"));
+    assert_eq!(bad(Plan { timeout: Some(0), ..Plan::new("c") }), Error::invalid("timeout", "must be > 0"));
+    let exclude = Selector { exclude: vec![String::new()], ..Selector::default() };
+    assert_eq!(bad(Plan { selector: exclude, ..Plan::new("c") }), Error::invalid("exclude", "must not be empty"));
+    let mut a = attempts(&holder, "c");
+    assert_eq!(a.answered(200, vec![], None), Err(Error::invalid("attempt", "must be begun before it is answered")));
+    assert_eq!(a.failed(FailureKind::Timeout), Err(Error::invalid("attempt", "must be begun before it fails")));
+    let lease = next(&mut a);
+    a.begin(lease).unwrap();
+    assert_eq!(a.answered(99, vec![], None), Err(Error::invalid("status", "must be an HTTP status code in 100..=599")));
+    a.end().unwrap();
+    assert_eq!(live(&holder), 0, "ending releases the lease in flight");
+}
