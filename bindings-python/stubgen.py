@@ -1,10 +1,10 @@
-"""Writes python/repute/_native.pyi, the stubs of the native module, from its
-one source: the Rust source, as pyo3 introspects it (`maturin generate-stubs`:
+"""Writes python/repute/_native.pyi, the stubs of the native module, and the
+asyncio forwards made from them (`aio_forwards.py`), from their one source: the Rust source, as pyo3 introspects it (`maturin generate-stubs`:
 the Rust types of every class, method and property, the annotations its
 `#[pyo3(signature = ...)]` attributes add), and the host's code table (the
 exception classes and their fields, read from the installed module).
 
-    python stubgen.py           # rewrite the committed stubs
+    python stubgen.py           # rewrite the committed stubs and forwards
     python stubgen.py --check   # fail if they differ from what the source gives
 
 Run it with the Python of the test command's venv, after installing the
@@ -24,6 +24,8 @@ import sys
 import tempfile
 import typing
 from pathlib import Path
+
+import aio_forwards
 
 HERE = Path(__file__).resolve().parent
 STUBS = HERE / "python" / "repute" / "_native.pyi"
@@ -130,23 +132,32 @@ def generate() -> str:
     return HEADER + "\n" + head + "\n" + errors + "\n" + body
 
 
+def drifted(path: Path, generated: str) -> bool:
+    """Whether the committed `path` differs from `generated`, printing the diff."""
+    committed = path.read_text()
+    if committed == generated:
+        return False
+    diff = difflib.unified_diff(
+        committed.splitlines(keepends=True), generated.splitlines(keepends=True), "committed", "from the source"
+    )
+    sys.stdout.writelines(diff)
+    print(f"stubgen: {path.relative_to(HERE.parent)} differs from what the Rust source gives")
+    return True
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--check", action="store_true", help="fail if the committed stubs differ")
+    parser.add_argument("--check", action="store_true", help="fail if the committed stubs or forwards differ")
     args = parser.parse_args()
     stub = generate()
+    files = {STUBS: stub, aio_forwards.FORWARDS: aio_forwards.generate(stub)}
     if not args.check:
-        STUBS.write_text(stub)
+        for path, text in files.items():
+            path.write_text(text)
         return
-    committed = STUBS.read_text()
-    if committed != stub:
-        diff = difflib.unified_diff(
-            committed.splitlines(keepends=True), stub.splitlines(keepends=True), "committed", "from the source"
-        )
-        sys.stdout.writelines(diff)
+    if any([drifted(path, text) for path, text in files.items()]):
         raise SystemExit(
-            f"stubgen: {STUBS.relative_to(HERE.parent)} differs from what the Rust source gives; "
-            "regenerate it with `python bindings-python/stubgen.py` (in the test venv, after installing the binding)"
+            "stubgen: regenerate with `python bindings-python/stubgen.py` (in the test venv, after installing the binding)"
         )
 
 

@@ -28,24 +28,14 @@ import asyncio
 import functools
 from concurrent.futures import Executor, ThreadPoolExecutor
 from types import TracebackType
-from typing import Any, Callable, Generator, Iterable, Iterator, Literal, Mapping, Sequence
+from typing import Any, Callable, Generator, Iterable, Literal, Mapping, Sequence
 
 from ._aio_calls import _call, _Hold, _release_orphan, _run, _Selector
+from ._aio_forwards import _PoolCalls
 from ._aio_lease import AsyncLease
 from ._aio_link import _Link
-from ._native import (
-    Cell,
-    Event,
-    Lease,
-    ManualClock,
-    NoResourceAvailableError,
-    Pool,
-    ProbeTarget,
-    RateLimitedError,
-    Resource,
-    Stats,
-)
-from ._types import ContextLimits, FailureKind, Profile
+from ._native import Lease, ManualClock, NoResourceAvailableError, Pool, RateLimitedError
+from ._types import Profile
 
 
 class _Acquire:
@@ -78,7 +68,7 @@ class _Acquire:
         await self._lease.__aexit__(exc_type, exc, tb)
 
 
-class AsyncPool:
+class AsyncPool(_PoolCalls):
     """The asyncio form of :class:`Pool`: the same operations, awaited.
 
     Open one with ``await AsyncPool.open(...)`` (same arguments as ``Pool``),
@@ -159,40 +149,6 @@ class AsyncPool:
     @property
     def now(self) -> float:
         return self._pool.now
-
-    async def register(
-        self,
-        kind: str,
-        value: str,
-        permits: int = 1,
-        *,
-        labels: Mapping[str, str] | None = None,
-        secret: str | None = None,
-        rpm: int | None = None,
-        tpm: int | None = None,
-        min_interval: float | None = None,
-        max_uses: int | None = None,
-        max_age: float | None = None,
-        per_context: ContextLimits | None = None,
-    ) -> bool:
-        return await _call(
-            self._io,
-            self._pool.register,
-            kind,
-            value,
-            permits,
-            labels=labels,
-            secret=secret,
-            rpm=rpm,
-            tpm=tpm,
-            min_interval=min_interval,
-            max_uses=max_uses,
-            max_age=max_age,
-            per_context=per_context,
-        )
-
-    async def unregister(self, kind: str, value: str, force: bool = False) -> None:
-        await _call(self._io, self._pool.unregister, kind, value, force)
 
     async def try_acquire(
         self,
@@ -284,80 +240,6 @@ class AsyncPool:
 
     async def resume(self, lease_id: int, token: int) -> AsyncLease:
         return AsyncLease(await _call(self._io, self._pool.resume, lease_id, token), self._io, self._link)
-
-    async def report_success(self, kind: str, value: str, context: str, latency: float) -> None:
-        await _call(self._io, self._pool.report_success, kind, value, context, latency)
-
-    async def report_failure(
-        self,
-        kind: str,
-        value: str,
-        context: str,
-        failure: FailureKind | str,
-        latency: float,
-        *,
-        retry_after: float | None = None,
-    ) -> None:
-        await _call(self._io, self._pool.report_failure, kind, value, context, failure, latency, retry_after=retry_after)
-
-    async def report_http(
-        self,
-        kind: str,
-        value: str,
-        context: str,
-        status: int,
-        latency: float = 0.0,
-        headers: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
-        *,
-        body: str | bytes | None = None,
-    ) -> None:
-        await _call(self._io, self._pool.report_http, kind, value, context, status, latency, headers, body=body)
-
-    async def block(
-        self,
-        kind: str,
-        value: str,
-        seconds: float | None = None,
-        context: str | None = None,
-        reason: str | None = None,
-    ) -> None:
-        await _call(self._io, self._pool.block, kind, value, seconds, context, reason)
-
-    async def unblock(self, kind: str, value: str, context: str | None = None) -> bool:
-        return await _call(self._io, self._pool.unblock, kind, value, context)
-
-    async def due_for_probe(self) -> list[ProbeTarget]:
-        return await _call(self._io, self._pool.due_for_probe)
-
-    async def cells(self, kind: str, value: str) -> list[Cell]:
-        return await _call(self._io, self._pool.cells, kind, value)
-
-    async def resources(self) -> list[Resource]:
-        return await _call(self._io, self._pool.resources)
-
-    async def stats(self) -> Stats:
-        return await _call(self._io, self._pool.stats)
-
-    async def snapshot(self, with_leases: bool = True) -> bytes:
-        return await _call(self._io, self._pool.snapshot, with_leases)
-
-    async def snapshot_json(self, with_leases: bool = True) -> str:
-        return await _call(self._io, self._pool.snapshot_json, with_leases)
-
-    async def restore(self, data: bytes) -> None:
-        await _call(self._io, self._pool.restore, data)
-
-    async def restore_json(self, data: str) -> None:
-        await _call(self._io, self._pool.restore_json, data)
-
-    async def checkpoint(self, with_leases: bool = True) -> int:
-        return await _call(self._io, self._pool.checkpoint, with_leases)
-
-    async def sync(self) -> int:
-        return await _call(self._io, self._pool.sync)
-
-    async def events(self) -> Iterator[Event]:
-        return await _call(self._io, self._pool.events)
 
     async def close(self, checkpoint: bool = True) -> None:
         if self._link is not None:
