@@ -148,3 +148,21 @@ def test_calls_that_wait_on_no_network_run_inline(tmp_path: Path) -> None:
     # Network calls run on the pool's own IO thread, never the loop's executor.
     default, own = asyncio.run(main(os.environ["REPUTE_TEST_PG_URL"]))
     assert default == 0 and own is not None and own >= 6
+
+
+def test_every_pool_operation_has_an_asyncio_form() -> None:
+    # The plain ones are written from the stubs with them; the hand-kept
+    # list they replaced had missed `dropped_events`.
+    operations = {n for n, v in vars(repute.Pool).items() if callable(v) and not n.startswith("_")}
+    missing = {n for n in operations if not asyncio.iscoroutinefunction(getattr(repute.AsyncPool, n, None))}
+    assert missing == {"acquire"}, "acquire is awaitable and an async context manager, not a coroutine"
+
+    async def main() -> None:
+        pool = repute.AsyncPool(repute.Pool())
+        assert await pool.register("proxy", "a")
+        await pool.block("proxy", "a", 5.0, "shop", "captcha")
+        assert [c.context for c in await pool.cells("proxy", "a")] == [None, "shop"]
+        assert await pool.dropped_events() == 0
+        await pool.close()
+
+    asyncio.run(main())
