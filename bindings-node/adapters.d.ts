@@ -1,0 +1,67 @@
+// Types of the adapters (lib/attempts.js), which index.d.ts exports: one
+// request carried by the pool's resources.
+
+import type { FailureKind, Lease, Pool, SelectorOptions } from './index';
+
+/** What one request may use: the resources (`kind`, `where`, ...), how often and for how long. */
+export interface AttemptsPlan extends SelectorOptions {
+  /** Attempts at most, 1..=16; default 3 (the first, another resource after a resource's fault, a third to tell a request's own). */
+  attempts?: number;
+  /** For the whole request, waits for a resource included; default without limit. */
+  timeoutMs?: number;
+}
+
+export interface AttemptsOptions extends AttemptsPlan {
+  /** Where the request counts (a site, a model): see `contextOf`. */
+  context: string;
+}
+
+/** How to send an attempt on the lease it began on. */
+export type Route =
+  /** Through the proxy whose URL is `proxy` (the lease's value). */
+  | { via: 'proxy'; proxy: string }
+  /** Straight to the target with header `name` set to `value` (the key's credential), replacing the request's. */
+  | { via: 'header'; name: string; value: string }
+  /** Straight to the target as the request is. */
+  | { via: 'as_is' };
+
+/**
+ * After an answer or a failure: `stream` (deliver; the lease is held until `finished`),
+ * `deliver` (this answer or error is the request's result) or `retry` (acquire again).
+ */
+export type AttemptStep = 'stream' | 'deliver' | 'retry';
+
+/**
+ * One request's attempts, by the host's attempt protocol: `acquire`, `begin`, send along the
+ * route, then `answered` or `failed`; `finished` once a streamed body ends; `end` however the
+ * request ends (a lease acquired and not begun is the caller's to release).
+ */
+export class Attempts {
+  constructor(pool: Pool, options: AttemptsOptions);
+  readonly context: string;
+  /** Attempts begun so far. */
+  readonly made: number;
+  /**
+   * The next attempt's lease, waiting as `Pool.acquire` does within the request's time, on the
+   * caller's selector without the resources tried; rejects with the refusal when it gives up.
+   */
+  acquire(options?: { signal?: AbortSignal }): Promise<Lease>;
+  begin(lease: Lease): Route;
+  /** The answer: for an error status (>= 400) pass the whole body, which the profile reads. */
+  answered(
+    status: number,
+    options?: { headers?: Iterable<readonly [string, string]> | Record<string, string>; body?: string | Uint8Array | null },
+  ): AttemptStep;
+  /** No answer: `connection_reset`, `timeout`, `tls_handshake`, ... */
+  failed(kind: FailureKind): AttemptStep;
+  /** The streamed body was read to its end or closed (no argument), or was cut by `broken`. */
+  finished(broken?: FailureKind | null): void;
+  /** Reports a result held back for a second opinion, releases a lease in flight; idempotent. */
+  end(): void;
+}
+
+/**
+ * The context a request to `url` counts in by default: for an API key of `kind` whose profile
+ * reads models, the `model` of its JSON `body`; else the URL's host name.
+ */
+export function contextOf(pool: Pool, url: string | URL, options?: { kind?: string | null; body?: string | Uint8Array | null }): string;
