@@ -1,6 +1,8 @@
-// Types of the adapters (lib/attempts.js), which index.d.ts exports: one
-// request carried by the pool's resources.
+// Types of the adapters (lib/attempts.js, lib/dispatcher.js), which
+// index.d.ts exports: one request carried by the pool's resources, as an
+// undici Dispatcher or a `fetch`.
 
+import { Dispatcher } from 'undici';
 import type { FailureKind, Lease, Pool, SelectorOptions } from './index';
 
 /** What one request may use: the resources (`kind`, `where`, ...), how often and for how long. */
@@ -65,3 +67,34 @@ export class Attempts {
  * reads models, the `model` of its JSON `body`; else the URL's host name.
  */
 export function contextOf(pool: Pool, url: string | URL, options?: { kind?: string | null; body?: string | Uint8Array | null }): string;
+
+export interface DispatcherOptions extends AttemptsPlan {
+  /** Where each request counts: a string, or a function of the request's dispatch options; default `contextOf`. */
+  context?: string | ((options: Dispatcher.DispatchOptions) => string);
+  /** Proxy agents kept open at most (least recently used closed first); default 64. */
+  maxProxies?: number;
+}
+
+/**
+ * An undici Dispatcher that carries each request on the pool's resources: a proxy's through an
+ * undici ProxyAgent for it, a key's with its credential header; a resource's fault moves the
+ * request on, a fault that repeats on a second resource is delivered and blames neither, a
+ * success streams with its lease held until its body ends.
+ */
+export class ReputeDispatcher extends Dispatcher {
+  constructor(pool: Pool, options?: DispatcherOptions);
+  /** Proxy agents open now. */
+  readonly proxies: number;
+}
+
+/** `new ReputeDispatcher(pool, options)`. */
+export function dispatcher(pool: Pool, options?: DispatcherOptions): ReputeDispatcher;
+
+/** A `fetch` whose requests the pool carries; `dispatcher` is the ReputeDispatcher under it (close it when done). */
+export interface ReputeFetch {
+  (input: string | URL | Request, init?: RequestInit): Promise<Response>;
+  readonly dispatcher: ReputeDispatcher;
+}
+
+/** undici's `fetch` on a ReputeDispatcher: for SDKs that take a `fetch` (the openai SDK's `fetch` option). */
+export function fetch(pool: Pool, options?: DispatcherOptions): ReputeFetch;
