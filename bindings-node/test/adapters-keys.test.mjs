@@ -81,6 +81,35 @@ test('a streamed answer holds its key until its body is read to the end', async 
   }
 });
 
+test('a request aborted while it waits for a key, or while its answer streams, leaves no lease behind', async () => {
+  const pool = new Pool();
+  pool.register('openai', 'k-ok', { permits: 1, secret: 'sk-ok' });
+  const f = repute.fetch(pool, { kind: 'openai' });
+  try {
+    const busy = await pool.acquire('gpt-test', { timeoutMs: 0 });
+    const waiting = new AbortController();
+    const pending = f(`${base}/v1/chat/completions`, { ...chat('hi'), signal: waiting.signal }).catch((e) => e);
+    await new Promise((ok) => setTimeout(ok, 20));
+    waiting.abort();
+    assert.equal((await pending).name, 'AbortError');
+    await busy.release();
+    assert.equal(pool.stats().liveLeases, 0);
+
+    const streaming = new AbortController();
+    const res = await f(`${base}/v1/chat/completions`, { ...chat('hi', { stream: true }), signal: streaming.signal });
+    const reader = res.body.getReader();
+    await reader.read();
+    assert.equal(pool.stats().liveLeases, 1);
+    streaming.abort();
+    await reader.read().catch(() => {});
+    await new Promise((ok) => setImmediate(ok));
+    assert.equal(pool.stats().liveLeases, 0, 'released when the caller gave up the body');
+    api.finishStream();
+  } finally {
+    await f.dispatcher.close();
+  }
+});
+
 test("the same 400 on two keys is the request's own: delivered with its body, neither key reported", async () => {
   const pool = keys('a', 'b', 'c');
   const f = repute.fetch(pool, { kind: 'openai' });

@@ -17,12 +17,14 @@ before(async () => {
     shop: (exit) => (exit === exitOf(0) ? 'forbidden' : 'ok'),
     api: (exit) => (exit === exitOf(0) ? 'slow_down' : 'ok'),
     bad: () => 'bad',
+    hang: (exit) => (exit === exitOf(0) ? 'hang' : 'ok'),
   });
   target = await listen(site.server);
 });
 
 after(() => {
   proxies?.stop();
+  site?.server.closeAllConnections();
   site?.server.close();
 });
 
@@ -117,6 +119,31 @@ test("the same 400 on two proxies is the request's own: delivered, neither proxy
   } finally {
     await carrier.close();
   }
+});
+
+test('a proxy that never answers times out, is reported timeout, and the request moves on', async () => {
+  const { pool, carrier } = setup();
+  try {
+    const res = await request(`${target}/hang/1`, { dispatcher: carrier, headersTimeout: 300 });
+    assert.equal(await res.body.text(), exitOf(1));
+    const cell = pool.cells('proxy', proxies.urls[0]).find((c) => c.context === 'hang');
+    assert.deepEqual([cell.observations, cell.consecutiveFailures], [1, 1]);
+    assert.equal(pool.stats().liveLeases, 0);
+  } finally {
+    await carrier.close();
+  }
+});
+
+test('proxy agents are a bounded cache, and a closed dispatcher takes no request', async () => {
+  const { pool } = setup();
+  const one = new ReputeDispatcher(pool, { kind: 'proxy', maxProxies: 1 });
+  const res = await request(`${target}/shop/1`, { dispatcher: one });
+  assert.equal(await res.body.text(), exitOf(1), 'through two proxies');
+  assert.equal(one.proxies, 1, 'the first agent was closed when the second came');
+  await one.close();
+  assert.equal(one.proxies, 0);
+  const refused = await request(`${target}/news/1`, { dispatcher: one }).catch((e) => e);
+  assert.equal(refused.code, 'UND_ERR_CLOSED');
 });
 
 test('the default context is the URL host; an API key of a model-reading profile counts in its model', () => {
