@@ -52,19 +52,6 @@ function requestHeaders(headers) {
   return Object.entries(headers);
 }
 
-/** Response headers (name to string or strings) as the pairs the host reads and the raw list handlers take. */
-function responseHeaders(headers) {
-  const pairs = [];
-  for (const [name, value] of Object.entries(headers ?? {})) {
-    for (const v of Array.isArray(value) ? value : [value]) pairs.push([name, String(v)]);
-  }
-  return pairs;
-}
-
-function raw(pairs) {
-  return pairs.flatMap(([k, v]) => [Buffer.from(k, 'latin1'), Buffer.from(v, 'latin1')]);
-}
-
 /** A request body as bytes, so every attempt can send it again (FormData is re-encoded each time). */
 async function replayable(body) {
   if (body === undefined || body === null) return null;
@@ -90,6 +77,93 @@ function bodyText(bytes, encoding) {
     return '';
   }
   return Buffer.from(bytes).toString();
+}
+
+/**
+ * One try's handler on the inner agent. An error answer is read whole and
+ * judged; a success the protocol streams goes to the caller's handler as it
+ * comes (its pauses pause this request), and its lease is reported and
+ * released when the body ends. `done` resolves to `{ streamed }`, to the
+ * error answer `{ step, status, rawHeaders, statusText, bytes }`, or to the
+ * transport failure `{ step, error }`; it rejects with an error that is no
+ * resource's (the caller's abort, a bad request), to be raised as is.
+ */
+class Try {
+  #attempts;
+  #h;
+  #signal;
+  #onAbort;
+  /** `answer` (reading an error answer), `stream` (delivering), `drop` (a success not delivered). */
+  #mode = 'answer';
+  /** The answer's status and headers, once they came. @type {any} */
+  #answer = null;
+  #chunks = [];
+  #settle;
+  #fail;
+
+  constructor(attempts, h, signal, onAbort) {
+    this.#attempts = attempts;
+    this.#h = h;
+    this.#signal = signal;
+    this.#onAbort = onAbort;
+    /** @type {Promise<any>} */
+    this.done = new Promise((ok, fail) => {
+      this.#settle = ok;
+      this.#fail = fail;
+    });
+  }
+
+  onConnect(abort) {
+    if (this.#signal.aborted) return abort(this.#signal.reason);
+    this.#onAbort(abort);
+  }
+
+  onHeaders(status, rawHeaders, resume, statusText) {
+    if (status < 200) return true;
+    const headers = [];
+    for (let i = 0; i < rawHeaders.length; i += 2) headers.push([rawHeaders[i].toString('latin1'), rawHeaders[i + 1].toString('latin1')]);
+    this.#answer = { status, rawHeaders, statusText: statusText ?? '', headers };
+    if (status >= 400) return true;
+    const step = this.#attempts.answered(status, { headers });
+    if (step !== 'stream') {
+      this.#mode = 'drop';
+      this.#answer.step = step;
+      return true;
+    }
+    this.#mode = 'stream';
+    this.#settle({ streamed: true });
+    return this.#h.onHeaders(status, rawHeaders, resume, statusText);
+  }
+
+  onData(chunk) {
+    if (this.#mode === 'stream') return this.#h.onData(chunk);
+    this.#chunks.push(chunk);
+    return true;
+  }
+
+  onComplete(trailers) {
+    if (this.#mode === 'stream') {
+      this.#attempts.finished();
+      return this.#h.onComplete(trailers);
+    }
+    const bytes = Buffer.concat(this.#chunks);
+    const answer = this.#answer;
+    if (this.#mode === 'answer') {
+      const encoding = answer.headers.find(([k]) => k.toLowerCase() === 'content-encoding')?.[1];
+      answer.step = this.#attempts.answered(answer.status, { headers: answer.headers, body: bodyText(bytes, encoding) });
+    }
+    this.#settle({ ...answer, bytes });
+  }
+
+  onError(err) {
+    const kind = this.#signal.aborted ? null : failureOf(err);
+    if (this.#mode === 'stream') {
+      this.#attempts.finished(this.#signal.aborted ? null : (kind ?? 'connection_reset'));
+      return this.#h.onError(this.#signal.aborted ? this.#signal.reason : err);
+    }
+    if (kind === null) return this.#fail(this.#signal.aborted ? this.#signal.reason : err);
+    this.#settle({ step: this.#attempts.failed(kind), error: err });
+  }
 }
 
 /**
@@ -137,10 +211,12 @@ class ReputeDispatcher extends Dispatcher {
 
   async #run(opts, h) {
     const controller = new AbortController();
-    let aborted = null;
+    /** The inner request's abort, while one is in flight. @type {((reason: any) => void) | null} */
+    let inFlight = null;
     h.onConnect?.((reason) => {
-      aborted ??= reason ?? new undiciErrors.RequestAbortedError();
-      controller.abort(aborted);
+      if (controller.signal.aborted) return;
+      controller.abort(reason ?? new undiciErrors.RequestAbortedError());
+      inFlight?.(controller.signal.reason);
     });
     let attempts = null;
     /** The last result: an error answer read whole, or a transport error. @type {any} */
@@ -159,39 +235,24 @@ class ReputeDispatcher extends Dispatcher {
           throw e;
         }
         const route = attempts.begin(lease);
-        let res;
-        let step;
-        try {
-          res = await this.#send(route, opts, origin, body, controller.signal);
-          if (res.statusCode >= 400) {
-            const bytes = Buffer.from(await res.body.arrayBuffer());
-            const headers = responseHeaders(res.headers);
-            last = { res, headers, bytes };
-            step = attempts.answered(res.statusCode, { headers, body: bodyText(bytes, res.headers['content-encoding']) });
-          } else {
-            step = attempts.answered(res.statusCode, { headers: responseHeaders(res.headers) });
-          }
-        } catch (e) {
-          const kind = aborted ? null : failureOf(e);
-          if (kind === null) throw aborted ?? e;
-          last = { error: e };
-          step = attempts.failed(kind);
-        }
-        if (step === 'stream') return await this.#stream(res, h, attempts, controller.signal);
-        if (step === 'deliver') break;
-        if (res && res.statusCode < 400) res.body.destroy();
+        const tried = new Try(attempts, h, controller.signal, (abort) => (inFlight = abort));
+        this.#route(route).dispatch(this.#request(route, opts, origin, body), tried);
+        const result = await tried.done;
+        // A streamed body's request stays abortable by the caller until it ends.
+        if (result.streamed) return;
+        inFlight = null;
+        last = result;
+        if (result.step === 'deliver') break;
       }
     } catch (e) {
       attempts?.end();
-      h.onError(e);
+      h.onError(controller.signal.aborted ? controller.signal.reason : e);
       return;
     }
     attempts.end();
     if (last.error) return h.onError(last.error);
-    // A success the profile did not read as one (deliver without streaming) is read whole too.
-    const bytes = last.bytes ?? Buffer.from(await last.res.body.arrayBuffer().catch(() => new ArrayBuffer(0)));
-    h.onHeaders(last.res.statusCode, raw(last.headers ?? responseHeaders(last.res.headers)), () => {}, last.res.statusText ?? '');
-    if (bytes.length !== 0) h.onData(bytes);
+    h.onHeaders(last.status, last.rawHeaders, () => {}, last.statusText);
+    if (last.bytes.length !== 0) h.onData(last.bytes);
     h.onComplete([]);
   }
 
@@ -202,8 +263,8 @@ class ReputeDispatcher extends Dispatcher {
     return contextOf(this.#pool, url, { kind: this.#kind, body: body instanceof Uint8Array ? body : null });
   }
 
-  /** One try along `route`, as an undici request (its body a stream). */
-  #send(route, opts, origin, body, signal) {
+  /** The dispatch options of one try along `route`: the credential header set, the body replayable. */
+  #request(route, opts, origin, body) {
     let headers = requestHeaders(opts.headers);
     if (body !== null) headers = headers.filter(([k]) => !/^(content-length|transfer-encoding)$/i.test(k));
     if (route.via === 'header') {
@@ -211,8 +272,7 @@ class ReputeDispatcher extends Dispatcher {
       headers = headers.filter(([k]) => k.toLowerCase() !== name);
       headers.push([name, route.value]);
     }
-    const dispatcher = route.via === 'proxy' ? this.#proxy(String(route.proxy)) : this.#direct;
-    return dispatcher.request({
+    return {
       origin,
       path: opts.path,
       method: opts.method,
@@ -221,8 +281,12 @@ class ReputeDispatcher extends Dispatcher {
       query: opts.query,
       headersTimeout: opts.headersTimeout,
       bodyTimeout: opts.bodyTimeout,
-      signal,
-    });
+    };
+  }
+
+  /** @returns {Dispatcher} */
+  #route(route) {
+    return route.via === 'proxy' ? this.#proxy(String(route.proxy)) : this.#direct;
   }
 
   /** The agent of proxy `value` (a URL, `http://` when it names none), most recently used last. */
@@ -241,37 +305,6 @@ class ReputeDispatcher extends Dispatcher {
     }
     this.#proxies.set(value, agent);
     return agent;
-  }
-
-  /** A success streamed to the caller; its lease is reported and released when the body ends. */
-  async #stream(res, h, attempts, signal) {
-    let broken = null;
-    let resumed = false;
-    let wake = null;
-    const resume = () => {
-      resumed = true;
-      wake?.();
-    };
-    const aborted = () => (signal.aborted ? signal.reason : null);
-    signal.addEventListener('abort', resume, { once: true });
-    const paused = (r) => (r === false && !resumed ? new Promise((ok) => (wake = ok)) : null);
-    try {
-      resumed = false;
-      await paused(h.onHeaders(res.statusCode, raw(responseHeaders(res.headers)), resume, res.statusText ?? ''));
-      for await (const chunk of res.body) {
-        resumed = false;
-        await paused(h.onData(chunk));
-        if (aborted()) throw aborted();
-      }
-      h.onComplete(raw(responseHeaders(res.trailers)));
-    } catch (e) {
-      broken = aborted() ? null : (failureOf(e) ?? 'connection_reset');
-      res.body.destroy();
-      h.onError(aborted() ?? e);
-    } finally {
-      signal.removeEventListener('abort', resume);
-      attempts.finished(broken);
-    }
   }
 
   /** Closes every agent once their requests are done. @param {any} [callback] @returns {any} */
