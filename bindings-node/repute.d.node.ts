@@ -10,6 +10,12 @@ export declare class NativeAttempts {
   remainingMs(): number | null
   /** The next acquire's selector: the caller's, without what was tried. */
   selector(): SelectorSpec
+  /**
+   * The next attempt's lease now, on this request's context and selector
+   * (the refusal is thrown): for a pool whose acquire runs on the JS
+   * thread, without handing the selector through JavaScript.
+   */
+  acquireNow(): NativeLease
   /** An acquire for the next attempt was refused with this error. */
   refused(error: RefusalSpec): RefusedStep
   /** Begins an attempt on `lease`: how to send it. */

@@ -6,7 +6,11 @@
 
 const native = require('../repute.node');
 const { Pool } = require('./pool');
-const { Lease, kNativePool, kAcquireFor, kChanged, kNativeLease } = require('./lease');
+const { Lease, kAdopt, kNativePool, kAcquireFor, kChanged, kNativeLease } = require('./lease');
+
+/** The adapters' way through: a native lease, without a Lease object around it. */
+const kNextLease = Symbol('repute.nextLease');
+const kBeginOn = Symbol('repute.beginOn');
 const { invalidArg, str, optNum, uint, optUint, obj } = require('./checks');
 const { selectorOptions, headerPairs } = require('./options');
 
@@ -64,14 +68,24 @@ class Attempts {
    * @param {{ signal?: AbortSignal }} [options]
    * @returns {Promise<Lease>}
    */
-  acquire(options = {}) {
-    return this.#pool[kAcquireFor](this.#n, obj('options', options).signal);
+  async acquire(options = {}) {
+    return new Lease(kAdopt, this.#pool, await this[kNextLease](obj('options', options).signal));
+  }
+
+  /** `acquire`'s native lease, for the adapters, which need no Lease object. @param {AbortSignal} [signal] */
+  [kNextLease](signal) {
+    return this.#pool[kAcquireFor](this.#n, signal);
   }
 
   /** Begins an attempt on `lease` (from `acquire`): how to send it. */
   begin(lease) {
     if (!(lease instanceof Lease)) throw invalidArg('lease', 'must be a Lease from Attempts.acquire');
-    return /** @type {import('../index').Route} */ (this.#after(() => this.#n.begin(lease[kNativeLease]())));
+    return this[kBeginOn](lease[kNativeLease]());
+  }
+
+  /** `begin` on a native lease from `kNextLease`. @param {import('../repute.node').NativeLease} n */
+  [kBeginOn](n) {
+    return /** @type {import('../index').Route} */ (this.#after(() => this.#n.begin(n)));
   }
 
   /**
@@ -136,4 +150,4 @@ function contextOf(pool, url, options = {}) {
   return poolArg(pool)[kNativePool]().contextOf(kind, parsed.hostname, parsed.pathname, body);
 }
 
-module.exports = { Attempts, contextOf, planOptions };
+module.exports = { Attempts, contextOf, planOptions, kNextLease, kBeginOn };

@@ -14,7 +14,7 @@ const { Dispatcher, Agent, ProxyAgent, fetch: undiciFetch, errors: undiciErrors 
 const UnwrapHandler = require('undici/lib/handler/unwrap-handler');
 const zlib = require('node:zlib');
 const { Pool } = require('./pool');
-const { Attempts, contextOf } = require('./attempts');
+const { Attempts, contextOf, kNextLease, kBeginOn } = require('./attempts');
 const { NoResourceAvailableError, RateLimitedError } = require('./errors');
 const { invalidArg, optStr, optUint, obj } = require('./checks');
 
@@ -229,12 +229,12 @@ class ReputeDispatcher extends Dispatcher {
       for (;;) {
         let lease;
         try {
-          lease = await attempts.acquire({ signal: controller.signal });
+          lease = await attempts[kNextLease](controller.signal);
         } catch (e) {
           if (last !== null && (e instanceof NoResourceAvailableError || e instanceof RateLimitedError)) break;
           throw e;
         }
-        const route = attempts.begin(lease);
+        const route = attempts[kBeginOn](lease);
         const tried = new Try(attempts, h, controller.signal, (abort) => (inFlight = abort));
         this.#route(route).dispatch(this.#request(route, opts, origin, body), tried);
         const result = await tried.done;

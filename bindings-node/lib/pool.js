@@ -212,7 +212,7 @@ class Pool {
   }
 
   /**
-   * The lease for an attempt's next try (lib/attempts.js): `acquire`'s
+   * The native lease for an attempt's next try (lib/attempts.js): `acquire`'s
    * waiting, on the attempts' selector and time left; a refusal the
    * attempts answer `again` (only what was tried is left) is tried again
    * at once, one they `give_up` on is thrown.
@@ -220,18 +220,20 @@ class Pool {
    * @param {AbortSignal} [signal]
    */
   async [kAcquireFor](attempts, signal) {
-    const waiting = this.#native.waiting(attempts.remainingMs());
+    let waiting = null;
     for (;;) {
       signal?.throwIfAborted();
       let err;
       try {
-        return new Lease(kAdopt, this, await this.#acquireOnce(attempts.context, attempts.selector()));
+        if (this.#durable || this.#link) return await this.#acquireOnce(attempts.context, attempts.selector());
+        return this.#call(() => attempts.acquireNow());
       } catch (e) {
         if (!(e instanceof NoResourceAvailableError || e instanceof RateLimitedError)) throw e;
         err = e;
       }
       const { step, hintMs } = attempts.refused(refusalOf(err));
       if (step === 'again') continue;
+      waiting ??= this.#native.waiting(attempts.remainingMs());
       const wait = step === 'wait' ? waiting.next(hintMs ?? undefined) : null;
       if (wait === null) throw err;
       await this.#sleep(wait, signal);

@@ -132,6 +132,15 @@ impl NativeAttempts {
         SelectorSpec::from(self.attempts.selector())
     }
 
+    /// The next attempt's lease now, on this request's context and selector
+    /// (the refusal is thrown): for a pool whose acquire runs on the JS
+    /// thread, without handing the selector through JavaScript.
+    #[napi]
+    pub fn acquire_now(&self) -> napi::Result<NativeLease> {
+        let a = &self.attempts;
+        a.holder().acquire_now(a.context(), a.selector()).map(NativeLease::new).or_throw()
+    }
+
     /// An acquire for the next attempt was refused with this error.
     #[napi]
     pub fn refused(&mut self, error: RefusalSpec) -> napi::Result<RefusedStep> {
