@@ -3,6 +3,9 @@
 // leases are held, and the pool's own waiting acquire underneath.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Pool, Attempts, InvalidInputError, NoResourceAvailableError } from '../index.js';
 
 function pool(kind, values, options = {}) {
@@ -101,6 +104,32 @@ test("acquire waits with the pool's own waiting acquire, and gives up with the r
   assert.equal(refusal.leased, 1);
   short.end();
   await hold.release();
+});
+
+test('on a durable store the attempt acquires off the JS thread, and what it reports is kept', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'repute-node-attempts-'));
+  const store = `sqlite:${join(dir, 'pool.db')}`;
+  try {
+    const p = new Pool({ store, strategy: 'first' });
+    p.register('proxy', 'http://a:1');
+    p.register('proxy', 'http://b:1');
+    const a = new Attempts(p, { context: 'site' });
+    a.begin(await a.acquire());
+    assert.equal(a.answered(403), 'retry');
+    const second = await a.acquire();
+    assert.equal(second.value, 'http://b:1');
+    a.begin(second);
+    assert.equal(a.answered(200), 'stream');
+    a.finished();
+    a.end();
+    p.close();
+    const reopened = new Pool({ store });
+    const cell = (v) => reopened.cells('proxy', v).find((c) => c.context === 'site');
+    assert.deepEqual([cell('http://a:1').state, cell('http://b:1').observations], ['cooling', 1]);
+    reopened.close();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test("bad plans and calls raise InvalidInputError naming the field", async () => {
