@@ -448,3 +448,4 @@ export class Pool implements Disposable {
 }
 
 export * from './errors';
+export * from './adapters';

@@ -5,12 +5,16 @@
 // objects, and pool events to an async iterator. lib/errors.js makes the
 // error classes, lib/checks.js and lib/options.js check and convert
 // arguments, lib/pool.js, lib/lease.js and lib/clock.js hold the classes,
-// lib/events.js and lib/prober.js what a pool runs beside its calls.
+// lib/events.js and lib/prober.js what a pool runs beside its calls,
+// lib/attempts.js one request's attempts (the host's protocol) and
+// lib/dispatcher.js the undici dispatcher and `fetch` built on them.
 
 const { Pool } = require('./lib/pool');
 const { Lease } = require('./lib/lease');
 const { ManualClock } = require('./lib/clock');
 const errors = require('./lib/errors');
+const { Attempts, contextOf } = require('./lib/attempts');
+const { ReputeDispatcher, dispatcher, fetch } = require('./lib/dispatcher');
 
 // ES modules import this same object (one addon load, one set of classes, so
 // `instanceof` agrees across both). Node finds the named exports by reading
@@ -38,6 +42,11 @@ module.exports = {
   Pool,
   Lease,
   ManualClock,
+  Attempts,
+  contextOf,
+  ReputeDispatcher,
+  dispatcher,
+  fetch,
   ReputeError,
   InvalidInputError,
   NoResourceAvailableError,

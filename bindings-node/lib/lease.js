@@ -12,6 +12,12 @@ const kRenew = Symbol('repute.renew');
 const kRelease = Symbol('repute.release');
 const kReconcile = Symbol('repute.reconcile');
 const kReport = Symbol('repute.report');
+/** The pool's hooks for lib/attempts.js: its native pool, its waiting acquire, its wake-up after a change. */
+const kNativePool = Symbol('repute.nativePool');
+const kAcquireFor = Symbol('repute.acquireFor');
+const kChanged = Symbol('repute.changed');
+/** A lease's native handle, for an attempt to begin on. */
+const kNativeLease = Symbol('repute.nativeLease');
 
 /**
  * An exclusive, fenced hold on one permit of one resource. The handle's
@@ -157,6 +163,11 @@ class Lease extends EventEmitter {
     return this.#pool[kReport](this.#n, httpSpec(status, options), options);
   }
 
+  /** @returns {import('../repute.node').NativeLease} */
+  [kNativeLease]() {
+    return this.#n;
+  }
+
   [Symbol.dispose]() {
     this.release().catch(ignore);
   }
@@ -174,4 +185,16 @@ class Lease extends EventEmitter {
 /** A release nobody awaits must not end the process when Redis is gone. */
 const ignore = () => {};
 
-module.exports = { Lease, kAdopt, kRenew, kRelease, kReconcile, kReport, ignore };
+module.exports = {
+  Lease,
+  kAdopt,
+  kRenew,
+  kRelease,
+  kReconcile,
+  kReport,
+  kNativePool,
+  kAcquireFor,
+  kChanged,
+  kNativeLease,
+  ignore,
+};

@@ -147,4 +147,4 @@ function nativeConfig(options) {
   return [config, o.clock?.[kNative]];
 }
 
-module.exports = { selectorOptions, labelsOption, limitsOption, holdOptions, httpSpec, nativeConfig };
+module.exports = { selectorOptions, labelsOption, limitsOption, holdOptions, headerPairs, httpSpec, nativeConfig };

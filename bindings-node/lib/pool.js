@@ -4,10 +4,28 @@
 const native = require('../repute.node');
 const { NoResourceAvailableError, LeaseExpiredError, RateLimitedError } = require('./errors');
 const { invalidArg, str, optStr, num, optNum, uint, obj, bigint, optBigint } = require('./checks');
-const { Lease, kAdopt, kRenew, kRelease, kReconcile, kReport, ignore } = require('./lease');
+const { Lease, kAdopt, kRenew, kRelease, kReconcile, kReport, kNativePool, kAcquireFor, kChanged, ignore } = require('./lease');
 const { selectorOptions, labelsOption, limitsOption, holdOptions, httpSpec, nativeConfig } = require('./options');
 const { startProber } = require('./prober');
 const { EventFeed } = require('./events');
+
+/**
+ * A refused acquire's error as the attempt protocol reads it (absent fields undefined).
+ * @param {any} err @returns {import('../repute.node').RefusalSpec}
+ */
+function refusalOf(err) {
+  const n = (v) => v ?? undefined;
+  return {
+    code: err.code,
+    registered: n(err.registered),
+    blocked: n(err.blocked),
+    rateLimited: n(err.rateLimited),
+    cooling: n(err.cooling),
+    leased: n(err.leased),
+    limited: n(err.limited),
+    retryAfterMs: n(err.retryAfterMs),
+  };
+}
 
 /** The public type (index.d.ts) this class implements. @typedef {import('../index').Pool} PoolApi */
 
@@ -191,6 +209,44 @@ class Pool {
     } finally {
       this.#changed(false);
     }
+  }
+
+  /**
+   * The native lease for an attempt's next try (lib/attempts.js): `acquire`'s
+   * waiting, on the attempts' selector and time left; a refusal the
+   * attempts answer `again` (only what was tried is left) is tried again
+   * at once, one they `give_up` on is thrown.
+   * @param {import('../repute.node').NativeAttempts} attempts
+   * @param {AbortSignal} [signal]
+   */
+  async [kAcquireFor](attempts, signal) {
+    let waiting = null;
+    for (;;) {
+      signal?.throwIfAborted();
+      let err;
+      try {
+        if (this.#durable || this.#link) return await this.#acquireOnce(attempts.context, attempts.selector());
+        return this.#call(() => attempts.acquireNow());
+      } catch (e) {
+        if (!(e instanceof NoResourceAvailableError || e instanceof RateLimitedError)) throw e;
+        err = e;
+      }
+      const { step, hintMs } = attempts.refused(refusalOf(err));
+      if (step === 'again') continue;
+      waiting ??= this.#native.waiting(attempts.remainingMs());
+      const wait = step === 'wait' ? waiting.next(hintMs ?? undefined) : null;
+      if (wait === null) throw err;
+      await this.#sleep(wait, signal);
+    }
+  }
+
+  [kNativePool]() {
+    return this.#native;
+  }
+
+  /** After an attempt reported or released: events out, sleeping acquires woken. */
+  [kChanged]() {
+    this.#changed(true);
   }
 
   /** @param {number} ms @param {AbortSignal} [signal] @returns {Promise<void>} */

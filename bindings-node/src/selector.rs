@@ -16,14 +16,15 @@ use crate::pool::u64_arg;
 use crate::units::ms_to_ns;
 
 /// Label `name` must have one of `values`.
-#[napi(object, object_to_js = false)]
+#[napi(object)]
 pub struct LabelFilterSpec {
     pub name: String,
     pub values: Vec<String>,
 }
 
-/// An acquire's choice among the resources, as `lib/options.js` makes it.
-#[napi(object, object_to_js = false)]
+/// An acquire's choice among the resources, as `lib/options.js` makes it
+/// (and as an attempt's next acquire hands it back).
+#[napi(object)]
 pub struct SelectorSpec {
     pub kind: Option<String>,
     /// `where`, one filter per label name.
@@ -52,6 +53,20 @@ impl TryFrom<SelectorSpec> for Selector {
             affinity: s.affinity,
             cost: s.cost.map(|c| u64_arg("cost", &c)).transpose()?,
         })
+    }
+}
+
+impl From<&Selector> for SelectorSpec {
+    fn from(s: &Selector) -> Self {
+        let labels = s.labels.iter().map(|f| LabelFilterSpec { name: f.name.clone(), values: f.values.clone() });
+        SelectorSpec {
+            kind: s.kind.clone(),
+            labels: Some(labels.collect()),
+            exclude: Some(s.exclude.clone()),
+            prefer: s.prefer.clone(),
+            affinity: s.affinity.clone(),
+            cost: s.cost.map(BigInt::from),
+        }
     }
 }
 

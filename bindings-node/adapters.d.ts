@@ -1,0 +1,100 @@
+// Types of the adapters (lib/attempts.js, lib/dispatcher.js), which
+// index.d.ts exports: one request carried by the pool's resources, as an
+// undici Dispatcher or a `fetch`.
+
+import { Dispatcher } from 'undici';
+import type { FailureKind, Lease, Pool, SelectorOptions } from './index';
+
+/** What one request may use: the resources (`kind`, `where`, ...), how often and for how long. */
+export interface AttemptsPlan extends SelectorOptions {
+  /** Attempts at most, 1..=16; default 3 (the first, another resource after a resource's fault, a third to tell a request's own). */
+  attempts?: number;
+  /** For the whole request, waits for a resource included; default without limit. */
+  timeoutMs?: number;
+}
+
+export interface AttemptsOptions extends AttemptsPlan {
+  /** Where the request counts (a site, a model): see `contextOf`. */
+  context: string;
+}
+
+/** How to send an attempt on the lease it began on. */
+export type Route =
+  /** Through the proxy whose URL is `proxy` (the lease's value). */
+  | { via: 'proxy'; proxy: string }
+  /** Straight to the target with header `name` set to `value` (the key's credential), replacing the request's. */
+  | { via: 'header'; name: string; value: string }
+  /** Straight to the target as the request is. */
+  | { via: 'as_is' };
+
+/**
+ * After an answer or a failure: `stream` (deliver; the lease is held until `finished`),
+ * `deliver` (this answer or error is the request's result) or `retry` (acquire again).
+ */
+export type AttemptStep = 'stream' | 'deliver' | 'retry';
+
+/**
+ * One request's attempts, by the host's attempt protocol: `acquire`, `begin`, send along the
+ * route, then `answered` or `failed`; `finished` once a streamed body ends; `end` however the
+ * request ends (a lease acquired and not begun is the caller's to release).
+ */
+export class Attempts {
+  constructor(pool: Pool, options: AttemptsOptions);
+  readonly context: string;
+  /** Attempts begun so far. */
+  readonly made: number;
+  /**
+   * The next attempt's lease, waiting as `Pool.acquire` does within the request's time, on the
+   * caller's selector without the resources tried; rejects with the refusal when it gives up.
+   */
+  acquire(options?: { signal?: AbortSignal }): Promise<Lease>;
+  begin(lease: Lease): Route;
+  /** The answer: for an error status (>= 400) pass the whole body, which the profile reads. */
+  answered(
+    status: number,
+    options?: { headers?: Iterable<readonly [string, string]> | Record<string, string>; body?: string | Uint8Array | null },
+  ): AttemptStep;
+  /** No answer: `connection_reset`, `timeout`, `tls_handshake`, ... */
+  failed(kind: FailureKind): AttemptStep;
+  /** The streamed body was read to its end or closed (no argument), or was cut by `broken`. */
+  finished(broken?: FailureKind | null): void;
+  /** Reports a result held back for a second opinion, releases a lease in flight; idempotent. */
+  end(): void;
+}
+
+/**
+ * The context a request to `url` counts in by default: for an API key of `kind` whose profile
+ * reads models, the `model` of its JSON `body`; else the URL's host name.
+ */
+export function contextOf(pool: Pool, url: string | URL, options?: { kind?: string | null; body?: string | Uint8Array | null }): string;
+
+export interface DispatcherOptions extends AttemptsPlan {
+  /** Where each request counts: a string, or a function of the request's dispatch options; default `contextOf`. */
+  context?: string | ((options: Dispatcher.DispatchOptions) => string);
+  /** Proxy agents kept open at most (least recently used closed first); default 64. */
+  maxProxies?: number;
+}
+
+/**
+ * An undici Dispatcher that carries each request on the pool's resources: a proxy's through an
+ * undici ProxyAgent for it, a key's with its credential header; a resource's fault moves the
+ * request on, a fault that repeats on a second resource is delivered and blames neither, a
+ * success streams with its lease held until its body ends.
+ */
+export class ReputeDispatcher extends Dispatcher {
+  constructor(pool: Pool, options?: DispatcherOptions);
+  /** Proxy agents open now. */
+  readonly proxies: number;
+}
+
+/** `new ReputeDispatcher(pool, options)`. */
+export function dispatcher(pool: Pool, options?: DispatcherOptions): ReputeDispatcher;
+
+/** A `fetch` whose requests the pool carries; `dispatcher` is the ReputeDispatcher under it (close it when done). */
+export interface ReputeFetch {
+  (input: string | URL | Request, init?: RequestInit): Promise<Response>;
+  readonly dispatcher: ReputeDispatcher;
+}
+
+/** undici's `fetch` on a ReputeDispatcher: for SDKs that take a `fetch` (the openai SDK's `fetch` option). */
+export function fetch(pool: Pool, options?: DispatcherOptions): ReputeFetch;

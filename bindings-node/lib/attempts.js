@@ -1,0 +1,153 @@
+'use strict';
+// One request's attempts over the host's attempt protocol: which resource
+// carries each try, what its answer means, whom to blame, when to stop.
+// The decisions are the host's (src/attempts.rs converts); this class
+// acquires with the pool's own waiting acquire and converts arguments.
+
+const native = require('../repute.node');
+const { Pool } = require('./pool');
+const { Lease, kAdopt, kNativePool, kAcquireFor, kChanged, kNativeLease } = require('./lease');
+
+/** The adapters' way through: a native lease, without a Lease object around it. */
+const kNextLease = Symbol('repute.nextLease');
+const kBeginOn = Symbol('repute.beginOn');
+const { invalidArg, str, optNum, uint, optUint, obj } = require('./checks');
+const { selectorOptions, headerPairs } = require('./options');
+
+/** The public type (index.d.ts) this class implements. @typedef {import('../index').Attempts} AttemptsApi */
+
+/** @param {unknown} pool @returns {Pool} */
+function poolArg(pool) {
+  if (!(pool instanceof Pool)) throw invalidArg('pool', 'must be a Pool');
+  return pool;
+}
+
+/**
+ * `{ context, kind, where, exclude, prefer, affinity, cost, attempts,
+ * timeoutMs }`, checked for type, as the native plan; the rules are the host's.
+ * @returns {import('../repute.node').AttemptsSpec}
+ */
+function planOptions(o) {
+  return {
+    context: str('context', o.context),
+    selector: selectorOptions(o),
+    attempts: optUint('attempts', o.attempts),
+    timeoutMs: optNum('timeoutMs', o.timeoutMs),
+  };
+}
+
+/**
+ * One request carried by the pool's resources: `acquire`, `begin` (how to
+ * send), then `answered` or `failed` (what to do next: `stream`, `deliver`,
+ * `retry`), `finished` once a streamed body ends, and `end` however the
+ * request ends.
+ * @implements {AttemptsApi}
+ */
+class Attempts {
+  #pool;
+  #n;
+
+  /** @param {Pool} pool @param {import('../index').AttemptsOptions} options */
+  constructor(pool, options) {
+    this.#pool = poolArg(pool);
+    this.#n = new native.NativeAttempts(this.#pool[kNativePool](), planOptions(obj('options', options)));
+  }
+
+  get context() {
+    return this.#n.context;
+  }
+
+  /** Attempts begun so far. */
+  get made() {
+    return this.#n.made;
+  }
+
+  /**
+   * The lease for the next attempt, waiting as `Pool.acquire` does within
+   * the request's time; rejects with the refusal when the attempts give up.
+   * @param {{ signal?: AbortSignal }} [options]
+   * @returns {Promise<Lease>}
+   */
+  async acquire(options = {}) {
+    return new Lease(kAdopt, this.#pool, await this[kNextLease](obj('options', options).signal));
+  }
+
+  /** `acquire`'s native lease, for the adapters, which need no Lease object. @param {AbortSignal} [signal] */
+  [kNextLease](signal) {
+    return this.#pool[kAcquireFor](this.#n, signal);
+  }
+
+  /** Begins an attempt on `lease` (from `acquire`): how to send it. */
+  begin(lease) {
+    if (!(lease instanceof Lease)) throw invalidArg('lease', 'must be a Lease from Attempts.acquire');
+    return this[kBeginOn](lease[kNativeLease]());
+  }
+
+  /** `begin` on a native lease from `kNextLease`. @param {import('../repute.node').NativeLease} n */
+  [kBeginOn](n) {
+    return /** @type {import('../index').Route} */ (this.#after(() => this.#n.begin(n)));
+  }
+
+  /**
+   * The attempt's answer: `status`, `headers`, and for an error status
+   * (>= 400) its whole `body` (a string or bytes).
+   */
+  answered(status, options = {}) {
+    const o = obj('options', options);
+    const headers = o.headers === undefined || o.headers === null ? [] : headerPairs(o.headers);
+    let body;
+    if (typeof o.body === 'string') body = o.body;
+    else if (o.body instanceof Uint8Array) body = new TextDecoder().decode(o.body);
+    else if (o.body !== undefined && o.body !== null) throw invalidArg('body', 'must be a string or a Uint8Array');
+    return this.#after(() => this.#n.answered(uint('status', status), headers, body));
+  }
+
+  /** The attempt got no answer: `connection_reset`, `timeout`, `tls_handshake`, ... */
+  failed(kind) {
+    return this.#after(() => this.#n.failed(str('kind', kind)));
+  }
+
+  /** The delivered (streamed) body was read to its end or closed, or was cut by `broken`. */
+  finished(broken = null) {
+    this.#after(() => this.#n.finished(broken === null || broken === undefined ? null : str('broken', broken)));
+  }
+
+  /** The request is over (delivered, given up, failed): safe to call more than once. */
+  end() {
+    this.#after(() => this.#n.end());
+  }
+
+  /** @template T @param {() => T} f @returns {T} */
+  #after(f) {
+    try {
+      return f();
+    } finally {
+      this.#pool[kChanged]();
+    }
+  }
+}
+
+/**
+ * The context a request to `url` counts in by default: for an API key of
+ * `kind` whose profile reads models, the `model` of its JSON `body`; else
+ * the URL's host name.
+ * @param {Pool} pool @param {string | URL} url
+ * @param {{ kind?: string | null, body?: string | Uint8Array | null }} [options]
+ */
+function contextOf(pool, url, options = {}) {
+  const o = obj('options', options);
+  let parsed;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw invalidArg('url', 'must be an absolute URL');
+  }
+  let body;
+  if (typeof o.body === 'string') body = Buffer.from(o.body);
+  else if (o.body instanceof Uint8Array) body = o.body;
+  else if (o.body !== undefined && o.body !== null) throw invalidArg('body', 'must be a string or a Uint8Array');
+  const kind = o.kind === undefined ? null : o.kind === null ? null : str('kind', o.kind);
+  return poolArg(pool)[kNativePool]().contextOf(kind, parsed.hostname, parsed.pathname, body);
+}
+
+module.exports = { Attempts, contextOf, planOptions, kNextLease, kBeginOn };

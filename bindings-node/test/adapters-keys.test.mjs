@@ -1,0 +1,165 @@
+// `repute.fetch` and the real openai SDK on a pool of API keys, against a
+// local provider in OpenAI's documented format: which key carried each
+// attempt, what the pool was told, which leases are still held.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import OpenAI from 'openai';
+import * as repute from '../index.js';
+import { provider, listen } from './fixtures/adapters.mjs';
+
+const { Pool } = repute;
+let api;
+let base;
+
+before(async () => {
+  api = provider();
+  base = await listen(api.server);
+});
+
+after(() => api?.server.close());
+
+/** Keys chosen in registration order (value `k-<name>`, secret `sk-<name>`). */
+function keys(...names) {
+  const pool = new Pool({ strategy: 'first' });
+  for (const name of names) pool.register('openai', `k-${name}`, { permits: 4, secret: `sk-${name}` });
+  return pool;
+}
+
+const chat = (content, extra = {}) => ({
+  method: 'POST',
+  headers: { 'content-type': 'application/json', authorization: 'Bearer sk-placeholder' },
+  body: JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content }], ...extra }),
+});
+const seen = (from) => api.keys.slice(from);
+const cell = (pool, name, context = 'gpt-test') => pool.cells('openai', `k-${name}`).find((c) => c.context === context);
+
+test("a dead key, a spent key and a busy key each move the request on; the next one goes straight to the good key", async () => {
+  const pool = keys('dead', 'spent', 'busy', 'ok');
+  const f = repute.fetch(pool, { kind: 'openai', attempts: 4 });
+  try {
+    const from = api.keys.length;
+    const res = await f(`${base}/v1/chat/completions`, chat('hi'));
+    assert.equal(res.status, 200);
+    assert.equal((await res.json()).choices[0].message.content, 'hello');
+    assert.deepEqual(seen(from), ['sk-dead', 'sk-spent', 'sk-busy', 'sk-ok'], "each key's credential replaced the request's");
+    const [dead] = pool.resources().filter((r) => r.value === 'k-dead');
+    assert.deepEqual(dead.block, { reason: 'auth_failed' }, 'the 401 key is blocked everywhere');
+    const spent = pool.cells('openai', 'k-spent').find((c) => c.context === undefined);
+    assert.equal(spent.cause, 'quota_exhausted', 'the spent key pauses everywhere');
+    assert.equal(cell(pool, 'busy').cause, 'rate_limited');
+    assert.equal(cell(pool, 'ok').observations, 1, 'counted in the model asked for');
+    assert.equal(pool.stats().liveLeases, 0);
+
+    const next = api.keys.length;
+    await (await f(`${base}/v1/chat/completions`, chat('again'))).json();
+    assert.deepEqual(seen(next), ['sk-ok'], 'the dead, spent and busy keys are not tried again');
+  } finally {
+    await f.dispatcher.close();
+  }
+});
+
+test('a streamed answer holds its key until its body is read to the end', async () => {
+  const pool = keys('ok');
+  const f = repute.fetch(pool, { kind: 'openai' });
+  try {
+    const res = await f(`${base}/v1/chat/completions`, chat('hi', { stream: true }));
+    assert.equal(res.headers.get('content-type'), 'text/event-stream');
+    const reader = res.body.getReader();
+    const first = new TextDecoder().decode((await reader.read()).value);
+    assert.match(first, /"hel"/);
+    assert.equal(pool.stats().liveLeases, 1, 'held while the stream is open');
+    assert.equal(cell(pool, 'ok'), undefined, 'nothing reported yet');
+    api.finishStream();
+    let rest = '';
+    for (let r = await reader.read(); !r.done; r = await reader.read()) rest += new TextDecoder().decode(r.value);
+    assert.match(rest, /\[DONE\]/);
+    await new Promise((ok) => setImmediate(ok));
+    assert.equal(pool.stats().liveLeases, 0, 'released once read');
+    assert.equal(cell(pool, 'ok').observations, 1, 'and reported a success');
+  } finally {
+    await f.dispatcher.close();
+  }
+});
+
+test('a request aborted while it waits for a key, or while its answer streams, leaves no lease behind', async () => {
+  const pool = new Pool();
+  pool.register('openai', 'k-ok', { permits: 1, secret: 'sk-ok' });
+  const f = repute.fetch(pool, { kind: 'openai' });
+  try {
+    const busy = await pool.acquire('gpt-test', { timeoutMs: 0 });
+    const waiting = new AbortController();
+    const pending = f(`${base}/v1/chat/completions`, { ...chat('hi'), signal: waiting.signal }).catch((e) => e);
+    await new Promise((ok) => setTimeout(ok, 20));
+    waiting.abort();
+    assert.equal((await pending).name, 'AbortError');
+    await busy.release();
+    assert.equal(pool.stats().liveLeases, 0);
+
+    const streaming = new AbortController();
+    const res = await f(`${base}/v1/chat/completions`, { ...chat('hi', { stream: true }), signal: streaming.signal });
+    const reader = res.body.getReader();
+    await reader.read();
+    assert.equal(pool.stats().liveLeases, 1);
+    streaming.abort();
+    await reader.read().catch(() => {});
+    await new Promise((ok) => setImmediate(ok));
+    assert.equal(pool.stats().liveLeases, 0, 'released when the caller gave up the body');
+    api.finishStream();
+  } finally {
+    await f.dispatcher.close();
+  }
+});
+
+test("the same 400 on two keys is the request's own: delivered with its body, neither key reported", async () => {
+  const pool = keys('a', 'b', 'c');
+  const f = repute.fetch(pool, { kind: 'openai' });
+  try {
+    const from = api.keys.length;
+    const res = await f(`${base}/v1/chat/completions`, chat('malformed'));
+    assert.equal(res.status, 400);
+    assert.equal((await res.json()).error.message, "Invalid 'messages[0].content'.");
+    assert.deepEqual(seen(from), ['sk-a', 'sk-b']);
+    for (const name of ['a', 'b', 'c']) assert.equal(cell(pool, name), undefined, name);
+    assert.equal(pool.stats().liveLeases, 0);
+  } finally {
+    await f.dispatcher.close();
+  }
+});
+
+test('the openai SDK through `fetch: repute.fetch(pool, { kind })`: keys rotate under it, streams hold their key', async () => {
+  const pool = keys('dead', 'ok');
+  const f = repute.fetch(pool, { kind: 'openai' });
+  const client = new OpenAI({ apiKey: 'sk-placeholder', baseURL: `${base}/v1`, fetch: f, maxRetries: 0 });
+  try {
+    const from = api.keys.length;
+    const completion = await client.chat.completions.create({ model: 'gpt-test', messages: [{ role: 'user', content: 'hi' }] });
+    assert.equal(completion.choices[0].message.content, 'hello');
+    assert.deepEqual(seen(from), ['sk-dead', 'sk-ok']);
+
+    const stream = await client.chat.completions.create({
+      model: 'gpt-test',
+      messages: [{ role: 'user', content: 'hi' }],
+      stream: true,
+    });
+    const parts = [];
+    let held;
+    for await (const chunk of stream) {
+      if (parts.length === 0) {
+        held = pool.stats().liveLeases;
+        api.finishStream();
+      }
+      parts.push(chunk.choices[0].delta.content);
+    }
+    assert.equal(held, 1, 'the key is held while the SDK reads the stream');
+    assert.deepEqual(parts, ['hel', 'lo']);
+    await new Promise((ok) => setImmediate(ok));
+    assert.equal(pool.stats().liveLeases, 0);
+    assert.equal(cell(pool, 'ok').observations, 2);
+
+    const refused = await client.chat.completions.create({ model: 'gpt-test', messages: [{ role: 'user', content: 'malformed' }] }).catch((e) => e);
+    assert.ok(refused instanceof OpenAI.BadRequestError, String(refused));
+    assert.equal(refused.status, 400);
+  } finally {
+    await f.dispatcher.close();
+  }
+});

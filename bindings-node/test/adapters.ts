@@ -1,0 +1,53 @@
+// Type checks of the adapters' declarations (adapters.d.ts, through index.d.ts): compiled, never run.
+import { request } from 'undici';
+import OpenAI from 'openai';
+import {
+  Pool,
+  Attempts,
+  contextOf,
+  dispatcher,
+  fetch,
+  ReputeDispatcher,
+  type AttemptStep,
+  type DispatcherOptions,
+  type ReputeFetch,
+  type Route,
+} from '../index.js';
+
+async function adapters(pool: Pool): Promise<void> {
+  const options: DispatcherOptions = { kind: 'proxy', where: { region: 'eu' }, attempts: 3, timeoutMs: 5_000, maxProxies: 8 };
+  const carrier: ReputeDispatcher = dispatcher(pool, { ...options, context: (o) => String(o.origin) });
+  const res = await request('http://example.com/', { dispatcher: carrier });
+  const text: string = await res.body.text();
+  const open: number = carrier.proxies;
+  await carrier.close();
+
+  const f: ReputeFetch = fetch(pool, { kind: 'openai', context: 'gpt-4o' });
+  const answer: Response = await f('https://api.openai.com/v1/models', { method: 'GET' });
+  const client = new OpenAI({ apiKey: 'unused', fetch: fetch(pool, { kind: 'openai' }) });
+  const d: ReputeDispatcher = f.dispatcher;
+
+  const attempts = new Attempts(pool, { context: contextOf(pool, 'https://example.com/a'), kind: 'proxy' });
+  const lease = await attempts.acquire({ signal: AbortSignal.timeout(1_000) });
+  const route: Route = attempts.begin(lease);
+  if (route.via === 'proxy') {
+    const proxy: string = route.proxy;
+    void proxy;
+  } else if (route.via === 'header') {
+    const header: [string, string] = [route.name, route.value];
+    void header;
+  }
+  const step: AttemptStep = attempts.answered(429, { headers: { 'retry-after': '1' }, body: 'slow down' });
+  const next: AttemptStep = attempts.failed('connection_reset');
+  attempts.finished();
+  attempts.finished('timeout');
+  attempts.end();
+  const made: number = attempts.made;
+  // @ts-expect-error: not a failure kind
+  attempts.failed('gone');
+  // @ts-expect-error: the context is required
+  new Attempts(pool, { kind: 'proxy' });
+  void [text, open, answer, client, d, step, next, made];
+}
+
+void adapters;
