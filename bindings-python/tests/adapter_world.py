@@ -89,7 +89,7 @@ class _Server:
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         self.lock = threading.Lock()
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True)
         self._thread.start()
 
     @property
@@ -155,7 +155,8 @@ class Provider(_Server):
     """An LLM API in the OpenAI (`/v1/chat/completions`) and Anthropic
     (`/v1/messages`) formats, answering by the key a request carries:
     `sk-dead` is refused (401), `sk-broke` is out of quota, `sk-busy` is
-    rate limited for 30 s (429 + retry-after), any other key answers, and
+    rate limited for 30 s (429 + retry-after), any other key answers, the
+    model `bad` is a request the API refuses whatever the key (400), and
     `"stream": true` streams the answer as server-sent events. `keys`
     lists the key of every request in arrival order."""
 
@@ -180,6 +181,12 @@ class _ProviderHandler(BaseHTTPRequestHandler):
         with self.world.lock:
             self.world.keys.append(key)
         error = self._error(key, anthropic)
+        if error is None and payload.get("model") == "bad":
+            error = (
+                _anthropic_error(400, "invalid_request_error", "model: bad is not a model")
+                if anthropic
+                else _openai_error(400, "The model `bad` does not exist.", "invalid_request_error", None)
+            )
         if error is not None:
             status, body = error
             headers = {"retry-after": "30"} if key == "sk-busy" else {}
