@@ -60,7 +60,7 @@ class Options(Generic[_R]):
         context: str | Callable[[_R], str] | None,
         attempts: int,
         timeout: float | None,
-        max_proxies: int,
+        max_proxies: int = DEFAULT_MAX_PROXIES,
     ) -> None:
         self.pool = native(pool)
         if kind is not None and not isinstance(kind, str):
