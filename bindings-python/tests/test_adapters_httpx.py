@@ -195,3 +195,17 @@ def test_the_asyncio_transport(proxies: Proxies, target: Target) -> None:
         ("/bad", b.exit),
         ("/bad", proxies.proxies[2].exit),
     ]
+
+
+def test_httpx2_gets_the_same_transports(pool: repute.Pool, proxies: Proxies, target: Target) -> None:
+    import httpx2
+
+    import repute.httpx2
+
+    a, b = proxies.proxies[0], proxies.proxies[1]
+    target.answers[a.exit] = Answer(403)
+    with httpx2.Client(transport=repute.httpx2.Transport(pool, kind="proxy")) as client:
+        response = client.get(f"{target.url}/two")
+    assert (response.status_code, response.text) == (200, b.exit)
+    assert target.hits == [("/two", a.exit), ("/two", b.exit)]
+    assert pool.stats().live_leases == 0
