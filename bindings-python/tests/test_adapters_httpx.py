@@ -209,3 +209,14 @@ def test_httpx2_gets_the_same_transports(pool: repute.Pool, proxies: Proxies, ta
     assert (response.status_code, response.text) == (200, b.exit)
     assert target.hits == [("/two", a.exit), ("/two", b.exit)]
     assert pool.stats().live_leases == 0
+
+
+def test_an_inner_answer_already_read_is_finished_at_once() -> None:
+    pool = repute.Pool()
+    pool.register("site", "direct")
+    transport = repute.httpx.Transport(pool, kind="site")
+    transport._direct = httpx.MockTransport(lambda request: httpx.Response(200, content=b"ok"))  # type: ignore[assignment]
+    with httpx.Client(transport=transport) as client:
+        assert [client.get("http://127.0.0.1/").text for _ in range(2)] == ["ok", "ok"]
+    assert pool.stats().live_leases == 0
+    assert next(c for c in pool.cells("site", "direct") if c.context == SITE).observations == 2

@@ -173,16 +173,14 @@ class Transport(httpx.BaseTransport):
                         return last
                     if attempts.answered(response.status_code, response.headers.multi_items()) != "stream":
                         return response
+                    if response.is_closed:  # its body was read whole already (a mock's, a cache's)
+                        attempts.finished()
+                        return response
                     done = self._releaser(inner)
                     inner = self._direct  # given back when the body ends
-                    stream = _Finishing(response.stream, attempts, done)  # type: ignore[arg-type]
+                    response.stream = _Finishing(response.stream, attempts, done)  # type: ignore[arg-type]
                     handed = True
-                    return httpx.Response(
-                        response.status_code,
-                        headers=response.headers,
-                        stream=stream,
-                        extensions=response.extensions,
-                    )
+                    return response
                 finally:
                     self._give_back(inner)
         finally:
@@ -315,16 +313,14 @@ class AsyncTransport(httpx.AsyncBaseTransport):
                         return last
                     if attempts.answered(response.status_code, response.headers.multi_items()) != "stream":
                         return response
+                    if response.is_closed:  # its body was read whole already (a mock's, a cache's)
+                        attempts.finished()
+                        return response
                     given = inner
                     inner = self._direct  # given back when the body ends
-                    stream = _AsyncFinishing(response.stream, attempts, lambda: self._give_back(given))  # type: ignore[arg-type]
+                    response.stream = _AsyncFinishing(response.stream, attempts, lambda: self._give_back(given))  # type: ignore[arg-type]
                     handed = True
-                    return httpx.Response(
-                        response.status_code,
-                        headers=response.headers,
-                        stream=stream,
-                        extensions=response.extensions,
-                    )
+                    return response
                 finally:
                     await self._give_back(inner)
         finally:
