@@ -16,6 +16,11 @@ py="$venv/bin/python"
 # stubs check runs its `generate-stubs`.
 export PATH="$venv/bin:$PATH"
 "$py" -m pip install --quiet --disable-pip-version-check --upgrade "maturin>=1.16,<2" pytest mypy
+# The real libraries the adapters are tested with, pinned as the real-traffic
+# harness pins them (tests/realtraffic/requirements.txt); tinyproxy, which
+# the adapter tests start, comes from the system's packages.
+"$py" -m pip install --quiet --disable-pip-version-check \
+    httpx==0.29.0 openai==3.57.0 anthropic==2.16.0 aiohttp==3.14.5 "requests>=2.32,<3" "types-requests>=2.32,<3"
 # maturin is already in the venv, so no isolated build environment is needed;
 # it builds in release, sharing the workspace target directory with cargo.
 # With the `etcd` feature, as every build of the test command, for the etcd

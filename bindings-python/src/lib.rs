@@ -6,6 +6,7 @@
 
 use pyo3::prelude::*;
 
+mod attempts;
 mod clock;
 mod errors;
 mod events;
@@ -27,6 +28,10 @@ mod views;
 mod _native {
     use pyo3::prelude::*;
 
+    #[pymodule_export]
+    use super::attempts::_context_of;
+    #[pymodule_export]
+    use super::attempts::Attempts;
     #[pymodule_export]
     use super::clock::ManualClock;
     #[pymodule_export]

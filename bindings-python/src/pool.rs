@@ -33,6 +33,12 @@ pub(crate) struct Pool {
     shared: Arc<OpenPool>,
 }
 
+impl Pool {
+    pub(crate) fn shared(&self) -> &Arc<OpenPool> {
+        &self.shared
+    }
+}
+
 #[pymethods]
 impl Pool {
     #[new]

@@ -2,7 +2,7 @@
 # code table; do not edit. Regenerate with `python bindings-python/stubgen.py`.
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from repute._types import ContextLimits, FailureKind, Limits, Profile, _CellState, _Headers, _LeaseKind, _Loss, _Mode, _Probe, _Recovery, _Rejection, _Release, _Retirement, _Strategy, _Where
+from repute._types import ContextLimits, FailureKind, Limits, Profile, _CellState, _Headers, _LeaseKind, _Loss, _Mode, _Probe, _Recovery, _Refused, _Rejection, _Release, _Retirement, _Route, _Step, _Strategy, _Where
 from typing import Any, SupportsFloat, SupportsIndex, final
 from typing_extensions import disjoint_base
 
@@ -780,11 +780,94 @@ class Waiting:
         seconds to sleep before the next attempt, or None once time is up.
         """
 
+@final
+class _Attempts:
+    """
+    One request's attempts over a pool's resources. Driven from one thread
+    or task: acquire (`acquire`, or `try_acquire` and `refused` for an
+    event loop's own waits), `begin` the attempt on the lease, send it by
+    the route, then `answered` or `failed`; after a `"stream"` step,
+    `finished` once the body ends; `end` whenever the adapter stops.
+    """
+    def __new__(cls, /, pool: Pool, context: str, *, kind: str | None = None, where: _Where | None = None, exclude: Iterable[str] | None = None, attempts: SupportsIndex = 3, timeout: SupportsFloat | SupportsIndex | None = None) -> _Attempts:
+        """
+        The attempts of one request for `context` on `pool`'s resources of
+        `kind` whose labels match `where`, none of `exclude`: at most
+        `attempts` (1..=16), within `timeout` seconds in all (None: no limit).
+        """
+    def __repr__(self, /) -> str: ...
+    def acquire(self, /) -> Lease:
+        """
+        The lease for the next attempt, waiting (the GIL released, Ctrl-C
+        checked between waits) until the request's time is up; raises the
+        refusal when it stops.
+        """
+    def answered(self, /, status: SupportsIndex, headers: _Headers | None = None, body: str | bytes | None = None) -> _Step:
+        """
+        The attempt's answer: its status, headers (a mapping or pairs) and,
+        for an error status, its whole body (str or bytes). The step:
+        `"stream"` (deliver it; call `finished` when its body ends),
+        `"deliver"` (deliver it; done) or `"retry"`.
+        """
+    def begin(self, /, lease: Lease) -> _Route:
+        """
+        Begins an attempt on `lease` (from this request's acquire): how to
+        send it, `("proxy", url, "")` through the proxy at the lease's
+        value, `("header", name, value)` with that header replacing the
+        request's, or `("as_is", "", "")`.
+        """
+    @property
+    def context(self, /) -> str: ...
+    def end(self, /) -> None:
+        """
+        The adapter stops: reports a result still held back, releases a
+        lease still held. Safe to call more than once.
+        """
+    def failed(self, /, kind: FailureKind | str) -> _Step:
+        """
+        The attempt got no answer: `kind` (a `FailureKind` or its name) is
+        what failed. The step, as `answered` gives it; on `"deliver"` the
+        adapter raises the transport error.
+        """
+    def finished(self, /, broken: FailureKind | str | None = None) -> None:
+        """
+        The delivered success's body ended: read or closed (`broken` None),
+        or cut (`broken`, a `FailureKind` or its name). Reports and releases.
+        """
+    @property
+    def made(self, /) -> int:
+        """
+        Attempts begun so far.
+        """
+    def refused(self, /) -> _Refused:
+        """
+        After `try_acquire` raised a refusal: `("wait", seconds or None)`
+        (sleep at most that, by the pool's waiting plan, and try again),
+        `("again", None)` (try again at once) or `("give_up", None)`.
+        """
+    @property
+    def remaining(self, /) -> float | None:
+        """
+        Seconds left for the request; None: no limit.
+        """
+    def try_acquire(self, /) -> Lease:
+        """
+        One try for the next attempt's lease, for an event loop that waits
+        its own way: a refusal is raised, and `refused()` says what to do.
+        """
+
 def _absent_fields() -> list[ReputeError]:
     """
     Errors whose fields are absent where the host's examples have them (a
     refusal with no known wait, a snapshot refused for a reason that names no
     field), so the stubs (`stubgen.py`) see every type a field takes.
+    """
+
+def _context_of(pool: Pool, kind: str | None, host: str, path: str, body: bytes | None = None) -> str:
+    """
+    The context a request counts in when its caller names none, for a
+    resource of `kind` (None: the host): an API key's model from the JSON
+    body, else the request's host.
     """
 
 def _error_table() -> tuple[list[tuple[str, int, str, list[str]]], list[ReputeError]]:

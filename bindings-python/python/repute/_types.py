@@ -81,3 +81,7 @@ _Probe = Callable[[str, str, str], _ProbeAnswer] | Callable[[str, str, str], Awa
 _Headers = Mapping[str, str] | Iterable[tuple[str, str]]
 # `acquire(where=...)`: label name -> the value, or the values, it must have.
 _Where = Mapping[str, str | Sequence[str]]
+# The attempt protocol's answers, for the adapters (`repute._native._Attempts`).
+_Step = Literal["stream", "deliver", "retry"]
+_Refused = tuple[Literal["wait", "again", "give_up"], float | None]
+_Route = tuple[Literal["proxy", "header", "as_is"], str, str]

@@ -1,0 +1,113 @@
+"""The httpx adapter's cost per request against the bare client, on the same
+local server (embedded memory pool, one resource, one client, one thread).
+
+    python bench/bench_adapters.py [--requests N]
+
+The server runs in its own process (so it does not share this one's GIL)
+and answers every GET with a fixed 200. Bare and adapted requests alternate,
+so a drift of the machine touches both; each request is timed on its own.
+Reports the median and p99 of each and their difference. Then the same
+without the network (the transport over an `httpx.MockTransport` against
+that mock alone), which the machine's load and the socket's timing disturb
+less, and the protocol's calls alone: acquire, begin, answered, finished,
+the `_Attempts` construction and the context default.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import statistics
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
+
+import repute
+import repute.httpx
+from repute._native import _Attempts, _context_of
+
+
+class _Fixed(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        # One write: a head and a body in two segments wait out a delayed ACK.
+        self.wfile.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def _serve(port: "multiprocessing.Queue[int]") -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Fixed)
+    port.put(server.server_address[1])
+    server.serve_forever()
+
+
+def _quantiles(samples: list[float]) -> tuple[float, float]:
+    ordered = sorted(samples)
+    return statistics.median(ordered), ordered[int(len(ordered) * 0.99)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--requests", type=int, default=3000)
+    args = parser.parse_args()
+    queue: multiprocessing.Queue[int] = multiprocessing.Queue()
+    server = multiprocessing.Process(target=_serve, args=(queue,), daemon=True)
+    server.start()
+    url = f"http://127.0.0.1:{queue.get()}/"
+    pool = repute.Pool()
+    pool.register("site", "direct")  # no secret: the request goes as it is
+    bare = httpx.Client()
+    adapted = httpx.Client(transport=repute.httpx.Transport(pool, kind="site"))
+    times: dict[str, list[float]] = {"bare": [], "adapted": []}
+    for client in (bare, adapted):  # warm the connections
+        for _ in range(200):
+            client.get(url).read()
+    for _ in range(args.requests):
+        for name, client in (("bare", bare), ("adapted", adapted)):
+            start = time.perf_counter_ns()
+            client.get(url).read()
+            times[name].append((time.perf_counter_ns() - start) / 1000)
+    (bm, bp), (am, ap) = _quantiles(times["bare"]), _quantiles(times["adapted"])
+    print(f"bare     median {bm:8.1f} us  p99 {bp:8.1f} us")
+    print(f"adapted  median {am:8.1f} us  p99 {ap:8.1f} us")
+    print(f"overhead median {am - bm:8.1f} us  p99 {ap - bp:8.1f} us")
+    mocked = repute.httpx.Transport(pool, kind="site")
+    mock = httpx.MockTransport(lambda request: httpx.Response(200, content=b"ok"))
+    mocked._direct = mock  # type: ignore[assignment]
+    local: dict[str, list[float]] = {"adapted": [], "mock": []}
+    for _ in range(args.requests):
+        for name, transport in (("adapted", mocked), ("mock", mock)):
+            start = time.perf_counter_ns()
+            response = transport.handle_request(httpx.Request("GET", url))
+            response.read()
+            response.close()
+            local[name].append((time.perf_counter_ns() - start) / 1000)
+    (lm, lp), (mm, mp) = _quantiles(local["adapted"]), _quantiles(local["mock"])
+    print(f"no network: overhead median {lm - mm:8.1f} us  p99 {lp - mp:8.1f} us")
+    steps: dict[str, list[float]] = {k: [] for k in ("new", "context", "acquire", "begin", "answered", "finished")}
+    for _ in range(args.requests):
+        t0 = time.perf_counter_ns()
+        attempts = _Attempts(pool, "127.0.0.1", kind="site")
+        t1 = time.perf_counter_ns()
+        _context_of(pool, "site", "127.0.0.1", "/", None)
+        t2 = time.perf_counter_ns()
+        lease = attempts.acquire()
+        t3 = time.perf_counter_ns()
+        attempts.begin(lease)
+        t4 = time.perf_counter_ns()
+        attempts.answered(200, [("content-length", "2")])
+        t5 = time.perf_counter_ns()
+        attempts.finished()
+        t6 = time.perf_counter_ns()
+        for name, a, b in zip(steps, (t0, t1, t2, t3, t4, t5), (t1, t2, t3, t4, t5, t6)):
+            steps[name].append((b - a) / 1000)
+    print("protocol calls, median us: " + ", ".join(f"{k} {statistics.median(v):.1f}" for k, v in steps.items()))
+    server.terminate()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,228 @@
+//! `repute._Attempts`: the host's attempt protocol
+//! ([`repute_host::attempt`]) for the Python adapters (`repute.httpx`,
+//! `repute.requests`, `repute.aiohttp`), which send the request and say
+//! what came back; every decision (whom to blame, whether to retry, what
+//! to report) is the host's. Converting only: seconds, names, tuples.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use pyo3::prelude::*;
+use repute_host::attempt::{self, Attempts as HostAttempts, Plan, Refused, Route, Step};
+use repute_host::{Error, FailureKind};
+
+use crate::errors::{invalid, to_py, Failure};
+use crate::lease::Lease;
+use crate::open::OpenPool;
+use crate::pool::Pool;
+use crate::selector;
+use crate::time::{ns_to_secs, secs_to_ns};
+
+/// One request's attempts over a pool's resources. Driven from one thread
+/// or task: acquire (`acquire`, or `try_acquire` and `refused` for an
+/// event loop's own waits), `begin` the attempt on the lease, send it by
+/// the route, then `answered` or `failed`; after a `"stream"` step,
+/// `finished` once the body ends; `end` whenever the adapter stops.
+#[pyclass(frozen, module = "repute", name = "_Attempts")]
+pub(crate) struct Attempts {
+    shared: Arc<OpenPool>,
+    inner: Mutex<HostAttempts>,
+    /// The last refusal of `try_acquire`, for `refused` to read.
+    refusal: Mutex<Option<Error>>,
+}
+
+impl Attempts {
+    fn inner(&self) -> MutexGuard<'_, HostAttempts> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs `f` on the protocol detached from the interpreter.
+    fn run<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut HostAttempts) -> repute_host::Result<T> + Send,
+    ) -> PyResult<T> {
+        py.detach(|| {
+            self.shared.check()?;
+            f(&mut self.inner()).map_err(Failure::from)
+        })
+        .map_err(|f| to_py(py, f))
+    }
+}
+
+#[pymethods]
+impl Attempts {
+    /// The attempts of one request for `context` on `pool`'s resources of
+    /// `kind` whose labels match `where`, none of `exclude`: at most
+    /// `attempts` (1..=16), within `timeout` seconds in all (None: no limit).
+    #[new]
+    #[pyo3(signature = (
+        pool, context, *, kind = None, r#where: "_Where | None" = None, exclude: "Iterable[str] | None" = None,
+        attempts = 3, timeout = None,
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        pool: PyRef<'_, Pool>,
+        context: &str,
+        kind: Option<&str>,
+        r#where: Option<Bound<'_, PyAny>>,
+        exclude: Option<Bound<'_, PyAny>>,
+        attempts: u32,
+        timeout: Option<f64>,
+    ) -> PyResult<Self> {
+        let selector = selector::selector(kind, r#where.as_ref(), exclude.as_ref(), None, None, None);
+        let selector = selector.map_err(|f| to_py(py, f))?;
+        let timeout = timeout.map(|t| secs_to_ns("timeout", t)).transpose().map_err(|f| to_py(py, f))?;
+        let shared = pool.shared().clone();
+        let plan = Plan { context: context.to_owned(), selector, attempts, timeout };
+        let inner = HostAttempts::new(shared.holder.clone(), plan).map_err(|e| to_py(py, e.into()))?;
+        Ok(Attempts { shared, inner: Mutex::new(inner), refusal: Mutex::new(None) })
+    }
+
+    #[getter]
+    fn context(&self) -> String {
+        self.inner().context().to_owned()
+    }
+
+    /// Attempts begun so far.
+    #[getter]
+    fn made(&self) -> u32 {
+        self.inner().made()
+    }
+
+    /// Seconds left for the request; None: no limit.
+    #[getter]
+    fn remaining(&self) -> Option<f64> {
+        self.inner().remaining().map(ns_to_secs)
+    }
+
+    /// The lease for the next attempt, waiting (the GIL released, Ctrl-C
+    /// checked between waits) until the request's time is up; raises the
+    /// refusal when it stops.
+    fn acquire(&self, py: Python<'_>) -> PyResult<Lease> {
+        let held = py
+            .detach(|| {
+                self.shared.check()?;
+                let between = || Python::attach(|py| py.check_signals()).map_err(Failure::Python);
+                self.inner().acquire(between)
+            })
+            .map_err(|f| to_py(py, f))?;
+        Ok(Lease::new(self.shared.clone(), held))
+    }
+
+    /// One try for the next attempt's lease, for an event loop that waits
+    /// its own way: a refusal is raised, and `refused()` says what to do.
+    fn try_acquire(&self, py: Python<'_>) -> PyResult<Lease> {
+        let got = py.detach(|| {
+            self.shared.check()?;
+            let attempts = self.inner();
+            let got = self.shared.holder.acquire_now(attempts.context(), attempts.selector());
+            if let Err(e) = &got {
+                *self.refusal.lock().unwrap_or_else(|e| e.into_inner()) = Some(e.clone());
+            }
+            got.map_err(Failure::from)
+        });
+        Ok(Lease::new(self.shared.clone(), got.map_err(|f| to_py(py, f))?))
+    }
+
+    /// After `try_acquire` raised a refusal: `("wait", seconds or None)`
+    /// (sleep at most that, by the pool's waiting plan, and try again),
+    /// `("again", None)` (try again at once) or `("give_up", None)`.
+    #[pyo3(signature = () -> "_Refused")]
+    fn refused(&self, py: Python<'_>) -> PyResult<(&'static str, Option<f64>)> {
+        let refusal = self.refusal.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let refusal = refusal.ok_or_else(|| to_py(py, invalid("attempt", "must be refused before refused()")))?;
+        Ok(match self.inner().refused(&refusal) {
+            Refused::Wait(hint) => ("wait", hint.map(ns_to_secs)),
+            Refused::Again => ("again", None),
+            Refused::GiveUp => ("give_up", None),
+        })
+    }
+
+    /// Begins an attempt on `lease` (from this request's acquire): how to
+    /// send it, `("proxy", url, "")` through the proxy at the lease's
+    /// value, `("header", name, value)` with that header replacing the
+    /// request's, or `("as_is", "", "")`.
+    #[pyo3(signature = (lease) -> "_Route")]
+    fn begin(&self, py: Python<'_>, lease: PyRef<'_, Lease>) -> PyResult<(&'static str, String, String)> {
+        let held = lease.held_lease().clone();
+        let value = held.lease().resource.value().to_owned();
+        Ok(match self.run(py, |a| a.begin(held))? {
+            Route::Proxy => ("proxy", value, String::new()),
+            Route::Header { name, value } => ("header", name.to_owned(), value),
+            Route::AsIs => ("as_is", String::new(), String::new()),
+        })
+    }
+
+    /// The attempt's answer: its status, headers (a mapping or pairs) and,
+    /// for an error status, its whole body (str or bytes). The step:
+    /// `"stream"` (deliver it; call `finished` when its body ends),
+    /// `"deliver"` (deliver it; done) or `"retry"`.
+    #[pyo3(signature = (
+        status, headers: "_Headers | None" = None, body: "str | bytes | None" = None,
+    ) -> "_Step")]
+    fn answered(
+        &self,
+        py: Python<'_>,
+        status: u16,
+        headers: Option<Bound<'_, PyAny>>,
+        body: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<&'static str> {
+        let answer = crate::outcome::answer(status, 0.0, headers.as_ref(), body.as_ref()).map_err(|f| to_py(py, f))?;
+        self.run(py, |a| a.answered(answer.status, answer.headers, answer.body)).map(step)
+    }
+
+    /// The attempt got no answer: `kind` (a `FailureKind` or its name) is
+    /// what failed. The step, as `answered` gives it; on `"deliver"` the
+    /// adapter raises the transport error.
+    #[pyo3(signature = (kind: "FailureKind | str") -> "_Step")]
+    fn failed(&self, py: Python<'_>, kind: &str) -> PyResult<&'static str> {
+        let kind = FailureKind::parse(kind).map_err(|e| to_py(py, Failure::Host(e.into())))?;
+        self.run(py, |a| a.failed(kind)).map(step)
+    }
+
+    /// The delivered success's body ended: read or closed (`broken` None),
+    /// or cut (`broken`, a `FailureKind` or its name). Reports and releases.
+    #[pyo3(signature = (broken: "FailureKind | str | None" = None))]
+    fn finished(&self, py: Python<'_>, broken: Option<&str>) -> PyResult<()> {
+        let broken = broken.map(FailureKind::parse).transpose().map_err(|e| to_py(py, Failure::Host(e.into())))?;
+        self.run(py, |a| a.finished(broken))
+    }
+
+    /// The adapter stops: reports a result still held back, releases a
+    /// lease still held. Safe to call more than once.
+    fn end(&self, py: Python<'_>) -> PyResult<()> {
+        self.run(py, HostAttempts::end)
+    }
+
+    fn __repr__(&self) -> String {
+        let a = self.inner();
+        format!("_Attempts(context={:?}, made={})", a.context(), a.made())
+    }
+}
+
+fn step(s: Step) -> &'static str {
+    match s {
+        Step::Stream => "stream",
+        Step::Deliver => "deliver",
+        Step::Retry => "retry",
+    }
+}
+
+/// The context a request counts in when its caller names none, for a
+/// resource of `kind` (None: the host): an API key's model from the JSON
+/// body, else the request's host.
+#[pyfunction]
+#[pyo3(signature = (pool, kind, host, path, body = None))]
+pub(crate) fn _context_of(
+    pool: PyRef<'_, Pool>,
+    kind: Option<&str>,
+    host: &str,
+    path: &str,
+    body: Option<&[u8]>,
+) -> String {
+    match kind {
+        Some(kind) => attempt::context_of(pool.shared().holder.profiles().of(kind), host, path, body),
+        None => host.to_ascii_lowercase(),
+    }
+}
