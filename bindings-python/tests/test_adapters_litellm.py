@@ -17,11 +17,13 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no download of 
 os.environ.setdefault("LITELLM_TELEMETRY", "False")
 
 import litellm  # noqa: E402
+from litellm.exceptions import BadRequestError, InternalServerError  # noqa: E402
+from litellm.router import Router  # noqa: E402
 
 import repute  # noqa: E402
 import repute.litellm  # noqa: E402
 
-HI = [{"role": "user", "content": "hi"}]
+HI: list[Any] = [{"role": "user", "content": "hi"}]
 
 
 class Provider:
@@ -107,13 +109,14 @@ def provider() -> Iterator[Provider]:
 def callbacks() -> Iterator[None]:
     """Each test's logger off every list LiteLLM copied it to, so the next test's pool has the only one."""
     yield
+    manager = litellm.logging_callback_manager
     lists = ("callbacks", "input_callback", "success_callback", "failure_callback")
     for name in (*lists, "_async_success_callback", "_async_failure_callback"):
-        litellm.logging_callback_manager.remove_callbacks_by_type(getattr(litellm, name), repute.litellm.Logger)
+        manager.remove_callbacks_by_type(getattr(litellm, name), repute.litellm.Logger)  # type: ignore[no-untyped-call]
 
 
-def router(provider: Provider, *secrets: str, model: str = "gpt-x", retries: int = 4) -> litellm.Router:
-    return litellm.Router(
+def router(provider: Provider, *secrets: str, model: str = "gpt-x", retries: int = 4) -> Router:
+    made: Router = Router(
         model_list=[
             {
                 "model_name": model,
@@ -126,9 +129,10 @@ def router(provider: Provider, *secrets: str, model: str = "gpt-x", retries: int
         retry_after=0,
         disable_cooldowns=True,
     )
+    return made
 
 
-def adopt(pool: repute.Pool, r: litellm.Router, **options: Any) -> repute.litellm.Logger:
+def adopt(pool: repute.Pool, r: Router, **options: Any) -> repute.litellm.Logger:
     repute.litellm.register(pool, r, kind="openai")
     logger = repute.litellm.Logger(pool, kind="openai", **options)
     litellm.callbacks = [logger]
@@ -152,7 +156,7 @@ def test_a_dead_key_a_spent_quota_and_a_rate_limit_are_each_tried_once_and_never
     r = router(provider, "sk-dead", "sk-broke", "sk-busy", "sk-ok")
     logger = adopt(pool, r)
 
-    async def run() -> list[str]:
+    async def run() -> list[str | None]:
         answers = []
         for _ in range(3):
             done = await r.acompletion(model="gpt-x", messages=HI)
@@ -179,7 +183,7 @@ def test_concurrent_calls_spread_over_the_keys_and_each_reports_its_own(provider
     r = router(provider, *secrets)
     adopt(pool, r)
 
-    async def run() -> list[str]:
+    async def run() -> list[str | None]:
         calls = [r.acompletion(model="gpt-x", messages=HI) for _ in range(12)]
         answers = [done.choices[0].message.content for done in await asyncio.gather(*calls)]
         await settled(pool)
@@ -187,7 +191,7 @@ def test_concurrent_calls_spread_over_the_keys_and_each_reports_its_own(provider
 
     answers = asyncio.run(run())
     # One permit per key: at most three calls in flight, each on the key repute leased it.
-    assert sorted(provider.keys) == sorted(a.removeprefix("hello from ") for a in answers)
+    assert sorted(provider.keys) == sorted(str(a).removeprefix("hello from ") for a in answers)
     assert set(provider.keys) == set(secrets)
     seen = {s: provider.keys.count(s) for s in secrets}
     for s in secrets:
@@ -201,7 +205,7 @@ def test_the_same_500_on_two_keys_is_the_requests_and_blames_neither(provider: P
     logger = adopt(pool, r)
 
     async def run() -> None:
-        with pytest.raises(litellm.InternalServerError):
+        with pytest.raises(InternalServerError):
             await r.acompletion(model="broken", messages=HI)
         await settled(pool)
 
@@ -219,7 +223,7 @@ def test_a_400_litellm_does_not_retry_is_delivered_with_its_lease_released(provi
     adopt(pool, r)
 
     async def run() -> None:
-        with pytest.raises(litellm.BadRequestError) as refused:
+        with pytest.raises(BadRequestError) as refused:
             await r.acompletion(model="bad", messages=HI)
         assert "does not exist" in str(refused.value)
         await settled(pool)
