@@ -32,7 +32,7 @@ class Provider:
     `insufficient_quota`, no retry-after), `sk-busy` is rate limited (429
     `rate_limit_exceeded`, retry-after 30 s), the model `bad` is refused
     whatever the key (400), the model `broken` fails whatever the key (500);
-    any other key answers. `keys` lists the key of
+    any other key answers, as server-sent events when asked to stream. `keys` lists the key of
     every request in arrival order."""
 
     def __init__(self) -> None:
@@ -81,6 +81,8 @@ class _Handler(BaseHTTPRequestHandler):
             status, body = _error(400, "The model `bad` does not exist.", "invalid_request_error", None)
         elif payload.get("model") == "broken":
             status, body = _error(500, "The server had an error while processing your request.", "server_error", None)
+        elif payload.get("stream"):
+            return self._stream(payload.get("model"), key)
         else:
             status, body = 200, {
                 "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": payload.get("model"),
@@ -93,6 +95,18 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("content-type", "application/json")
         for name, value in headers.items():
             self.send_header(name, value)
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _stream(self, model: str, key: str) -> None:
+        chunks = [{"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": model,
+                   "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+                  for delta, finish in (({"content": "hello from "}, None), ({"content": key}, None),
+                                        ({}, "stop"))]  # fmt: skip
+        data = "".join([f"data: {json.dumps(c)}\n\n" for c in chunks] + ["data: [DONE]\n\n"]).encode()
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
         self.send_header("content-length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -175,6 +189,23 @@ def test_a_dead_key_a_spent_quota_and_a_rate_limit_are_each_tried_once_and_never
     assert cells(pool, "key-ok")["gpt-x"].observations == 3
     assert pool.stats().live_leases == 0
     assert not logger._calls, "every call's attempts ended"
+
+
+def test_a_streamed_answer_holds_its_lease_until_the_stream_is_read(provider: Provider) -> None:
+    pool = repute.Pool()
+    r = router(provider, "sk-a")
+    adopt(pool, r)
+
+    async def run() -> tuple[int, str]:
+        stream = await r.acompletion(model="gpt-x", messages=HI, stream=True)
+        held = pool.stats().live_leases
+        text = "".join([chunk.choices[0].delta.content or "" async for chunk in stream])
+        await settled(pool)
+        return held, text
+
+    assert asyncio.run(run()) == (1, "hello from sk-a")
+    assert pool.stats().live_leases == 0
+    assert cells(pool, "key-a")["gpt-x"].observations == 1
 
 
 def test_concurrent_calls_spread_over_the_keys_and_each_reports_its_own(provider: Provider) -> None:

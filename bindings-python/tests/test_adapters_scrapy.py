@@ -148,6 +148,7 @@ def test_bad_settings_name_their_setting(world: tuple[Proxies, Target], tmp_path
         "ROTATING_PROXY_PAGE_RETRY_TIMES": 40,
         "REPUTE_KIND": "",
         "REPUTE_TIMEOUT": -1,
+        "REPUTE_WHERE": "not a dict",
         "REPUTE_POOL": "__main__.Pages",
     }
     done = crawl(target, [proxies.proxies[0].url], 1, bad, tmp_path)

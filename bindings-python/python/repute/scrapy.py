@@ -30,7 +30,7 @@ default) is required: the Twisted reactor is never blocked.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 from scrapy import Request
@@ -47,6 +47,8 @@ from ._await import Acquirer
 from ._native import InvalidInputError, NoResourceAvailableError, Pool, RateLimitedError, _Attempts, _context_of
 
 __all__ = ["BanPolicy", "ProxyMiddleware"]
+
+_T = TypeVar("_T")
 
 _ATTEMPTS = "repute.attempts"
 _LAST = "repute.last"
@@ -102,6 +104,14 @@ def _proxies(crawler: Crawler) -> list[str]:
         if not isinstance(proxy, str) or not urlsplit(proxy_url(proxy)).hostname:
             raise invalid("ROTATING_PROXY_LIST", "must list proxies as host:port or URLs")
     return listed
+
+
+def _setting(read: Callable[[str, Any], _T], name: str, default: Any) -> _T:
+    """A setting read by Scrapy's typed getter; one it cannot read names itself."""
+    try:
+        return read(name, default)
+    except (ValueError, TypeError):
+        raise invalid(name, "must be of its documented type") from None
 
 
 def _pool(named: Any) -> Pool | AsyncPool:
@@ -172,17 +182,12 @@ class ProxyMiddleware:
         settings = crawler.settings
         pool = _pool(settings.get("REPUTE_POOL"))
         kind = settings.get("REPUTE_KIND", "proxy")
-        try:
-            retries = settings.getint("ROTATING_PROXY_PAGE_RETRY_TIMES", 5)
-            timeout = settings.getfloat("REPUTE_TIMEOUT") or None
-        except ValueError:
-            raise invalid("ROTATING_PROXY_PAGE_RETRY_TIMES", "must be a number") from None
         middleware = cls(
             pool,
             kind=kind,
-            where=settings.getdict("REPUTE_WHERE") or None,
-            attempts=retries + 1,
-            timeout=timeout,
+            where=_setting(settings.getdict, "REPUTE_WHERE", None) or None,
+            attempts=_setting(settings.getint, "ROTATING_PROXY_PAGE_RETRY_TIMES", 5) + 1,
+            timeout=_setting(settings.getfloat, "REPUTE_TIMEOUT", 0.0) or None,
             policy=_policy(crawler),
         )
         for proxy in _proxies(crawler):
