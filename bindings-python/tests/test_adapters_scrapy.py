@@ -5,6 +5,7 @@ answers by the proxy a request came through."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from adapter_world import Answer, Proxies, Target, free_port
+from adapter_world import Answer, Proxies, Target, free_port, wait_for_port
 
 CRAWL = textwrap.dedent(
     """
@@ -65,10 +66,12 @@ CRAWL = textwrap.dedent(
             bad[name] = e.field
     process.crawl(Pages)
     process.start()
-    cells = {p: {c.context: [c.cause, c.blocked, c.cooling_until and c.cooling_until - pool.now, c.observations,
+    cells = {r.value: {c.context: [c.cause, c.blocked, c.cooling_until and c.cooling_until - pool.now, c.observations,
                                   c.consecutive_failures]
-                 for c in pool.cells("proxy", p)} for p in config["proxies"]}
-    print(json.dumps({"items": Pages.items, "cells": cells, "live": pool.stats().live_leases, "bad": bad}))
+                 for c in pool.cells("proxy", r.value)} for r in pool.resources()}
+    values = [r.value for r in pool.resources()]
+    print(json.dumps({"items": Pages.items, "cells": cells, "live": pool.stats().live_leases, "bad": bad,
+                      "values": values}))
     """
 )
 
@@ -137,6 +140,26 @@ def test_a_request_every_proxy_refuses_gets_the_last_answer_when_its_time_is_up(
     for value in listed:
         assert done["cells"][value]["127.0.0.1"][0] == "blocked"
     assert done["live"] == 0
+
+
+def test_a_proxy_with_a_password_keeps_it_as_its_secret(tmp_path: Path, world: tuple[Proxies, Target]) -> None:
+    _, target = world
+    tinyproxy, port = shutil.which("tinyproxy"), free_port()
+    assert tinyproxy is not None
+    conf = tmp_path / "auth.conf"
+    conf.write_text(
+        f"Port {port}\nListen 127.0.0.1\nBind 127.0.3.1\nAllow 127.0.0.1\nBasicAuth scraper s3cret\nLogLevel Critical\n"
+    )
+    proxy = subprocess.Popen([tinyproxy, "-d", "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port(port)
+        done = crawl(target, [f"http://scraper:s3cret@127.0.0.1:{port}"], 2, {}, tmp_path)
+    finally:
+        proxy.kill()
+        proxy.wait()
+    assert [i["exit"] for i in done["items"]] == ["127.0.3.1"] * 2, "the proxy let the requests through"
+    assert done["values"] == [f"http://127.0.0.1:{port}"]
+    assert "s3cret" not in json.dumps(done["cells"]) and done["live"] == 0
 
 
 def test_bad_settings_name_their_setting(world: tuple[Proxies, Target], tmp_path: Path) -> None:

@@ -1,11 +1,13 @@
 """What the hook adapters on an event loop (:mod:`repute.litellm`,
-:mod:`repute.crawlee`) share: a request's lease acquired without blocking
-the loop, waiting between tries by the pool's own waiting plan, as
-``AsyncPool.acquire`` does."""
+:mod:`repute.scrapy`, :mod:`repute.crawlee`) share: a request's lease
+acquired without blocking the loop, waiting between tries by the pool's own
+waiting plan, as ``AsyncPool.acquire`` does; and a proxy's credentials kept
+as its secret, out of its value, which events and errors show."""
 
 from __future__ import annotations
 
 import asyncio
+from urllib.parse import urlsplit, urlunsplit
 
 from ._aio import AsyncPool
 from ._aio_calls import _call, _run
@@ -41,3 +43,25 @@ class Acquirer:
                 if wait is None:
                     raise
                 await asyncio.sleep(wait)
+
+
+def split_credentials(proxy: str) -> tuple[str, str | None]:
+    """A listed proxy as the resource's value (its URL without ``user:password@``)
+    and its secret (that ``user:password``, or None)."""
+    parts = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+    if parts.username is None and parts.password is None:
+        return proxy, None
+    host = parts.hostname or ""
+    netloc = f"[{host}]" if ":" in host else host
+    if parts.port is not None:
+        netloc += f":{parts.port}"
+    userinfo = parts.netloc.rsplit("@", 1)[0]
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment)), userinfo
+
+
+def with_credentials(url: str, secret: str | None) -> str:
+    """A leased proxy's URL with its secret put back, for the library that connects."""
+    if not secret:
+        return url
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, f"{secret}@{parts.netloc}", parts.path, parts.query, parts.fragment))

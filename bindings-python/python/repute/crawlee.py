@@ -7,8 +7,8 @@ repute leases (``pip install repute[crawlee]``)::
 
 :meth:`Proxies.new_url` is the ``new_url_function`` of Crawlee's
 ``ProxyConfiguration``: each time Crawlee sends a request it leases a
-``kind`` resource (a proxy whose value is its URL or ``host:port``) for
-that request, the ones this request already tried excluded; a lease is per
+``kind`` resource (a proxy whose value is its URL or ``host:port``, its
+``user:password``, if any, registered as its secret) for that request, the ones this request already tried excluded; a lease is per
 request, not per session, so a session's cookies may leave through several
 proxies. Outcomes come from the crawler's hooks (:meth:`Proxies.attach`):
 the post-navigation hook tells the host's attempt protocol the answer
@@ -34,7 +34,7 @@ from yarl import URL
 
 from ._adapt import Where, invalid, native, proxy_url
 from ._aio import AsyncPool
-from ._await import Acquirer
+from ._await import Acquirer, with_credentials
 from ._native import Pool, _Attempts, _context_of
 
 __all__ = ["Proxies"]
@@ -125,7 +125,7 @@ class Proxies:
             self._end(request)
             raise invalid("kind", f"must name proxy resources (a {self._kind!r} lease routes by {how})")
         followed.sent = True
-        return proxy_url(value)
+        return with_credentials(proxy_url(value), lease.secret)
 
     async def navigated(self, context: HttpCrawlingContext) -> None:
         """The post-navigation hook: the answer of the attempt in flight."""

@@ -7,7 +7,8 @@ scrapy-rotating-proxies, whose settings it reads::
 
 Settings: ``ROTATING_PROXY_LIST`` (or ``ROTATING_PROXY_LIST_PATH``, a file
 of one per line), registered in the pool as ``REPUTE_KIND`` resources
-(default ``"proxy"``); ``REPUTE_POOL``, the import path of the ``repute.Pool`` or
+(default ``"proxy"``), a proxy's ``user:password`` kept as its secret, so
+no event or error shows it; ``REPUTE_POOL``, the import path of the ``repute.Pool`` or
 ``AsyncPool`` to use, or of a function making it (default: a new in-memory pool); ``REPUTE_WHERE``,
 the labels a proxy must have; ``ROTATING_PROXY_PAGE_RETRY_TIMES`` (default
 5), how often a request moves to another proxy (at most 15);
@@ -43,7 +44,7 @@ from twisted.internet import error as twisted_errors
 
 from ._adapt import invalid, native, proxy_url
 from ._aio import AsyncPool
-from ._await import Acquirer
+from ._await import Acquirer, split_credentials, with_credentials
 from ._native import InvalidInputError, NoResourceAvailableError, Pool, RateLimitedError, _Attempts, _context_of
 
 __all__ = ["BanPolicy", "ProxyMiddleware"]
@@ -191,7 +192,8 @@ class ProxyMiddleware:
             policy=_policy(crawler),
         )
         for proxy in _proxies(crawler):
-            middleware.pool.register(kind, proxy)
+            value, secret = split_credentials(proxy)
+            middleware.pool.register(kind, value, secret=secret)
         return middleware
 
     def _start(self, context: str) -> _Attempts:
@@ -227,7 +229,7 @@ class ProxyMiddleware:
             raise
         how, name, value = attempts.begin(lease)
         if how == "proxy":
-            meta["proxy"] = proxy_url(name)
+            meta["proxy"] = with_credentials(proxy_url(name), lease.secret)
             meta["download_slot"] = name
         elif how == "header":
             request.headers[name] = value
