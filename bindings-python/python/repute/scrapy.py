@@ -148,7 +148,9 @@ def _policy(crawler: Crawler) -> BanPolicy | None:
 
 
 class ProxyMiddleware:
-    """The downloader middleware; made by Scrapy through :meth:`from_crawler`."""
+    """The downloader middleware; made by Scrapy through :meth:`from_crawler`.
+    Its methods take ``spider`` optionally: older Scrapy versions pass it,
+    recent ones do not."""
 
     def __init__(
         self,
@@ -201,7 +203,7 @@ class ProxyMiddleware:
             self.pool, context, kind=self._kind, where=self._where, attempts=self._attempts, timeout=self._timeout
         )
 
-    async def process_request(self, request: Request) -> Request | Response | None:
+    async def process_request(self, request: Request, spider: object = None) -> Request | Response | None:
         meta = request.meta
         attempts = meta.get(_ATTEMPTS)
         if attempts is None or meta.pop(_DONE, False):
@@ -235,7 +237,9 @@ class ProxyMiddleware:
             request.headers[name] = value
         return None
 
-    async def process_response(self, request: Request, response: Response) -> Request | Response:
+    async def process_response(
+        self, request: Request, response: Response, spider: object = None
+    ) -> Request | Response:
         attempts: _Attempts | None = request.meta.get(_ATTEMPTS)
         if attempts is None or response is request.meta.get(_LAST, (None,))[0]:
             return response
@@ -254,7 +258,9 @@ class ProxyMiddleware:
         request.meta[_DONE] = True
         return response
 
-    async def process_exception(self, request: Request, exception: Exception) -> Request | Response | None:
+    async def process_exception(
+        self, request: Request, exception: Exception, spider: object = None
+    ) -> Request | Response | None:
         attempts: _Attempts | None = request.meta.get(_ATTEMPTS)
         if attempts is None or isinstance(exception, (NoResourceAvailableError, RateLimitedError)):
             return None
