@@ -8,10 +8,11 @@ repute leases (``pip install repute[crawlee]``)::
 :meth:`Proxies.new_url` is the ``new_url_function`` of Crawlee's
 ``ProxyConfiguration``: each time Crawlee sends a request it leases a
 ``kind`` resource (a proxy whose value is its URL or ``host:port``, its
-``user:password``, if any, registered as its secret) for that request, the ones this request already tried excluded; a lease is per
-request, not per session, so a session's cookies may leave through several
-proxies. Outcomes come from the crawler's hooks (:meth:`Proxies.attach`):
-the post-navigation hook tells the host's attempt protocol the answer
+``user:password``, if any, registered as its secret) for that request, the
+ones this request already tried excluded; a lease is per request, not per
+session, so a session's cookies may leave through several proxies.
+Outcomes come from the crawler's hooks (:meth:`Proxies.attach`): the
+post-navigation hook tells the host's attempt protocol the answer
 (status, headers, an error's body), which reports and releases; when the
 protocol says to retry, the hook raises Crawlee's ``SessionError``, so
 Crawlee rotates the session and sends the request again (another lease);

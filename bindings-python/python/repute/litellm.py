@@ -17,10 +17,16 @@ keeps across that call's retries (``litellm_call_id`` is new per attempt
 and not known when the deployment is chosen): ``async_filter_deployments``
 leases a deployment of the asked model group (the context) and narrows the
 candidates to it; each retry of LiteLLM filters again and leases another,
-the ones this call tried excluded. ``async_log_success_event`` and
+the ones this call tried excluded (a caller passing its own
+``litellm_trace_id`` gives each concurrent call its own). Once the protocol
+says the call itself is at fault (the same error on two deployments),
+LiteLLM's further retries of it are its own, counted against no deployment.
+``async_log_success_event`` and
 ``async_log_failure_event`` tell the protocol the answer (the status, the
 headers and the error body the exception carries, or a transport failure)
-and so report and release. Router cooldowns are best turned off
+and so report and release. Only the Router's async calls (``acompletion``,
+``aembedding``, ...) run ``async_filter_deployments``: a sync call is left
+to LiteLLM's own choice and not followed. Router cooldowns are best turned off
 (``disable_cooldowns=True``): repute's cells already keep a deployment
 that failed out of the choice, for as long as its answer said.
 """

@@ -127,7 +127,7 @@ def _pool(named: Any) -> Pool | AsyncPool:
     if callable(pool) and not isinstance(pool, (Pool, AsyncPool)):
         pool = pool()
     if not isinstance(pool, (Pool, AsyncPool)):
-        raise invalid("REPUTE_POOL", "must be the import path of a repute.Pool or AsyncPool (or of a function making one)")
+        raise invalid("REPUTE_POOL", "must be the import path of a repute.Pool or AsyncPool, or of a maker of one")
     return pool
 
 
@@ -142,7 +142,7 @@ def _policy(crawler: Crawler) -> BanPolicy | None:
             policy = build_from_crawler(policy, crawler)
     except (ImportError, NameError, ValueError, TypeError) as e:
         raise invalid("ROTATING_PROXY_BAN_POLICY", f"must be importable ({e})") from None
-    if not callable(getattr(policy, "response_is_ban", None)) or not callable(getattr(policy, "exception_is_ban", None)):
+    if not all(callable(getattr(policy, name, None)) for name in ("response_is_ban", "exception_is_ban")):
         raise invalid("ROTATING_PROXY_BAN_POLICY", "must have response_is_ban and exception_is_ban")
     return policy  # type: ignore[no-any-return]
 
