@@ -36,7 +36,13 @@ from urllib.parse import urlsplit
 
 from scrapy import Request
 from scrapy.crawler import Crawler
-from scrapy.exceptions import DownloadConnectionRefusedError, DownloadTimeoutError
+from scrapy.exceptions import (
+    CannotResolveHostError,
+    DownloadConnectionRefusedError,
+    DownloadFailedError,
+    DownloadTimeoutError,
+    ResponseDataLossError,
+)
 from scrapy.http import Response
 from scrapy.utils.misc import build_from_crawler, load_object
 from scrapy.utils.reactor import is_asyncio_reactor_installed
@@ -76,11 +82,16 @@ def _failure(exception: BaseException) -> str:
 
 
 def _is_download_error(exception: BaseException) -> bool:
+    """Whether the download failed on the way (a proxy's doing), not in a
+    middleware or by the spider's choice (``IgnoreRequest``)."""
     return isinstance(
         exception,
         (
+            CannotResolveHostError,
             DownloadConnectionRefusedError,
+            DownloadFailedError,
             DownloadTimeoutError,
+            ResponseDataLossError,
             twisted_errors.ConnectError,
             twisted_errors.ConnectionDone,
             twisted_errors.ConnectionLost,
@@ -88,7 +99,7 @@ def _is_download_error(exception: BaseException) -> bool:
             ConnectionError,
             TimeoutError,
         ),
-    ) or type(exception).__module__.startswith(("scrapy.core.downloader", "scrapy.exceptions", "twisted."))
+    ) or type(exception).__module__.startswith(("scrapy.core.downloader", "twisted."))
 
 
 def _proxies(crawler: Crawler) -> list[str]:
