@@ -1,0 +1,67 @@
+"""What the hook adapters on an event loop (:mod:`repute.litellm`,
+:mod:`repute.scrapy`, :mod:`repute.crawlee`) share: a request's lease
+acquired without blocking the loop, waiting between tries by the pool's own
+waiting plan, as ``AsyncPool.acquire`` does; and a proxy's credentials kept
+as its secret, out of its value, which events and errors show."""
+
+from __future__ import annotations
+
+import asyncio
+from urllib.parse import urlsplit, urlunsplit
+
+from ._aio import AsyncPool
+from ._aio_calls import _call, _run
+from ._native import Lease, NoResourceAvailableError, Pool, RateLimitedError, _Attempts
+
+
+class Acquirer:
+    """Single tries of a request's :class:`_Attempts`, on the pool's IO
+    thread when the pool waits on a network (a shared store), inline else."""
+
+    def __init__(self, pool: Pool | AsyncPool, native: Pool) -> None:
+        self._pool = native
+        self._io = pool._io if isinstance(pool, AsyncPool) else None
+        self._offload = self._io is None and native.waits_on_network
+
+    async def acquire(self, attempts: _Attempts) -> Lease:
+        """The next attempt's lease; raises the refusal when the protocol gives up."""
+        waiting = None
+        while True:
+            try:
+                if self._offload:
+                    return await _run(attempts.try_acquire)
+                return await _call(self._io, attempts.try_acquire)
+            except (NoResourceAvailableError, RateLimitedError):
+                what, hint = attempts.refused()
+                if what == "again":
+                    continue
+                if what == "give_up":
+                    raise
+                if waiting is None:
+                    waiting = self._pool._waiting(attempts.remaining)
+                wait = waiting.next(hint)
+                if wait is None:
+                    raise
+                await asyncio.sleep(wait)
+
+
+def split_credentials(proxy: str) -> tuple[str, str | None]:
+    """A listed proxy as the resource's value (its URL without ``user:password@``)
+    and its secret (that ``user:password``, or None)."""
+    parts = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+    if parts.username is None and parts.password is None:
+        return proxy, None
+    host = parts.hostname or ""
+    netloc = f"[{host}]" if ":" in host else host
+    if parts.port is not None:
+        netloc += f":{parts.port}"
+    userinfo = parts.netloc.rsplit("@", 1)[0]
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment)), userinfo
+
+
+def with_credentials(url: str, secret: str | None) -> str:
+    """A leased proxy's URL with its secret put back, for the library that connects."""
+    if not secret:
+        return url
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, f"{secret}@{parts.netloc}", parts.path, parts.query, parts.fragment))
