@@ -215,7 +215,11 @@ def test_an_inner_answer_already_read_is_finished_at_once() -> None:
     pool = repute.Pool()
     pool.register("site", "direct")
     transport = repute.httpx.Transport(pool, kind="site")
-    transport._direct = httpx.MockTransport(lambda request: httpx.Response(200, content=b"ok"))  # type: ignore[assignment]
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=b"ok")
+
+    transport._direct = httpx.MockTransport(answer)  # type: ignore[assignment]
     with httpx.Client(transport=transport) as client:
         assert [client.get("http://127.0.0.1/").text for _ in range(2)] == ["ok", "ok"]
     assert pool.stats().live_leases == 0

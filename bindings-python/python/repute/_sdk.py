@@ -19,7 +19,8 @@ PLACEHOLDER = "repute-leased-key"
 
 def _options(kwargs: dict[str, Any], deadline: float | None) -> float | None:
     if "http_client" in kwargs:
-        raise invalid("http_client", "is made by repute over the pool; give the SDK an httpx2 client over repute.httpx2.Transport instead")
+        rule = "is made by repute over the pool; give the SDK an httpx2 client over repute.httpx2.Transport instead"
+        raise invalid("http_client", rule)
     if deadline is not None and not deadline > 0:
         raise invalid("deadline", "must be > 0")
     kwargs.setdefault("api_key", PLACEHOLDER)

@@ -55,5 +55,7 @@ def async_client(
     **kwargs: Any,
 ) -> anthropic.AsyncAnthropic:
     """An ``anthropic.AsyncAnthropic`` whose requests carry the pool's keys of ``kind``."""
-    made = async_http_client(pool, kwargs, kind=kind, where=where, context=context, attempts=attempts, deadline=deadline)
+    made = async_http_client(
+        pool, kwargs, kind=kind, where=where, context=context, attempts=attempts, deadline=deadline
+    )
     return anthropic.AsyncAnthropic(http_client=made, **kwargs)

@@ -23,6 +23,7 @@ the URL's host (for an API key: the model the JSON body names).
 from __future__ import annotations
 
 import asyncio
+import functools
 import ssl
 from typing import Any, AsyncIterator, Callable, Iterator, Literal
 
@@ -70,7 +71,9 @@ def _sent(request: httpx.Request, route: tuple[str, str, str]) -> httpx.Request:
         return request
     headers = request.headers.copy()
     headers[name] = value
-    return httpx.Request(request.method, request.url, headers=headers, stream=request.stream, extensions=request.extensions)
+    return httpx.Request(
+        request.method, request.url, headers=headers, stream=request.stream, extensions=request.extensions
+    )
 
 
 def _error_answer(response: httpx.Response) -> tuple[httpx.Response, bytes]:
@@ -176,7 +179,7 @@ class Transport(httpx.BaseTransport):
                     if response.is_closed:  # its body was read whole already (a mock's, a cache's)
                         attempts.finished()
                         return response
-                    done = self._releaser(inner)
+                    done = functools.partial(self._give_back, inner)
                     inner = self._direct  # given back when the body ends
                     response.stream = _Finishing(response.stream, attempts, done)  # type: ignore[arg-type]
                     handed = True
@@ -186,9 +189,6 @@ class Transport(httpx.BaseTransport):
         finally:
             if not handed:
                 attempts.end()
-
-    def _releaser(self, inner: httpx.HTTPTransport) -> Callable[[], None]:
-        return lambda: self._give_back(inner)
 
     def _give_back(self, inner: httpx.HTTPTransport) -> None:
         if inner is not self._direct:
@@ -316,9 +316,9 @@ class AsyncTransport(httpx.AsyncBaseTransport):
                     if response.is_closed:  # its body was read whole already (a mock's, a cache's)
                         attempts.finished()
                         return response
-                    given = inner
+                    done = functools.partial(self._give_back, inner)
                     inner = self._direct  # given back when the body ends
-                    response.stream = _AsyncFinishing(response.stream, attempts, lambda: self._give_back(given))  # type: ignore[arg-type]
+                    response.stream = _AsyncFinishing(response.stream, attempts, done)  # type: ignore[arg-type]
                     handed = True
                     return response
                 finally:
