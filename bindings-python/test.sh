@@ -17,10 +17,12 @@ py="$venv/bin/python"
 export PATH="$venv/bin:$PATH"
 "$py" -m pip install --quiet --disable-pip-version-check --upgrade "maturin>=1.16,<2" pytest mypy
 # The real libraries the adapters are tested with, pinned as the real-traffic
-# harness pins them (tests/realtraffic/requirements.txt); tinyproxy, which
-# the adapter tests start, comes from the system's packages.
+# harness pins them (tests/realtraffic/requirements.txt), in one install:
+# LiteLLM alone would pull a newer openai. tinyproxy, which the adapter tests
+# start, comes from the system's packages.
 "$py" -m pip install --quiet --disable-pip-version-check \
-    httpx==0.29.0 openai==3.57.0 anthropic==2.16.0 aiohttp==3.14.5 "requests>=2.32,<3" "types-requests>=2.32,<3"
+    httpx==0.29.0 openai==3.57.0 anthropic==2.16.0 aiohttp==3.14.5 "requests>=2.32,<3" "types-requests>=2.32,<3" \
+    litellm==1.110.2 scrapy==2.19.0 crawlee==1.11.0
 # maturin is already in the venv, so no isolated build environment is needed;
 # it builds in release, sharing the workspace target directory with cargo.
 # With the `etcd` feature, as every build of the test command, for the etcd
