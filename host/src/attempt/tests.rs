@@ -264,3 +264,15 @@ fn a_bad_plan_names_its_part_and_misuse_is_refused() {
     a.end().unwrap();
     assert_eq!(live(&holder), 0, "ending releases the lease in flight");
 }
+
+#[test]
+fn a_stream_read_past_its_leases_ttl_is_still_reported_and_frees_its_permit() {
+    let (holder, clock) = pool("proxy", &["a"]);
+    let mut a = attempts(&holder, "example.com");
+    let lease = next(&mut a);
+    a.begin(lease).unwrap();
+    assert_eq!(a.answered(200, vec![], None).unwrap(), Step::Stream);
+    clock.advance(120 * SECOND);
+    a.finished(None).unwrap();
+    assert_eq!((observed(&holder, "proxy", "a", "example.com"), live(&holder)), (1, 0));
+}
