@@ -36,14 +36,18 @@ from world.target import SITES
 HERE = os.path.dirname(os.path.abspath(__file__))
 """The harness's directory: the world processes run as its modules (-m)."""
 
-CONTENDERS = ("repute", "careful-rr", "round-robin", "crawlee", "litellm")
+CONTENDERS = ("repute", "careful-rr", "round-robin", "crawlee", "litellm", "repute-adapter")
 """All contenders; crawlee runs in the proxies world only, litellm in the keys worlds only."""
+DEFAULT_CONTENDERS = CONTENDERS[:-1]
+"""What a run races unless told: repute through its adapters (`repute-adapter`,
+the same pool driven by `repute.httpx` and the SDK helpers instead of the
+harness's own loop) is asked for by name."""
 WORLDS = ("proxies", "keys", "anthropic")
 """The proxies world, and the keys world in each provider format."""
 FORMATS = {"keys": "openai", "anthropic": "anthropic"}
 """The provider format of each keys world."""
-PROXY_CONTENDERS = ("repute", "careful-rr", "round-robin", "crawlee")
-KEY_CONTENDERS = ("repute", "careful-rr", "round-robin", "litellm")
+PROXY_CONTENDERS = ("repute", "careful-rr", "round-robin", "crawlee", "repute-adapter")
+KEY_CONTENDERS = ("repute", "careful-rr", "round-robin", "litellm", "repute-adapter")
 
 
 @dataclass
@@ -92,7 +96,11 @@ async def _control(port: int, path: str, post: bool = False) -> Any:
         return response.json()
 
 
-def _proxy_contender(name: str, proxies: list[str], seed: int, web: Any) -> Contender:
+def _proxy_contender(name: str, proxies: list[str], seed: int, web: Any, sites: dict[str, str]) -> Contender:
+    if name == "repute-adapter":
+        from contenders.proxy_adapter import ProxyAdapter
+
+        return ProxyAdapter(proxies, sites, seed)
     if name == "repute":
         from contenders.proxy_repute import ProxyRepute
 
@@ -112,6 +120,10 @@ def _proxy_contender(name: str, proxies: list[str], seed: int, web: Any) -> Cont
 
 def _key_contender(name: str, seed: int, base_url: str, clients: Any) -> Contender:
     keys = [(k.name, k.secret, k.rpm) for k in draw_keys(seed, format=clients.format)]
+    if name == "repute-adapter":
+        from contenders.key_adapter import KeyAdapter
+
+        return KeyAdapter(keys, base_url, clients.format, seed)
     if name == "repute":
         from contenders.key_repute import KeyRepute
 
@@ -150,7 +162,8 @@ async def proxies_row(name: str, seed: int, args: argparse.Namespace, children: 
     row = Row("proxies", name, seed, len(requests))
     fleet = Fleet(FleetPlan.draw(seed, args.proxies), children)
     port = free_port()
-    web = ProxyWeb({s.name: f"http://{s.address}:{port}" for s in SITES})
+    sites = {s.name: f"http://{s.address}:{port}" for s in SITES}
+    web = ProxyWeb(sites)
     schedule: asyncio.Task[None] | None = None
     try:
         await fleet.start()
@@ -169,7 +182,7 @@ async def proxies_row(name: str, seed: int, args: argparse.Namespace, children: 
             cwd=HERE,
         )
         await wait_for_port("127.0.0.1", port)
-        contender = _proxy_contender(name, [p.address for p in fleet.proxies], seed, web)
+        contender = _proxy_contender(name, [p.address for p in fleet.proxies], seed, web, sites)
         schedule = asyncio.create_task(fleet.run_schedule(asyncio.get_running_loop().time()))
         run, truth = await _race(contender, requests, args, port)
     finally:
@@ -182,7 +195,12 @@ async def proxies_row(name: str, seed: int, args: argparse.Namespace, children: 
     row.served = sum(o.served for o in run.outcomes.values()) / len(requests)
     row.r429, row.r403 = totals.get("429", 0), totals.get("403", 0)
     row.wall, row.cut, row.errors, row.truth = run.wall, run.cut, run.errors, truth
-    row.median_attempts = statistics.median(o.attempts for o in run.outcomes.values())
+    if name == "repute-adapter":
+        # The adapter makes its attempts unseen: counted where they arrive.
+        seen = truth["attempts"] + [0] * max(0, len(requests) - len(truth["attempts"]))
+        row.median_attempts = statistics.median(seen)
+    else:
+        row.median_attempts = statistics.median(o.attempts for o in run.outcomes.values())
     return row
 
 
@@ -210,9 +228,10 @@ async def keys_row(world: str, name: str, seed: int, args: argparse.Namespace, c
     totals, per_key = truth["totals"], truth["per_key"]
     row.served = sum(o.served for o in run.outcomes.values()) / len(requests)
     row.r429 = totals.get("rate_limit_exceeded", 0) + totals.get("insufficient_quota", 0)
-    if name == "litellm":
-        # The router calls the provider itself: every answer after the
-        # first, in flight or not, is all the provider can tell.
+    if name in ("litellm", "repute-adapter"):
+        # LiteLLM's router and repute's adapters call the provider
+        # themselves: every answer after the first, in flight or not, is
+        # all the provider can tell.
         row.after_401 = per_key.get(revoked.name, {}).get("after_first_401", 0)
         row.after_quota = max(0, per_key.get(no_quota.name, {}).get("insufficient_quota", 0) - 1)
     else:
@@ -289,7 +308,7 @@ def main() -> None:
     parser.add_argument("--seeds", default="1", type=lambda s: [int(x) for x in s.split(",")])
     parser.add_argument("--world", choices=(*WORLDS, "all"), default="all")
     parser.add_argument("--requests", type=int, default=300, help="user requests per run")
-    parser.add_argument("--contenders", default=",".join(CONTENDERS), type=lambda s: s.split(","))
+    parser.add_argument("--contenders", default=",".join(DEFAULT_CONTENDERS), type=lambda s: s.split(","))
     parser.add_argument("--json", help="write every row, with the world's ground truth, to this file")
     parser.add_argument("--workers", type=int, default=16, help="concurrent user requests")
     parser.add_argument("--deadline", type=float, default=10.0, help="seconds each user request may take")

@@ -115,6 +115,8 @@ class Target:
         self.by_site = {s.address: s for s in SITES}
         self.truth: dict[str, int] = defaultdict(int)
         self.per_exit: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        self.attempts: dict[str, int] = defaultdict(int)
+        """Requests that reached the site, by user request (`x-rt-request`)."""
 
     def now(self) -> float:
         return time.monotonic() - self.started
@@ -150,6 +152,7 @@ class Target:
         key = (exit, site.name)
         self.truth["requests"] += 1
         self.per_exit[exit]["requests"] += 1
+        self.attempts[request.headers.get("x-rt-request", "")] += 1
         delay = self.plan.slow.get(exit, 0.0)
 
         if self.bans.get(key, 0.0) > now:
@@ -177,7 +180,8 @@ class Target:
         return web.json_response({"ok": True})
 
     async def report(self, _request: web.Request) -> web.Response:
-        return web.json_response({"totals": dict(self.truth), "per_exit": self.per_exit})
+        attempts = sorted(v for k, v in self.attempts.items() if k)
+        return web.json_response({"totals": dict(self.truth), "per_exit": self.per_exit, "attempts": attempts})
 
 
 _BLOCK_PAGE = (
