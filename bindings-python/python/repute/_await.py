@@ -1,4 +1,5 @@
-"""What the hook adapters on an event loop (:mod:`repute.litellm`,
+"""What the adapters on an event loop (:mod:`repute.httpx`'s
+``AsyncTransport``, :mod:`repute.aiohttp`, :mod:`repute.litellm`,
 :mod:`repute.scrapy`, :mod:`repute.crawlee`) share: a request's lease
 acquired without blocking the loop, waiting between tries by the pool's own
 waiting plan, as ``AsyncPool.acquire`` does; and a proxy's credentials kept

@@ -29,7 +29,7 @@ from yarl import URL
 
 from ._adapt import Options, Where, proxy_url
 from ._aio import AsyncPool
-from ._aio_calls import _call, _run
+from ._await import Acquirer
 from ._native import NoResourceAvailableError, Pool, RateLimitedError, _Attempts
 
 __all__ = ["middleware"]
@@ -92,33 +92,9 @@ def _finish_with(response: aiohttp.ClientResponse, attempts: _Attempts) -> None:
 
 
 class _Middleware:
-    def __init__(self, options: Options[aiohttp.ClientRequest], io: Any) -> None:
+    def __init__(self, options: Options[aiohttp.ClientRequest], acquirer: Acquirer) -> None:
         self._options = options
-        self._io = io
-        self._offload = io is None and options.pool.waits_on_network
-
-    async def _native(self, fn: Callable[[], Any]) -> Any:
-        if self._offload:
-            return await _run(fn)
-        return await _call(self._io, fn)
-
-    async def _acquire(self, attempts: _Attempts) -> Any:
-        waiting = None
-        while True:
-            try:
-                return await self._native(attempts.try_acquire)
-            except (NoResourceAvailableError, RateLimitedError):
-                what, hint = attempts.refused()
-                if what == "again":
-                    continue
-                if what == "give_up":
-                    raise
-                if waiting is None:
-                    waiting = self._options.pool._waiting(attempts.remaining)
-                wait = waiting.next(hint)
-                if wait is None:
-                    raise
-                await asyncio.sleep(wait)
+        self._acquirer = acquirer
 
     async def __call__(
         self, request: aiohttp.ClientRequest, handler: aiohttp.ClientHandlerType
@@ -132,7 +108,7 @@ class _Middleware:
         try:
             while True:
                 try:
-                    lease = await self._acquire(attempts)
+                    lease = await self._acquirer.acquire(attempts)
                 except (NoResourceAvailableError, RateLimitedError):
                     if last is not None:
                         return last
@@ -193,4 +169,4 @@ def middleware(
     options = Options[aiohttp.ClientRequest](
         pool, kind=kind, where=where, context=context, attempts=attempts, timeout=timeout
     )
-    return _Middleware(options, pool._io if isinstance(pool, AsyncPool) else None)
+    return _Middleware(options, Acquirer(pool, options.pool))

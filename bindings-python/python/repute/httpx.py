@@ -31,7 +31,7 @@ import httpx
 
 from ._adapt import DEFAULT_MAX_PROXIES, ClientCache, Options, Where, proxy_url
 from ._aio import AsyncPool
-from ._aio_calls import _call, _run
+from ._await import Acquirer
 from ._native import NoResourceAvailableError, Pool, RateLimitedError, _Attempts
 
 __all__ = ["AsyncTransport", "Transport"]
@@ -258,30 +258,9 @@ class AsyncTransport(httpx.AsyncBaseTransport):
             timeout=timeout,
             max_proxies=max_proxies,
         )
-        self._io = pool._io if isinstance(pool, AsyncPool) else None
-        self._offload = self._io is None and self._options.pool.waits_on_network
+        self._acquirer = Acquirer(pool, self._options.pool)
         self._direct = httpx.AsyncHTTPTransport(**options)
         self._proxied = ClientCache(max_proxies, lambda url: httpx.AsyncHTTPTransport(proxy=url, **options))
-
-    async def _acquire(self, attempts: _Attempts) -> Any:
-        waiting = None
-        while True:
-            try:
-                if self._offload:
-                    return await _run(attempts.try_acquire)
-                return await _call(self._io, attempts.try_acquire)
-            except (NoResourceAvailableError, RateLimitedError):
-                what, hint = attempts.refused()
-                if what == "again":
-                    continue
-                if what == "give_up":
-                    raise
-                if waiting is None:
-                    waiting = self._options.pool._waiting(attempts.remaining)
-                wait = waiting.next(hint)
-                if wait is None:
-                    raise
-                await asyncio.sleep(wait)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         await request.aread()  # a retry sends the body again
@@ -291,7 +270,7 @@ class AsyncTransport(httpx.AsyncBaseTransport):
         try:
             while True:
                 try:
-                    lease = await self._acquire(attempts)
+                    lease = await self._acquirer.acquire(attempts)
                 except (NoResourceAvailableError, RateLimitedError):
                     if last is not None:
                         return last
