@@ -7,7 +7,9 @@
 #
 # schemathesis is installed from PyPI, at the pinned version, into a venv
 # under target/. Called by ./test.sh after the cargo tests, which built the
-# server; it builds it itself when run alone.
+# server; it builds it itself when run alone, with the test command's
+# features, so that after the cargo tests nothing is rebuilt (`testing`
+# only adds a second component the server never loads).
 #
 # Checks: every schemathesis check but `positive_data_acceptance`, which
 # wants every schema-valid request accepted. The API refuses some with 400
@@ -34,7 +36,7 @@ if [ ! -x "$venv/bin/st" ] || [ "$("$venv/bin/st" --version 2>/dev/null)" != "st
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "schemathesis==$version"
 fi
 
-cargo build --release --locked --features repute-cli/etcd -p repute-cli --bin repute
+cargo build --release --locked --features repute-cli/etcd,repute-host/testing -p repute-cli --bin repute
 repute="$repo/target/release/repute"
 
 work="target/schemathesis"
