@@ -17,7 +17,10 @@
 //!
 //! A success is delivered with its lease still held ([`Step::Stream`]), so
 //! a streamed body keeps its resource's permit until the caller has read or
-//! closed it; [`Attempts::finished`] then reports and releases.
+//! closed it; [`Attempts::finished`] then reports and releases. From
+//! [`Attempts::begin`] on, the pool's watcher renews the lease: a call or a
+//! body that outlasts the lease's TTL (an LLM's long answer, a download)
+//! must not let the authority hand its permit to a second holder.
 
 mod blame;
 mod target;
@@ -27,7 +30,7 @@ mod tests;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use repute_core::{FailureKind, Outcome, Selector, MAX_EXCLUDE};
+use repute_core::{FailureKind, Outcome, Selector, MAX_EXCLUDE, SECOND};
 
 use crate::error::{selector_error, Error, Result};
 use crate::holder::{refusal_hint, HeldLease, Holder};
@@ -42,6 +45,9 @@ pub const MAX_ATTEMPTS: u32 = 16;
 /// Attempts when the caller names no number: the first, another resource
 /// after a resource's fault, and a third to tell a request's own fault.
 pub const DEFAULT_ATTEMPTS: u32 = 3;
+/// How long an attempt's lease is renewed at most (ns): a response its
+/// caller never reads to the end nor closes frees its permit then.
+pub const MAX_HOLD: u64 = 10 * 60 * SECOND;
 
 /// One request's plan: where it counts, what may carry it, how often and
 /// for how long it may try.
@@ -222,7 +228,8 @@ impl Attempts {
     }
 
     /// Begins an attempt on `lease` (from an acquire with [`Self::selector`]):
-    /// how to send it there.
+    /// how to send it there. The lease is renewed from now until the
+    /// attempt settles or its body ends, [`MAX_HOLD`] at most.
     pub fn begin(&mut self, lease: Arc<HeldLease>) -> Result<Route> {
         self.end_current()?;
         let profile = self.holder.profiles().of(lease.lease().resource.kind());
@@ -232,6 +239,7 @@ impl Attempts {
             self.selector.exclude.push(value.to_owned());
         }
         self.made += 1;
+        lease.auto_renew(Some(MAX_HOLD));
         self.current = Some(Current { lease, started: self.holder.now(), worked: None });
         Ok(route(profile, secret.as_ref().map(|s| s.expose())))
     }

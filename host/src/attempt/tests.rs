@@ -5,7 +5,7 @@ use std::sync::Arc;
 use repute_core::{CellState, FailureKind, Registration, Secret, Selector, SECOND};
 
 use super::*;
-use crate::holder::{Field, OpenOptions};
+use crate::holder::{Field, Loss, OpenOptions};
 use crate::ops::PoolOps;
 use crate::providers::ManualClock;
 
@@ -266,8 +266,10 @@ fn a_bad_plan_names_its_part_and_misuse_is_refused() {
 }
 
 #[test]
-fn a_stream_read_past_its_leases_ttl_is_still_reported_and_frees_its_permit() {
+fn a_stream_whose_lease_was_lost_is_still_reported_and_frees_its_permit() {
     let (holder, clock) = pool("proxy", &["a"]);
+    // The clock jumps past the TTL at once, as for a process that was
+    // stopped: the watcher finds the lease lost, not due for renewal.
     let mut a = attempts(&holder, "example.com");
     let lease = next(&mut a);
     a.begin(lease).unwrap();
@@ -275,4 +277,66 @@ fn a_stream_read_past_its_leases_ttl_is_still_reported_and_frees_its_permit() {
     clock.advance(120 * SECOND);
     a.finished(None).unwrap();
     assert_eq!((observed(&holder, "proxy", "a", "example.com"), live(&holder)), (1, 0));
+}
+
+/// Waits (on real time, bounded) until the pool's watcher has renewed
+/// `lease` past `expires_at`; the manual clock does not move meanwhile.
+fn renewed_past(lease: &HeldLease, expires_at: u64) -> u64 {
+    for _ in 0..2_000 {
+        if lease.expires_at() > expires_at {
+            return lease.expires_at();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    panic!("the watcher did not renew the lease (it expires at {})", lease.expires_at());
+}
+
+#[test]
+fn a_call_and_its_body_that_outlast_the_lease_ttl_keep_their_permit() {
+    let (holder, clock) = pool("key", &["k"]);
+    let mut a = attempts(&holder, "gpt-4o");
+    let lease = next(&mut a);
+    a.begin(lease.clone()).unwrap();
+    let ttl = lease.lease().ttl;
+    // A slow answer, then a slow body: four times the TTL in all, each
+    // step past a third of it, when the watcher renews.
+    let mut expires_at = lease.expires_at();
+    for step in 0..8 {
+        if step == 4 {
+            assert_eq!(a.answered(200, vec![], None).unwrap(), Step::Stream);
+        }
+        clock.advance(ttl / 2);
+        expires_at = renewed_past(&lease, expires_at);
+        assert_eq!((lease.lost(), live(&holder)), (None, 1), "held at step {step}");
+        let other = holder.with(|p| p.acquire_with("gpt-4o", &Selector::default()).map(drop));
+        assert!(matches!(other, Err(Error::NoResourceAvailable(_))), "not granted twice at step {step}: {other:?}");
+    }
+    a.finished(None).unwrap();
+    assert_eq!((live(&holder), observed(&holder, "key", "k", "gpt-4o")), (0, 1));
+}
+
+#[test]
+fn a_body_nobody_closes_frees_its_permit_after_the_longest_hold() {
+    let (holder, clock) = pool("key", &["k"]);
+    let mut a = attempts(&holder, "gpt-4o");
+    let lease = next(&mut a);
+    a.begin(lease.clone()).unwrap();
+    assert_eq!(a.answered(200, vec![], None).unwrap(), Step::Stream);
+    let step = lease.lease().ttl / 2;
+    let mut expires_at = lease.expires_at();
+    while holder.now() + step < MAX_HOLD {
+        clock.advance(step);
+        expires_at = renewed_past(&lease, expires_at);
+    }
+    clock.advance(step);
+    for _ in 0..2_000 {
+        if lease.lost().is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert_eq!((lease.lost(), live(&holder)), (Some(Loss::MaxHold), 0));
+    // The caller closes it late: the outcome is still counted, nothing raised.
+    a.finished(None).unwrap();
+    assert_eq!(observed(&holder, "key", "k", "gpt-4o"), 1);
 }
