@@ -422,6 +422,17 @@ impl HeldLease {
         }
     }
 
+    /// The soonest the watcher must look at this lease (pool clock): its
+    /// deadline, its next renewal, its `max_hold`.
+    pub(crate) fn due(&self) -> u64 {
+        let s = self.state();
+        let renewal = s.auto.map(|a| {
+            let next = s.sent.saturating_add(self.lease.ttl / 3);
+            a.until.map_or(next, |u| next.min(u))
+        });
+        renewal.map_or(s.deadline, |r| r.min(s.deadline))
+    }
+
     /// The watcher's turn: renews what is due, ends what must end. Returns
     /// when to look again (pool clock), or `None` once there is nothing left
     /// to watch.

@@ -56,7 +56,7 @@ pub struct Holder {
     /// Calls wait for a PostgreSQL or Redis round trip.
     network: bool,
     durable: bool,
-    watch: watch::Watch,
+    watch: Arc<watch::Watch>,
     profiles: Profiles,
 }
 
@@ -83,7 +83,7 @@ impl Holder {
             closed: AtomicBool::new(false),
             network: store.is_shared(),
             durable: resolved.store.durable(),
-            watch: watch::Watch::default(),
+            watch: Arc::default(),
             profiles: resolved.profiles,
         }))
     }
