@@ -49,15 +49,15 @@ test("a key's route is its credential header, as its provider documents it", asy
   assert.equal(p.stats().liveLeases, 0, 'end releases the lease in flight');
 });
 
-test('the same 5xx on two keys is delivered unreported; a 400 no second key could judge is reported at the end', async () => {
+test('the same 500 on two keys is delivered unreported; a 400 no second key could judge is reported at the end', async () => {
   const p = pool('api-key', ['k1', 'k2'], { secret: 's' });
   const a = new Attempts(p, { context: 'm' });
   a.begin(await a.acquire());
-  assert.equal(a.answered(503, { body: 'upstream down' }), 'retry');
+  assert.equal(a.answered(500, { body: 'upstream down' }), 'retry');
   const second = await a.acquire();
   assert.equal(second.value, 'k2');
   a.begin(second);
-  assert.equal(a.answered(503, { body: 'upstream down' }), 'deliver');
+  assert.equal(a.answered(500, { body: 'upstream down' }), 'deliver');
   a.end();
   assert.deepEqual([p.stats().liveLeases, observations(p, 'api-key', 'k1', 'm'), observations(p, 'api-key', 'k2', 'm')], [0, 0, 0]);
 

@@ -139,6 +139,10 @@ class _TargetHandler(BaseHTTPRequestHandler):
         for name, value in answer.headers.items():
             self.send_header(name, value)
         self.send_header("content-length", str(len(answer.body)))
+        # tinyproxy closes its client's connection after each answer without
+        # saying so; said here (it passes it on), a client does not reuse the
+        # closed connection and fail the next request on the proxy that carried it.
+        self.send_header("connection", "close")
         self.end_headers()
         self.wfile.write(answer.body)
 

@@ -20,7 +20,16 @@ pub enum Judged {
     /// what the profile would report, held back until a second resource
     /// shows whether the fault repeats.
     Suspect(Option<Outcome>),
+    /// Neither the resource's fault nor the request's: the upstream says it
+    /// is overloaded, or its gateway failed (a 502, 503, 504 or Anthropic's
+    /// 529 the profile reads as no resource's doing). Nothing is reported
+    /// and the request tries again while it may, as the providers' docs
+    /// ask of these; a repeat proves nothing about the request.
+    Overloaded,
 }
+
+/// Statuses that, read as no resource's fault, say the upstream is overloaded.
+const OVERLOADED: [u16; 4] = [502, 503, 504, 529];
 
 /// An answer as the protocol counts it.
 pub fn answer(profile: Profile, answer: &HttpAnswer) -> Result<Judged> {
@@ -29,6 +38,7 @@ pub fn answer(profile: Profile, answer: &HttpAnswer) -> Result<Judged> {
     Ok(match outcome {
         Some(o @ Outcome::Success { .. }) if status < 400 => Judged::Worked(o),
         Some(o @ Outcome::Success { .. }) => Judged::Suspect(Some(o)),
+        None if OVERLOADED.contains(&status) => Judged::Overloaded,
         None => Judged::Suspect(None),
         Some(o @ Outcome::Failure { kind: FailureKind::ConnectionReset, .. }) if status >= 500 => {
             Judged::Suspect(Some(o))

@@ -13,7 +13,9 @@
 //! provider unreachable) is held back while one other resource tries:
 //! when that one gives the same status, the request is at fault, neither
 //! resource is reported and the answer is the caller's; when it answers
-//! otherwise, the held result is reported as the profile reads it.
+//! otherwise, the held result is reported as the profile reads it. An
+//! upstream that says it is overloaded (a 503, Anthropic's 529) blames
+//! no one: the request tries again while its attempts and time last.
 //!
 //! A success is delivered with its lease still held ([`Step::Stream`]), so
 //! a streamed body keeps its resource's permit until the caller has read or
@@ -315,6 +317,10 @@ impl Attempts {
                 lease.release()?;
                 reported?;
                 self.report_held_back()?;
+            }
+            // What is held back stays so: an overload tells nothing of it.
+            Judged::Overloaded => {
+                lease.release()?;
             }
             Judged::Suspect(outcome) => {
                 lease.release()?;
