@@ -1,6 +1,8 @@
-// Types of the adapters (lib/attempts.js, lib/dispatcher.js), which
-// index.d.ts exports: one request carried by the pool's resources, as an
-// undici Dispatcher or a `fetch`.
+// Types of the adapters (lib/attempts.js, lib/dispatcher.js, lib/clients.js,
+// lib/got.js), which index.d.ts exports: one request carried by the pool's
+// resources, as an undici Dispatcher or a `fetch`, and through axios's and
+// got's extension points (typed structurally: neither package is needed to
+// compile against these).
 
 import { Dispatcher } from 'undici';
 import type { FailureKind, Lease, Pool, SelectorOptions } from './index';
@@ -98,3 +100,49 @@ export interface ReputeFetch {
 
 /** undici's `fetch` on a ReputeDispatcher: for SDKs that take a `fetch` (the openai SDK's `fetch` option). */
 export function fetch(pool: Pool, options?: DispatcherOptions): ReputeFetch;
+
+/**
+ * axios's configuration for its fetch adapter (axios >= 1.7) on repute's `fetch`:
+ * `axios.create(axiosConfig(pool, { kind }))`; `env.fetch.dispatcher.close()` when done.
+ */
+export interface ReputeAxiosConfig {
+  adapter: 'fetch';
+  /** undici's Request and Response, the classes repute's `fetch` takes and gives. */
+  env: {
+    fetch: ReputeFetch;
+    Request: new (input: string | URL | Request, init?: RequestInit) => Request;
+    Response: new (body?: any, init?: ResponseInit) => Response;
+  };
+}
+
+/** `{ adapter: 'fetch', env: { fetch: fetch(pool, options), Request, Response } }` (undici's classes). */
+export function axiosConfig(pool: Pool, options?: DispatcherOptions): ReputeAxiosConfig;
+
+export interface GotAdapterOptions extends AttemptsPlan {
+  /** Where each request counts: a string, or a function of got's options; default `contextOf` the request. */
+  context?: string | ((options: any) => string);
+  /** Proxies whose http and https agents stay open at most (least recently used closed first); default 64. */
+  maxProxies?: number;
+}
+
+/**
+ * got's options for `got.extend`: hooks that carry each request on the pool (a proxy's through
+ * an agent for it, a key's with its credential header), and `retry.calculateDelay`, which
+ * retries when the protocol says so and never otherwise. Promise API only (a got stream fails
+ * with InvalidInputError, field `isStream`).
+ */
+export interface ReputeGotOptions {
+  hooks: {
+    beforeRequest: Array<(options: any) => Promise<any>>;
+    afterResponse: Array<(response: any, retryWithMergedOptions: (options: any) => any) => any>;
+    beforeError: Array<(error: any) => any>;
+  };
+  retry: { calculateDelay: (retry: any) => number };
+  /** Closes the proxies' agents (not enumerable: got.extend takes the rest). */
+  close(): void;
+  /** Proxies with open agents now. */
+  readonly proxies: number;
+}
+
+/** `got.extend(gotOptions(pool, { kind: 'proxy' }))`. */
+export function gotOptions(pool: Pool, options?: GotAdapterOptions): ReputeGotOptions;
