@@ -1,8 +1,8 @@
 // Types of the adapters (lib/attempts.js, lib/dispatcher.js, lib/clients.js,
-// lib/got.js), which index.d.ts exports: one request carried by the pool's
-// resources, as an undici Dispatcher or a `fetch`, and through axios's and
-// got's extension points (typed structurally: neither package is needed to
-// compile against these).
+// lib/got.js, lib/crawlee.js), which index.d.ts exports: one request carried
+// by the pool's resources, as an undici Dispatcher or a `fetch`, and through
+// axios's, got's and Crawlee's extension points (typed structurally: none of
+// those packages is needed to compile against these).
 
 import { Dispatcher } from 'undici';
 import type { FailureKind, Lease, Pool, SelectorOptions } from './index';
@@ -146,3 +146,35 @@ export interface ReputeGotOptions {
 
 /** `got.extend(gotOptions(pool, { kind: 'proxy' }))`. */
 export function gotOptions(pool: Pool, options?: GotAdapterOptions): ReputeGotOptions;
+
+export interface CrawleeProxiesOptions extends AttemptsPlan {
+  /** Where each request counts: a string, or a function of Crawlee's request; default its URL's host. */
+  context?: string | ((request: { url: string; uniqueKey: string }) => string);
+}
+
+/** Crawlee's hooks as crawler options, to spread into an HttpCrawler's (or CheerioCrawler's) options. */
+export interface CrawleeHooks {
+  postNavigationHooks: Array<(context: any) => Promise<void>>;
+  errorHandler: (context: any, error: Error) => Promise<void>;
+  failedRequestHandler: (context: any, error: Error) => Promise<void>;
+}
+
+/**
+ * A pool's proxies (`kind`, default `'proxy'`) as Crawlee's: `newUrlFunction` for its
+ * `ProxyConfiguration` leases one per attempt of each request; `hooks` tell each attempt's
+ * outcome and release it. A crawler with its own errorHandler or failedRequestHandler calls
+ * these from them.
+ */
+export class CrawleeProxies {
+  constructor(pool: Pool, options?: CrawleeProxiesOptions);
+  newUrlFunction(sessionId: string | number | undefined, options?: { request?: { url: string; uniqueKey: string } }): Promise<string>;
+  postNavigationHook(context: any): Promise<void>;
+  errorHandler(context: any, error: Error): Promise<void>;
+  failedRequestHandler(context: any, error: Error): Promise<void>;
+  readonly hooks: CrawleeHooks;
+  /** Requests begun and not yet ended. */
+  readonly pending: number;
+}
+
+/** `new CrawleeProxies(pool, options)`. */
+export function crawleeProxies(pool: Pool, options?: CrawleeProxiesOptions): CrawleeProxies;

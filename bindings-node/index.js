@@ -8,8 +8,8 @@
 // lib/events.js and lib/prober.js what a pool runs beside its calls,
 // lib/attempts.js one request's attempts (the host's protocol) and
 // lib/dispatcher.js the undici dispatcher and `fetch` built on them,
-// lib/clients.js (axios) and lib/got.js other clients' extension points
-// on the attempts.
+// lib/clients.js (axios), lib/got.js and lib/crawlee.js other clients'
+// extension points on the attempts.
 
 const { Pool } = require('./lib/pool');
 const { Lease } = require('./lib/lease');
@@ -19,6 +19,7 @@ const { Attempts, contextOf } = require('./lib/attempts');
 const { ReputeDispatcher, dispatcher, fetch } = require('./lib/dispatcher');
 const { axiosConfig } = require('./lib/clients');
 const { gotOptions } = require('./lib/got');
+const { CrawleeProxies, crawleeProxies } = require('./lib/crawlee');
 
 // ES modules import this same object (one addon load, one set of classes, so
 // `instanceof` agrees across both). Node finds the named exports by reading
@@ -53,6 +54,8 @@ module.exports = {
   fetch,
   axiosConfig,
   gotOptions,
+  CrawleeProxies,
+  crawleeProxies,
   ReputeError,
   InvalidInputError,
   NoResourceAvailableError,

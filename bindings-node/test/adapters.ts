@@ -11,6 +11,8 @@ import {
   fetch,
   axiosConfig,
   gotOptions,
+  crawleeProxies,
+  CrawleeProxies,
   ReputeDispatcher,
   type GotAdapterOptions,
   type ReputeAxiosConfig,
@@ -72,7 +74,16 @@ async function clients(pool: Pool): Promise<void> {
   // @ts-expect-error: maxProxies is a number
   gotOptions(pool, { maxProxies: 'many' });
 
-  void [page, body, agents];
+  const proxies: CrawleeProxies = crawleeProxies(pool, { where: { region: 'eu' }, context: (r) => new URL(r.url).hostname });
+  // Crawlee's own declarations need the DOM library and another content-type: its option types, as it declares them.
+  type NewUrlFunction = (sessionId: string | number, options?: { request?: { url: string; uniqueKey: string; id?: string } }) => string | null | Promise<string | null>;
+  type PostNavigationHook = (context: { request: object; response?: object }, gotOptions: object) => Promise<void>;
+  const crawler: { newUrlFunction: NewUrlFunction; postNavigationHooks: PostNavigationHook[]; errorHandler: (c: object, e: Error) => Promise<void> } = {
+    newUrlFunction: proxies.newUrlFunction,
+    ...proxies.hooks,
+  };
+  const pending: number = proxies.pending;
+  void [page, body, agents, crawler, pending];
 }
 
 void clients;
