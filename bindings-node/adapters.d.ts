@@ -129,7 +129,8 @@ export interface GotAdapterOptions extends AttemptsPlan {
  * got's options for `got.extend`: hooks that carry each request on the pool (a proxy's through
  * an agent for it, a key's with its credential header), and `retry.calculateDelay`, which
  * retries when the protocol says so and never otherwise. Promise API only (a got stream fails
- * with InvalidInputError, field `isStream`).
+ * with InvalidInputError, field `isStream`). Abort with `signal`: got's `.cancel()` runs no hook,
+ * so a cancelled attempt's lease is held until its TTL ends.
  */
 export interface ReputeGotOptions {
   hooks: {

@@ -12,7 +12,9 @@
 // transport error and retries at once when the protocol says so, never
 // otherwise; beforeError ends the request. When a retry finds no resource,
 // the last answer is the request's result, replayed from beforeRequest.
-// got's promise API only: a got stream is refused.
+// got's promise API only: a got stream is refused. An abort by `signal`
+// ends the request's attempts; got's `.cancel()` runs no hook, so a
+// cancelled attempt's lease is held until its TTL ends.
 
 const { Readable } = require('node:stream');
 const { HttpProxyAgent, HttpsProxyAgent } = require('hpagent');
@@ -44,14 +46,20 @@ function replay({ statusCode, statusMessage, headers, bytes }) {
 
 /** One got request's attempts: `sent` (an attempt in flight), `again` (retrying), `done`. */
 class Followed {
-  constructor(attempts) {
+  /** @param {Attempts} attempts @param {AbortSignal | undefined} signal */
+  constructor(attempts, signal) {
     this.attempts = attempts;
     this.phase = 'again';
     /** The last attempt's result: an answer (status, headers, bytes) or a transport error. @type {any} */
     this.last = null;
+    // got settles an aborted request without its hooks: the abort ends the attempts itself.
+    this.signal = signal;
+    this.onAbort = () => this.end();
+    signal?.addEventListener('abort', this.onAbort, { once: true });
   }
 
   end() {
+    this.signal?.removeEventListener('abort', this.onAbort);
     this.phase = 'done';
     this.attempts.end();
   }
@@ -109,7 +117,7 @@ function gotOptions(pool, options = {}) {
     /** @type {Followed} */
     let followed = options.context[kState];
     if (followed === undefined) {
-      followed = new Followed(new Attempts(pool, { ...plan, context: contextFor(options) }));
+      followed = new Followed(new Attempts(pool, { ...plan, context: contextFor(options) }), options.signal ?? undefined);
       options.context[kState] = followed;
     }
     let lease;

@@ -19,7 +19,12 @@ let base;
 
 before(async () => {
   proxies = await startProxies(2);
-  site = targetSite({ shop: (exit) => (exit === exitOf(0) ? 'forbidden' : 'ok'), bad: () => 'bad' });
+  site = targetSite({
+    shop: (exit) => (exit === exitOf(0) ? 'forbidden' : 'ok'),
+    bad: () => 'bad',
+    hang: (exit) => (exit === exitOf(0) ? 'hang' : 'ok'),
+    never: () => 'hang',
+  });
   target = await listen(site.server);
   api = provider();
   base = await listen(api.server);
@@ -98,6 +103,34 @@ test("got: when no proxy is left the last answer is the result; the same 400 on 
   } finally {
     options.close();
     options2.close();
+  }
+});
+
+test('got: a proxy that never answers times out and the request moves on; requests at once keep their own attempts; an abort frees its lease', async () => {
+  const pool = proxyPool();
+  const options = repute.gotOptions(pool, { kind: 'proxy', context: (o) => bySite(o.url) });
+  const client = got.extend(options);
+  try {
+    assert.equal(await client(`${target}/hang/1`, { timeout: { response: 300 } }).text(), exitOf(1));
+    const cell = cellOf(pool, 'proxy', proxies.urls[0], 'hang');
+    assert.deepEqual([cell.observations, cell.consecutiveFailures], [1, 1], 'reported once, a failure');
+
+    const from = site.hits.length;
+    const pages = await Promise.all([1, 2, 3, 4].map((i) => client(`${target}/news/${i}`).text()));
+    assert.deepEqual(pages, [exitOf(0), exitOf(0), exitOf(0), exitOf(0)]);
+    assert.equal(site.hits.length - from, 4, 'one attempt each');
+    assert.equal(cellOf(pool, 'proxy', proxies.urls[0], 'news').observations, 4);
+    assert.equal(pool.stats().liveLeases, 0);
+
+    const abort = new AbortController();
+    const pending = client(`${target}/never/1`, { signal: abort.signal }).catch((e) => e);
+    while (pool.stats().liveLeases === 0) await new Promise((ok) => setTimeout(ok, 5));
+    abort.abort();
+    assert.equal((await pending).name, 'AbortError');
+    assert.equal(pool.stats().liveLeases, 0, 'released, not reported');
+    assert.equal(cellOf(pool, 'proxy', proxies.urls[0], 'never'), undefined);
+  } finally {
+    options.close();
   }
 });
 
