@@ -91,7 +91,14 @@ test("got: when no proxy is left the last answer is the result; the same 400 on 
     const banned = await client(`${target}/shop/2`).catch((e) => e);
     assert.ok(banned instanceof HTTPError, String(banned));
     assert.deepEqual([banned.response.statusCode, banned.response.body], [403, '<h1>Access denied</h1>']);
-    assert.equal(pool.stats().liveLeases, 0);
+    const refused = await client(`${target}/shop/3`).catch((e) => e);
+    assert.ok(refused.cause instanceof repute.NoResourceAvailableError, 'the proxy cools there: no answer, the refusal');
+    const fresh = proxyPool([], [proxies.urls[0]]);
+    const posting = repute.gotOptions(fresh, { kind: 'proxy', timeoutMs: 300 });
+    const posted = await got.extend(posting).post(`${target}/shop/4`, { json: { q: 1 } }).catch((e) => e);
+    posting.close();
+    assert.deepEqual([posted.response?.statusCode, posted.response?.body], [403, '<h1>Access denied</h1>'], 'a request with a body too');
+    assert.equal(pool.stats().liveLeases + fresh.stats().liveLeases, 0);
 
     const from = site.hits.length;
     const own = await got.extend(options2).post(`${target}/bad/q`, { body: 'x' }).catch((e) => e);
