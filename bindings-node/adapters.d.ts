@@ -1,6 +1,8 @@
-// Types of the adapters (lib/attempts.js, lib/dispatcher.js), which
-// index.d.ts exports: one request carried by the pool's resources, as an
-// undici Dispatcher or a `fetch`.
+// Types of the adapters (lib/attempts.js, lib/dispatcher.js, lib/clients.js,
+// lib/got.js, lib/crawlee.js), which index.d.ts exports: one request carried
+// by the pool's resources, as an undici Dispatcher or a `fetch`, and through
+// axios's, got's and Crawlee's extension points (typed structurally: none of
+// those packages is needed to compile against these).
 
 import { Dispatcher } from 'undici';
 import type { FailureKind, Lease, Pool, SelectorOptions } from './index';
@@ -98,3 +100,82 @@ export interface ReputeFetch {
 
 /** undici's `fetch` on a ReputeDispatcher: for SDKs that take a `fetch` (the openai SDK's `fetch` option). */
 export function fetch(pool: Pool, options?: DispatcherOptions): ReputeFetch;
+
+/**
+ * axios's configuration for its fetch adapter (axios >= 1.7) on repute's `fetch`:
+ * `axios.create(axiosConfig(pool, { kind }))`; `env.fetch.dispatcher.close()` when done.
+ */
+export interface ReputeAxiosConfig {
+  adapter: 'fetch';
+  /** undici's Request and Response, the classes repute's `fetch` takes and gives. */
+  env: {
+    fetch: ReputeFetch;
+    Request: new (input: string | URL | Request, init?: RequestInit) => Request;
+    Response: new (body?: any, init?: ResponseInit) => Response;
+  };
+}
+
+/** `{ adapter: 'fetch', env: { fetch: fetch(pool, options), Request, Response } }` (undici's classes). */
+export function axiosConfig(pool: Pool, options?: DispatcherOptions): ReputeAxiosConfig;
+
+export interface GotAdapterOptions extends AttemptsPlan {
+  /** Where each request counts: a string, or a function of got's options; default `contextOf` the request. */
+  context?: string | ((options: any) => string);
+  /** Proxies whose http and https agents stay open at most (least recently used closed first); default 64. */
+  maxProxies?: number;
+}
+
+/**
+ * got's options for `got.extend`: hooks that carry each request on the pool (a proxy's through
+ * an agent for it, a key's with its credential header), and `retry.calculateDelay`, which
+ * retries when the protocol says so and never otherwise. Promise API only (a got stream fails
+ * with InvalidInputError, field `isStream`). Abort with `signal`: got's `.cancel()` runs no hook,
+ * so a cancelled attempt's lease is held until its TTL ends.
+ */
+export interface ReputeGotOptions {
+  hooks: {
+    beforeRequest: Array<(options: any) => Promise<any>>;
+    afterResponse: Array<(response: any, retryWithMergedOptions: (options: any) => any) => any>;
+    beforeError: Array<(error: any) => any>;
+  };
+  retry: { calculateDelay: (retry: any) => number };
+  /** Closes the proxies' agents (not enumerable: got.extend takes the rest). */
+  close(): void;
+  /** Proxies with open agents now. */
+  readonly proxies: number;
+}
+
+/** `got.extend(gotOptions(pool, { kind: 'proxy' }))`. */
+export function gotOptions(pool: Pool, options?: GotAdapterOptions): ReputeGotOptions;
+
+export interface CrawleeProxiesOptions extends AttemptsPlan {
+  /** Where each request counts: a string, or a function of Crawlee's request; default its URL's host. */
+  context?: string | ((request: { url: string; uniqueKey: string }) => string);
+}
+
+/** Crawlee's hooks as crawler options, to spread into an HttpCrawler's (or CheerioCrawler's) options. */
+export interface CrawleeHooks {
+  postNavigationHooks: Array<(context: any) => Promise<void>>;
+  errorHandler: (context: any, error: Error) => Promise<void>;
+  failedRequestHandler: (context: any, error: Error) => Promise<void>;
+}
+
+/**
+ * A pool's proxies (`kind`, default `'proxy'`) as Crawlee's: `newUrlFunction` for its
+ * `ProxyConfiguration` leases one per attempt of each request; `hooks` tell each attempt's
+ * outcome and release it. A crawler with its own errorHandler or failedRequestHandler calls
+ * these from them.
+ */
+export class CrawleeProxies {
+  constructor(pool: Pool, options?: CrawleeProxiesOptions);
+  newUrlFunction(sessionId: string | number | undefined, options?: { request?: { url: string; uniqueKey: string } }): Promise<string>;
+  postNavigationHook(context: any): Promise<void>;
+  errorHandler(context: any, error: Error): Promise<void>;
+  failedRequestHandler(context: any, error: Error): Promise<void>;
+  readonly hooks: CrawleeHooks;
+  /** Requests begun and not yet ended. */
+  readonly pending: number;
+}
+
+/** `new CrawleeProxies(pool, options)`. */
+export function crawleeProxies(pool: Pool, options?: CrawleeProxiesOptions): CrawleeProxies;

@@ -7,7 +7,9 @@
 // arguments, lib/pool.js, lib/lease.js and lib/clock.js hold the classes,
 // lib/events.js and lib/prober.js what a pool runs beside its calls,
 // lib/attempts.js one request's attempts (the host's protocol) and
-// lib/dispatcher.js the undici dispatcher and `fetch` built on them.
+// lib/dispatcher.js the undici dispatcher and `fetch` built on them,
+// lib/clients.js (axios), lib/got.js and lib/crawlee.js other clients'
+// extension points on the attempts.
 
 const { Pool } = require('./lib/pool');
 const { Lease } = require('./lib/lease');
@@ -15,6 +17,9 @@ const { ManualClock } = require('./lib/clock');
 const errors = require('./lib/errors');
 const { Attempts, contextOf } = require('./lib/attempts');
 const { ReputeDispatcher, dispatcher, fetch } = require('./lib/dispatcher');
+const { axiosConfig } = require('./lib/clients');
+const { gotOptions } = require('./lib/got');
+const { CrawleeProxies, crawleeProxies } = require('./lib/crawlee');
 
 // ES modules import this same object (one addon load, one set of classes, so
 // `instanceof` agrees across both). Node finds the named exports by reading
@@ -47,6 +52,10 @@ module.exports = {
   ReputeDispatcher,
   dispatcher,
   fetch,
+  axiosConfig,
+  gotOptions,
+  CrawleeProxies,
+  crawleeProxies,
   ReputeError,
   InvalidInputError,
   NoResourceAvailableError,
