@@ -38,10 +38,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 CONTENDERS = ("repute", "careful-rr", "round-robin", "crawlee", "litellm", "repute-adapter")
 """All contenders; crawlee runs in the proxies world only, litellm in the keys worlds only."""
-DEFAULT_CONTENDERS = CONTENDERS[:-1]
-"""What a run races unless told: repute through its adapters (`repute-adapter`,
-the same pool driven by `repute.httpx` and the SDK helpers instead of the
-harness's own loop) is asked for by name."""
+DEFAULT_CONTENDERS = CONTENDERS
+"""What a run races unless told: every contender, repute both by the
+harness's own loop (`repute`) and through its adapters (`repute-adapter`,
+the same pool driven by `repute.httpx` and the SDK helpers)."""
 WORLDS = ("proxies", "keys", "anthropic")
 """The proxies world, and the keys world in each provider format."""
 FORMATS = {"keys": "openai", "anthropic": "anthropic"}
