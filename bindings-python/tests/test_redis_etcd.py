@@ -187,3 +187,35 @@ def test_asyncio_on_redis_counts_a_keys_limits_across_pools(tenant: str) -> None
         other.close()
 
     asyncio.run(main())
+
+
+def test_the_asyncio_adapters_on_redis_report_and_release_off_the_loop(tenant: str) -> None:
+    import asyncio
+
+    import httpx
+    from adapter_world import Answer, Target
+
+    import repute.httpx
+
+    target = Target()
+    target.answers["127.0.0.1"] = Answer(200, {}, b"ok")
+
+    async def main() -> tuple[int, int, int]:
+        pool = repute.Pool(store=env("REPUTE_TEST_REDIS_URL"), tenant=tenant, mode="shared")
+        pool.register("site", "direct")
+        transport = repute.httpx.AsyncTransport(pool, kind="site")
+        async with httpx.AsyncClient(transport=transport) as client:
+            async with client.stream("GET", f"{target.url}/stream") as streamed:
+                held = pool.stats().live_leases
+                await streamed.aread()
+            answer = await client.get(f"{target.url}/page")
+        await asyncio.sleep(0.2)  # a release started by a close runs on the pool's IO thread
+        cells = {c.context: c for c in pool.cells("site", "direct")}
+        live = pool.stats().live_leases
+        pool.close()
+        return held, live, cells["127.0.0.1"].observations if answer.status_code == 200 else -1
+
+    try:
+        assert asyncio.run(main()) == (1, 0, 2)
+    finally:
+        target.close()

@@ -8,21 +8,41 @@ as its secret, out of its value, which events and errors show."""
 from __future__ import annotations
 
 import asyncio
+import functools
+from typing import Any, Callable, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from ._aio import AsyncPool
-from ._aio_calls import _call, _run
+from ._aio_calls import _call, _ignore_result, _run
 from ._native import Lease, NoResourceAvailableError, Pool, RateLimitedError, _Attempts
+
+_T = TypeVar("_T")
 
 
 class Acquirer:
-    """Single tries of a request's :class:`_Attempts`, on the pool's IO
-    thread when the pool waits on a network (a shared store), inline else."""
+    """Single tries of a request's :class:`_Attempts`, and its other calls
+    (a report, a release), on the pool's IO thread when the pool waits on a
+    network (a shared store), inline else: never blocking the loop."""
 
     def __init__(self, pool: Pool | AsyncPool, native: Pool) -> None:
         self._pool = native
         self._io = pool._io if isinstance(pool, AsyncPool) else None
         self._offload = self._io is None and native.waits_on_network
+
+    async def call(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """``fn(*args)``, one of the attempts' calls that may wait on the store."""
+        if self._offload:
+            return await _run(fn, *args)
+        return await _call(self._io, fn, *args)
+
+    def soon(self, fn: Callable[..., Any], *args: Any) -> None:
+        """``call`` from code that cannot wait (a library's synchronous
+        close): inline, or started on the IO thread and not waited for."""
+        if not (self._offload or self._io is not None):
+            fn(*args)
+            return
+        done = asyncio.get_running_loop().run_in_executor(self._io, functools.partial(fn, *args))
+        done.add_done_callback(_ignore_result)
 
     async def acquire(self, attempts: _Attempts) -> Lease:
         """The next attempt's lease; raises the refusal when the protocol gives up."""

@@ -48,7 +48,7 @@ def _failure(error: BaseException) -> _Failure | None:
     return None
 
 
-def _finish_with(response: aiohttp.ClientResponse, attempts: _Attempts) -> None:
+def _finish_with(response: aiohttp.ClientResponse, attempts: _Attempts, acquirer: Acquirer) -> None:
     """The attempt ends with the response's body: read whole, or the
     response released or closed (cut, if its content had failed)."""
     state = {"attempts": attempts}
@@ -57,7 +57,7 @@ def _finish_with(response: aiohttp.ClientResponse, attempts: _Attempts) -> None:
     def finish(broken: _Failure | None) -> None:
         held = state.pop("attempts", None)
         if held is not None:
-            held.finished(broken)
+            acquirer.soon(held.finished, broken)
 
     def cut() -> _Failure | None:
         failed = response.content.exception()
@@ -113,7 +113,7 @@ class _Middleware:
                     if last is not None:
                         return last
                     raise
-                how, name, value = attempts.begin(lease)
+                how, name, value = await self._acquirer.call(attempts.begin, lease)
                 if how == "proxy":
                     request.update_proxy(URL(proxy_url(name)), None, None)
                 else:
@@ -124,24 +124,26 @@ class _Middleware:
                     response = await _send(request, handler)
                 except Exception as e:
                     kind = _failure(e)
-                    if kind is None or attempts.failed(kind) == "deliver":
+                    if kind is None or await self._acquirer.call(attempts.failed, kind) == "deliver":
                         raise
                     continue
                 if response.status >= 400:
                     last = response
                     error = await response.read()
                     response.release()
-                    if attempts.answered(response.status, response.headers.items(), error) == "retry":
+                    headers = response.headers.items()
+                    step = await self._acquirer.call(attempts.answered, response.status, headers, error)
+                    if step == "retry":
                         continue
                     return response
-                if attempts.answered(response.status, response.headers.items()) != "stream":
+                if await self._acquirer.call(attempts.answered, response.status, response.headers.items()) != "stream":
                     return response
-                _finish_with(response, attempts)
+                _finish_with(response, attempts, self._acquirer)
                 handed = True
                 return response
         finally:
             if not handed:
-                attempts.end()
+                await self._acquirer.call(attempts.end)
 
 
 async def _send(request: aiohttp.ClientRequest, handler: aiohttp.ClientHandlerType) -> aiohttp.ClientResponse:

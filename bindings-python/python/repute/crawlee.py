@@ -121,7 +121,7 @@ class Proxies:
         except BaseException:  # a refusal, or cancelled: Crawlee's retry starts over
             self._end(request)
             raise
-        how, value, _ = followed.attempts.begin(lease)
+        how, value, _ = await self._acquirer.call(followed.attempts.begin, lease)
         if how != "proxy":
             self._end(request)
             raise invalid("kind", f"must name proxy resources (a {self._kind!r} lease routes by {how})")
@@ -137,9 +137,9 @@ class Proxies:
         status = response.status_code
         headers = list(response.headers.items())
         body = (await response.read()).decode("utf-8", "replace") if status >= 400 else None
-        step = followed.attempts.answered(status, headers, body)
+        step = await self._acquirer.call(followed.attempts.answered, status, headers, body)
         if step == "stream":
-            followed.attempts.finished(None)  # the HTTP client has read the whole body
+            await self._acquirer.call(followed.attempts.finished, None)  # the HTTP client has read the whole body
         if step == "retry":
             raise SessionError(f"the proxy's answer ({status}) was its own fault: another proxy")
         self._end(context.request)
@@ -148,7 +148,7 @@ class Proxies:
         """The error handler: a transport error of the attempt in flight (an
         error after the answer, in a request handler, is not the proxy's)."""
         followed = self._in_flight(context.request)
-        if followed is not None and followed.attempts.failed(_failure(error)) != "retry":
+        if followed is not None and await self._acquirer.call(followed.attempts.failed, _failure(error)) != "retry":
             self._end(context.request)
 
     async def failed(self, context: BasicCrawlingContext, error: Exception) -> None:
@@ -168,4 +168,4 @@ class Proxies:
         with self._lock:
             followed = self._requests.pop(request.unique_key, None)
         if followed is not None:
-            followed.attempts.end()
+            self._acquirer.soon(followed.attempts.end)

@@ -204,9 +204,12 @@ class Transport(httpx.BaseTransport):
 class _AsyncFinishing(httpx.AsyncByteStream):
     """:class:`_Finishing` for the asyncio transport."""
 
-    def __init__(self, stream: httpx.AsyncByteStream, attempts: _Attempts, done: Callable[[], Any]) -> None:
+    def __init__(
+        self, stream: httpx.AsyncByteStream, attempts: _Attempts, acquirer: Acquirer, done: Callable[[], Any]
+    ) -> None:
         self._stream = stream
         self._attempts = attempts
+        self._acquirer = acquirer
         self._done: Callable[[], Any] | None = done
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
@@ -227,7 +230,7 @@ class _AsyncFinishing(httpx.AsyncByteStream):
         done, self._done = self._done, None
         if done is not None:
             try:
-                self._attempts.finished(broken)
+                await self._acquirer.call(self._attempts.finished, broken)
             finally:
                 await done()
 
@@ -275,36 +278,43 @@ class AsyncTransport(httpx.AsyncBaseTransport):
                     if last is not None:
                         return last
                     raise
-                route = attempts.begin(lease)
+                route = await self._acquirer.call(attempts.begin, lease)
                 inner = self._proxied.take(proxy_url(route[1])) if route[0] == "proxy" else self._direct
                 try:
                     try:
                         response = await inner.handle_async_request(_sent(request, route))
                     except httpx.TransportError as e:
                         kind = _failure(e)
-                        if kind is None or attempts.failed(kind) == "deliver":
+                        if kind is None or await self._acquirer.call(attempts.failed, kind) == "deliver":
                             raise
                         continue
                     if response.status_code >= 400:
                         last, body = await _async_error_answer(response)
-                        if attempts.answered(response.status_code, response.headers.multi_items(), body) == "retry":
+                        step = await self._acquirer.call(
+                            attempts.answered, response.status_code, response.headers.multi_items(), body
+                        )
+                        if step == "retry":
                             continue
                         return last
-                    if attempts.answered(response.status_code, response.headers.multi_items()) != "stream":
+                    step = await self._acquirer.call(
+                        attempts.answered, response.status_code, response.headers.multi_items()
+                    )
+                    if step != "stream":
                         return response
                     if response.is_closed:  # its body was read whole already (a mock's, a cache's)
-                        attempts.finished()
+                        await self._acquirer.call(attempts.finished)
                         return response
                     done = functools.partial(self._give_back, inner)
                     inner = self._direct  # given back when the body ends
-                    response.stream = _AsyncFinishing(response.stream, attempts, done)  # type: ignore[arg-type]
+                    stream = response.stream
+                    response.stream = _AsyncFinishing(stream, attempts, self._acquirer, done)  # type: ignore[arg-type]
                     handed = True
                     return response
                 finally:
                     await self._give_back(inner)
         finally:
             if not handed:
-                attempts.end()
+                await self._acquirer.call(attempts.end)
 
     async def _give_back(self, inner: httpx.AsyncHTTPTransport) -> None:
         if inner is not self._direct:

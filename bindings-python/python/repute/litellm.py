@@ -220,7 +220,7 @@ class Logger(CustomLogger):
         with self._lock:
             call = self._calls.pop(trace, None)
             if call is not None and call.group != group:
-                call.attempts.end()
+                self._acquirer.soon(call.attempts.end)
                 call = None
             if call is None:
                 call = _Call(self._start(group), group)
@@ -231,7 +231,7 @@ class Logger(CustomLogger):
                 if len(self._calls) <= self._max_calls and call.seen - old.seen < _LINGER:
                     break
                 self._calls.popitem(last=False)
-                old.attempts.end()
+                self._acquirer.soon(old.attempts.end)
             return call
 
     def _take(self, trace: object) -> _Call | None:
@@ -244,7 +244,7 @@ class Logger(CustomLogger):
         with self._lock:
             if self._calls.get(trace) is call:
                 del self._calls[trace]
-        call.attempts.end()
+        self._acquirer.soon(call.attempts.end)
 
     async def async_filter_deployments(
         self,
@@ -266,14 +266,14 @@ class Logger(CustomLogger):
         try:
             for _ in range(_MAX_PASSED):
                 lease = await self._acquirer.acquire(call.attempts)
-                call.attempts.begin(lease)
+                await self._acquirer.call(call.attempts.begin, lease)
                 chosen = by_id.get(lease.value)
                 if chosen is not None:
                     call.leased = lease.value
                     return [chosen]
                 # LiteLLM keeps this one out (a cooldown, another check):
                 # it carries nothing, and the protocol now excludes it.
-                call.attempts.end()
+                await self._acquirer.call(call.attempts.end)
         except BaseException:  # a refusal, or the call cancelled: nothing is leased
             self._drop(trace, call)
             raise
@@ -289,8 +289,8 @@ class Logger(CustomLogger):
         headers = kwargs.get("response_headers") or {}
         pairs = [(str(k), str(v)) for k, v in headers.items()] if isinstance(headers, Mapping) else []
         try:
-            if call.attempts.answered(200, pairs) == "stream":
-                call.attempts.finished(None)
+            if await self._acquirer.call(call.attempts.answered, 200, pairs) == "stream":
+                await self._acquirer.call(call.attempts.finished, None)
         finally:
             self._drop(trace, call)
 
@@ -306,14 +306,14 @@ class Logger(CustomLogger):
         step = "retry"
         try:
             if answer is not None:
-                step = call.attempts.answered(*answer)
+                step = await self._acquirer.call(call.attempts.answered, *answer)
             elif failure is not None:
-                step = call.attempts.failed(failure)
+                step = await self._acquirer.call(call.attempts.failed, failure)
             else:  # raised before it was sent: the deployment is not at fault
-                call.attempts.end()
+                await self._acquirer.call(call.attempts.end)
         finally:
             if _last_try(kwargs):
                 self._drop(trace, call)
             elif step != "retry":
                 call.done = True
-                call.attempts.end()
+                await self._acquirer.call(call.attempts.end)

@@ -229,7 +229,7 @@ class ProxyMiddleware:
         try:
             lease = await self._acquirer.acquire(attempts)
         except (NoResourceAvailableError, RateLimitedError):
-            attempts.end()
+            await self._acquirer.call(attempts.end)
             meta[_DONE] = True
             last: tuple[Response, dict[str, Any]] | None = meta.get(_LAST)
             if last is not None:
@@ -237,10 +237,10 @@ class ProxyMiddleware:
                 return last[0]  # passed through process_response as is
             raise
         except BaseException:
-            attempts.end()
+            await self._acquirer.call(attempts.end)
             meta[_DONE] = True
             raise
-        how, name, value = attempts.begin(lease)
+        how, name, value = await self._acquirer.call(attempts.begin, lease)
         if how == "proxy":
             meta["proxy"] = with_credentials(proxy_url(name), lease.secret)
             meta["download_slot"] = name
@@ -255,17 +255,17 @@ class ProxyMiddleware:
         if attempts is None or response is request.meta.get(_LAST, (None,))[0]:
             return response
         if self._policy is not None and self._policy.response_is_ban(request, response):
-            step = attempts.failed("blocked")
+            step = await self._acquirer.call(attempts.failed, "blocked")
         elif response.status >= 400:
             body = response.body.decode(getattr(response, "encoding", None) or "utf-8", "replace")
-            step = attempts.answered(response.status, _headers(response), body)
+            step = await self._acquirer.call(attempts.answered, response.status, _headers(response), body)
         else:
-            step = attempts.answered(response.status, _headers(response))
+            step = await self._acquirer.call(attempts.answered, response.status, _headers(response))
             if step == "stream":
-                attempts.finished(None)  # Scrapy has read the whole body
+                await self._acquirer.call(attempts.finished, None)  # Scrapy has read the whole body
         if step == "retry":
             return self._again(request, response)
-        attempts.end()
+        await self._acquirer.call(attempts.end)
         request.meta[_DONE] = True
         return response
 
@@ -277,12 +277,12 @@ class ProxyMiddleware:
             return None
         banned = self._policy.exception_is_ban(request, exception) if self._policy is not None else None
         if banned is False or (banned is None and not _is_download_error(exception)):
-            attempts.end()  # not the proxy's doing: released unreported
+            await self._acquirer.call(attempts.end)  # not the proxy's doing: released unreported
             request.meta[_DONE] = True
             return None
-        if attempts.failed(_failure(exception)) == "retry":
+        if await self._acquirer.call(attempts.failed, _failure(exception)) == "retry":
             return self._again(request, None)
-        attempts.end()
+        await self._acquirer.call(attempts.end)
         request.meta[_DONE] = True
         return None
 
