@@ -173,6 +173,7 @@ async function boot() {
   });
   $('signout').addEventListener('click', () => { auth.clear(); say('Signed out.', 'ok'); showSignin(); });
   window.addEventListener('hashchange', () => draw());
+  $('nav').addEventListener('click', () => say(''));
   setInterval(tick, 1000);
   setInterval(() => { if (!$('signin').hidden || document.body.dataset.view === 'events') return; schedule(); }, 5000);
   if (auth.key || (openAuth && auth.tenant)) await signIn();
