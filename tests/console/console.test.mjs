@@ -11,6 +11,7 @@ const BASE = process.env.REPUTE_CONSOLE_URL;
 const KEY = process.env.REPUTE_CONSOLE_KEY;
 const BIG_KEY = process.env.REPUTE_CONSOLE_BIG_KEY;
 const SHOTS = process.env.REPUTE_CONSOLE_SHOTS;
+const OPEN = process.env.REPUTE_CONSOLE_OPEN_URL;
 const XSS_VALUE = '<script>alert(1)</script>';
 const XSS_LABEL = '<img src=x onerror=alert(1)>';
 
@@ -57,7 +58,7 @@ function row(value) {
 }
 
 before(async () => {
-  assert.ok(BASE && KEY && BIG_KEY && SHOTS, 'run.sh sets REPUTE_CONSOLE_URL, _KEY, _BIG_KEY and _SHOTS');
+  assert.ok(BASE && OPEN && KEY && BIG_KEY && SHOTS, 'run.sh sets REPUTE_CONSOLE_URL, _OPEN_URL, _KEY, _BIG_KEY and _SHOTS');
   mkdirSync(SHOTS, { recursive: true });
   browser = await chromium.launch({
     executablePath: process.env.REPUTE_CHROMIUM || '/usr/bin/chromium',
@@ -179,6 +180,28 @@ test('a wrong key gets a clear message', async () => {
   assert.equal(await p.isVisible('#key'), true);
   assert.equal(await p.evaluate(() => sessionStorage.length), 0, 'a refused key is not kept');
   await shot('wrong-key', p);
+  await context.close();
+  assert.deepEqual(trouble, []);
+});
+
+test('without auth a browser at / gets the console, which asks for a tenant and sends it', async () => {
+  const res = await fetch(`${OPEN}/v1/resources`, {
+    method: 'POST', headers: { 'Content-Type': 'application/json', 'Repute-Tenant': 'acme' }, body: JSON.stringify({ kind: 'proxy', value: 'acme-exit:3128' }),
+  });
+  assert.equal(res.status, 204);
+  const context = await browser.newContext();
+  const p = await context.newPage();
+  watch(p);
+  await p.goto(`${OPEN}/`);
+  assert.equal(new URL(p.url()).pathname, '/ui');
+  await p.waitForSelector('#tenant', { state: 'visible' });
+  assert.equal(await p.isVisible('#key'), false);
+  await p.fill('#tenant', 'acme');
+  await p.press('#tenant', 'Enter');
+  await p.click('#nav a[data-view=resources]');
+  await p.waitForSelector('table.resources tbody tr[data-value="acme-exit:3128"]');
+  assert.equal(await p.locator('table.resources tbody tr').count(), 1);
+  assert.match(await p.textContent('#who'), /tenant acme/);
   await context.close();
   assert.deepEqual(trouble, []);
 });

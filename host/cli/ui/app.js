@@ -74,7 +74,11 @@ function onEvent(name, text) {
 }
 
 let timer = null;
-/** Redraws the view soon, at most twice a second while events pour in. */
+let lastDrawMs = 0;
+/**
+ * Redraws the view soon: at most twice a second while events pour in, and
+ * less often for a view that is slow to fetch (the overview of a large pool).
+ */
 function schedule() {
   if (timer) return;
   timer = setTimeout(() => {
@@ -83,7 +87,7 @@ function schedule() {
     const active = document.activeElement;
     if ($('confirm').open || ($('view').contains(active) && ['INPUT', 'SELECT', 'TEXTAREA'].includes(active.tagName))) schedule();
     else draw();
-  }, 500);
+  }, Math.max(500, 4 * lastDrawMs));
 }
 
 async function draw() {
@@ -94,6 +98,7 @@ async function draw() {
     const parts = path.split('/').filter(Boolean).map(decodeURIComponent);
     const params = new URLSearchParams(query || '');
     const root = $('view');
+    const began = performance.now();
     for (const a of document.querySelectorAll('#nav a')) {
       const current = a.dataset.view === parts[0] || (parts[0] === 'resource' && a.dataset.view === 'resources');
       if (current) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
@@ -107,6 +112,7 @@ async function draw() {
       document.body.dataset.view = parts[0] || 'overview';
       // ms since navigation began: when the view's data was last on the page.
       document.body.dataset.drawn = String(Math.round(performance.now()));
+      lastDrawMs = performance.now() - began;
     } catch (e) {
       if (e instanceof ApiError && e.status === 401) { auth.clear(); showSignin(explain(e)); return; }
       say(explain(e));

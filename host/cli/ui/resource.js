@@ -6,9 +6,9 @@ import { h, replace, countdown, percent, badge, confirmAction } from './dom.js';
 import { summarize, eventLine } from './views.js';
 
 async function find(kind, value) {
-  const query = new URLSearchParams({ kind, cells: 'true' });
+  const query = new URLSearchParams({ kind, value, cells: 'true' });
   const { json } = await call('GET', `/v1/resources?${query}`);
-  return json.find((r) => r.resource.value === value);
+  return json[0];
 }
 
 export async function resource(root, kind, value, store, go, say) {

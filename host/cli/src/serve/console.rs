@@ -21,6 +21,7 @@ pub const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; 
 const HTML: &str = "text/html; charset=utf-8";
 const CSS: &str = "text/css; charset=utf-8";
 const JS: &str = "text/javascript; charset=utf-8";
+const SVG: &str = "image/svg+xml";
 
 /// Each asset's path, media type and text.
 const ASSETS: &[(&str, &str, &str)] = &[
@@ -31,6 +32,7 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ("/ui/dom.js", JS, include_str!("../../ui/dom.js")),
     ("/ui/views.js", JS, include_str!("../../ui/views.js")),
     ("/ui/resource.js", JS, include_str!("../../ui/resource.js")),
+    ("/ui/icon.svg", SVG, include_str!("../../ui/icon.svg")),
 ];
 
 /// The console's routes, and `/` sending a browser on to it.

@@ -32,6 +32,9 @@ pub(super) struct ListQuery {
     /// Only resources of this kind
     #[schemars(with = "Option<schema::Name>")]
     kind: Option<String>,
+    /// Only the resource of this value (with `kind`, at most one)
+    #[schemars(with = "Option<schema::Name>")]
+    value: Option<String>,
     /// Only resources with this label, `NAME=VALUE`
     #[schemars(with = "Option<schema::LabelIs>")]
     label: Option<String>,
@@ -93,8 +96,10 @@ pub(super) async fn resources(
     if q.limit.is_some_and(|l| !(1..=MAX_LIMIT).contains(&l)) {
         return Err(Problem::invalid("limit", format!("must be 1 to {MAX_LIMIT}")));
     }
-    if let Some(kind) = &q.kind {
-        check_name("kind", kind, 256)?;
+    for (field, name) in [("kind", &q.kind), ("value", &q.value)] {
+        if let Some(name) = name {
+            check_name(field, name, 256)?;
+        }
     }
     let label = q.label.as_deref().map(label_filter).transpose()?.map(|(n, v)| (n.to_owned(), v.to_owned()));
     let (total, page) = state
@@ -102,6 +107,7 @@ pub(super) async fn resources(
             let mut views: Vec<ResourceView> = p.resources()?;
             views.retain(|v| {
                 q.kind.as_ref().is_none_or(|k| v.resource.kind() == k.as_str())
+                    && q.value.as_ref().is_none_or(|val| v.resource.value() == val.as_str())
                     && label.as_ref().is_none_or(|(n, val)| v.labels.get(n) == Some(val.as_str()))
             });
             match q.sort {

@@ -78,6 +78,8 @@ fn resources_are_listed_a_page_at_a_time() {
     assert_eq!((total, values), (20, ["r05", "r06", "r07", "r08", "r09"].map(String::from).to_vec()));
     let (total, values, _) = list("label=region%3Deu&sort=-id");
     assert_eq!((total, values), (5, ["r15", "r10", "r05", "r00", "r20"].map(String::from).to_vec()));
+    let (total, values, _) = list("kind=proxy&value=r07");
+    assert_eq!((total, values), (1, vec!["r07".to_owned()]));
     let (total, values, _) = list("offset=24&limit=10");
     assert_eq!((total, values), (25, vec!["r19".to_owned()]));
     assert_eq!(list("").0, 25);
@@ -107,6 +109,7 @@ fn resources_are_listed_a_page_at_a_time() {
         ("label=region", "label"),
         ("label=region%3D", "label"),
         ("kind=", "kind"),
+        ("value=%07", "value"),
         ("cells=maybe", "cells"),
     ] {
         let reply = call("GET", &s.url(&format!("/v1/resources?{query}")), NONE, None);
