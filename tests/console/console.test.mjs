@@ -126,6 +126,36 @@ test('blocking from the page asks first, and the API sees the block', async () =
   await shot('resource');
 });
 
+test('unblocking in one context and unregistering, by keyboard, each confirmed or called off', async () => {
+  const path = `/v1/resources/proxy/${encodeURIComponent('10.0.0.2:8080')}`;
+  assert.equal((await api('PUT', `${path}/block`, { context: 'example.com', reason: 'bad site' })).status, 204);
+  await page.goto(`${BASE}/ui#/resource/proxy/${encodeURIComponent('10.0.0.2:8080')}`);
+  await page.waitForSelector('table.cells');
+  await page.selectOption('#unblock-form select', 'example.com');
+  await page.focus('#unblock');
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('dialog#confirm[open]');
+  assert.equal(await page.textContent('#confirm-text'), 'Lift the block of proxy 10.0.0.2:8080 in example.com?');
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('.message.ok');
+  const cells = await api('GET', `${path}/cells`);
+  assert.equal(cells.json.find((c) => c.context === 'example.com').block, null);
+
+  await page.focus('#unregister');
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('dialog#confirm[open]');
+  await page.keyboard.press('Escape');
+  await page.waitForSelector('dialog#confirm', { state: 'hidden' });
+  assert.equal((await api('GET', '/v1/resources?kind=proxy&value=10.0.0.2%3A8080')).json.length, 1, 'called off: still there');
+  await page.focus('#unregister');
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('dialog#confirm[open]');
+  await page.click('#confirm-ok');
+  await page.waitForSelector('table.resources');
+  assert.equal((await api('GET', '/v1/resources?kind=proxy&value=10.0.0.2%3A8080')).json.length, 0);
+  assert.deepEqual(trouble, []);
+});
+
 test('values a client registered are shown as text and never run', async () => {
   await page.goto(`${BASE}/ui#/resource/proxy/${encodeURIComponent(XSS_VALUE)}`);
   await page.waitForSelector('#resource-value');
@@ -148,7 +178,7 @@ test('the overview and the live leases', async () => {
   await page.waitForSelector('.cards .figure');
   const figures = await page.$$eval('.card', (cards) => Object.fromEntries(cards.map((c) => [c.lastChild.textContent, c.firstChild.textContent])));
   assert.equal(figures.blocked, '2');
-  assert.equal(figures.cooling, '1');
+  assert.equal(figures.healthy, '2');
   assert.equal(figures['live leases'], '2');
   assert.equal(await page.locator('svg.chart polyline').count(), 2);
   await page.waitForFunction(() => /no_candidates: 1/.test(document.querySelector('#view').textContent));

@@ -83,9 +83,9 @@ function schedule() {
   if (timer) return;
   timer = setTimeout(() => {
     timer = null;
-    // Not under someone typing in a form or answering the confirmation.
-    const active = document.activeElement;
-    if ($('confirm').open || ($('view').contains(active) && ['INPUT', 'SELECT', 'TEXTAREA'].includes(active.tagName))) schedule();
+    // Not under someone answering the confirmation, typing in a form or
+    // moving through the view with the keyboard: a redraw would lose their place.
+    if ($('confirm').open || $('view').contains(document.activeElement)) schedule();
     else draw();
   }, Math.max(500, 4 * lastDrawMs));
 }

@@ -44,7 +44,7 @@ export async function resource(root, kind, value, store, go, say) {
   h('label', {}, 'Reason ', h('input', { name: 'reason', maxlength: 1024 })),
   h('label', {}, 'Minutes ', h('input', { name: 'minutes', type: 'number', min: 1, placeholder: 'permanent' })),
   h('button', { type: 'submit', class: 'danger', id: 'block', text: 'Block…' }));
-  const unblockForm = h('form', { class: 'action', onsubmit: (e) => {
+  const unblockForm = h('form', { class: 'action', id: 'unblock-form', onsubmit: (e) => {
     e.preventDefault();
     const c = unblockForm.elements.context;
     const q = c.value ? `?${new URLSearchParams({ context: c.value })}` : '';
