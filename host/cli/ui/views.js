@@ -176,8 +176,16 @@ export async function leases(root) {
 
 /** One line of the feed: the event's type, time and its fields as text. */
 export function eventLine(e) {
-  const { type, at_unix_ms: at, ...rest } = e.data;
-  const fields = Object.entries(rest).filter(([, v]) => v !== null).map(([k, v]) => `${k}=${typeof v === 'object' ? JSON.stringify(v) : v}`);
+  const { type, at_unix_ms: at, resource, lease, ...rest } = e.data;
+  const id = resource || lease?.resource;
+  const fields = [];
+  if (id) fields.push(`${id.kind} ${id.value}`);
+  if (lease) fields.push(`lease ${lease.id}`, `context=${lease.context}`);
+  for (const [k, v] of Object.entries(rest)) {
+    if (v === null) continue;
+    if (k.endsWith('_unix_ms')) fields.push(`${k.slice(0, -8)}=${new Date(v).toLocaleTimeString()}`);
+    else fields.push(`${k}=${typeof v === 'object' ? JSON.stringify(v) : v}`);
+  }
   return h('li', { class: `event event-${e.name}` },
     h('time', { text: new Date(at || e.received).toLocaleTimeString() }), ' ',
     h('span', { class: 'event-name', text: e.name }), ' ',
