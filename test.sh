@@ -3,7 +3,7 @@
 # the Rust workspace (core, component host, CLI/server, fault harness), the
 # Python binding (pytest + mypy), the real-traffic harness and the Node
 # binding (node:test + tsc) — and schemathesis against the server's OpenAPI
-# document.
+# document, and the web console in a real browser.
 #
 # On a fresh Debian machine, run as root, it first installs what is missing:
 # the Debian packages of the servers the tests run against and of the tools
@@ -33,6 +33,8 @@ command -v cc >/dev/null || missing+=(build-essential)
 python3 -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
 # Real proxy processes for the real-traffic harness.
 command -v tinyproxy >/dev/null || missing+=(tinyproxy)
+# The headless browser the web console's suite drives (tests/console).
+command -v chromium >/dev/null || missing+=(chromium)
 if [ "${#missing[@]}" -gt 0 ]; then
     if [ "$(id -u)" != 0 ]; then
         echo "test.sh: missing Debian packages: ${missing[*]}" >&2
@@ -107,6 +109,9 @@ cargo clippy -p repute-core --target wasm32-wasip2 --features guest-bench,trap-t
 cargo test --workspace --release --locked --features repute-cli/etcd,repute-host/testing --exclude repute-python --exclude repute-node
 # The server against its own OpenAPI document (schemathesis, from PyPI).
 scripts/schemathesis.sh
+# The web console (/ui) in headless Chromium, driven by playwright-core from
+# npm (pinned): the server's own pages against a server the suite starts.
+tests/console/run.sh
 ./bindings-python/test.sh
 # The real-traffic harness (tests/realtraffic): real tinyproxy processes and
 # the real openai SDK on loopback, repute beside a careful round-robin,

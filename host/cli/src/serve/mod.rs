@@ -13,6 +13,7 @@
 mod args;
 pub mod auth;
 mod connections;
+pub mod console;
 mod extract;
 mod labels;
 mod metrics;

@@ -44,6 +44,15 @@ rule!(
 );
 
 rule!(
+    /// A label filter, `NAME=VALUE`.
+    LabelIs,
+    |_g| json_schema!({
+        "type": "string",
+        "pattern": r"^[A-Za-z0-9_.-]{1,64}=[^\u0000-\u001f\u007f-\u009f]{1,256}$",
+    })
+);
+
+rule!(
     /// Names sent as a list, e.g. `exclude`.
     Names,
     |g| json_schema!({"type": "array", "maxItems": 64, "items": Name::json_schema(g)})

@@ -33,7 +33,7 @@ impl JsonSchema for Resource {
         "Resource".into()
     }
 
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+    fn json_schema(g: &mut SchemaGenerator) -> Schema {
         json_schema!({
             "type": "object",
             "properties": {
@@ -55,6 +55,11 @@ impl JsonSchema for Resource {
                 "score": {"type": "integer"},
                 "contexts": {"type": "integer"},
                 "block": {"type": ["object", "null"]},
+                "cells": {
+                    "type": "array",
+                    "items": g.subschema_for::<Cell>(),
+                    "description": "With `cells=true` only: its cells, as /cells lists them.",
+                },
             },
         })
     }

@@ -5,6 +5,7 @@
 
 mod events;
 mod leases;
+mod listing;
 mod outcomes;
 mod probes;
 mod resources;
@@ -40,7 +41,8 @@ pub fn router(state: App) -> Router {
     for route in routes() {
         app = app.route(route.path, route.handler);
     }
-    app.fallback(|| async { Problem::not_found("route") })
+    app.merge(super::console::routes())
+        .fallback(|| async { Problem::not_found("route") })
         // The method router still adds the `Allow` header to this answer.
         .method_not_allowed_fallback(|| async {
             Problem::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "Method not allowed")

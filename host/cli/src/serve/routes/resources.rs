@@ -3,11 +3,12 @@
 use axum::extract::State;
 use axum::http::{Method, StatusCode};
 use axum::Json;
-use repute_host::{CellView, PoolOps, ResourceView};
+use repute_host::{CellView, PoolOps};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::listing;
 use super::table::{route, KindValue, Route, CELL_BUDGET, UNKNOWN};
 use crate::serve::extract::{App, AppResult, Body, Tenant, P, Q};
 use crate::serve::labels;
@@ -37,8 +38,11 @@ pub(super) fn routes() -> Vec<Route> {
         route(
             M::GET,
             "/v1/resources",
-            resources,
-            Doc::tenant("List resources").list::<views::Resource>(200, "Resources sorted by id"),
+            listing::resources,
+            Doc::tenant("List resources: filtered, sorted and paged when asked")
+                .query::<listing::ListQuery>()
+                .list::<views::Resource>(200, "Resources sorted by id unless `sort` says otherwise")
+                .header("Repute-Total", "How many resources match the filters, every page together", "integer"),
         ),
         route(
             M::DELETE,
@@ -136,19 +140,6 @@ pub(super) async fn register(
         })
         .await??;
     Ok(StatusCode::NO_CONTENT)
-}
-
-/// The views with `labels` as an object and `limits` in ms; a view never
-/// carries a secret.
-pub(super) async fn resources(State(state): State<App>, Tenant(t): Tenant) -> AppResult<Json<Value>> {
-    let views: Vec<ResourceView> = state.call(&t, |p| p.resources()).await?;
-    let mut out = http_view(&views, &*state.clock);
-    if let Value::Array(items) = &mut out {
-        for (item, view) in items.iter_mut().zip(&views) {
-            item["labels"] = labels::object(&view.labels);
-        }
-    }
-    Ok(Json(out))
 }
 
 #[derive(Deserialize, JsonSchema)]

@@ -1,5 +1,6 @@
 //! `repute serve` started for real on a free loopback port and driven over HTTP.
 
+mod console;
 mod leases;
 mod limits;
 mod observe;
