@@ -88,6 +88,9 @@ if [ -z "${REPUTE_TEST_PG_URL:-}" ] || [ -z "${REPUTE_TEST_ETCD_URL:-}" ] || [ -
     export REPUTE_TEST_REDIS_URL="${REPUTE_TEST_REDIS_URL:-$(service_url REPUTE_TEST_REDIS_URL)}"
 fi
 
+# How long each step took is what the CI time is made of: printed as it goes.
+mark() { echo "test.sh: ${SECONDS}s in, $*" >&2; }
+mark "installs and services ready"
 cargo fmt --all --check
 # The workspace-hack crate must match the dependency graph: its lines are
 # what `cargo hakari generate` writes now, every member but the core (built
@@ -99,6 +102,7 @@ cargo metadata --locked --format-version 1 >/dev/null
 cargo hakari generate --diff
 cargo hakari manage-deps --dry-run
 cargo hakari verify
+mark "lints"
 cargo clippy --workspace --all-targets --release --locked --features repute-cli/etcd,repute-host/testing -- -D warnings
 # The host library as an embedder that enables no networked backend builds it.
 cargo clippy -p repute-host --release --locked --no-default-features -- -D warnings
@@ -106,20 +110,29 @@ cargo clippy -p repute-host --release --locked --no-default-features -- -D warni
 cargo clippy -p repute-core --target wasm32-wasip2 --features guest-bench,trap-test --release --locked -- -D warnings
 # The binding crates are extension modules: their symbols come from the
 # Python / Node process, so they are tested through their own suites below.
+mark "the Rust tests"
 cargo test --workspace --release --locked --features repute-cli/etcd,repute-host/testing --exclude repute-python --exclude repute-node
 # The server against its own OpenAPI document (schemathesis, from PyPI).
+mark "schemathesis"
 scripts/schemathesis.sh
 # The web console (/ui) in headless Chromium, driven by playwright-core from
 # npm (pinned): the server's own pages against a server the suite starts.
+mark "the console in a browser"
 tests/console/run.sh
+mark "the Python binding"
 ./bindings-python/test.sh
 # The real-traffic harness (tests/realtraffic): real tinyproxy processes and
-# the real openai SDK on loopback, repute beside a careful round-robin,
-# Crawlee's SessionPool and LiteLLM's Router, one seed, about two minutes;
+# the real openai SDK on loopback, repute (by hand and through its
+# adapters) beside a careful round-robin, Crawlee's SessionPool and
+# LiteLLM's Router, one seed, about three minutes;
 # its --check holds repute to what tests/realtraffic/checks.py asserts.
+mark "the real-traffic harness"
 tests/realtraffic/run.sh "$PWD/.venv/bin/python" --check
 # The fault harness's Python scenario (kill -9 of a Python process holding
 # leases on SQLite) needs the binding the step above installed in .venv.
+mark "the fault harness's Python scenario"
 REPUTE_TEST_PYTHON="$PWD/.venv/bin/python" cargo test --workspace --release --locked --features repute-cli/etcd,repute-host/testing \
     --exclude repute-python --exclude repute-node --test faults sqlite_python -- --ignored
+mark "the Node binding"
 ./bindings-node/test.sh
+mark "all passed"
