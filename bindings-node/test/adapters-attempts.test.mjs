@@ -6,7 +6,8 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Pool, Attempts, InvalidInputError, NoResourceAvailableError } from '../index.js';
+import { Pool, Attempts, NoResourceAvailableError } from '../index.js';
+import { fieldOf } from './fixtures/adapters.mjs';
 
 function pool(kind, values, options = {}) {
   const p = new Pool({ strategy: 'first' });
@@ -134,24 +135,15 @@ test('on a durable store the attempt acquires off the JS thread, and what it rep
 
 test("bad plans and calls raise InvalidInputError naming the field", async () => {
   const p = pool('proxy', ['http://a:1']);
-  const field = (f) => {
-    try {
-      f();
-    } catch (e) {
-      assert.ok(e instanceof InvalidInputError, String(e));
-      return e.field;
-    }
-    assert.fail('no error');
-  };
-  assert.equal(field(() => new Attempts({}, { context: 'c' })), 'pool');
-  assert.equal(field(() => new Attempts(p, { context: 'c', attempts: 0 })), 'attempts');
-  assert.equal(field(() => new Attempts(p, { context: 'c', timeoutMs: -1 })), 'timeoutMs');
-  assert.equal(field(() => new Attempts(p, { context: 'c', exclude: 'x' })), 'exclude');
+  assert.equal(fieldOf(() => new Attempts({}, { context: 'c' })), 'pool');
+  assert.equal(fieldOf(() => new Attempts(p, { context: 'c', attempts: 0 })), 'attempts');
+  assert.equal(fieldOf(() => new Attempts(p, { context: 'c', timeoutMs: -1 })), 'timeoutMs');
+  assert.equal(fieldOf(() => new Attempts(p, { context: 'c', exclude: 'x' })), 'exclude');
   const a = new Attempts(p, { context: 'c' });
-  assert.equal(field(() => a.answered(200)), 'attempt', 'an answer before begin');
+  assert.equal(fieldOf(() => a.answered(200)), 'attempt', 'an answer before begin');
   a.begin(await a.acquire());
-  assert.equal(field(() => a.answered(700)), 'status');
-  assert.equal(field(() => a.failed('exploded')), 'failure.kind');
-  assert.equal(field(() => a.begin(/** @type {any} */ ({}))), 'lease');
+  assert.equal(fieldOf(() => a.answered(700)), 'status');
+  assert.equal(fieldOf(() => a.failed('exploded')), 'failure.kind');
+  assert.equal(fieldOf(() => a.begin(/** @type {any} */ ({}))), 'lease');
   a.end();
 });

@@ -8,9 +8,9 @@ import assert from 'node:assert/strict';
 import got, { HTTPError } from 'got';
 import axios from 'axios';
 import * as repute from '../index.js';
-import { startProxies, targetSite, provider, listen, exitOf, freePort } from './fixtures/adapters.mjs';
+import { startProxies, targetSite, provider, listen, exitOf, freePort, fieldOf } from './fixtures/adapters.mjs';
 
-const { Pool, InvalidInputError } = repute;
+const { Pool } = repute;
 let proxies;
 let site;
 let target;
@@ -187,22 +187,13 @@ test('axios: its fetch adapter on repute.fetch carries requests through proxies 
 
 test('bad options raise InvalidInputError naming the field', async () => {
   const pool = new Pool();
-  const field = (f) => {
-    try {
-      f();
-    } catch (e) {
-      assert.ok(e instanceof InvalidInputError, String(e));
-      return e.field;
-    }
-    assert.fail('no error');
-  };
-  assert.equal(field(() => repute.gotOptions({}, {})), 'pool');
-  assert.equal(field(() => repute.gotOptions(pool, { attempts: 0 })), 'attempts');
-  assert.equal(field(() => repute.gotOptions(pool, { kind: 5 })), 'kind');
-  assert.equal(field(() => repute.gotOptions(pool, { context: 5 })), 'context');
-  assert.equal(field(() => repute.gotOptions(pool, { maxProxies: 0 })), 'maxProxies');
-  assert.equal(field(() => repute.axiosConfig({}, {})), 'pool');
-  assert.equal(field(() => repute.axiosConfig(pool, { timeoutMs: 0 })), 'timeoutMs');
+  assert.equal(fieldOf(() => repute.gotOptions({}, {})), 'pool');
+  assert.equal(fieldOf(() => repute.gotOptions(pool, { attempts: 0 })), 'attempts');
+  assert.equal(fieldOf(() => repute.gotOptions(pool, { kind: 5 })), 'kind');
+  assert.equal(fieldOf(() => repute.gotOptions(pool, { context: 5 })), 'context');
+  assert.equal(fieldOf(() => repute.gotOptions(pool, { maxProxies: 0 })), 'maxProxies');
+  assert.equal(fieldOf(() => repute.axiosConfig({}, {})), 'pool');
+  assert.equal(fieldOf(() => repute.axiosConfig(pool, { timeoutMs: 0 })), 'timeoutMs');
   pool.register('proxy', 'http://127.0.0.1:1');
   const streamed = await new Promise((ok) => got.extend(repute.gotOptions(pool)).stream(`${target}/news/1`).on('error', ok).resume());
   assert.equal(streamed.cause?.field ?? streamed.field, 'isStream');

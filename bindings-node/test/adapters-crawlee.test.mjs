@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import { HttpCrawler, ProxyConfiguration, Configuration, log } from '@crawlee/http';
 import { Pool, crawleeProxies, CrawleeProxies, InvalidInputError } from '../index.js';
-import { startProxies, targetSite, listen, exitOf, freePort } from './fixtures/adapters.mjs';
+import { startProxies, targetSite, listen, exitOf, freePort, fieldOf } from './fixtures/adapters.mjs';
 
 log.setLevel(log.LEVELS.OFF);
 
@@ -119,20 +119,11 @@ test("a proxy's secret is its user and password in the URL Crawlee gets; the lea
 
 test('bad options raise InvalidInputError naming the field', async () => {
   const pool = new Pool();
-  const field = (f) => {
-    try {
-      f();
-    } catch (e) {
-      assert.ok(e instanceof InvalidInputError, String(e));
-      return e.field;
-    }
-    assert.fail('no error');
-  };
-  assert.equal(field(() => crawleeProxies({}, {})), 'pool');
-  assert.equal(field(() => new CrawleeProxies(pool, { attempts: 0 })), 'attempts');
-  assert.equal(field(() => crawleeProxies(pool, { kind: 5 })), 'kind');
-  assert.equal(field(() => crawleeProxies(pool, { context: 5 })), 'context');
-  assert.equal(field(() => crawleeProxies(pool, { timeoutMs: -1 })), 'timeoutMs');
+  assert.equal(fieldOf(() => crawleeProxies({}, {})), 'pool');
+  assert.equal(fieldOf(() => new CrawleeProxies(pool, { attempts: 0 })), 'attempts');
+  assert.equal(fieldOf(() => crawleeProxies(pool, { kind: 5 })), 'kind');
+  assert.equal(fieldOf(() => crawleeProxies(pool, { context: 5 })), 'context');
+  assert.equal(fieldOf(() => crawleeProxies(pool, { timeoutMs: -1 })), 'timeoutMs');
   const refused = await crawleeProxies(pool).newUrlFunction('s', {}).catch((e) => e);
   assert.ok(refused instanceof InvalidInputError);
   assert.equal(refused.field, 'request');

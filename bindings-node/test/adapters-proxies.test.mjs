@@ -4,8 +4,8 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { request, fetch } from 'undici';
-import { Pool, dispatcher, ReputeDispatcher, Attempts, contextOf, InvalidInputError, NoResourceAvailableError } from '../index.js';
-import { startProxies, targetSite, listen, exitOf, freePort } from './fixtures/adapters.mjs';
+import { Pool, dispatcher, ReputeDispatcher, Attempts, contextOf, NoResourceAvailableError } from '../index.js';
+import { startProxies, targetSite, listen, exitOf, freePort, fieldOf } from './fixtures/adapters.mjs';
 
 let proxies;
 let site;
@@ -155,24 +155,15 @@ test('the default context is the URL host; an API key of a model-reading profile
 
 test('bad options raise InvalidInputError naming the field', () => {
   const pool = new Pool();
-  const field = (f) => {
-    try {
-      f();
-    } catch (e) {
-      assert.ok(e instanceof InvalidInputError, String(e));
-      return e.field;
-    }
-    assert.fail('no error');
-  };
-  assert.equal(field(() => dispatcher({}, {})), 'pool');
-  assert.equal(field(() => dispatcher(pool, { attempts: 0 })), 'attempts');
-  assert.equal(field(() => dispatcher(pool, { attempts: 17 })), 'attempts');
-  assert.equal(field(() => dispatcher(pool, { timeoutMs: 0 })), 'timeoutMs');
-  assert.equal(field(() => dispatcher(pool, { timeoutMs: 'soon' })), 'timeoutMs');
-  assert.equal(field(() => dispatcher(pool, { where: 5 })), 'where');
-  assert.equal(field(() => dispatcher(pool, { kind: 5 })), 'kind');
-  assert.equal(field(() => dispatcher(pool, { context: 5 })), 'context');
-  assert.equal(field(() => new ReputeDispatcher(pool, { maxProxies: 0 })), 'maxProxies');
-  assert.equal(field(() => new Attempts(pool, {})), 'context');
-  assert.equal(field(() => contextOf(pool, 'not a url')), 'url');
+  assert.equal(fieldOf(() => dispatcher({}, {})), 'pool');
+  assert.equal(fieldOf(() => dispatcher(pool, { attempts: 0 })), 'attempts');
+  assert.equal(fieldOf(() => dispatcher(pool, { attempts: 17 })), 'attempts');
+  assert.equal(fieldOf(() => dispatcher(pool, { timeoutMs: 0 })), 'timeoutMs');
+  assert.equal(fieldOf(() => dispatcher(pool, { timeoutMs: 'soon' })), 'timeoutMs');
+  assert.equal(fieldOf(() => dispatcher(pool, { where: 5 })), 'where');
+  assert.equal(fieldOf(() => dispatcher(pool, { kind: 5 })), 'kind');
+  assert.equal(fieldOf(() => dispatcher(pool, { context: 5 })), 'context');
+  assert.equal(fieldOf(() => new ReputeDispatcher(pool, { maxProxies: 0 })), 'maxProxies');
+  assert.equal(fieldOf(() => new Attempts(pool, {})), 'context');
+  assert.equal(fieldOf(() => contextOf(pool, 'not a url')), 'url');
 });
