@@ -224,3 +224,17 @@ def test_an_inner_answer_already_read_is_finished_at_once() -> None:
         assert [client.get("http://127.0.0.1/").text for _ in range(2)] == ["ok", "ok"]
     assert pool.stats().live_leases == 0
     assert next(c for c in pool.cells("site", "direct") if c.context == SITE).observations == 2
+
+
+def test_a_streamed_response_let_go_of_unread_gives_its_lease_back(
+    pool: repute.Pool, proxies: Proxies, target: Target
+) -> None:
+    import gc
+
+    with httpx.Client(transport=repute.httpx.Transport(pool, kind="proxy")) as client:
+        response = client.send(client.build_request("GET", f"{target.url}/stream"), stream=True)
+        assert pool.stats().live_leases == 1
+        del response
+        gc.collect()
+        assert pool.stats().live_leases == 0
+    assert cell(pool, proxies.proxies[0].url, SITE) is None, "a body nobody read is not reported"

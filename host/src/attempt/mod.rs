@@ -350,6 +350,15 @@ impl Attempts {
     }
 }
 
+/// A request its adapter let go of without ending it (a response nobody
+/// closed, a call cancelled where the library runs no hook): its lease goes
+/// back now, unreported, instead of being renewed until [`MAX_HOLD`].
+impl Drop for Attempts {
+    fn drop(&mut self) {
+        drop(self.end());
+    }
+}
+
 /// Reports a held result on its (released) lease's resource and context.
 fn report(held: &HeldBack) -> Result<()> {
     let Some(outcome) = &held.outcome else { return Ok(()) };

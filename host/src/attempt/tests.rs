@@ -360,3 +360,16 @@ fn a_body_nobody_closes_frees_its_permit_after_the_longest_hold() {
     a.finished(None).unwrap();
     assert_eq!(observed(&holder, "key", "k", "gpt-4o"), 1);
 }
+
+#[test]
+fn attempts_let_go_of_without_an_end_give_their_lease_back() {
+    let (holder, _clock) = pool("proxy", &["a"]);
+    let mut a = attempts(&holder, "example.com");
+    let lease = next(&mut a);
+    a.begin(lease.clone()).unwrap();
+    assert_eq!(a.answered(200, vec![], None).unwrap(), Step::Stream);
+    assert_eq!(live(&holder), 1);
+    drop(a);
+    assert_eq!((live(&holder), lease.released()), (0, true));
+    assert_eq!(observed(&holder, "proxy", "a", "example.com"), 0, "a body nobody read is not reported");
+}
