@@ -130,7 +130,7 @@ export interface GotAdapterOptions extends AttemptsPlan {
  * an agent for it, a key's with its credential header), and `retry.calculateDelay`, which
  * retries when the protocol says so and never otherwise. Promise API only (a got stream fails
  * with InvalidInputError, field `isStream`). Abort with `signal`: got's `.cancel()` runs no hook,
- * so a cancelled attempt's lease is held until its TTL ends.
+ * so a cancelled attempt's lease is held until the garbage collector takes the request's attempts.
  */
 export interface ReputeGotOptions {
   hooks: {

@@ -14,7 +14,8 @@
 // the last answer is the request's result, replayed from beforeRequest.
 // got's promise API only: a got stream is refused. An abort by `signal`
 // ends the request's attempts; got's `.cancel()` runs no hook, so a
-// cancelled attempt's lease is held until its TTL ends.
+// cancelled attempt's lease is held until the garbage collector takes
+// the request's attempts (their native side then releases it).
 
 const { Readable } = require('node:stream');
 const { HttpProxyAgent, HttpsProxyAgent } = require('hpagent');
