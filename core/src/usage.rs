@@ -115,6 +115,16 @@ fn freed_at(used: &impl Used, needed: u64, of: impl Fn(&Slice) -> u64) -> u64 {
     u64::MAX
 }
 
+/// What a resource's current window holds, as the next grant counts it:
+/// the grants an `rpm` or `tpm` counts in the last `WINDOW`, and their
+/// tokens (costs, or what they reconciled to). A view reads it; nothing
+/// judges by it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Window {
+    pub grants: u64,
+    pub tokens: u64,
+}
+
 /// Grants made from `from` to `at` and their tokens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Entry {

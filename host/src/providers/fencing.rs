@@ -2,9 +2,9 @@
 
 use std::collections::HashMap;
 
-use repute_core::{Claim, GrantAnswer, RateLimit};
+use repute_core::{Claim, GrantAnswer, RateLimit, Window};
 
-use super::usage::ResourceUsage;
+use super::usage::{ResourceUsage, UsageState, RESOURCE_SCOPE};
 use crate::error::StoreError;
 
 /// One resource permit, as the core names it.
@@ -48,6 +48,13 @@ pub trait Fencing: Send {
         reserved: u64,
         used: u64,
     ) -> Result<(), StoreError>;
+
+    /// What each resource (kind, value) holds in its own current window,
+    /// in order: read only, on the clock its grants are judged by (`now`
+    /// for an authority on the tenant's), pruned by the same rule as the
+    /// next grant prunes, so a view agrees with that grant's judgement. A
+    /// networked store answers the whole list in one round trip.
+    fn window(&mut self, resources: &[(&str, &str)], now: u64) -> Result<Vec<Window>, StoreError>;
 
     /// Extends the lease holding `token` by `ttl` ns from `now`; false once
     /// `token` is no longer the newest token of the permit.
@@ -133,6 +140,17 @@ impl MemoryFencing {
     /// The usage of the permit's resource (made empty on first use).
     pub(crate) fn usage(&mut self, permit: Permit<'_>) -> &mut ResourceUsage {
         entry(&mut self.usage, permit.kind, permit.value)
+    }
+
+    /// The resource's own window at `now`, pruned on a copy: reading
+    /// changes nothing.
+    pub(crate) fn window_of(&self, kind: &str, value: &str, now: u64) -> Window {
+        self.own_usage(kind, value).map_or_else(Window::default, |state| state.usage.window_at(now))
+    }
+
+    /// The resource's own scope, if a grant or a load made it.
+    pub(crate) fn own_usage(&self, kind: &str, value: &str) -> Option<&UsageState> {
+        self.usage.get(kind).and_then(|v| v.get(value)).and_then(|u| u.get(RESOURCE_SCOPE))
     }
 
     /// The grant decision shared with the SQLite authority, changing
@@ -226,6 +244,10 @@ impl Fencing for MemoryFencing {
             usage.reconcile(context, permit.index, token, used);
         }
         Ok(())
+    }
+
+    fn window(&mut self, resources: &[(&str, &str)], now: u64) -> Result<Vec<Window>, StoreError> {
+        Ok(resources.iter().map(|&(kind, value)| self.window_of(kind, value, now)).collect())
     }
 
     fn extend(&mut self, permit: Permit<'_>, token: u64, ttl: u64, now: u64) -> Result<bool, StoreError> {
