@@ -147,6 +147,15 @@ pub(crate) struct Usage {
 }
 
 impl Usage {
+    /// What the window holds at `now`: the entries `expire(now)` would keep.
+    pub fn window_at(&self, now: u64) -> Window {
+        let kept = self.window.iter().filter(|e| e.at.saturating_add(WINDOW) > now);
+        kept.fold(Window::default(), |w, e| Window {
+            grants: w.grants + u64::from(e.grants),
+            tokens: w.tokens + e.tokens,
+        })
+    }
+
     /// Drops the entries whose grants left the window by `now`.
     pub fn expire(&mut self, now: u64) {
         while let Some(e) = self.window.front().copied() {

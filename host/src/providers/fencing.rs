@@ -2,9 +2,9 @@
 
 use std::collections::HashMap;
 
-use repute_core::{Claim, GrantAnswer, RateLimit, Window};
+use repute_core::{Claim, GrantAnswer, RateLimit, ResourceView, Window};
 
-use super::usage::{ResourceUsage, UsageState, RESOURCE_SCOPE};
+use super::usage::{windowed, ResourceUsage, UsageState, RESOURCE_SCOPE};
 use crate::error::StoreError;
 
 /// One resource permit, as the core names it.
@@ -88,6 +88,31 @@ pub trait Fencing: Send {
         let _ = limit;
         Ok(None)
     }
+}
+
+/// Puts the authority's count of each view's window in place of its pool's,
+/// where the authority is not the pool itself: it counts every pool's
+/// grants, and its count is what the next grant is judged by. One read for
+/// the views whose limits keep a window (none, and no round trip, without).
+pub(crate) fn authority_windows(
+    fencing: &mut dyn Fencing,
+    now: u64,
+    views: &mut [ResourceView],
+) -> Result<(), StoreError> {
+    if fencing.in_process() {
+        return Ok(());
+    }
+    let windowed: Vec<usize> = (0..views.len()).filter(|&i| windowed(&views[i].limits)).collect();
+    if windowed.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<(&str, &str)> =
+        windowed.iter().map(|&i| (views[i].resource.kind(), views[i].resource.value())).collect();
+    let counts = fencing.window(&names, now)?;
+    for (i, window) in windowed.into_iter().zip(counts) {
+        views[i].window = window;
+    }
+    Ok(())
 }
 
 /// The state of one permit at the authority.

@@ -606,6 +606,29 @@ fn a_pool_counts_costs_reconciles_and_retires() {
     );
 }
 
+/// A pool that is its own authority (in memory) shows its own window in
+/// its views: the grants and tokens (as reconciled) of the last minute of a
+/// resource with an rpm or tpm, nothing for one without, and nothing once
+/// the minute passed.
+#[test]
+fn a_pools_views_show_its_window() {
+    let clock = ManualClock::new(SECOND);
+    let mut p = Pool::open(TenantConfig::default(), Providers::memory_with_clock(Arc::new(clock.clone()))).unwrap();
+    let limits = Limits { rpm: Some(1000), tpm: Some(100), ..Limits::default() };
+    p.register_with("key", "k1", &Registration { limits, ..Registration::new(3) }).unwrap();
+    p.register_with("key", "k2", &limited(Limits { max_uses: Some(5), ..Limits::default() })).unwrap();
+    let on = |value: &str, cost| Selector { prefer: Some(value.into()), cost: Some(cost), ..Selector::default() };
+    let first = p.acquire_with("chat", &on("k1", 30)).unwrap();
+    clock.advance(SECOND);
+    p.acquire_with("chat", &on("k1", 40)).unwrap();
+    p.reconcile(first.id, first.token, 5).unwrap();
+    p.acquire_with("chat", &on("k2", 1)).unwrap();
+    let windows = |p: &mut Pool| p.resources().unwrap().iter().map(|v| v.window).collect::<Vec<_>>();
+    assert_eq!(windows(&mut p), [Window { grants: 2, tokens: 45 }, Window::default()]);
+    clock.advance(WINDOW);
+    assert_eq!(windows(&mut p), [Window::default(), Window::default()], "the minute passed");
+}
+
 /// The holder's lease reports its usage with its outcome: the tokens are
 /// reconciled first, so the next acquire finds them free; after the
 /// release there is no lease to reconcile, and nothing is reported.
