@@ -73,3 +73,4 @@ pub use secret::{Secret, MAX_SECRET_BYTES};
 pub use selector::{LabelFilter, Selector, MAX_EXCLUDE, MAX_FILTERS, MAX_FILTER_VALUES};
 pub use snapshot::SnapshotError;
 pub use time::SECOND;
+pub use usage::Window;

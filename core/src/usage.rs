@@ -115,6 +115,16 @@ fn freed_at(used: &impl Used, needed: u64, of: impl Fn(&Slice) -> u64) -> u64 {
     u64::MAX
 }
 
+/// What a resource's current window holds, as the next grant counts it:
+/// the grants an `rpm` or `tpm` counts in the last `WINDOW`, and their
+/// tokens (costs, or what they reconciled to). A view reads it; nothing
+/// judges by it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Window {
+    pub grants: u64,
+    pub tokens: u64,
+}
+
 /// Grants made from `from` to `at` and their tokens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Entry {
@@ -137,6 +147,15 @@ pub(crate) struct Usage {
 }
 
 impl Usage {
+    /// What the window holds at `now`: the entries `expire(now)` would keep.
+    pub fn window_at(&self, now: u64) -> Window {
+        let kept = self.window.iter().filter(|e| e.at.saturating_add(WINDOW) > now);
+        kept.fold(Window::default(), |w, e| Window {
+            grants: w.grants + u64::from(e.grants),
+            tokens: w.tokens + e.tokens,
+        })
+    }
+
     /// Drops the entries whose grants left the window by `now`.
     pub fn expire(&mut self, now: u64) {
         while let Some(e) = self.window.front().copied() {

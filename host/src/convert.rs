@@ -355,6 +355,7 @@ pub(crate) fn resource_view_in(r: wit::ResourceView) -> Result<ResourceView, Err
         score: r.score,
         contexts: r.contexts,
         block: block_in(r.block),
+        window: repute_core::Window { grants: r.window.grants, tokens: r.window.tokens },
     })
 }
 

@@ -72,7 +72,7 @@ pub use providers::{Backend, Clock, ManualClock, Providers, SystemClock};
 pub use repute_core::{
     Block, CellState, CellView, Claim, Command, Context, ContextLimits, CoolingRule, Event, EventKind, FailureKind,
     GrantAnswer, LabelFilter, Labels, Lease, LeaseKind, Limits, Outcome, Policy, RateLimit, Recovery, Refusal,
-    Registration, RejectReason, ResourceId, ResourceView, RetireReason, Secret, Selector, Stats, Strategy,
+    Registration, RejectReason, ResourceId, ResourceView, RetireReason, Secret, Selector, Stats, Strategy, Window,
     MAX_RETRY_AFTER, MAX_RPM, SECOND, WINDOW,
 };
 #[cfg(feature = "testing")]

@@ -197,6 +197,23 @@ test('the overview and the live leases', async () => {
   assert.deepEqual(trouble, []);
 });
 
+test('limits show the current window as usage bars, and a resource at its tpm counts over a limit', async () => {
+  await register('anthropic', 'team-b', { permits: 3, limits: { tpm: 3 } });
+  for (let i = 0; i < 3; i++) {
+    assert.equal((await api('POST', '/v1/leases', { kind: 'anthropic', context: 'api.anthropic.com' })).status, 201);
+  }
+  await page.goto(`${BASE}/ui#/overview`);
+  await page.waitForSelector('#over-a-limit');
+  assert.equal(await page.textContent('#over-a-limit'), '1');
+  await page.goto(`${BASE}/ui#/resources`);
+  await row('team-b').waitFor();
+  assert.match(await row('team-b').textContent(), /tpm 3\/3/);
+  assert.match(await row('team-a').textContent(), /rpm 1\/60/);
+  assert.equal(await row('team-b').locator('meter[aria-label=tpm]').getAttribute('value'), '3');
+  await shot('usage');
+  assert.deepEqual(trouble, []);
+});
+
 test('a wrong key gets a clear message', async () => {
   const context = await browser.newContext();
   const p = await context.newPage();

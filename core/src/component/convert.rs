@@ -360,6 +360,7 @@ pub(super) fn resource_view_out(r: ResourceView) -> wit::ResourceView {
         score: r.score,
         contexts: r.contexts,
         block: block_out(r.block),
+        window: wit::UsageWindow { grants: r.window.grants, tokens: r.window.tokens },
     }
 }
 

@@ -13,6 +13,7 @@ use crate::lease::Lease;
 use crate::limits::{Limits, RetireReason};
 use crate::outcome::FailureKind;
 use crate::score;
+use crate::usage::Window;
 
 use super::blocklist::reason_bytes;
 use super::{Block, ContextCell, Pool};
@@ -54,6 +55,9 @@ pub struct ResourceView {
     pub score: i32,
     pub contexts: u32,
     pub block: Option<Block>,
+    /// What its own current window holds, as this pool counts it; the
+    /// host puts its lease authority's count here where that is another.
+    pub window: Window,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -173,6 +177,11 @@ impl Pool {
                 score: r.global.score,
                 contexts: r.contexts.len() as u32,
                 block: r.block.clone(),
+                window: if r.limits.rpm.is_some() || r.limits.tpm.is_some() {
+                    r.usage.window_at(self.now)
+                } else {
+                    Window::default()
+                },
             })
             .collect();
         out.sort_by(|a, b| a.resource.cmp(&b.resource));

@@ -21,6 +21,13 @@ export function summarize(r) {
   return { state, coolingUntil, global, blockedIn };
 }
 
+/** Whether a resource's current window reached its rpm or its tpm (the API's `usage`, counted by the lease authority). */
+export function overLimit(r) {
+  const l = r.limits || {};
+  const u = r.usage;
+  return !r.retired && !!u && ((!!l.rpm && u.grants >= l.rpm) || (!!l.tpm && u.tokens >= l.tpm));
+}
+
 export function resourceHref(kind, value) {
   return `#/resource/${encodeURIComponent(kind)}/${encodeURIComponent(value)}`;
 }
@@ -36,8 +43,9 @@ function limitsCell(r) {
   const l = r.limits || {};
   const parts = [];
   if (l.max_uses) parts.push(usageBar(r.uses, l.max_uses, 'uses'));
-  if (l.rpm) parts.push(h('span', { class: 'limit', text: `rpm ≤ ${l.rpm}` }));
-  if (l.tpm) parts.push(h('span', { class: 'limit', text: `tpm ≤ ${l.tpm}` }));
+  // The current 60 s window against each of its limits.
+  if (l.rpm) parts.push(r.usage ? usageBar(r.usage.grants, l.rpm, 'rpm') : h('span', { class: 'limit', text: `rpm ≤ ${l.rpm}` }));
+  if (l.tpm) parts.push(r.usage ? usageBar(r.usage.tokens, l.tpm, 'tpm') : h('span', { class: 'limit', text: `tpm ≤ ${l.tpm}` }));
   if (l.min_interval_ms) parts.push(h('span', { class: 'limit', text: `gap ≥ ${duration(l.min_interval_ms)}` }));
   if (l.max_age_ms) parts.push(h('span', { class: 'limit', text: `age ≤ ${duration(l.max_age_ms)}` }));
   return parts.length ? parts : h('span', { class: 'muted', text: '—' });
@@ -79,9 +87,11 @@ export async function overview(root, store) {
   const [{ json: stats }, list] = await Promise.all([call('GET', '/v1/stats'), allResources()]);
   const counts = Object.fromEntries(STATES.map((s) => [s, 0]));
   let soonest = null;
+  let limited = 0;
   for (const r of list) {
     const s = summarize(r);
     counts[s.state] += 1;
+    if (overLimit(r)) limited += 1;
     for (const t of [s.coolingUntil, r.block && r.block.until_unix_ms]) {
       if (t && t > Date.now() && (soonest === null || t < soonest)) soonest = t;
     }
@@ -94,6 +104,8 @@ export async function overview(root, store) {
     h('div', { class: 'cards' },
       ...STATES.map((s) => h('a', { class: `card state-${s}`, href: '#/resources', 'data-state': s },
         h('span', { class: 'figure', text: counts[s] }), h('span', { text: s }))),
+      h('a', { class: 'card state-limited', href: '#/resources', title: 'Resources whose window of the last 60 s reached their rpm or tpm, whatever their state' },
+        h('span', { class: 'figure', id: 'over-a-limit', text: limited }), h('span', { text: 'over a limit' })),
       h('a', { class: 'card', href: '#/leases' }, h('span', { class: 'figure', id: 'live-leases', text: stats.live_leases }), h('span', { text: 'live leases' }))),
     h('section', { class: 'panel' },
       h('h2', { text: 'Grants and refusals per second' }),

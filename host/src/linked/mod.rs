@@ -17,7 +17,7 @@ pub(crate) mod ops;
 /// The tenant's fencing provider as the core's authority, as the component's
 /// `fencing` import is.
 struct ProviderAuthority {
-    fencing: Box<dyn Fencing>,
+    fencing: SharedFencing,
     clock: Arc<dyn Clock>,
     fault: Arc<Mutex<Option<StoreError>>>,
 }
@@ -28,11 +28,18 @@ impl std::fmt::Debug for ProviderAuthority {
     }
 }
 
+/// The authority, shared with the pool's views, which read its windows.
+type SharedFencing = Arc<Mutex<Box<dyn Fencing>>>;
+
 fn permit(resource: &ResourceId, index: u32) -> Permit<'_> {
     Permit { kind: resource.kind(), value: resource.value(), index }
 }
 
 impl ProviderAuthority {
+    fn fencing(&self) -> std::sync::MutexGuard<'_, Box<dyn Fencing>> {
+        self.fencing.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn fail(&self, e: StoreError) {
         *self.fault.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
     }
@@ -41,7 +48,7 @@ impl ProviderAuthority {
 impl Authority for ProviderAuthority {
     fn grant(&mut self, resource: &ResourceId, index: u32, ttl: u64, last: u64, claim: Option<&Claim>) -> GrantAnswer {
         let now = self.clock.now();
-        self.fencing.grant(permit(resource, index), ttl, last, now, claim).unwrap_or_else(|e| {
+        self.fencing().grant(permit(resource, index), ttl, last, now, claim).unwrap_or_else(|e| {
             self.fail(e);
             GrantAnswer::Held
         })
@@ -57,27 +64,27 @@ impl Authority for ProviderAuthority {
         used: u64,
     ) {
         let context = context.map(Context::as_str);
-        if let Err(e) = self.fencing.reconcile(permit(resource, index), context, token, reserved, used) {
+        if let Err(e) = self.fencing().reconcile(permit(resource, index), context, token, reserved, used) {
             self.fail(e);
         }
     }
 
     fn extend(&mut self, resource: &ResourceId, index: u32, token: u64, ttl: u64) -> bool {
         let now = self.clock.now();
-        self.fencing.extend(permit(resource, index), token, ttl, now).unwrap_or_else(|e| {
+        self.fencing().extend(permit(resource, index), token, ttl, now).unwrap_or_else(|e| {
             self.fail(e);
             false
         })
     }
 
     fn revoke(&mut self, resource: &ResourceId, index: u32, token: u64) {
-        if let Err(e) = self.fencing.revoke(permit(resource, index), token) {
+        if let Err(e) = self.fencing().revoke(permit(resource, index), token) {
             self.fail(e);
         }
     }
 
     fn admit(&mut self, limit: &RateLimit) -> Option<u64> {
-        self.fencing.admit(limit).unwrap_or_else(|e| {
+        self.fencing().admit(limit).unwrap_or_else(|e| {
             self.fail(e);
             Some(0)
         })
@@ -129,6 +136,8 @@ impl journal::Storage for ProviderStorage {
 pub struct LinkedPool {
     journal: Journal<ProviderStorage>,
     fault: Arc<Mutex<Option<StoreError>>>,
+    fencing: SharedFencing,
+    clock: Arc<dyn Clock>,
 }
 
 impl std::fmt::Debug for LinkedPool {
@@ -143,7 +152,8 @@ impl LinkedPool {
         let Providers { clock, fencing, storage } = providers;
         let fault = Arc::new(Mutex::new(None));
         let own_authority = fencing.in_process();
-        let authority = ProviderAuthority { fencing, clock: clock.clone(), fault: fault.clone() };
+        let fencing = Arc::new(Mutex::new(fencing));
+        let authority = ProviderAuthority { fencing: fencing.clone(), clock: clock.clone(), fault: fault.clone() };
         let prepare = |pool: &mut repute_core::Pool, storage: &mut ProviderStorage| {
             if !own_authority {
                 pool.set_authority(Box::new(authority));
@@ -151,7 +161,7 @@ impl LinkedPool {
             pool.raise_lease_ids(storage.storage.lease_id_floor());
             pool.set_event_limit(ShardLimits::default().max_pending_events);
         };
-        let mut storage = ProviderStorage { storage, clock };
+        let mut storage = ProviderStorage { storage, clock: clock.clone() };
         let mut journal = if config.durable {
             Journal::open(config.policy, config.seed, true, storage, prepare).map_err(|e| match e {
                 JournalError::Storage(e) => Error::from(e),
@@ -163,7 +173,7 @@ impl LinkedPool {
             Journal::unlogged(pool, storage)
         };
         journal.pool_mut().drain_events();
-        Ok(LinkedPool { journal, fault })
+        Ok(LinkedPool { journal, fault, fencing, clock })
     }
 
     /// Runs a change through the journal, logged first when durable.

@@ -8,6 +8,7 @@ use repute_core::{
 
 use super::LinkedPool;
 use crate::error::{Error, Result};
+use crate::providers::authority_windows;
 
 fn id(kind: &str, value: &str) -> Result<ResourceId> {
     Ok(ResourceId::new(kind, value)?)
@@ -127,10 +128,13 @@ pub(crate) fn cells(pool: &mut LinkedPool, kind: &str, value: &str) -> Result<Ve
 }
 
 pub(crate) fn resources(pool: &mut LinkedPool) -> Result<Vec<ResourceView>> {
-    Ok(pool.journal.run(|p, now| {
+    let mut views = pool.journal.run(|p, now| {
         p.advance(now);
         p.resources()
-    }))
+    });
+    let mut fencing = pool.fencing.lock().unwrap_or_else(|p| p.into_inner());
+    authority_windows(&mut **fencing, pool.clock.now(), &mut views)?;
+    Ok(views)
 }
 
 pub(crate) fn leases(pool: &mut LinkedPool) -> Result<Vec<Lease>> {

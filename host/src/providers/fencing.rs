@@ -2,9 +2,9 @@
 
 use std::collections::HashMap;
 
-use repute_core::{Claim, GrantAnswer, RateLimit};
+use repute_core::{Claim, GrantAnswer, RateLimit, ResourceView, Window};
 
-use super::usage::ResourceUsage;
+use super::usage::{windowed, ResourceUsage, UsageState, RESOURCE_SCOPE};
 use crate::error::StoreError;
 
 /// One resource permit, as the core names it.
@@ -49,6 +49,13 @@ pub trait Fencing: Send {
         used: u64,
     ) -> Result<(), StoreError>;
 
+    /// What each resource (kind, value) holds in its own current window,
+    /// in order: read only, on the clock its grants are judged by (`now`
+    /// for an authority on the tenant's), pruned by the same rule as the
+    /// next grant prunes, so a view agrees with that grant's judgement. A
+    /// networked store answers the whole list in one round trip.
+    fn window(&mut self, resources: &[(&str, &str)], now: u64) -> Result<Vec<Window>, StoreError>;
+
     /// Extends the lease holding `token` by `ttl` ns from `now`; false once
     /// `token` is no longer the newest token of the permit.
     fn extend(&mut self, permit: Permit<'_>, token: u64, ttl: u64, now: u64) -> Result<bool, StoreError>;
@@ -81,6 +88,31 @@ pub trait Fencing: Send {
         let _ = limit;
         Ok(None)
     }
+}
+
+/// Puts the authority's count of each view's window in place of its pool's,
+/// where the authority is not the pool itself: it counts every pool's
+/// grants, and its count is what the next grant is judged by. One read for
+/// the views whose limits keep a window (none, and no round trip, without).
+pub(crate) fn authority_windows(
+    fencing: &mut dyn Fencing,
+    now: u64,
+    views: &mut [ResourceView],
+) -> Result<(), StoreError> {
+    if fencing.in_process() {
+        return Ok(());
+    }
+    let windowed: Vec<usize> = (0..views.len()).filter(|&i| windowed(&views[i].limits)).collect();
+    if windowed.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<(&str, &str)> =
+        windowed.iter().map(|&i| (views[i].resource.kind(), views[i].resource.value())).collect();
+    let counts = fencing.window(&names, now)?;
+    for (i, window) in windowed.into_iter().zip(counts) {
+        views[i].window = window;
+    }
+    Ok(())
 }
 
 /// The state of one permit at the authority.
@@ -133,6 +165,17 @@ impl MemoryFencing {
     /// The usage of the permit's resource (made empty on first use).
     pub(crate) fn usage(&mut self, permit: Permit<'_>) -> &mut ResourceUsage {
         entry(&mut self.usage, permit.kind, permit.value)
+    }
+
+    /// The resource's own window at `now`, pruned on a copy: reading
+    /// changes nothing.
+    pub(crate) fn window_of(&self, kind: &str, value: &str, now: u64) -> Window {
+        self.own_usage(kind, value).map_or_else(Window::default, |state| state.usage.window_at(now))
+    }
+
+    /// The resource's own scope, if a grant or a load made it.
+    pub(crate) fn own_usage(&self, kind: &str, value: &str) -> Option<&UsageState> {
+        self.usage.get(kind).and_then(|v| v.get(value)).and_then(|u| u.get(RESOURCE_SCOPE))
     }
 
     /// The grant decision shared with the SQLite authority, changing
@@ -226,6 +269,10 @@ impl Fencing for MemoryFencing {
             usage.reconcile(context, permit.index, token, used);
         }
         Ok(())
+    }
+
+    fn window(&mut self, resources: &[(&str, &str)], now: u64) -> Result<Vec<Window>, StoreError> {
+        Ok(resources.iter().map(|&(kind, value)| self.window_of(kind, value, now)).collect())
     }
 
     fn extend(&mut self, permit: Permit<'_>, token: u64, ttl: u64, now: u64) -> Result<bool, StoreError> {

@@ -25,7 +25,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use repute_core::usage::{self, Slice, Used, Verdict};
-use repute_core::{Claim, GrantAnswer, Limits, WINDOW};
+use repute_core::{Claim, GrantAnswer, Limits, Window, WINDOW};
 
 /// The scope of a resource's own usage; a context's scope is its name
 /// (never empty).
@@ -90,6 +90,12 @@ impl Usage {
             dropped += 1;
         }
         dropped
+    }
+
+    /// What the window holds at `now`: the grants `prune(now)` would keep.
+    pub fn window_at(&self, now: u64) -> Window {
+        let kept = self.window.iter().filter(|g| g.at.saturating_add(WINDOW) > now);
+        kept.fold(Window::default(), |w, g| Window { grants: w.grants + 1, tokens: w.tokens + g.cost })
     }
 
     /// The answer to a grant of `cost` under `limits` at `now` (pruned
@@ -170,6 +176,11 @@ impl ResourceUsage {
             self.scopes.insert(scope.to_owned(), UsageState::default());
         }
         self.scopes.get_mut(scope).expect("inserted above")
+    }
+
+    /// The usage of `scope`, if it has any.
+    pub fn get(&self, scope: &str) -> Option<&UsageState> {
+        self.scopes.get(scope)
     }
 
     /// Prunes each scope of `claim` at `now` and judges the claim there;

@@ -13,7 +13,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use repute_host::providers::Checkpoint;
 use repute_host::{
-    Error, Limits, Outcome, Policy, Pool, PoolOps, RateLimit, Registration, StoreError, Strategy, SECOND, WINDOW,
+    Error, Limits, Outcome, Policy, Pool, PoolOps, RateLimit, Registration, Selector, StoreError, Strategy, Window,
+    SECOND, WINDOW,
 };
 
 /// The tests of this module as `#[test]` functions of a store's test file.
@@ -45,6 +46,11 @@ macro_rules! shared_store_tests {
         #[test]
         fn usage_limits_hold_across_processes() {
             crate::shared_store::usage_limits_hold_across_processes(&$opener());
+        }
+
+        #[test]
+        fn the_views_show_the_window_of_every_process() {
+            crate::shared_store::the_views_show_the_window_of_every_process(&$opener());
         }
 
         #[test]
@@ -242,5 +248,27 @@ pub fn usage_limits_hold_across_processes(open: &Opener) {
         let elapsed = started.elapsed().as_nanos() as u64;
         let spacing = WINDOW / 2;
         assert!(wait <= spacing && wait >= spacing - elapsed, "retry after {wait} ns, {elapsed} ns after the first");
+    }
+}
+
+/// Two pools each make one grant of a resource with a tpm: each pool's view
+/// shows the store's window, both grants and their costs, not its own one;
+/// a resource without an rpm or tpm shows an empty window.
+pub fn the_views_show_the_window_of_every_process(open: &Opener) {
+    let t = tenant("views");
+    let (mut a, mut b) = (open(&t, Policy::default()), open(&t, Policy::default()));
+    let limits = Limits { tpm: Some(100), ..Limits::default() };
+    a.register_with("key", "k1", &Registration { limits, ..Registration::new(1) }).unwrap();
+    a.register_with("key", "k2", &Registration::new(1)).unwrap();
+    assert_eq!(b.sync().unwrap(), 2);
+    let on_k1 = |cost| Selector { exclude: vec!["k2".into()], cost: Some(cost), ..Selector::default() };
+    for (pool, cost) in [(&mut a, 10), (&mut b, 20)] {
+        let lease = pool.acquire_with("chat", &on_k1(cost)).unwrap();
+        pool.release(lease.id, lease.token).unwrap();
+    }
+    for pool in [&mut a, &mut b] {
+        let views = pool.resources().unwrap();
+        assert_eq!(views[0].window, Window { grants: 2, tokens: 30 }, "the store's count");
+        assert_eq!(views[1].window, Window::default());
     }
 }

@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 use repute_host::providers::{Fencing, MemoryFencing, Permit, SqliteStorage};
 use repute_host::{
     Claim, Context, ContextLimits, Error, EventKind, GrantAnswer, Holder, Limits, ManualClock, OpenOptions, Outcome,
-    Pool, PoolOps, Providers, Registration, RetireReason, Selector, StoreError, SystemClock, TenantConfig, SECOND,
-    WINDOW,
+    Pool, PoolOps, Providers, Registration, RetireReason, Selector, StoreError, SystemClock, TenantConfig, Window,
+    SECOND, WINDOW,
 };
 
 use repute_core::usage::cases::{Step, CASES};
@@ -89,6 +89,11 @@ macro_rules! usage_limit_tests {
         #[test]
         fn per_context_limits_count_each_context_apart() {
             crate::usage_limits::per_context_limits_count_each_context_apart(&$store);
+        }
+
+        #[test]
+        fn the_window_read_counts_grants_and_costs_without_writing() {
+            crate::usage_limits::the_window_read_counts_grants_and_costs(&$store);
         }
 
         #[test]
@@ -209,6 +214,36 @@ pub fn per_context_limits_count_each_context_apart(store: &dyn Store) {
     assert_wait(ask(store, &mut *a, 3, &claim_in("o3", limits, 1)), WINDOW, started.elapsed());
     store.age(&t, WINDOW);
     assert!(matches!(ask(store, &mut *b, 0, &claim_in("gpt", limits, 10)), GrantAnswer::Granted(_)));
+}
+
+/// Five grants of costs 1..=5 on a resource with rpm 10 and tpm 100, one
+/// reconciled, and one of another resource: the read gives each resource
+/// exactly its grants and tokens, writes nothing (reading twice, then
+/// granting, counts as before), and gives nothing once the window passed.
+pub fn the_window_read_counts_grants_and_costs(store: &dyn Store) {
+    let t = tenant("window");
+    let (mut a, mut b) = (store.connect(&t), store.connect(&t));
+    let limits = Limits { rpm: Some(10), tpm: Some(100), ..Limits::default() };
+    let resources = [("key", "k1"), ("key", "k2"), ("key", "none")];
+    assert_eq!(a.window(&resources, store.now()).unwrap(), vec![Window::default(); 3], "nothing granted yet");
+    let mut first = 0;
+    for cost in 1..=5 {
+        let GrantAnswer::Granted(token) = ask(store, &mut *a, cost as u32, &claim(limits, cost)) else {
+            panic!("granted")
+        };
+        first = if cost == 1 { token } else { first };
+    }
+    a.reconcile(permit(1), None, first, 1, 7).unwrap();
+    let other = b.grant(Permit { kind: "key", value: "k2", index: 0 }, TTL, 0, store.now(), Some(&claim(limits, 9)));
+    assert!(matches!(other.unwrap(), GrantAnswer::Granted(_)));
+    let expected =
+        vec![Window { grants: 5, tokens: 7 + 2 + 3 + 4 + 5 }, Window { grants: 1, tokens: 9 }, Window::default()];
+    assert_eq!(b.window(&resources, store.now()).unwrap(), expected, "read from another connection");
+    assert_eq!(a.window(&resources, store.now()).unwrap(), expected, "reading twice reads the same");
+    assert!(matches!(ask(store, &mut *a, 0, &claim(limits, 79)), GrantAnswer::Granted(_)), "21 + 79 fit in 100");
+    assert_eq!(a.window(&resources[..1], store.now()).unwrap(), vec![Window { grants: 6, tokens: 100 }]);
+    store.age(&t, WINDOW);
+    assert_eq!(a.window(&resources, store.now()).unwrap(), vec![Window::default(); 3], "the window passed");
 }
 
 pub fn tpm_counts_costs_and_reconciled_use(store: &dyn Store) {
@@ -379,6 +414,10 @@ impl<F: Fencing> Fencing for Shared<F> {
 
     fn extend(&mut self, permit: Permit<'_>, token: u64, ttl: u64, now: u64) -> Result<bool, StoreError> {
         self.get().extend(permit, token, ttl, now)
+    }
+
+    fn window(&mut self, resources: &[(&str, &str)], now: u64) -> Result<Vec<Window>, StoreError> {
+        self.get().window(resources, now)
     }
 
     fn revoke(&mut self, permit: Permit<'_>, token: u64) -> Result<(), StoreError> {
@@ -565,6 +604,29 @@ fn a_pool_counts_costs_reconciles_and_retires() {
         p.acquire_with("chat", &Selector { cost: Some(0), ..Selector::default() }),
         Err(invalid("cost", "must be > 0"))
     );
+}
+
+/// A pool that is its own authority (in memory) shows its own window in
+/// its views: the grants and tokens (as reconciled) of the last minute of a
+/// resource with an rpm or tpm, nothing for one without, and nothing once
+/// the minute passed.
+#[test]
+fn a_pools_views_show_its_window() {
+    let clock = ManualClock::new(SECOND);
+    let mut p = Pool::open(TenantConfig::default(), Providers::memory_with_clock(Arc::new(clock.clone()))).unwrap();
+    let limits = Limits { rpm: Some(1000), tpm: Some(100), ..Limits::default() };
+    p.register_with("key", "k1", &Registration { limits, ..Registration::new(3) }).unwrap();
+    p.register_with("key", "k2", &limited(Limits { max_uses: Some(5), ..Limits::default() })).unwrap();
+    let on = |value: &str, cost| Selector { prefer: Some(value.into()), cost: Some(cost), ..Selector::default() };
+    let first = p.acquire_with("chat", &on("k1", 30)).unwrap();
+    clock.advance(SECOND);
+    p.acquire_with("chat", &on("k1", 40)).unwrap();
+    p.reconcile(first.id, first.token, 5).unwrap();
+    p.acquire_with("chat", &on("k2", 1)).unwrap();
+    let windows = |p: &mut Pool| p.resources().unwrap().iter().map(|v| v.window).collect::<Vec<_>>();
+    assert_eq!(windows(&mut p), [Window { grants: 2, tokens: 45 }, Window::default()]);
+    clock.advance(WINDOW);
+    assert_eq!(windows(&mut p), [Window::default(), Window::default()], "the minute passed");
 }
 
 /// The holder's lease reports its usage with its outcome: the tokens are

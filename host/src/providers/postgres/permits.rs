@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use repute_core::{GrantAnswer, RateLimit, SECOND};
+use repute_core::{GrantAnswer, RateLimit, Window, SECOND};
 
 use super::{lock, Inner};
 use crate::error::StoreError;
@@ -135,6 +135,34 @@ impl Fencing for PgFencing {
             )
         })?;
         Ok(())
+    }
+
+    /// One statement for the whole list, on the database clock: the
+    /// grants `repute_claimed_grant` would keep at `clock_timestamp()`
+    /// (those made less than 60 s before it), read, not pruned.
+    fn window(&mut self, resources: &[(&str, &str)], _now: u64) -> Result<Vec<Window>, StoreError> {
+        if resources.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut inner = lock(&self.inner);
+        let tenant = inner.tenant.clone();
+        let kinds: Vec<&str> = resources.iter().map(|r| r.0).collect();
+        let values: Vec<&str> = resources.iter().map(|r| r.1).collect();
+        let rows = inner.link.run(|c| {
+            c.query(
+                "SELECT count(g.at), coalesce(sum(g.cost), 0)::bigint
+                 FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS r(kind, value, i)
+                 LEFT JOIN repute_grant g
+                   ON g.tenant = $1 AND g.kind = r.kind AND g.value = r.value AND g.scope = $4
+                  AND g.at > clock_timestamp() - interval '60 seconds'
+                 GROUP BY r.i ORDER BY r.i",
+                &[&tenant, &kinds, &values, &RESOURCE_SCOPE],
+            )
+        })?;
+        Ok(rows
+            .iter()
+            .map(|r| Window { grants: r.get::<_, i64>(0) as u64, tokens: r.get::<_, i64>(1) as u64 })
+            .collect())
     }
 
     /// Extends while `token` is still the permit's newest; a newer token

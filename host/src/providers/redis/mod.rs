@@ -30,7 +30,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::{Client, Connection};
-use repute_core::{Claim, Command, GrantAnswer, RateLimit, SECOND};
+use repute_core::{Claim, Command, GrantAnswer, RateLimit, Window, SECOND};
 
 use super::fencing::{Fencing, Permit};
 use super::storage::{decode_command, encode_command, Checkpoint, LogEntry, Storage};
@@ -366,6 +366,23 @@ impl Fencing for RedisFencing {
             call.arg(member).arg(used).invoke::<i64>(c)
         })?;
         Ok(())
+    }
+
+    /// One script for the whole list, on the server's clock.
+    fn window(&mut self, resources: &[(&str, &str)], _now: u64) -> Result<Vec<Window>, StoreError> {
+        if resources.is_empty() {
+            return Ok(Vec::new());
+        }
+        let keys: Vec<[String; 3]> =
+            resources.iter().map(|&(kind, value)| self.keys.usage(Permit { kind, value, index: 0 }, None)).collect();
+        let counts: Vec<u64> = self.link.run(|c, s| {
+            let mut call = s.window.prepare_invoke();
+            for [_, window, costs] in &keys {
+                call.key(window).key(costs);
+            }
+            call.invoke(c)
+        })?;
+        Ok(counts.chunks_exact(2).map(|p| Window { grants: p[0], tokens: p[1] }).collect())
     }
 
     fn extend(&mut self, permit: Permit<'_>, token: u64, ttl: u64, _now: u64) -> Result<bool, StoreError> {

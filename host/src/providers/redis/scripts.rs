@@ -132,6 +132,25 @@ end
 return 0
 ";
 
+/// KEYS: window and costs of each resource's own scope, in pairs. Returns
+/// the grants and tokens each window holds at the server's now: those
+/// `GRANT` would keep (made after its cutoff), read, not pruned.
+const WINDOW: &str = "
+local cutoff = int(now - 60000000)
+local out = {}
+for k = 1, #KEYS, 2 do
+  local kept = redis.call('ZRANGEBYSCORE', KEYS[k], '(' .. cutoff, '+inf')
+  local tokens = 0
+  for i = 1, #kept, 1000 do
+    local chunk = {unpack(kept, i, math.min(i + 999, #kept))}
+    for _, c in ipairs(redis.call('HMGET', KEYS[k + 1], unpack(chunk))) do tokens = tokens + tonumber(c or '0') end
+  end
+  table.insert(out, #kept)
+  table.insert(out, tokens)
+end
+return out
+";
+
 /// KEYS: fence, lease. ARGV: token, ttl µs. The current token extends; a
 /// newer one (a lease restored from a checkpoint) is adopted while the
 /// permit is free.
@@ -219,6 +238,7 @@ return 0
 pub(super) struct Scripts {
     pub(super) grant: Script,
     pub(super) reconcile: Script,
+    pub(super) window: Script,
     pub(super) extend: Script,
     pub(super) revoke: Script,
     pub(super) admit: Script,
@@ -234,6 +254,7 @@ impl Scripts {
         Scripts {
             grant: timed(GRANT),
             reconcile: plain(RECONCILE),
+            window: timed(WINDOW),
             extend: timed(EXTEND),
             revoke: plain(REVOKE),
             admit: timed(ADMIT),

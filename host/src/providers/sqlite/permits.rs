@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use repute_core::{Claim, GrantAnswer, WINDOW};
+use repute_core::{Claim, GrantAnswer, Window, WINDOW};
 use rusqlite::{params, OptionalExtension, Transaction, TransactionBehavior};
 
 use super::{lock, Inner};
@@ -300,6 +300,23 @@ impl Fencing for SqliteFencing {
             ])?;
         self.permits.usage(permit).reconcile(context, permit.index, token, used);
         Ok(())
+    }
+
+    /// On the limits clock, from the window this process loaded, else
+    /// from the tables; nothing is written, nor loaded for later.
+    fn window(&mut self, resources: &[(&str, &str)], now: u64) -> Result<Vec<Window>, StoreError> {
+        let inner = self.inner.clone();
+        let inner = lock(&inner);
+        let at = self.limits_now(now);
+        let mut out = Vec::with_capacity(resources.len());
+        for &(kind, value) in resources {
+            let window = match self.permits.own_usage(kind, value).filter(|state| state.loaded) {
+                Some(state) => state.usage.window_at(at),
+                None => read_usage(&inner, Permit { kind, value, index: 0 }, RESOURCE_SCOPE)?.window_at(at),
+            };
+            out.push(window);
+        }
+        Ok(out)
     }
 
     /// A renewal, or a restored lease adopting its permit (see

@@ -51,6 +51,21 @@ impl JsonSchema for Resource {
                     "enum": ["max_uses", "max_age", null],
                     "description": "Why its limits retired it (it is not selected again), or null.",
                 },
+                "usage": {
+                    "type": ["object", "null"],
+                    "description": "For a resource with an rpm or tpm: what the current 60 s window holds, as its \
+                        lease authority (the store, shared by every process) counts it for the next grant; null \
+                        for one without either.",
+                    "properties": {
+                        "grants": {"type": "integer", "minimum": 0, "description": "Grants in the window."},
+                        "tokens": {
+                            "type": "integer",
+                            "minimum": 0,
+                            "description": "Tokens they count against the tpm: costs, or what they reconciled to.",
+                        },
+                    },
+                    "required": ["grants", "tokens"],
+                },
                 "leased": {"type": "integer"},
                 "score": {"type": "integer"},
                 "contexts": {"type": "integer"},

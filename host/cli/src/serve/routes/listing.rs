@@ -135,6 +135,10 @@ pub(super) async fn resources(
     for (view, cells) in &page {
         let mut item = http_view(view, &*state.clock);
         item["labels"] = labels::object(&view.labels);
+        if let Some(fields) = item.as_object_mut() {
+            fields.remove("window");
+        }
+        item["usage"] = usage(view);
         if let Some(cells) = cells {
             item["cells"] = http_view(cells, &*state.clock);
         }
@@ -143,4 +147,15 @@ pub(super) async fn resources(
     let mut headers = HeaderMap::new();
     headers.insert(TOTAL, HeaderValue::from(total));
     Ok((headers, Json(Value::Array(items))))
+}
+
+/// What a resource with an `rpm` or `tpm` used of them in the current
+/// 60 s window, as its lease authority counts it for the next grant; null
+/// for a resource without either.
+fn usage(view: &ResourceView) -> Value {
+    let counted = view.limits.rpm.is_some() || view.limits.tpm.is_some();
+    match counted {
+        true => serde_json::json!({"grants": view.window.grants, "tokens": view.window.tokens}),
+        false => Value::Null,
+    }
 }

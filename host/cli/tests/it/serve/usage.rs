@@ -31,6 +31,7 @@ fn limits_show_in_views_and_costs_are_reconciled_by_the_usage_route() {
             "per_context": {"rpm": null, "tpm": null, "min_interval_ms": null}})
     );
     assert_eq!((views[0]["uses"].clone(), views[0]["retired"].clone()), (json!(0), Value::Null));
+    assert_eq!(views[0]["usage"], json!({"grants": 0, "tokens": 0}));
 
     let first = acquire(&s, json!({"context": "chat", "cost": 80})).json();
     std::thread::sleep(Duration::from_millis(2));
@@ -48,6 +49,14 @@ fn limits_show_in_views_and_costs_are_reconciled_by_the_usage_route() {
     let second = acquire(&s, json!({"context": "chat", "cost": 30}));
     assert_eq!(second.status, 201, "{}", second.body);
     assert_eq!(call("GET", &s.url("/v1/resources"), NONE, None).json()[0]["uses"], 2);
+    // The window holds both grants and their tokens, the first's as it reconciled.
+    let one = call("GET", &s.url("/v1/resources?kind=key&value=k1"), NONE, None).json();
+    assert_eq!(one[0]["usage"], json!({"grants": 2, "tokens": 40}));
+    assert_eq!(one[0].get("window"), None, "the window shows as `usage` only");
+    let unlimited = json!({"kind": "key", "value": "k2", "limits": {"max_uses": 5}});
+    assert_eq!(register(&s, unlimited).status, 204);
+    let views = call("GET", &s.url("/v1/resources?value=k2"), NONE, None).json();
+    assert_eq!(views[0]["usage"], Value::Null, "no rpm or tpm: nothing counted");
 
     let stale = json!({"token": 999, "used": 1});
     let r = call("POST", &s.url(&format!("/v1/leases/{}/usage", first["id"])), NONE, Some(stale));
