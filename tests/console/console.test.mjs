@@ -137,9 +137,14 @@ test('unblocking in one context and unregistering, by keyboard, each confirmed o
   await page.waitForSelector('dialog#confirm[open]');
   assert.equal(await page.textContent('#confirm-text'), 'Lift the block of proxy 10.0.0.2:8080 in example.com?');
   await page.keyboard.press('Enter');
-  await page.waitForSelector('.message.ok');
-  const cells = await api('GET', `${path}/cells`);
-  assert.equal(cells.json.find((c) => c.context === 'example.com').block, null);
+  // The page's message may still be an earlier action's: wait for the API.
+  let block;
+  for (let i = 0; i < 100; i++) {
+    block = (await api('GET', `${path}/cells`)).json.find((c) => c.context === 'example.com').block;
+    if (block === null) break;
+    await new Promise((ok) => setTimeout(ok, 50));
+  }
+  assert.equal(block, null);
 
   await page.focus('#unregister');
   await page.keyboard.press('Enter');
