@@ -8,6 +8,7 @@
 use crate::id::{Context, ResourceId};
 use crate::limits::Limits;
 use crate::policy::RateLimit;
+use crate::quota::GroupClaim;
 
 /// What a grant counts against its resource's limits.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,6 +19,9 @@ pub struct Claim {
     /// The acquire's context, when `limits.per_context` counts its grants
     /// apart from the resource's other contexts.
     pub context: Option<Context>,
+    /// The groups the resource belongs to whose limits count the grant,
+    /// in the resource's order; a `GroupLimited` answer names one by index.
+    pub groups: alloc::vec::Vec<GroupClaim>,
 }
 
 /// An authority's answer to a grant.
@@ -33,6 +37,9 @@ pub enum GrantAnswer {
     /// The `per_context` limits of the claim's context admit no grant for
     /// this many ns; the resource's other contexts may still be granted.
     ContextLimited(u64),
+    /// The limits of the claim's group at this index admit no grant for
+    /// this many ns: none of the group's members may be granted.
+    GroupLimited(u32, u64),
 }
 
 pub trait Authority: Send + core::fmt::Debug {

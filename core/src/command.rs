@@ -4,10 +4,11 @@
 //! copy of the pool agrees on registrations, blocks and reputation.
 
 use alloc::string::String;
+use alloc::vec::Vec;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Context, Labels, Limits, Outcome, Pool, Registration, ResourceId, Result, Secret};
+use crate::{Context, GroupLimits, GroupName, Labels, Limits, Outcome, Pool, Registration, ResourceId, Result, Secret};
 
 /// One logged change to a pool.
 ///
@@ -30,6 +31,8 @@ pub enum Command {
         labels: Labels,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         secret: Option<Secret>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        groups: Vec<GroupName>,
     },
     Unregister {
         resource: ResourceId,
@@ -45,20 +48,30 @@ pub enum Command {
         resource: ResourceId,
         context: Option<Context>,
     },
+    /// The limits a quota group's members share (the default: none).
+    SetGroup {
+        name: GroupName,
+        limits: GroupLimits,
+    },
 }
 
 impl Pool {
     /// Applies one command at `now`: the same call the pool's own method
-    /// makes. `Ok(true)` when a register or unblock changed something (the
+    /// makes. `Ok(true)` when a register, unblock or group's limits changed something (the
     /// other commands always change state when they succeed).
     pub fn apply(&mut self, command: &Command, now: u64) -> Result<bool> {
         match command {
             Command::Report { resource, context, outcome } => {
                 self.report(resource, context, *outcome, now).map(|()| true)
             }
-            Command::Register { resource, permits, limits, labels, secret } => {
-                let registration =
-                    Registration { permits: *permits, limits: *limits, labels: labels.clone(), secret: secret.clone() };
+            Command::Register { resource, permits, limits, labels, secret, groups } => {
+                let registration = Registration {
+                    permits: *permits,
+                    limits: *limits,
+                    labels: labels.clone(),
+                    secret: secret.clone(),
+                    groups: groups.clone(),
+                };
                 self.register_with(resource.clone(), registration, now)
             }
             Command::Unregister { resource, force } => self.unregister(resource, *force, now).map(|()| true),
@@ -66,6 +79,7 @@ impl Pool {
                 self.block(resource, context.as_ref(), *duration, reason.clone(), now).map(|()| true)
             }
             Command::Unblock { resource, context } => self.unblock(resource, context.as_ref(), now),
+            Command::SetGroup { name, limits } => self.set_group(name.clone(), *limits, now),
         }
     }
 }

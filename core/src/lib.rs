@@ -38,6 +38,7 @@ mod pace;
 mod permits;
 mod policy;
 mod pool;
+mod quota;
 mod ratelimit;
 mod refusal;
 mod rng;
@@ -61,13 +62,14 @@ pub use journal::Journal;
 pub use key::ResourceKey;
 pub use labels::{Labels, MAX_LABELS, MAX_LABEL_NAME_BYTES};
 pub use lease::{Lease, LeaseKind};
-pub use limits::{ContextLimits, Limits, RetireReason, MAX_RPM, WINDOW};
+pub use limits::{ContextLimits, Limits, RetireReason, DAY, MAX_RPD, MAX_RPM, WINDOW};
 pub use outcome::{check_retry_after, FailureKind, Outcome, MAX_RETRY_AFTER};
 pub use policy::{CoolingRule, Policy, RateLimit, Recovery, Strategy};
 pub use pool::{
-    Block, CellView, Pool, Proposal, Registration, ResourceView, Settled, Stats, MAX_AFFINITIES, MAX_PERMITS,
-    MAX_REASON_BYTES,
+    Block, CellView, GroupView, Pool, Proposal, Registration, ResourceView, Settled, Stats, CONCURRENCY_RECHECK,
+    MAX_AFFINITIES, MAX_LIMITED_GROUPS, MAX_PERMITS, MAX_REASON_BYTES,
 };
+pub use quota::{GroupClaim, GroupLimits, GroupName, MAX_CONCURRENCY, MAX_GROUPS};
 pub use refusal::Refusal;
 pub use secret::{Secret, MAX_SECRET_BYTES};
 pub use selector::{LabelFilter, Selector, MAX_EXCLUDE, MAX_FILTERS, MAX_FILTER_VALUES};

@@ -9,8 +9,12 @@ use crate::time::SECOND;
 
 /// The span `rpm` and `tpm` count over.
 pub const WINDOW: u64 = 60 * SECOND;
+/// The span `rpd` and `tpd` count over: a rolling day.
+pub const DAY: u64 = 24 * 60 * 60 * SECOND;
 /// Highest `rpm` accepted.
 pub const MAX_RPM: u32 = 100_000;
+/// Highest `rpd` accepted.
+pub const MAX_RPD: u32 = 100_000_000;
 
 /// Usage limits of one resource; durations in ns. The default has none.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -19,6 +23,10 @@ pub struct Limits {
     pub rpm: Option<u32>,
     /// At most this many tokens (each grant's cost, reconciled to its use) in any 60 s.
     pub tpm: Option<u64>,
+    /// At most this many grants in any rolling day.
+    pub rpd: Option<u32>,
+    /// At most this many tokens in any rolling day.
+    pub tpd: Option<u64>,
     /// At least this long between two grants.
     pub min_interval: Option<u64>,
     /// At most this many grants ever; then the resource is retired.
@@ -79,6 +87,12 @@ impl Limits {
         if self.tpm == Some(0) {
             return Err(Error::invalid("limits.tpm", "must be > 0"));
         }
+        if self.rpd.is_some_and(|r| !(1..=MAX_RPD).contains(&r)) {
+            return Err(Error::invalid("limits.rpd", "must be in 1..=100000000"));
+        }
+        if self.tpd == Some(0) {
+            return Err(Error::invalid("limits.tpd", "must be > 0"));
+        }
         if self.min_interval == Some(0) {
             return Err(Error::invalid("limits.min_interval", "must be > 0"));
         }
@@ -108,12 +122,23 @@ impl Limits {
 
     /// Whether grants must be counted resource-wide (`max_age` needs no counting).
     pub fn counted(&self) -> bool {
-        self.rpm.is_some() || self.tpm.is_some() || self.min_interval.is_some() || self.max_uses.is_some()
+        self.windowed() || self.daily() || self.min_interval.is_some() || self.max_uses.is_some()
     }
 
-    /// Whether a grant counts against a `tpm`, resource-wide or per context.
+    /// Whether a grant joins the minute window: an `rpm` or `tpm` counts it.
+    pub fn windowed(&self) -> bool {
+        self.rpm.is_some() || self.tpm.is_some()
+    }
+
+    /// Whether a grant joins the day window: an `rpd` or `tpd` counts it.
+    pub fn daily(&self) -> bool {
+        self.rpd.is_some() || self.tpd.is_some()
+    }
+
+    /// Whether a grant counts tokens: a `tpm` or `tpd`, resource-wide, or a
+    /// `tpm` per context.
     pub fn weighed(&self) -> bool {
-        self.tpm.is_some() || self.per_context.tpm.is_some()
+        self.tpm.is_some() || self.tpd.is_some() || self.per_context.tpm.is_some()
     }
 
     /// The limits a grant is judged by, here and at the authority: these,

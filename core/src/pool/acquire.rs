@@ -164,6 +164,10 @@ impl Pool {
                 ctx = self.context_limited_by_authority(slot, context, wait).or(ctx);
                 None
             }
+            GrantAnswer::GroupLimited(index, wait) => {
+                self.group_limited_by_authority(slot, index, wait);
+                None
+            }
             GrantAnswer::Granted(_) | GrantAnswer::Held => None,
         };
         if let Some(token) = token {

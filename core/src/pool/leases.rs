@@ -115,6 +115,10 @@ impl Pool {
                 self.context_limited_by_authority(slot, context, wait);
                 Err(())
             }
+            GrantAnswer::GroupLimited(index, wait) => {
+                self.group_limited_by_authority(slot, index, wait);
+                Err(())
+            }
             GrantAnswer::Granted(_) | GrantAnswer::Held => Err(()),
         }
     }
@@ -161,8 +165,9 @@ impl Pool {
         }
         self.timers.arm(lease.expires_at, Timer::Lease(id));
         let limits = self.registry.res(slot).limits;
-        let counted_at = (limits.counted() || limits.per_context.counted()).then_some(self.now);
-        let cost = if limits.weighed() { cost } else { 0 };
+        let grouped = self.groups_count(slot);
+        let counted_at = (limits.counted() || limits.per_context.counted() || grouped).then_some(self.now);
+        let cost = if limits.weighed() || self.groups_weigh(slot) { cost } else { 0 };
         self.leases.live.insert(id, LeaseEntry { lease: lease.clone(), slot, ctx, cost, counted_at });
         self.reindex(slot);
         self.emit(at, EventKind::Leased { lease: lease.clone() });
@@ -222,6 +227,7 @@ impl Pool {
         let LeaseEntry { lease, slot, .. } = entry;
         self.timers.disarm(lease.expires_at, Timer::Lease(id));
         self.registry.res_mut(slot).permits.free(lease.permit as usize);
+        self.group_lease_ended(slot);
         if let Some(ctx) = ctx {
             let now = self.now;
             if let Some(cc) = self.cells.get_mut(&(slot, ctx)) {

@@ -30,6 +30,7 @@ mod blocklist;
 mod contexts;
 mod events;
 mod leases;
+mod quota;
 mod registry;
 mod reports;
 mod select;
@@ -44,6 +45,8 @@ pub use affinity::MAX_AFFINITIES;
 pub use blocklist::Block;
 pub(crate) use contexts::Contexts;
 pub(crate) use leases::LeaseTable;
+pub(crate) use quota::QuotaGroups;
+pub use quota::{GroupView, CONCURRENCY_RECHECK, MAX_LIMITED_GROUPS};
 pub use registry::Registration;
 pub(crate) use registry::{ContextCell, Registry};
 pub(crate) use timers::{Timer, TimerTable};
@@ -64,6 +67,7 @@ pub struct Pool {
     pub(crate) rng: Rng,
     pub(crate) now: u64,
     pub(crate) registry: Registry,
+    pub(crate) quota: QuotaGroups,
     pub(crate) contexts: Contexts,
     pub(crate) cells: HashMap<(u32, u32), ContextCell>,
     pub(crate) leases: LeaseTable,
@@ -89,6 +93,7 @@ impl Pool {
             rng,
             now,
             registry: Registry::default(),
+            quota: QuotaGroups::default(),
             contexts: Contexts::default(),
             cells: HashMap::new(),
             leases: LeaseTable::new(),

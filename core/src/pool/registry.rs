@@ -15,6 +15,7 @@ use crate::key::ResourceKey;
 use crate::labels::Labels;
 use crate::limits::{Limits, RetireReason};
 use crate::permits::{self, Permits};
+use crate::quota::{self, GroupName};
 use crate::secret::Secret;
 use crate::usage::Usage;
 
@@ -30,12 +31,14 @@ pub struct Registration {
     pub limits: Limits,
     pub labels: Labels,
     pub secret: Option<Secret>,
+    /// The quota groups it belongs to (at most `MAX_GROUPS`, each once).
+    pub groups: Vec<GroupName>,
 }
 
 impl Registration {
-    /// `permits` permits, no limits, no labels, no secret.
+    /// `permits` permits, no limits, no labels, no secret, no groups.
     pub fn new(permits: u32) -> Registration {
-        Registration { permits, limits: Limits::default(), labels: Labels::default(), secret: None }
+        Registration { permits, limits: Limits::default(), labels: Labels::default(), secret: None, groups: Vec::new() }
     }
 }
 
@@ -60,6 +63,8 @@ pub(crate) struct Resource {
     pub pause: Option<Pause>,
     pub global: Cell,
     pub contexts: Vec<u32>,
+    /// The quota groups it belongs to, by group slot.
+    pub groups: Vec<u32>,
 }
 
 #[derive(Debug, Clone)]
@@ -202,6 +207,7 @@ impl Registry {
             pause: None,
             global: Cell::new(),
             contexts: Vec::new(),
+            groups: Vec::new(),
         };
         let slot = match self.free.pop() {
             Some(s) => {
@@ -266,6 +272,7 @@ impl Registry {
                     + reason_bytes(&r.block)
                     + r.global.heap_bytes()
                     + vec::<u32>(r.contexts.capacity())
+                    + vec::<u32>(r.groups.capacity())
             })
             .sum();
         let retired: usize = self.retired_fences.iter().map(|(id, f)| id.heap_bytes() + vec::<u64>(f.capacity())).sum();
@@ -303,16 +310,18 @@ impl Pool {
     /// its permits, labels and secret (returns whether anything changed);
     /// lowering the permits is refused while a removed permit is leased.
     pub fn register_with(&mut self, id: ResourceId, registration: Registration, now: u64) -> Result<bool> {
-        let Registration { permits, limits, labels, secret } = registration;
+        let Registration { permits, limits, labels, secret, groups } = registration;
         if !(1..=MAX_PERMITS).contains(&permits) {
             return Err(Error::invalid("permits", "must be in 1..=1024"));
         }
         limits.validate()?;
+        quota::check_names(&groups)?;
         self.advance(now);
         if let Some(slot) = self.registry.find(&id) {
             let r = self.registry.res(slot);
             let current = r.permits.count() as u32;
-            if permits == current && limits == r.limits && labels == r.labels && secret == r.secret {
+            let regroup = groups != self.group_names(slot);
+            if permits == current && limits == r.limits && labels == r.labels && secret == r.secret && !regroup {
                 return Ok(false);
             }
             let live = r.permits.held_from(permits as usize).count() as u32;
@@ -320,6 +329,10 @@ impl Pool {
                 return Err(Error::Leased { live });
             }
             let relabel = labels != r.labels;
+            if regroup {
+                self.leave_groups(slot);
+                self.join_groups(slot, &groups);
+            }
             let r = self.registry.res_mut(slot);
             r.permits.resize(permits);
             r.secret = secret;
@@ -357,6 +370,7 @@ impl Pool {
         r.secret = secret;
         r.limits = limits;
         r.born = self.now;
+        self.join_groups(slot, &groups);
         self.arm_max_age(slot);
         self.enter(slot);
         self.emit(self.now, EventKind::Registered { resource: id, permits });
@@ -403,6 +417,7 @@ impl Pool {
             self.authority.revoke(&l.resource, l.permit, l.token);
             self.end_lease(lease, End::Revoked, self.now);
         }
+        self.leave_groups(slot);
         let (id, contexts) = self.registry.remove(slot);
         for ctx in contexts {
             if let Some(mut cc) = self.cells.remove(&(slot, ctx)) {

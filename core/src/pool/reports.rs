@@ -43,6 +43,7 @@ impl Pool {
                     let cause = pause.cause;
                     self.emit(now, EventKind::Cooled { resource: id.clone(), context: None, until, cause });
                 }
+                self.pause_groups(slot, until);
             }
             Outcome::Failure { kind: FailureKind::AuthFailed, .. } => {
                 let r = self.registry.res_mut(slot);

@@ -52,6 +52,7 @@ impl Pool {
         self.blocked(slot, Some(ctx))
             || r.pause.is_some()
             || r.limited.is_some()
+            || self.group_gate(slot).is_some()
             || cell.is_some_and(|cc| cc.cell.pause.is_some() || cc.limited.is_some())
     }
 
@@ -70,7 +71,7 @@ impl Pool {
     /// Brings the index in line with one resource's current state.
     pub(crate) fn reindex(&mut self, slot: u32) {
         let r = self.registry.res(slot);
-        let out = r.limited.is_some() || r.retired.is_some();
+        let out = r.limited.is_some() || r.retired.is_some() || self.group_gate(slot).is_some();
         let global = match (&r.block, r.pause) {
             (Some(_), _) | (_, Some(_)) => None,
             (None, None) if out => None,

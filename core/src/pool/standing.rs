@@ -76,16 +76,19 @@ impl Pool {
             return Standing::Blocked(block.until);
         }
         let pause = [r.pause, cc.and_then(|cc| cc.cell.pause)].into_iter().flatten().map(|p| p.until).max();
-        if let Some(until) = pause {
+        if let Some(until) = pause.max(self.group_pause(slot)) {
             return Standing::RateLimited(until);
         }
         if r.retired.is_some() {
             return Standing::Limited(None);
         }
-        if let Some(until) = r.limited {
+        if let Some(until) = r.limited.max(self.group_gate(slot)) {
             return Standing::Limited(Some(until));
         }
         if let Err(at) = r.usage.admits(&r.limits, cost, self.now) {
+            return Standing::Limited(at);
+        }
+        if let Err(at) = self.groups_admit(slot, cost) {
             return Standing::Limited(at);
         }
         if let Some(cc) = cc.filter(|_| r.limits.per_context.counted()) {

@@ -21,6 +21,10 @@ pub(crate) enum Timer {
     ContextLimit(u32, u32),
     /// A resource's `max_age` runs out.
     Retire(u32),
+    /// A quota group over a limit may be granted again.
+    Group(u32),
+    /// A quota group's shared pause ends.
+    GroupPause(u32),
 }
 
 /// Every armed timer by due time. Lease timers are disarmed when their lease
@@ -86,6 +90,8 @@ impl Pool {
             }
             Timer::Limit(slot) => self.registry.get(slot).is_some_and(|r| r.limited == Some(at)),
             Timer::ContextLimit(slot, ctx) => self.cells.get(&(slot, ctx)).is_some_and(|cc| cc.limited == Some(at)),
+            Timer::Group(g) => self.group_timer_live(g, at, false),
+            Timer::GroupPause(g) => self.group_timer_live(g, at, true),
             Timer::Retire(slot) => self.registry.get(slot).is_some_and(|r| {
                 r.retired.is_none() && r.limits.max_age.is_some_and(|age| r.born.saturating_add(age) == at)
             }),
@@ -128,6 +134,8 @@ impl Pool {
                 self.regate_cell(slot, ctx);
             }
             Timer::Retire(slot) => self.retire(slot, crate::limits::RetireReason::MaxAge),
+            Timer::Group(g) => self.group_timer(g, false),
+            Timer::GroupPause(g) => self.group_timer(g, true),
             Timer::Block(slot, Some(ctx)) => {
                 self.cells.get_mut(&(slot, ctx)).expect("live timer").block = None;
                 let resource = self.registry.res(slot).id.clone();

@@ -28,11 +28,18 @@ impl Pool {
     pub(super) fn claim(&self, slot: u32, context: &Context, cost: u64) -> Option<Claim> {
         let limits = self.registry.res(slot).limits;
         let context = limits.per_context.counted().then(|| context.clone());
-        (limits.counted() || context.is_some()).then_some(Claim { limits: limits.paced(), cost, context })
+        let groups = self.group_claims(slot);
+        (limits.counted() || context.is_some() || !groups.is_empty()).then_some(Claim {
+            limits: limits.paced(),
+            cost,
+            context,
+            groups,
+        })
     }
 
     /// The pool's own judgement of a grant of `cost` on `slot` for
-    /// `context` now. A refusal that holds for any cost keeps the resource
+    /// `context` now, by the resource's limits, its context's and its
+    /// groups' (see `check_groups`). A refusal that holds for any cost keeps the resource
     /// (or, by a `per_context` limit, its cell in `context`) out of
     /// selection until it may be granted again (`Err(Refused::Gated)`); one
     /// that only a cost this large meets is for this acquire alone
@@ -57,6 +64,8 @@ impl Pool {
                 };
             }
         }
+        self.check_groups(slot, cost)?;
+        let r = self.registry.res(slot);
         let per = r.limits.per_context;
         if !per.counted() {
             return Ok(());
@@ -162,10 +171,12 @@ impl Pool {
     /// its uses grow.
     pub(super) fn count_grant(&mut self, slot: u32, context: &Context, cost: u64) {
         let now = self.now;
+        self.count_group_grant(slot, cost);
         let r = self.registry.res_mut(slot);
         let per_context = r.limits.per_context.counted();
         if r.limits.counted() {
-            r.usage.record(cost, now);
+            let limits = r.limits;
+            r.usage.record(&limits, cost, now);
             self.regate(slot);
         } else {
             r.usage.uses += 1;
@@ -173,7 +184,8 @@ impl Pool {
         if per_context {
             // `check_limits` made sure the cell fits the budget.
             if let Ok(ctx) = self.cell_for(slot, context) {
-                self.cells.get_mut(&(slot, ctx)).expect("made above").usage.record(cost, now);
+                let limits = self.registry.res(slot).limits.per_context.as_limits();
+                self.cells.get_mut(&(slot, ctx)).expect("made above").usage.record(&limits, cost, now);
                 self.regate_cell(slot, ctx);
             }
         }
@@ -223,12 +235,16 @@ impl Pool {
         let e = self.leases.find(id, token)?;
         let (slot, permit, reserved, counted_at) = (e.slot, e.lease.permit, e.cost, e.counted_at);
         let context = e.lease.context.clone();
+        if let Some(at) = counted_at.filter(|_| reserved != used) {
+            self.reconcile_groups(slot, at, reserved, used);
+        }
+        let groups_weigh = self.groups_weigh(slot);
         let r = self.registry.res_mut(slot);
         let limits = r.limits;
-        if !limits.weighed() || reserved == used {
+        if !(limits.weighed() || groups_weigh) || reserved == used {
             return Ok(());
         }
-        if let (Some(at), true) = (counted_at, limits.tpm.is_some()) {
+        if let (Some(at), true) = (counted_at, limits.tpm.is_some() || limits.tpd.is_some()) {
             r.usage.reconcile(at, reserved, used);
         }
         let resource = r.id.clone();

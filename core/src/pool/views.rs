@@ -12,6 +12,7 @@ use crate::labels::Labels;
 use crate::lease::Lease;
 use crate::limits::{Limits, RetireReason};
 use crate::outcome::FailureKind;
+use crate::quota::GroupName;
 use crate::score;
 use crate::usage::Window;
 
@@ -58,6 +59,10 @@ pub struct ResourceView {
     /// What its own current window holds, as this pool counts it; the
     /// host puts its lease authority's count here where that is another.
     pub window: Window,
+    /// What its own day window holds (for an `rpd` or `tpd`), likewise.
+    pub day: Window,
+    /// The quota groups it belongs to.
+    pub groups: Vec<GroupName>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -166,7 +171,7 @@ impl Pool {
         let mut out: Vec<ResourceView> = self
             .registry
             .iter()
-            .map(|(_, r)| ResourceView {
+            .map(|(slot, r)| ResourceView {
                 resource: r.id.clone(),
                 permits: r.permits.count() as u32,
                 labels: r.labels.clone(),
@@ -177,11 +182,9 @@ impl Pool {
                 score: r.global.score,
                 contexts: r.contexts.len() as u32,
                 block: r.block.clone(),
-                window: if r.limits.rpm.is_some() || r.limits.tpm.is_some() {
-                    r.usage.window_at(self.now)
-                } else {
-                    Window::default()
-                },
+                window: r.usage.minute.window_at(self.now),
+                day: r.usage.day.window_at(self.now),
+                groups: self.group_names(slot),
             })
             .collect();
         out.sort_by(|a, b| a.resource.cmp(&b.resource));
@@ -204,6 +207,7 @@ impl Pool {
         let cells: usize = self.cells.values().map(|cc| cc.cell.heap_bytes() + reason_bytes(&cc.block)).sum();
         let total = size_of::<Pool>()
             + self.registry.heap_bytes()
+            + self.quota.heap_bytes()
             + self.contexts.heap_bytes()
             + table::<((u32, u32), ContextCell)>(self.cells.capacity())
             + cells

@@ -9,15 +9,16 @@ use crate::error::Error;
 use crate::id::{Context, ResourceId};
 use crate::labels::Labels;
 use crate::lease::{Lease, LeaseEntry, LeaseKind};
-use crate::limits::{Limits, RetireReason, WINDOW};
+use crate::limits::{Limits, RetireReason};
 use crate::outcome::FailureKind;
 use crate::permits::Permits;
 use crate::policy::Policy;
-use crate::pool::{ContextCell, Pool, Registry, Timer, MAX_PERMITS};
+use crate::pool::{ContextCell, Pool, Registry, Timer, MAX_LIMITED_GROUPS, MAX_PERMITS};
+use crate::quota::{self, GroupLimits, GroupName};
 use crate::ratelimit::Bucket;
 use crate::rng::Rng;
 use crate::secret::Secret;
-use crate::usage::{Entry, Usage, MAX_WINDOW_ENTRIES};
+use crate::usage::{Buckets, Entry, Usage, MAX_WINDOW_ENTRIES};
 
 use super::cell::{
     block_in, block_out, cell_in, cell_out, pause_in, pause_out, BlockRecord, CellRecordData, PauseRecord,
@@ -35,6 +36,19 @@ pub(crate) struct SnapshotData {
     cells: Vec<CellRecord>,
     retired_fences: Vec<(ResourceId, Vec<u64>)>,
     leases: Option<Vec<LeaseRecord>>,
+    /// The quota groups with limits.
+    #[serde(default)]
+    groups: Vec<GroupRecord>,
+}
+
+/// A quota group with limits, times as remaining durations.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct GroupRecord {
+    name: GroupName,
+    limits: GroupLimits,
+    usage: UsageRecord,
+    limited_remaining: Option<u64>,
+    paused_remaining: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -61,61 +75,86 @@ struct ResourceRecord {
     limited_remaining: Option<u64>,
     #[serde(default)]
     retired: Option<RetireReason>,
+    /// The quota groups it belongs to.
+    #[serde(default)]
+    groups: Vec<GroupName>,
 }
 
 /// What a resource used of its limits, times as ages.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 struct UsageRecord {
-    /// Oldest first: (age, grants, tokens).
+    /// The minute window, oldest first: (age, grants, tokens).
     window: Vec<(u64, u32, u64)>,
+    /// The day window, oldest first: (age, grants, tokens).
+    #[serde(default)]
+    day: Vec<(u64, u32, u64)>,
     last_grant_age: Option<u64>,
     uses: u64,
 }
 
+/// A window's entries as (age, grants, tokens), oldest first. Entries are
+/// dropped lazily: one that left the window is not written.
+fn window_out<const SPAN: u64>(w: &Buckets<SPAN>, now: u64) -> Vec<(u64, u32, u64)> {
+    let entries = w.entries().map(|e| (now.saturating_sub(e.at), e.grants, e.tokens));
+    entries.filter(|&(age, _, _)| age < SPAN).collect()
+}
+
 fn usage_out(u: &Usage, now: u64) -> UsageRecord {
     UsageRecord {
-        // Entries are dropped lazily: one that left the window is not written.
-        window: u
-            .window
-            .iter()
-            .map(|e| (now.saturating_sub(e.at), e.grants, e.tokens))
-            .filter(|&(age, _, _)| age < WINDOW)
-            .collect(),
+        window: window_out(&u.minute, now),
+        day: window_out(&u.day, now),
         last_grant_age: u.last_grant.map(|t| now.saturating_sub(t)),
         uses: u.uses,
     }
 }
 
-/// The fields of a usage record, named for a resource's or a cell's.
+/// The fields of a usage record, named for a resource's, a cell's or a group's.
 struct UsageFields {
     window: &'static str,
+    day: &'static str,
     uses: &'static str,
 }
 
-const RESOURCE_USAGE: UsageFields = UsageFields { window: "resource.usage.window", uses: "resource.usage.uses" };
-const CELL_USAGE: UsageFields = UsageFields { window: "cell.usage.window", uses: "cell.usage.uses" };
+const RESOURCE_USAGE: UsageFields =
+    UsageFields { window: "resource.usage.window", day: "resource.usage.day", uses: "resource.usage.uses" };
+const CELL_USAGE: UsageFields =
+    UsageFields { window: "cell.usage.window", day: "cell.usage.day", uses: "cell.usage.uses" };
+const GROUP_USAGE: UsageFields =
+    UsageFields { window: "group.usage.window", day: "group.usage.day", uses: "group.usage.uses" };
 
-/// Times before the restoring clock's origin become its origin: later, so
-/// a restored window holds its grants at least as long as it should.
-fn usage_in(u: UsageRecord, now: u64, fields: &UsageFields) -> Result<Usage, SnapshotError> {
-    if u.window.len() > MAX_WINDOW_ENTRIES {
-        return Err(invalid(fields.window, "must hold at most 1026 entries"));
+/// A window from its record. Times before the restoring clock's origin
+/// become its origin: later, so a restored window holds its grants at least
+/// as long as it should.
+fn window_in<const SPAN: u64>(
+    entries: Vec<(u64, u32, u64)>,
+    now: u64,
+    field: &'static str,
+) -> Result<Buckets<SPAN>, SnapshotError> {
+    if entries.len() > MAX_WINDOW_ENTRIES {
+        return Err(invalid(field, "must hold at most 1026 entries"));
     }
-    let mut usage =
-        Usage { last_grant: u.last_grant_age.map(|a| now.saturating_sub(a)), uses: u.uses, ..Usage::default() };
     let mut last_age = u64::MAX;
-    for (age, grants, tokens) in u.window {
-        if grants == 0 || age > last_age || age >= WINDOW {
-            return Err(invalid(fields.window, "must list grants of the last minute, oldest first"));
+    for &(age, grants, _) in &entries {
+        if grants == 0 || age > last_age || age >= SPAN {
+            return Err(invalid(field, "must list grants of the window's span, oldest first"));
         }
         last_age = age;
-        usage.grants += u64::from(grants);
-        usage.tokens = usage.tokens.checked_add(tokens).ok_or(invalid(fields.window, "tokens overflow"))?;
-        let at = now.saturating_sub(age);
-        usage.window.push_back(Entry { from: at, at, grants, tokens });
     }
-    counter(usage.uses, fields.uses)?;
-    Ok(usage)
+    let entries = entries.into_iter().map(|(age, grants, tokens)| {
+        let at = now.saturating_sub(age);
+        Entry { from: at, at, grants, tokens }
+    });
+    Buckets::from_entries(entries).ok_or(invalid(field, "tokens overflow"))
+}
+
+fn usage_in(u: UsageRecord, now: u64, fields: &UsageFields) -> Result<Usage, SnapshotError> {
+    counter(u.uses, fields.uses)?;
+    Ok(Usage {
+        minute: window_in(u.window, now, fields.window)?,
+        day: window_in(u.day, now, fields.day)?,
+        last_grant: u.last_grant_age.map(|a| now.saturating_sub(a)),
+        uses: u.uses,
+    })
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -160,7 +199,7 @@ impl SnapshotData {
         let mut resources: Vec<ResourceRecord> = pool
             .registry
             .iter()
-            .map(|(_, r)| ResourceRecord {
+            .map(|(slot, r)| ResourceRecord {
                 resource: r.id.clone(),
                 permits: r.permits.count() as u32,
                 fences: r.permits.fences().to_vec(),
@@ -174,9 +213,23 @@ impl SnapshotData {
                 usage: usage_out(&r.usage, now),
                 limited_remaining: r.limited.map(|l| l.saturating_sub(now)),
                 retired: r.retired,
+                groups: pool.group_names(slot),
             })
             .collect();
         resources.sort_by(|a, b| a.resource.cmp(&b.resource));
+        let mut groups: Vec<GroupRecord> = pool
+            .quota
+            .iter()
+            .filter(|(_, g)| g.limits.limiting())
+            .map(|(_, g)| GroupRecord {
+                name: g.name.clone(),
+                limits: g.limits,
+                usage: usage_out(&g.usage, now),
+                limited_remaining: g.limited.map(|l| l.saturating_sub(now)),
+                paused_remaining: g.paused.map(|p| p.saturating_sub(now)),
+            })
+            .collect();
+        groups.sort_by(|a, b| a.name.cmp(&b.name));
         let mut cells: Vec<CellRecord> = pool
             .cells
             .iter()
@@ -220,6 +273,7 @@ impl SnapshotData {
             cells,
             retired_fences: pool.registry.retired().map(|(k, v)| (k.clone(), v.clone())).collect(),
             leases,
+            groups,
         }
     }
 
@@ -257,6 +311,25 @@ impl SnapshotData {
             }
             pool.bucket = Some(Bucket { tokens, last: now });
         }
+        if self.groups.len() > MAX_LIMITED_GROUPS {
+            return Err(invalid("groups", "must hold at most 10000 groups"));
+        }
+        for g in self.groups {
+            g.name.revalidate().map_err(|_| invalid("group.name", "must be a valid group name"))?;
+            g.limits.validate().map_err(|_| invalid("group.limits", "must be valid group limits"))?;
+            if !g.limits.limiting() {
+                return Err(invalid("group.limits", "must limit something"));
+            }
+            if pool.quota.find(g.name.as_str()).is_some() {
+                return Err(invalid("group", "listed twice"));
+            }
+            let slot = pool.quota.intern(&g.name);
+            let group = pool.quota.group_mut(slot);
+            group.limits = g.limits;
+            group.usage = usage_in(g.usage, now, &GROUP_USAGE)?;
+            group.limited = g.limited_remaining.map(|rem| now.saturating_add(rem).max(now + 1));
+            group.paused = g.paused_remaining.map(|rem| now.saturating_add(rem).max(now + 1));
+        }
         for r in self.resources {
             r.resource.revalidate().map_err(id_err)?;
             if !(1..=MAX_PERMITS).contains(&r.permits) {
@@ -289,6 +362,12 @@ impl SnapshotData {
             restored.usage = usage_in(r.usage, now, &RESOURCE_USAGE)?;
             restored.limited = r.limited_remaining.map(|rem| now.saturating_add(rem).max(now + 1));
             restored.retired = r.retired;
+            for g in &r.groups {
+                g.revalidate().map_err(|_| invalid("resource.groups", "must be valid group names"))?;
+            }
+            quota::check_names(&r.groups)
+                .map_err(|_| invalid("resource.groups", "must name at most 8 groups, each once"))?;
+            pool.join_groups(slot, &r.groups);
         }
         for c in self.cells {
             c.context.revalidate().map_err(|_| invalid("cell.context", "must be a valid context"))?;
@@ -356,6 +435,7 @@ impl SnapshotData {
             pool.leases.live.insert(lease.id, LeaseEntry { lease, slot, ctx, cost: l.cost, counted_at });
         }
         pool.arm_timers();
+        pool.restore_groups();
         Ok(pool)
     }
 }

@@ -39,7 +39,7 @@ pub use json::{
 
 pub const MAGIC: [u8; 8] = *b"RPUTSNAP";
 /// The format this build writes and the only one it reads.
-pub const VERSION: u16 = 4;
+pub const VERSION: u16 = 5;
 /// Largest lease id, fence counter or observation count a snapshot may
 /// carry. Each only ever grows by one per operation, so a value past half the
 /// range was not written by a pool; accepting it would let the counter wrap

@@ -38,6 +38,8 @@ const S: u64 = SECOND;
 const NONE: Limits = Limits {
     rpm: None,
     tpm: None,
+    rpd: None,
+    tpd: None,
     min_interval: None,
     max_uses: None,
     max_age: None,

@@ -3,6 +3,7 @@
 
 mod common;
 mod footprint;
+mod groups;
 mod limits;
 mod pace;
 mod properties;

@@ -19,17 +19,17 @@ fn corrupt_truncated_foreign_and_newer_snapshots_are_refused_and_change_nothing(
     let last = corrupt.len() - 1;
     corrupt[last] ^= 0xff;
     let mut newer = good.clone();
-    newer[8] = 5;
+    newer[8] = 6;
     let mut older = good.clone();
-    older[8] = 3;
+    older[8] = 4;
     let cases: Vec<(Vec<u8>, SnapshotError)> = vec![
         (corrupt, SnapshotError::Checksum),
         (good[..good.len() - 3].to_vec(), SnapshotError::Truncated),
         (good[..12].to_vec(), SnapshotError::Truncated),
         (b"PK\x03\x04 definitely a zip".to_vec(), SnapshotError::Foreign),
         (Vec::new(), SnapshotError::Truncated),
-        (newer, SnapshotError::UnsupportedVersion { found: 5, supported: 4 }),
-        (older, SnapshotError::UnsupportedVersion { found: 3, supported: 4 }),
+        (newer, SnapshotError::UnsupportedVersion { found: 6, supported: 5 }),
+        (older, SnapshotError::UnsupportedVersion { found: 4, supported: 5 }),
     ];
     for (bytes, expected) in cases {
         assert_eq!(other.restore(&bytes, 0).unwrap_err(), Error::Snapshot(expected));
