@@ -98,6 +98,8 @@ impl TryFrom<LimitsSpec> for Limits {
         Ok(Limits {
             rpm: l.rpm,
             tpm: count("limits.tpm", l.tpm)?,
+            rpd: None,
+            tpd: None,
             min_interval: ms("limits.minIntervalMs", l.min_interval_ms)?,
             max_uses: count("limits.maxUses", l.max_uses)?,
             max_age: ms("limits.maxAgeMs", l.max_age_ms)?,
@@ -125,5 +127,6 @@ pub(crate) fn registration(
         limits: limits.map(Limits::try_from).transpose()?.unwrap_or_default(),
         labels: Labels::new(labels.unwrap_or_default())?,
         secret: secret.map(Secret::new).transpose()?,
+        groups: Vec::new(),
     })
 }

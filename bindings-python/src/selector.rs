@@ -60,6 +60,8 @@ impl LimitArgs<'_, '_> {
         Ok(Limits {
             rpm: self.rpm.map(|n| rpm("limits.rpm", n)).transpose()?,
             tpm: count_or_none("limits.tpm", self.tpm)?,
+            rpd: None,
+            tpd: None,
             min_interval: secs("limits.min_interval", self.min_interval)?,
             max_uses: count_or_none("limits.max_uses", self.max_uses)?,
             max_age: secs("limits.max_age", self.max_age)?,
@@ -98,6 +100,7 @@ pub(crate) fn registration(
         limits: limits.limits()?,
         labels: Labels::new(pairs).map_err(Error::from)?,
         secret: secret.map(Secret::new).transpose().map_err(Error::from)?,
+        groups: Vec::new(),
     })
 }
 

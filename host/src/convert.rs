@@ -5,8 +5,8 @@
 
 use repute_core::{
     Block, CellState, CellView, Claim, Command, Context, ContextLimits, Event, EventKind, FailureKind, GrantAnswer,
-    Labels, Lease, LeaseKind, Limits, Outcome, Policy, Recovery, Refusal, Registration, RejectReason, ResourceId,
-    ResourceView, RetireReason, Secret, Selector, Stats, Strategy,
+    GroupClaim, GroupLimits, GroupName, GroupView, Labels, Lease, LeaseKind, Limits, Outcome, Policy, Recovery,
+    Refusal, Registration, RejectReason, ResourceId, ResourceView, RetireReason, Secret, Selector, Stats, Strategy,
 };
 
 use crate::bindings::repute::pool::types as wit;
@@ -96,6 +96,8 @@ pub(crate) fn limits_out(l: &Limits) -> wit::Limits {
     wit::Limits {
         rpm: l.rpm,
         tpm: l.tpm,
+        rpd: l.rpd,
+        tpd: l.tpd,
         min_interval: l.min_interval,
         max_uses: l.max_uses,
         max_age: l.max_age,
@@ -108,6 +110,8 @@ pub(crate) fn limits_in(l: wit::Limits) -> Limits {
     Limits {
         rpm: l.rpm,
         tpm: l.tpm,
+        rpd: l.rpd,
+        tpd: l.tpd,
         min_interval: l.min_interval,
         max_uses: l.max_uses,
         max_age: l.max_age,
@@ -118,8 +122,69 @@ pub(crate) fn limits_in(l: wit::Limits) -> Limits {
 /// A claim out of the component. Its context is one the core accepted on
 /// acquire, so it is valid; were it not, the claim would count nothing per
 /// context rather than fail the grant.
+/// Its groups' names, likewise, are the resource's, which the core checked
+/// at registration.
 pub(crate) fn claim_in(c: wit::Claim) -> Claim {
-    Claim { limits: limits_in(c.limits), cost: c.cost, context: c.context.and_then(|name| Context::new(name).ok()) }
+    let groups = c.groups.into_iter().filter_map(|g| {
+        Some(GroupClaim { name: GroupName::new(g.name).ok()?, limits: limits_in(g.limits), concurrency: g.concurrency })
+    });
+    Claim {
+        limits: limits_in(c.limits),
+        cost: c.cost,
+        context: c.context.and_then(|name| Context::new(name).ok()),
+        groups: groups.collect(),
+    }
+}
+
+/// Group limits cross unvalidated both ways, as limits do.
+pub(crate) fn group_limits_out(l: &GroupLimits) -> wit::GroupLimits {
+    wit::GroupLimits {
+        rpm: l.rpm,
+        tpm: l.tpm,
+        rpd: l.rpd,
+        tpd: l.tpd,
+        concurrency: l.concurrency,
+        shared_quota: l.shared_quota,
+    }
+}
+
+pub(crate) fn group_limits_in(l: wit::GroupLimits) -> GroupLimits {
+    GroupLimits {
+        rpm: l.rpm,
+        tpm: l.tpm,
+        rpd: l.rpd,
+        tpd: l.tpd,
+        concurrency: l.concurrency,
+        shared_quota: l.shared_quota,
+    }
+}
+
+fn group_name_in(name: String) -> Result<GroupName, Error> {
+    GroupName::new(name).map_err(|e| broken("group name", e))
+}
+
+fn groups_in(names: Vec<String>) -> Result<Vec<GroupName>, Error> {
+    names.into_iter().map(group_name_in).collect()
+}
+
+fn groups_out(names: &[GroupName]) -> Vec<String> {
+    names.iter().map(|g| g.as_str().to_owned()).collect()
+}
+
+fn window_in(w: wit::UsageWindow) -> repute_core::Window {
+    repute_core::Window { grants: w.grants, tokens: w.tokens }
+}
+
+pub(crate) fn group_view_in(g: wit::GroupView) -> Result<GroupView, Error> {
+    Ok(GroupView {
+        name: group_name_in(g.name)?,
+        limits: group_limits_in(g.limits),
+        members: g.members,
+        leased: g.leased,
+        window: window_in(g.window),
+        day: window_in(g.day),
+        limited_until: g.limited_until,
+    })
 }
 
 pub(crate) fn answer_out(a: GrantAnswer) -> wit::GrantAnswer {
@@ -128,6 +193,7 @@ pub(crate) fn answer_out(a: GrantAnswer) -> wit::GrantAnswer {
         GrantAnswer::Held => wit::GrantAnswer::Held,
         GrantAnswer::Limited(wait) => wit::GrantAnswer::Limited(wait),
         GrantAnswer::ContextLimited(wait) => wit::GrantAnswer::ContextLimited(wait),
+        GrantAnswer::GroupLimited(index, wait) => wit::GrantAnswer::GroupLimited((index, wait)),
     }
 }
 
@@ -143,17 +209,19 @@ fn registration_parts_out(
     limits: &Limits,
     labels: &Labels,
     secret: Option<&Secret>,
+    groups: &[GroupName],
 ) -> wit::Registration {
     wit::Registration {
         permits,
         limits: limits_out(limits),
         labels: labels_out(labels),
         secret: secret.map(|s| s.expose().to_owned()),
+        groups: groups_out(groups),
     }
 }
 
 pub(crate) fn registration_out(r: &Registration) -> wit::Registration {
-    registration_parts_out(r.permits, &r.limits, &r.labels, r.secret.as_ref())
+    registration_parts_out(r.permits, &r.limits, &r.labels, r.secret.as_ref(), &r.groups)
 }
 
 /// A selector crosses as it is: the core validates it, so a bad one is
@@ -179,13 +247,14 @@ pub(crate) fn log_entry_in(e: wit::LogEntry) -> Result<Command, Error> {
             outcome: outcome_in(&r.outcome),
         },
         wit::LogEntry::Register(r) => {
-            let wit::Registration { permits, limits, labels, secret } = r.registration;
+            let wit::Registration { permits, limits, labels, secret, groups } = r.registration;
             Command::Register {
                 resource: id_in(&r.resource)?,
                 permits,
                 limits: limits_in(limits),
                 labels: labels_in(labels)?,
                 secret: secret_in(secret)?,
+                groups: groups_in(groups)?,
             }
         }
         wit::LogEntry::Unregister(r) => Command::Unregister { resource: id_in(&r.resource)?, force: r.force },
@@ -197,6 +266,9 @@ pub(crate) fn log_entry_in(e: wit::LogEntry) -> Result<Command, Error> {
         },
         wit::LogEntry::Unblock(u) => {
             Command::Unblock { resource: id_in(&u.resource)?, context: opt_ctx_in(u.context)? }
+        }
+        wit::LogEntry::SetGroup(g) => {
+            Command::SetGroup { name: group_name_in(g.name)?, limits: group_limits_in(g.limits) }
         }
     })
 }
@@ -211,10 +283,10 @@ pub(crate) fn log_entry_out(c: &Command) -> wit::LogEntry {
             context: context.as_str().to_owned(),
             outcome: outcome_out(outcome),
         }),
-        Command::Register { resource, permits, limits, labels, secret } => {
+        Command::Register { resource, permits, limits, labels, secret, groups } => {
             wit::LogEntry::Register(wit::LoggedRegister {
                 resource: id(resource),
-                registration: registration_parts_out(*permits, limits, labels, secret.as_ref()),
+                registration: registration_parts_out(*permits, limits, labels, secret.as_ref(), groups),
             })
         }
         Command::Unregister { resource, force } => {
@@ -229,6 +301,10 @@ pub(crate) fn log_entry_out(c: &Command) -> wit::LogEntry {
         Command::Unblock { resource, context } => {
             wit::LogEntry::Unblock(wit::LoggedUnblock { resource: id(resource), context: ctx(context) })
         }
+        Command::SetGroup { name, limits } => wit::LogEntry::SetGroup(wit::LoggedGroup {
+            name: name.as_str().to_owned(),
+            limits: group_limits_out(limits),
+        }),
     }
 }
 
@@ -355,7 +431,9 @@ pub(crate) fn resource_view_in(r: wit::ResourceView) -> Result<ResourceView, Err
         score: r.score,
         contexts: r.contexts,
         block: block_in(r.block),
-        window: repute_core::Window { grants: r.window.grants, tokens: r.window.tokens },
+        window: window_in(r.window),
+        day: window_in(r.day),
+        groups: groups_in(r.groups)?,
     })
 }
 

@@ -6,7 +6,8 @@
 //! `linked/ops.rs`. A new operation is a row here and those two functions.
 
 use repute_core::{
-    CellView, Context, Event, Lease, Outcome, Registration, ResourceId, ResourceView, Secret, Selector, Stats,
+    CellView, Context, Event, GroupLimits, GroupView, Lease, Outcome, Registration, ResourceId, ResourceView, Secret,
+    Selector, Stats,
 };
 
 use crate::error::Result;
@@ -68,11 +69,12 @@ pool_ops! {
     /// contexts by a name of the same rules other than `"*"`.
     pub trait PoolOps {
         /// Registers a resource with its permits (1..=1024 concurrent leases),
-        /// usage limits, labels and secret; again to replace them. True if
+        /// usage limits, labels, secret and quota groups; again to replace them. True if
         /// anything changed. Lowering permits is refused with `Leased` while a
         /// removed permit is leased; bad limits with `InvalidInput` naming
-        /// `limits.rpm`, `limits.tpm`, `limits.min_interval`, `limits.max_uses`
-        /// or `limits.max_age`.
+        /// `limits.rpm`, `limits.tpm`, `limits.rpd`, `limits.tpd`,
+        /// `limits.min_interval`, `limits.max_uses` or `limits.max_age`; bad
+        /// groups with `InvalidInput` naming `group` or `groups`.
         fn register_with(&mut self, kind: &str, value: &str, registration: &Registration) -> Result<bool>;
         /// `register_with` of `permits` alone: no limits, labels or secret.
         fn register(&mut self, kind: &str, value: &str, permits: u32) -> Result<bool> {
@@ -131,6 +133,16 @@ pool_ops! {
         fn due_for_probe(&mut self) -> Result<Vec<(ResourceId, Context)>>;
         /// The global cell first, then one per context sorted by context.
         fn cells(&mut self, kind: &str, value: &str) -> Result<Vec<CellView>>;
+        /// Sets the limits a quota group's members share (a resource names
+        /// its groups in its registration); the default limits remove them.
+        /// True if anything changed. Bad limits are refused with
+        /// `InvalidInput` naming `group.rpm`, `group.tpm`, `group.rpd`,
+        /// `group.tpd` or `group.concurrency`; a bad name names `group`; past
+        /// 10000 groups with limits, `BudgetExhausted` (`max_groups`).
+        fn set_group(&mut self, name: &str, limits: &GroupLimits) -> Result<bool>;
+        /// Every quota group with members or limits, sorted by name, with
+        /// what its windows hold as this pool counts them.
+        fn groups(&mut self) -> Result<Vec<GroupView>>;
         /// Every registered resource, sorted by id.
         fn resources(&mut self) -> Result<Vec<ResourceView>>;
         /// The live leases, sorted by id.

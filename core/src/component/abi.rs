@@ -6,8 +6,9 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use super::convert::{
-    answer_in, cell_out, ctx_in, err_out, event_out, grant_out, id_in, id_out, key_in, lease_out, outcome_in,
-    permits_in, policy_in, proposal_in, proposal_out, registration_in, resource_view_out, selector_in, stats_out,
+    answer_in, cell_out, ctx_in, err_out, event_out, grant_out, group_limits_in, group_name_in, group_view_out, id_in,
+    id_out, key_in, lease_out, outcome_in, permits_in, policy_in, proposal_in, proposal_out, registration_in,
+    resource_view_out, selector_in, stats_out,
 };
 use super::exports::repute::pool::api::{Guest, GuestPool, Options, Pool as PoolHandle};
 use super::{journal_err, prepare, wit, Component, GuestState, ImportedStorage};
@@ -231,6 +232,18 @@ impl GuestPool for GuestState {
         let ctx = context.as_deref().map(ctx_in).transpose()?;
         let entry = || wit::LogEntry::Unblock(wit::LoggedUnblock { resource, context });
         self.logged(entry, |p, now| p.unblock(&id, ctx.as_ref(), now))
+    }
+
+    fn set_group(&self, name: String, limits: wit::GroupLimits) -> Result<bool, wit::Error> {
+        let parsed_name = group_name_in(&name)?;
+        let parsed = group_limits_in(limits);
+        parsed.validate().map_err(err_out)?;
+        let entry = || wit::LogEntry::SetGroup(wit::LoggedGroup { name, limits });
+        self.logged(entry, |p, now| p.set_group(parsed_name, parsed, now))
+    }
+
+    fn groups(&self) -> Vec<wit::GroupView> {
+        self.op(|p, now| p.groups(now)).into_iter().map(group_view_out).collect()
     }
 
     fn due_for_probe(&self) -> Vec<wit::ProbeTarget> {

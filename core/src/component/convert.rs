@@ -9,9 +9,9 @@ use super::wit;
 use crate::snapshot::SnapshotError;
 use crate::{
     Block, CellState, CellView, Claim, Command, Context, ContextLimits, CoolingRule, Error, Event, EventKind,
-    FailureKind, GrantAnswer, LabelFilter, Labels, Lease, LeaseKind, Limits, Outcome, Policy, Pool, Proposal,
-    RateLimit, Recovery, Registration, RejectReason, ResourceId, ResourceKey, ResourceView, RetireReason, Secret,
-    Selector, Stats, Strategy,
+    FailureKind, GrantAnswer, GroupClaim, GroupLimits, GroupName, GroupView, LabelFilter, Labels, Lease, LeaseKind,
+    Limits, Outcome, Policy, Pool, Proposal, RateLimit, Recovery, Registration, RejectReason, ResourceId, ResourceKey,
+    ResourceView, RetireReason, Secret, Selector, Stats, Strategy,
 };
 
 pub(super) fn id_in(r: &wit::ResourceId) -> Result<ResourceId, wit::Error> {
@@ -49,7 +49,50 @@ pub(super) fn outcome_in(o: wit::Outcome) -> Result<Outcome, wit::Error> {
 pub(super) fn registration_in(r: &wit::Registration) -> Result<Registration, wit::Error> {
     let labels = Labels::new(r.labels.iter().map(|l| (l.name.clone(), l.value.clone()))).map_err(err_out)?;
     let secret = r.secret.as_ref().map(|s| Secret::new(s.as_str())).transpose().map_err(err_out)?;
-    Ok(Registration { permits: r.permits, limits: limits_in(r.limits), labels, secret })
+    let groups = r.groups.iter().map(|g| group_name_in(g)).collect::<Result<Vec<_>, _>>()?;
+    Ok(Registration { permits: r.permits, limits: limits_in(r.limits), labels, secret, groups })
+}
+
+pub(super) fn group_name_in(name: &str) -> Result<GroupName, wit::Error> {
+    GroupName::new(name).map_err(err_out)
+}
+
+pub(super) fn group_limits_in(l: wit::GroupLimits) -> GroupLimits {
+    GroupLimits {
+        rpm: l.rpm,
+        tpm: l.tpm,
+        rpd: l.rpd,
+        tpd: l.tpd,
+        concurrency: l.concurrency,
+        shared_quota: l.shared_quota,
+    }
+}
+
+fn group_limits_out(l: GroupLimits) -> wit::GroupLimits {
+    wit::GroupLimits {
+        rpm: l.rpm,
+        tpm: l.tpm,
+        rpd: l.rpd,
+        tpd: l.tpd,
+        concurrency: l.concurrency,
+        shared_quota: l.shared_quota,
+    }
+}
+
+fn window_out(w: crate::Window) -> wit::UsageWindow {
+    wit::UsageWindow { grants: w.grants, tokens: w.tokens }
+}
+
+pub(super) fn group_view_out(g: GroupView) -> wit::GroupView {
+    wit::GroupView {
+        name: g.name.as_str().into(),
+        limits: group_limits_out(g.limits),
+        members: g.members,
+        leased: g.leased,
+        window: window_out(g.window),
+        day: window_out(g.day),
+        limited_until: g.limited_until,
+    }
 }
 
 fn labels_out(labels: &Labels) -> Vec<wit::Label> {
@@ -81,8 +124,8 @@ pub(super) fn command_in(e: &wit::LogEntry) -> Result<Command, wit::Error> {
             outcome: outcome_in(r.outcome)?,
         },
         wit::LogEntry::Register(r) => {
-            let Registration { permits, limits, labels, secret } = registration_in(&r.registration)?;
-            Command::Register { resource: id_in(&r.resource)?, permits, limits, labels, secret }
+            let Registration { permits, limits, labels, secret, groups } = registration_in(&r.registration)?;
+            Command::Register { resource: id_in(&r.resource)?, permits, limits, labels, secret, groups }
         }
         wit::LogEntry::Unregister(r) => Command::Unregister { resource: id_in(&r.resource)?, force: r.force },
         wit::LogEntry::Block(b) => Command::Block {
@@ -93,6 +136,9 @@ pub(super) fn command_in(e: &wit::LogEntry) -> Result<Command, wit::Error> {
         },
         wit::LogEntry::Unblock(u) => {
             Command::Unblock { resource: id_in(&u.resource)?, context: opt_ctx_in(&u.context)? }
+        }
+        wit::LogEntry::SetGroup(g) => {
+            Command::SetGroup { name: group_name_in(&g.name)?, limits: group_limits_in(g.limits) }
         }
     })
 }
@@ -253,6 +299,14 @@ pub(super) fn proposal_in(p: wit::Proposal) -> Proposal {
             limits: limits_in(c.limits),
             cost: c.cost,
             context: c.context.and_then(|name| Context::new(name).ok()),
+            groups: c
+                .groups
+                .into_iter()
+                .filter_map(|g| {
+                    let name = GroupName::new(g.name).ok()?;
+                    Some(GroupClaim { name, limits: limits_in(g.limits), concurrency: g.concurrency })
+                })
+                .collect(),
         }),
     }
 }
@@ -262,6 +316,8 @@ pub(super) fn limits_in(l: wit::Limits) -> Limits {
     Limits {
         rpm: l.rpm,
         tpm: l.tpm,
+        rpd: l.rpd,
+        tpd: l.tpd,
         min_interval: l.min_interval,
         max_uses: l.max_uses,
         max_age: l.max_age,
@@ -274,6 +330,8 @@ pub(super) fn limits_out(l: Limits) -> wit::Limits {
     wit::Limits {
         rpm: l.rpm,
         tpm: l.tpm,
+        rpd: l.rpd,
+        tpd: l.tpd,
         min_interval: l.min_interval,
         max_uses: l.max_uses,
         max_age: l.max_age,
@@ -286,6 +344,15 @@ pub(super) fn claim_out(c: &Claim) -> wit::Claim {
         limits: limits_out(c.limits),
         cost: c.cost,
         context: c.context.as_ref().map(|c| String::from(c.as_str())),
+        groups: c
+            .groups
+            .iter()
+            .map(|g| wit::GroupClaim {
+                name: g.name.as_str().into(),
+                limits: limits_out(g.limits),
+                concurrency: g.concurrency,
+            })
+            .collect(),
     }
 }
 
@@ -295,6 +362,7 @@ pub(super) fn answer_in(a: wit::GrantAnswer) -> GrantAnswer {
         wit::GrantAnswer::Held => GrantAnswer::Held,
         wit::GrantAnswer::Limited(wait) => GrantAnswer::Limited(wait),
         wit::GrantAnswer::ContextLimited(wait) => GrantAnswer::ContextLimited(wait),
+        wit::GrantAnswer::GroupLimited((index, wait)) => GrantAnswer::GroupLimited(index, wait),
     }
 }
 
@@ -360,7 +428,9 @@ pub(super) fn resource_view_out(r: ResourceView) -> wit::ResourceView {
         score: r.score,
         contexts: r.contexts,
         block: block_out(r.block),
-        window: wit::UsageWindow { grants: r.window.grants, tokens: r.window.tokens },
+        window: window_out(r.window),
+        day: window_out(r.day),
+        groups: r.groups.iter().map(|g| g.as_str().into()).collect(),
     }
 }
 

@@ -3,7 +3,8 @@
 //! operations table (`crate::ops`) forwards `PoolOps` here by name.
 
 use repute_core::{
-    CellView, Command, Context, Event, Lease, Outcome, Registration, ResourceId, ResourceView, Secret, Selector, Stats,
+    CellView, Command, Context, Event, GroupLimits, GroupName, GroupView, Lease, Outcome, Registration, ResourceId,
+    ResourceView, Secret, Selector, Stats,
 };
 
 use super::LinkedPool;
@@ -42,6 +43,7 @@ pub(crate) fn register_with(
         limits: registration.limits,
         labels: registration.labels.clone(),
         secret: registration.secret.clone(),
+        groups: registration.groups.clone(),
     };
     pool.logged(|| command, |p, now| p.register_with(id, registration.clone(), now))
 }
@@ -125,6 +127,18 @@ pub(crate) fn due_for_probe(pool: &mut LinkedPool) -> Result<Vec<(ResourceId, Co
 pub(crate) fn cells(pool: &mut LinkedPool, kind: &str, value: &str) -> Result<Vec<CellView>> {
     let id = id(kind, value)?;
     pool.run(|p, now| p.cells(&id, now))
+}
+
+/// As the component's: the limits are checked before they are logged.
+pub(crate) fn set_group(pool: &mut LinkedPool, name: &str, limits: &GroupLimits) -> Result<bool> {
+    let name = GroupName::new(name)?;
+    limits.validate()?;
+    let (limits, logged) = (*limits, name.clone());
+    pool.logged(|| Command::SetGroup { name: logged, limits }, |p, now| p.set_group(name, limits, now))
+}
+
+pub(crate) fn groups(pool: &mut LinkedPool) -> Result<Vec<GroupView>> {
+    Ok(pool.journal.run(|p, now| p.groups(now)))
 }
 
 pub(crate) fn resources(pool: &mut LinkedPool) -> Result<Vec<ResourceView>> {

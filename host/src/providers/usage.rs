@@ -24,7 +24,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use repute_core::usage::{self, Slice, Used, Verdict};
+use repute_core::usage::{self, Counted, DayWindow, Slice, Used, Verdict};
 use repute_core::{Claim, GrantAnswer, Limits, Window, WINDOW};
 
 /// The scope of a resource's own usage; a context's scope is its name
@@ -70,6 +70,26 @@ pub(crate) struct Usage {
     pub last: Option<u64>,
     /// Grants ever.
     pub uses: u64,
+    /// Grants of the last day that an `rpd` or `tpd` counts, in buckets
+    /// (a day of grants is not kept one by one).
+    pub day: DayWindow,
+}
+
+/// The minute window as the rule reads it: one slice per grant.
+pub(crate) struct Minute<'a>(&'a Usage);
+
+impl Counted for Minute<'_> {
+    fn grants(&self) -> u64 {
+        self.0.window.len() as u64
+    }
+
+    fn tokens(&self) -> u64 {
+        self.0.tokens
+    }
+
+    fn slices(&self) -> impl Iterator<Item = Slice> + '_ {
+        self.0.window.iter().map(|g| Slice { at: g.at, grants: 1, tokens: g.cost })
+    }
 }
 
 /// Whether a grant under `limits` joins the window.
@@ -89,6 +109,7 @@ impl Usage {
             self.tokens -= g.cost;
             dropped += 1;
         }
+        self.day.expire(now);
         dropped
     }
 
@@ -118,6 +139,9 @@ impl Usage {
             self.tokens += cost;
             self.window.push_back(Grant { at: now, cost, permit, token });
         }
+        if limits.daily() {
+            self.day.record(cost, now);
+        }
     }
 
     /// The grant of `token` on `permit` used `used` tokens; false if it is
@@ -133,14 +157,6 @@ impl Usage {
 }
 
 impl Used for Usage {
-    fn grants(&self) -> u64 {
-        self.window.len() as u64
-    }
-
-    fn tokens(&self) -> u64 {
-        self.tokens
-    }
-
     fn last(&self) -> Option<u64> {
         self.last
     }
@@ -149,8 +165,12 @@ impl Used for Usage {
         self.uses
     }
 
-    fn slices(&self) -> impl Iterator<Item = Slice> + '_ {
-        self.window.iter().map(|g| Slice { at: g.at, grants: 1, tokens: g.cost })
+    fn minute(&self) -> impl Counted + '_ {
+        Minute(self)
+    }
+
+    fn day(&self) -> impl Counted + '_ {
+        &self.day
     }
 }
 
@@ -217,7 +237,7 @@ mod tests {
     use repute_core::SECOND;
 
     fn claim(limits: Limits, cost: u64) -> Claim {
-        Claim { limits, cost, context: None }
+        Claim { limits, cost, context: None, groups: Vec::new() }
     }
 
     /// Judges and, when admitted, records a grant; returns the answer.
@@ -315,7 +335,8 @@ mod tests {
             per_context: ContextLimits { rpm: Some(1), ..ContextLimits::default() },
             ..Limits::default()
         };
-        let in_context = |name: &str| Claim { limits, cost: 1, context: Some(Context::new(name).unwrap()) };
+        let in_context =
+            |name: &str| Claim { limits, cost: 1, context: Some(Context::new(name).unwrap()), groups: Vec::new() };
         let mut u = ResourceUsage::default();
         let (gpt, claude, other) = (in_context("gpt"), in_context("claude"), in_context("o1"));
         assert_eq!(u.judge(&gpt, 0), None);

@@ -1,7 +1,7 @@
 //! The pool operations of a shard, one component call each, with their
 //! arguments and results converted between the host's types and the WIT's.
 
-use repute_core::{GrantAnswer, Outcome, Registration, Secret, Selector};
+use repute_core::{GrantAnswer, GroupLimits, GroupView, Outcome, Registration, Secret, Selector};
 
 use super::Shard;
 use crate::bindings::repute::pool::types as wit;
@@ -206,6 +206,16 @@ impl Shard {
         let id = convert::id_out(kind, value);
         let cells = op!(self, t, |s, p, h| p.call_cells(s, h, &id))?;
         cells.into_iter().map(convert::cell_in).collect()
+    }
+
+    pub(crate) fn set_group(&mut self, t: usize, name: &str, limits: &GroupLimits) -> Result<bool> {
+        let limits = convert::group_limits_out(limits);
+        op!(self, t, |s, p, h| p.call_set_group(s, h, name, limits))
+    }
+
+    pub(crate) fn groups(&mut self, t: usize) -> Result<Vec<GroupView>> {
+        let views = op!(self, t, |s, p, h| p.call_groups(s, h).map(Ok))?;
+        views.into_iter().map(convert::group_view_in).collect()
     }
 
     pub(crate) fn resources(&mut self, t: usize) -> Result<Vec<repute_core::ResourceView>> {

@@ -86,6 +86,7 @@ fn a_stale_epoch_is_refused_by_the_scripts() {
         limits: Limits::default(),
         labels: Labels::default(),
         secret: None,
+        groups: Vec::new(),
     };
     assert_eq!(old.append(&register), Err(StoreError::StaleEpoch { mine: 2, stored: 3 }));
     assert_eq!(old.save(b"bytes", 0, 0), Err(StoreError::StaleEpoch { mine: 2, stored: 3 }));

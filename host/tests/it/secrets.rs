@@ -20,6 +20,7 @@ fn with_secret(secret: &str) -> Registration {
         limits: Limits::default(),
         labels: labels(&[("tier", "paid")]),
         secret: Some(Secret::new(secret).unwrap()),
+        groups: Vec::new(),
     }
 }
 
@@ -94,6 +95,7 @@ fn debug_output_redacts_every_secret() {
         limits: Limits::default(),
         labels: registration.labels.clone(),
         secret: registration.secret.clone(),
+        groups: Vec::new(),
     };
     assert_eq!(
         format!("{command:?}"),

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use repute_host::linked::LinkedPool;
 use repute_host::{
-    holder::Field, Error, Holder, LabelFilter, Labels, Limits, ManualClock, OpenOptions, Policy, Pool, PoolOps,
-    Providers, Registration, Selector, Strategy, TenantConfig,
+    holder::Field, Error, Holder, LabelFilter, Labels, ManualClock, OpenOptions, Policy, Pool, PoolOps, Providers,
+    Registration, Selector, Strategy, TenantConfig,
 };
 
 /// Runs `f` on a component pool and on a linked one, both choosing the
@@ -27,7 +27,7 @@ pub fn labels(pairs: &[(&str, &str)]) -> Labels {
 /// Three API keys and a proxy, one permit each, registered in this order.
 fn keys_and_a_proxy(p: &mut dyn PoolOps) {
     let register = |p: &mut dyn PoolOps, kind: &str, value: &str, pairs: &[(&str, &str)]| {
-        let registration = Registration { permits: 1, limits: Limits::default(), labels: labels(pairs), secret: None };
+        let registration = Registration { labels: labels(pairs), ..Registration::new(1) };
         assert_eq!(p.register_with(kind, value, &registration), Ok(true));
     };
     register(p, "key", "k1", &[("region", "eu"), ("tier", "paid")]);

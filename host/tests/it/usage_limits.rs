@@ -111,12 +111,12 @@ fn permit(index: u32) -> Permit<'static> {
 }
 
 fn claim(limits: Limits, cost: u64) -> Claim {
-    Claim { limits, cost, context: None }
+    Claim { limits, cost, context: None, groups: Vec::new() }
 }
 
 /// A claim of a grant for `context`, whose `per_context` limits count it.
 fn claim_in(context: &str, limits: Limits, cost: u64) -> Claim {
-    Claim { limits, cost, context: Some(Context::new(context).unwrap()) }
+    Claim { limits, cost, context: Some(Context::new(context).unwrap()), groups: Vec::new() }
 }
 
 /// A grant of `index` that, when granted, is revoked again at once: the

@@ -74,7 +74,7 @@ pub fn registration(
 ) -> AppResult<Registration> {
     let labels = Labels::new(labels).map_err(refused)?;
     let secret = secret.map(Secret::new).transpose().map_err(refused)?;
-    Ok(Registration { permits, limits, labels, secret })
+    Ok(Registration { permits, limits, labels, secret, groups: Vec::new() })
 }
 
 /// Labels as a view shows them.

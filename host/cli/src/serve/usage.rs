@@ -72,6 +72,8 @@ impl LimitsIn {
         Ok(Limits {
             rpm: self.rpm,
             tpm: self.tpm,
+            rpd: None,
+            tpd: None,
             min_interval: ms(self.min_interval_ms, "limits.min_interval_ms")?,
             max_uses: self.max_uses,
             max_age: ms(self.max_age_ms, "limits.max_age_ms")?,

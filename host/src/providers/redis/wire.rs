@@ -371,6 +371,8 @@ mod tests {
         let limits = wit::Limits {
             rpm: Some(60),
             tpm: None,
+            rpd: None,
+            tpd: None,
             min_interval: Some(1_500),
             max_uses: Some(9),
             max_age: None,
@@ -387,7 +389,7 @@ mod tests {
                 at: 0,
                 refused: Vec::new(),
                 fail_open: false,
-                claim: Some(wit::Claim { limits, cost: 250, context: context.map(str::to_owned) }),
+                claim: Some(wit::Claim { limits, cost: 250, context: context.map(str::to_owned), groups: Vec::new() }),
             };
             let proposal = Proposal { inner, resource: ResourceId::new("key", "k1").unwrap() };
             let mut out = Vec::new();
@@ -414,7 +416,7 @@ mod tests {
         use repute_core::{Claim, Context, ContextLimits, Limits};
         let limits =
             Limits { per_context: ContextLimits { rpm: Some(2), ..ContextLimits::default() }, ..Limits::default() };
-        let claim = Claim { limits, cost: 1, context: Some(Context::new("gpt").unwrap()) };
+        let claim = Claim { limits, cost: 1, context: Some(Context::new("gpt").unwrap()), groups: Vec::new() };
         assert_eq!(claim_args(Some(&claim)), [0, 0, 0, 0, 0, 1]);
         assert_eq!(context_args(Some(&claim)), Some(("gpt", [2, 0, 0])));
         assert_eq!((claim_args(None), context_args(None)), ([0; 6], None));

@@ -22,10 +22,21 @@ pub const SELECTORS: usize = 10;
 const NO_CONTEXT_LIMITS: ContextLimits = ContextLimits { rpm: None, tpm: None, min_interval: None };
 
 pub const LIMIT_SETS: [Limits; 6] = [
-    Limits { rpm: None, tpm: None, min_interval: None, max_uses: None, max_age: None, per_context: NO_CONTEXT_LIMITS },
+    Limits {
+        rpm: None,
+        tpm: None,
+        rpd: None,
+        tpd: None,
+        min_interval: None,
+        max_uses: None,
+        max_age: None,
+        per_context: NO_CONTEXT_LIMITS,
+    },
     Limits {
         rpm: Some(2),
         tpm: None,
+        rpd: None,
+        tpd: None,
         min_interval: None,
         max_uses: None,
         max_age: None,
@@ -34,6 +45,8 @@ pub const LIMIT_SETS: [Limits; 6] = [
     Limits {
         rpm: None,
         tpm: Some(100),
+        rpd: None,
+        tpd: None,
         min_interval: None,
         max_uses: Some(5),
         max_age: None,
@@ -42,6 +55,8 @@ pub const LIMIT_SETS: [Limits; 6] = [
     Limits {
         rpm: None,
         tpm: None,
+        rpd: None,
+        tpd: None,
         min_interval: Some(10 * SECOND),
         max_uses: None,
         max_age: Some(400 * SECOND),
@@ -50,6 +65,8 @@ pub const LIMIT_SETS: [Limits; 6] = [
     Limits {
         rpm: None,
         tpm: None,
+        rpd: None,
+        tpd: None,
         min_interval: None,
         max_uses: None,
         max_age: None,
@@ -58,6 +75,8 @@ pub const LIMIT_SETS: [Limits; 6] = [
     Limits {
         rpm: Some(3),
         tpm: None,
+        rpd: None,
+        tpd: None,
         min_interval: None,
         max_uses: None,
         max_age: None,
@@ -99,7 +118,13 @@ pub fn res(i: usize) -> (&'static str, &'static str) {
 fn registration(r: usize, permits: u32, labels: usize, secret: bool) -> Registration {
     let pairs = LABEL_SETS[labels % LABEL_SETS.len()].iter().map(|(n, v)| (n.to_string(), v.to_string()));
     let secret = secret.then(|| Secret::new(format!("secret-{r}")).expect("a valid secret"));
-    Registration { permits, limits: Limits::default(), labels: Labels::new(pairs).expect("valid labels"), secret }
+    Registration {
+        permits,
+        limits: Limits::default(),
+        labels: Labels::new(pairs).expect("valid labels"),
+        secret,
+        groups: Vec::new(),
+    }
 }
 
 /// One of [`SELECTORS`] selectors over the resources and labels above:
