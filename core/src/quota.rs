@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::id::check;
-use crate::limits::{spacing, Limits, MAX_RPD, MAX_RPM};
+use crate::limits::{Limits, MAX_RPD, MAX_RPM};
 
 /// Most groups one resource may belong to.
 pub const MAX_GROUPS: usize = 8;
@@ -97,17 +97,14 @@ impl GroupLimits {
         Ok(())
     }
 
-    /// The window limits a grant is judged by, here and at the authority,
-    /// with the spacing its `rpm` asks (as `Limits::paced`).
+    /// The window limits a grant is judged by, here and at the authority.
+    /// A group's `rpm` is not spread into a spacing as a resource's is: the
+    /// provider counts the members' requests together over its window, and
+    /// one grant per `WINDOW / rpm` across a whole project would refuse
+    /// every burst of arrivals that its members together have room for
+    /// (each member's own `rpm` still spaces its grants).
     pub fn as_limits(&self) -> Limits {
-        Limits {
-            rpm: self.rpm,
-            tpm: self.tpm,
-            rpd: self.rpd,
-            tpd: self.tpd,
-            min_interval: spacing(self.rpm, None),
-            ..Limits::default()
-        }
+        Limits { rpm: self.rpm, tpm: self.tpm, rpd: self.rpd, tpd: self.tpd, ..Limits::default() }
     }
 
     /// Whether a grant must be counted against the group at all.
@@ -146,7 +143,6 @@ pub(crate) fn check_names(groups: &[GroupName]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::time::SECOND;
 
     #[test]
     fn limits_and_names_are_checked_field_by_field() {
@@ -159,7 +155,8 @@ mod tests {
         assert_eq!(field(GroupLimits { rpd: Some(MAX_RPD + 1), ..GroupLimits::default() }), "group.rpd");
         assert_eq!(field(GroupLimits { concurrency: Some(0), ..GroupLimits::default() }), "group.concurrency");
         let l = GroupLimits { rpm: Some(120), concurrency: Some(2), ..GroupLimits::default() };
-        assert_eq!(l.as_limits().min_interval, Some(SECOND / 2), "a group's rpm is spread like a resource's");
+        assert_eq!(l.as_limits().min_interval, None, "a group's rpm is counted over its window, not spread");
+        assert_eq!(l.as_limits().rpm, Some(120));
         assert!(l.limiting() && l.counted() && !GroupLimits::default().limiting());
         assert!(GroupName::new("").is_err() && GroupName::new("a\nb").is_err());
         let names: alloc::vec::Vec<GroupName> =

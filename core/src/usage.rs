@@ -316,8 +316,13 @@ impl Usage {
     /// first; an `rpm` also spaces grants, see `Limits::paced`), else when
     /// they may: `Some(at)`, or `None` if never again.
     pub fn admits(&self, limits: &Limits, cost: u64, now: u64) -> core::result::Result<(), Option<u64>> {
-        let paced = Limits { min_interval: spacing(limits.rpm, limits.min_interval), ..*limits };
-        match judge(&paced, self, cost, now) {
+        self.allows(&Limits { min_interval: spacing(limits.rpm, limits.min_interval), ..*limits }, cost, now)
+    }
+
+    /// `admits` by `limits` as they are, an `rpm` not spread: a group's
+    /// window (see `GroupLimits::as_limits`).
+    pub fn allows(&self, limits: &Limits, cost: u64, now: u64) -> core::result::Result<(), Option<u64>> {
+        match judge(limits, self, cost, now) {
             Verdict::Admitted => Ok(()),
             Verdict::Until(at) => Err(Some(at)),
             Verdict::Spent | Verdict::Oversized => Err(None),

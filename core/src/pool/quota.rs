@@ -250,7 +250,7 @@ impl Pool {
     pub(super) fn groups_admit(&self, slot: u32, cost: u64) -> core::result::Result<(), Option<u64>> {
         let groups = self.registry.res(slot).groups.iter().map(|&g| self.quota.group(g));
         for g in groups.filter(|g| g.limits.counted()) {
-            g.usage.admits(&g.limits.as_limits(), cost, self.now)?;
+            g.usage.allows(&g.limits.as_limits(), cost, self.now)?;
         }
         Ok(())
     }
@@ -276,8 +276,8 @@ impl Pool {
             }
             let limits = group.limits.as_limits();
             group.usage.expire(now);
-            if group.usage.admits(&limits, cost, now).is_err() {
-                return match group.usage.gate(&limits, now) {
+            if group.usage.allows(&limits, cost, now).is_err() {
+                return match group.usage.allows(&limits, 1, now).err() {
                     Some(Some(_)) => {
                         self.regate_group(g);
                         Err(Refused::Gated)
@@ -367,8 +367,8 @@ impl Pool {
         let group = self.quota.group_mut(g);
         let limits = group.limits.as_limits();
         group.usage.expire(now);
-        let mut over = match group.usage.gate(&limits, now) {
-            Some(Some(at)) if group.limits.counted() => Some(at),
+        let mut over = match group.usage.allows(&limits, 1, now) {
+            Err(Some(at)) if group.limits.counted() => Some(at),
             _ => None,
         };
         if group.limits.concurrency.is_some_and(|c| group.leased >= c) {

@@ -38,6 +38,7 @@ pub enum ScenarioArg {
     Bursts,
     ApiKeys,
     Limits,
+    Projects,
 }
 
 impl ScenarioArg {
@@ -50,6 +51,7 @@ impl ScenarioArg {
             ScenarioArg::Bursts => vec![Kind::Bursts],
             ScenarioArg::ApiKeys => vec![Kind::ApiKeys],
             ScenarioArg::Limits => vec![Kind::Limits],
+            ScenarioArg::Projects => vec![Kind::Projects],
         }
     }
 }
@@ -91,11 +93,14 @@ Scenarios (20 proxies, 4 sites, hidden per-site success probabilities and latenc
   limits    sites count each proxy's requests in unpublished slices (429 +
             Retry-After), ban a proxy that keeps going over (403, 2-10 min),
             and go through overloads (503)
+  projects  the api-keys provider counting per project: four projects of five keys,
+            90 requests a minute per project over every key and model (429 +
+            Retry-After), no per-key limit
 Each runs with the probe loop a deployment may write and without one (no prober);
 the default strategy never runs one.
 Contenders: oracle (knows the truth), thompson (the default), thompson-classic-recovery,
 classic, crawlee-sessions, litellm-cooldown, envoy-ejection, round-robin,
-round-robin-retry-after (api-keys, limits), random.
+round-robin-retry-after (api-keys, limits, projects), random.
 The same seed always gives the same output.")]
 pub struct Args {
     /// Scenario to run.
@@ -179,7 +184,7 @@ impl Contender {
     /// The contenders of a scenario: the Retry-After round-robin only where
     /// there are 429s to honour (elsewhere it is round-robin).
     pub fn of(kind: Kind) -> Vec<Contender> {
-        let waits = matches!(kind, Kind::ApiKeys | Kind::Limits);
+        let waits = matches!(kind, Kind::ApiKeys | Kind::Limits | Kind::Projects);
         Contender::ALL.into_iter().filter(|&c| c != Contender::RetryAfterRoundRobin || waits).collect()
     }
 

@@ -19,7 +19,7 @@ pub struct StrategyReport {
     pub successes: u32,
     /// Requests nothing could serve (every resource busy, cooling, paused or blocked); counted as failures.
     pub unserved: u32,
-    /// Requests answered 429 (api-keys).
+    /// Requests answered 429 (api-keys, limits, projects).
     pub rate_limited: u32,
     pub success_rate: f64,
     /// Success rate as a share of the oracle's.

@@ -4,9 +4,11 @@
 
 use std::collections::HashMap;
 
-use repute_core::{Context, ContextLimits, Lease, Limits, Policy, Pool, Registration, ResourceId};
+use repute_core::{
+    Context, ContextLimits, GroupLimits, GroupName, Lease, Limits, Policy, Pool, Registration, ResourceId,
+};
 
-use super::scenario::{Answer, Kind, Windows, World, RESOURCES, RPM_LIMIT};
+use super::scenario::{Answer, Kind, Windows, World, PROJECT_RPM, RESOURCES, RPM_LIMIT};
 
 /// What a strategy may look at when choosing: which resources have a free
 /// permit (the simulator tracks leases for the baselines) and, for the oracle
@@ -56,14 +58,21 @@ impl PoolChooser {
             (0..RESOURCES).map(|r| ResourceId::new(noun, kind.resource_name(r)).expect("valid id")).collect();
         // The keys go in with the provider's published rpm, as a user
         // registers them: per key and model (the context), as the
-        // provider counts it.
+        // provider counts it; or, where it counts per project, each key
+        // in its project's group and the project's rpm on the group.
         let per_model = ContextLimits { rpm: Some(RPM_LIMIT as u32), ..ContextLimits::default() };
         let limits = match kind {
             Kind::ApiKeys => Limits { per_context: per_model, ..Limits::default() },
             _ => Limits::default(),
         };
-        for id in &ids {
-            let registration = Registration { limits, ..Registration::new(1) };
+        let project_rpm = GroupLimits { rpm: Some(PROJECT_RPM as u32), ..GroupLimits::default() };
+        for (r, id) in ids.iter().enumerate() {
+            let mut registration = Registration { limits, ..Registration::new(1) };
+            if kind == Kind::Projects {
+                let project = GroupName::new(Kind::project(r)).expect("valid group name");
+                pool.set_group(project.clone(), project_rpm, 0).expect("valid group limits");
+                registration.groups = vec![project];
+            }
             pool.register_with(id.clone(), registration, 0).expect("fresh pool accepts a resource");
         }
         let index = ids.iter().cloned().enumerate().map(|(i, id)| (id, i)).collect();
@@ -110,17 +119,18 @@ impl Chooser for PoolChooser {
 
 /// Knows the truth: takes the free resource with the highest true success
 /// probability for the context at that instant, passing over keys whose rpm
-/// window is full and proxies a site's slice or ban would refuse. The bound every strategy is measured against.
+/// window (or project's) is full and proxies a site's slice or ban would
+/// refuse; with none left, the request goes unserved. The bound every strategy is measured against.
 #[derive(Debug, Default)]
 pub struct Oracle;
 
 impl Chooser for Oracle {
     fn acquire(&mut self, site: usize, now: u64, view: &View) -> Option<Grant> {
         let room = |r: usize| view.windows.has_room(r, site, now) && view.windows.site_admits(r, site, now);
-        let p = |r: usize| if room(r) { view.world.p(r, site, now) } else { 0.0 };
+        // A request no window has room for waits rather than meet a 429.
         (0..RESOURCES)
-            .filter(|&r| view.free[r])
-            .map(|r| (p(r), r))
+            .filter(|&r| view.free[r] && room(r))
+            .map(|r| (view.world.p(r, site, now), r))
             .max_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)))
             .map(|(_, resource)| Grant { resource, lease: None })
     }

@@ -81,14 +81,15 @@ fn the_table_marks_the_default_and_the_plot_is_an_svg() {
     let o = repute(&["simulate", "--requests", "300", "--plot", plot.to_str().unwrap()]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let table = stdout(&o);
-    assert_eq!(table.matches("scenario ").count(), 12);
-    assert_eq!(table.matches(" (no prober): ").count(), 6);
-    assert_eq!(table.matches("thompson (default)").count(), 12);
+    assert_eq!(table.matches("scenario ").count(), 14);
+    assert_eq!(table.matches(" (no prober): ").count(), 7);
+    assert_eq!(table.matches("thompson (default)").count(), 14);
     assert!(table.contains("scenario api-keys: 300 requests over"));
     assert!(table.contains("20 keys, 4 models"));
     let svg = std::fs::read_to_string(&plot).expect("plot written");
     assert!(svg.starts_with("<svg"));
-    for name in ["steady", "drift", "context", "bursts", "api-keys", "limits", "crawlee-sessions", "litellm-cooldown"] {
+    let names = ["steady", "drift", "context", "bursts", "api-keys", "limits", "projects", "crawlee-sessions"];
+    for name in names.into_iter().chain(["litellm-cooldown"]) {
         assert!(svg.contains(name), "plot lacks {name}");
     }
 }

@@ -15,8 +15,9 @@
 //! 20–300 ms) or `slow` (25%, the answer came too late to use, 2–3 s). A banned
 //! proxy still gets 3% of requests through (unprotected pages).
 //!
-//! The api-keys scenario has its own truth (see [`Kind::ApiKeys`]): the same
-//! arrivals and shares, over 20 keys and 4 models instead of proxies and sites.
+//! The api-keys scenarios have their own truth (see [`Kind::ApiKeys`] and
+//! [`Kind::Projects`]): the same arrivals and shares, over 20 keys and 4
+//! models instead of proxies and sites.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -43,6 +44,11 @@ pub const MINUTE: u64 = 60 * SECOND;
 const SUBNET: usize = 5;
 /// Requests a key may make per model in any 60 s (api-keys).
 pub const RPM_LIMIT: usize = 20;
+/// Keys per project, `k00`..`k04` the first (projects).
+pub const PROJECT_KEYS: usize = 5;
+pub const PROJECTS: usize = RESOURCES / PROJECT_KEYS;
+/// Requests a project's keys may make together in any 60 s (projects).
+pub const PROJECT_RPM: usize = 90;
 /// Mean lifetime of a key before it is revoked (api-keys): about a quarter
 /// of the keys die during a 66-minute run.
 const KEY_LIFETIME_NS: f64 = 4.0 * 3600.0 * SECOND as f64;
@@ -97,6 +103,16 @@ pub enum Kind {
     /// (1500, 500, 120, 2000 ms) × a key factor (0.8–1.25, the key's region),
     /// log-normal σ = 0.35.
     ApiKeys,
+    /// The api-keys provider as OpenAI and Mistral count quotas: per
+    /// project, not per key. The 20 keys belong to four projects of five
+    /// (`k00`–`k04` the first); the provider counts a project's accepted
+    /// requests, over every model and every key of it, in a sliding 60 s
+    /// window of 90 and answers the next with a 429 whose Retry-After is the
+    /// exact wait until the oldest leaves (20–80 ms, not counted); no key
+    /// has a limit of its own. The four projects allow 360 requests a
+    /// minute against a demand of about 300. Keys, revocations, success
+    /// rates, failures and latencies as in api-keys (their own draw).
+    Projects,
     /// Sites that count, and say so only by answering: the steady pool's
     /// proxies, against sites that each count every proxy's requests in
     /// fixed slices they do not publish (shop and news 2 per 5 s, api 3 per
@@ -114,7 +130,8 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 6] = [Kind::Steady, Kind::Drift, Kind::Context, Kind::Bursts, Kind::ApiKeys, Kind::Limits];
+    pub const ALL: [Kind; 7] =
+        [Kind::Steady, Kind::Drift, Kind::Context, Kind::Bursts, Kind::ApiKeys, Kind::Limits, Kind::Projects];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -124,6 +141,7 @@ impl Kind {
             Kind::Bursts => "bursts",
             Kind::ApiKeys => "api-keys",
             Kind::Limits => "limits",
+            Kind::Projects => "projects",
         }
     }
 
@@ -135,28 +153,41 @@ impl Kind {
             Kind::Bursts => 4,
             Kind::ApiKeys => 5,
             Kind::Limits => 6,
+            Kind::Projects => 7,
         }
     }
 
     /// The context names requests are for.
     pub fn contexts(self) -> [&'static str; CONTEXTS] {
-        match self {
-            Kind::ApiKeys => MODELS,
-            _ => SITES,
+        if self.keys() {
+            MODELS
+        } else {
+            SITES
         }
+    }
+
+    /// Whether the resources are API keys of an LLM provider.
+    pub fn keys(self) -> bool {
+        matches!(self, Kind::ApiKeys | Kind::Projects)
+    }
+
+    /// The quota group key `r` belongs to (projects).
+    pub fn project(r: usize) -> String {
+        format!("project:p{}", r / PROJECT_KEYS)
     }
 
     /// The name of resource `r`: `r00`.. for proxies, `k00`.. for keys.
     pub fn resource_name(self, r: usize) -> String {
-        let prefix = if self == Kind::ApiKeys { 'k' } else { 'r' };
+        let prefix = if self.keys() { 'k' } else { 'r' };
         format!("{prefix}{r:02}")
     }
 
     /// The resource kind and the plural nouns of resources and contexts.
     pub fn nouns(self) -> (&'static str, &'static str, &'static str) {
-        match self {
-            Kind::ApiKeys => ("key", "keys", "models"),
-            _ => ("proxy", "proxies", "sites"),
+        if self.keys() {
+            ("key", "keys", "models")
+        } else {
+            ("proxy", "proxies", "sites")
         }
     }
 }
@@ -220,6 +251,8 @@ pub struct Windows {
     refused: Vec<VecDeque<u64>>,
     /// When a ban the site escalated to ends.
     banned_until: Vec<u64>,
+    /// Start times of each project's accepted requests of the last 60 s, oldest first (projects).
+    projects: Vec<VecDeque<u64>>,
 }
 
 impl Windows {
@@ -230,6 +263,7 @@ impl Windows {
             slices: vec![(0, 0); cells],
             refused: vec![VecDeque::new(); cells],
             banned_until: vec![0; cells],
+            projects: vec![VecDeque::new(); PROJECTS],
         }
     }
 
@@ -291,9 +325,24 @@ impl Windows {
         }
     }
 
-    /// Whether key `r` may make a request for `ctx` at `t` (what the oracle knows).
+    /// Forgets what left key `r`'s project window by `t`; `Err(wait)` when
+    /// it is full: the exact time until its oldest request leaves it.
+    fn project_room(&mut self, r: usize, t: u64) -> Result<(), u64> {
+        let log = &mut self.projects[r / PROJECT_KEYS];
+        while log.front().is_some_and(|&at| at + MINUTE <= t) {
+            log.pop_front();
+        }
+        match log.front() {
+            Some(&oldest) if log.len() >= PROJECT_RPM => Err(oldest + MINUTE - t),
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether key `r` may make a request for `ctx` at `t`, by its own
+    /// window and its project's (what the oracle knows).
     pub fn has_room(&self, r: usize, ctx: usize, t: u64) -> bool {
-        self.accepted[r * CONTEXTS + ctx].iter().filter(|&&at| at + MINUTE > t).count() < RPM_LIMIT
+        let live = |log: &VecDeque<u64>| log.iter().filter(|&&at| at + MINUTE > t).count();
+        live(&self.accepted[r * CONTEXTS + ctx]) < RPM_LIMIT && live(&self.projects[r / PROJECT_KEYS]) < PROJECT_RPM
     }
 }
 

@@ -6,7 +6,7 @@ use repute_core::{FailureKind, Outcome};
 
 use super::{
     Answer, Draw, Kind, Windows, Wire, BANNED_P, CONTEXTS, DEGRADED_SHARE, GATEWAY_TIMEOUT_MS, KEY_LIFETIME_NS, MINUTE,
-    MODEL_MEDIAN_MS, MODEL_P, RESOURCES, SUBNET, TIMEOUT_MS,
+    MODEL_MEDIAN_MS, MODEL_P, PROJECT_KEYS, RESOURCES, SUBNET, TIMEOUT_MS,
 };
 use crate::simulate::rng::Rng;
 
@@ -81,8 +81,8 @@ impl World {
     /// so a longer run extends, never changes, the one of a shorter run.
     pub fn new(kind: Kind, seed: u64, horizon: u64) -> World {
         let mut rng = Rng::stream(seed, kind.salt());
-        if kind == Kind::ApiKeys {
-            return World::api_keys(&mut rng);
+        if kind.keys() {
+            return World::api_keys(kind, &mut rng);
         }
         let mut tiers: Vec<(f64, f64)> = [(6, 0.95, 0.99), (10, 0.80, 0.93), (4, 0.40, 0.70)]
             .iter()
@@ -108,7 +108,7 @@ impl World {
             overloads: vec![Vec::new(); CONTEXTS],
         };
         match kind {
-            Kind::Steady | Kind::ApiKeys => {}
+            Kind::Steady | Kind::ApiKeys | Kind::Projects => {}
             Kind::Limits => {
                 for site in 0..CONTEXTS {
                     spans(&mut rng, horizon, 15.0, (1.0, 2.0), |_, span| world.overloads[site].push(span));
@@ -153,7 +153,7 @@ impl World {
 
     /// The api-keys truth; a key's revocation time is drawn with its other
     /// traits, so it does not depend on the horizon.
-    fn api_keys(rng: &mut Rng) -> World {
+    fn api_keys(kind: Kind, rng: &mut Rng) -> World {
         let mut base = Vec::with_capacity(RESOURCES);
         let mut median_ms = Vec::with_capacity(RESOURCES);
         let mut revoked_at = Vec::with_capacity(RESOURCES);
@@ -170,7 +170,7 @@ impl World {
             revoked_at.push(rng.exponential(KEY_LIFETIME_NS) as u64);
         }
         World {
-            kind: Kind::ApiKeys,
+            kind,
             base,
             median_ms,
             episodes: vec![Vec::new(); RESOURCES],
@@ -209,7 +209,7 @@ impl World {
     /// `windows` is the run's rpm log (api-keys), which an accepted request joins.
     pub fn answer(&self, r: usize, site: usize, t: u64, draw: &Draw, windows: &mut Windows) -> Answer {
         match self.kind {
-            Kind::ApiKeys => self.api_answer(r, site, t, draw, windows),
+            Kind::ApiKeys | Kind::Projects => self.api_answer(r, site, t, draw, windows),
             Kind::Limits => self.site_answer(r, site, t, draw, windows),
             _ => self.proxy_answer(r, site, t, draw),
         }
@@ -265,10 +265,14 @@ impl World {
         if self.revoked(r, t) {
             return failure(FailureKind::AuthFailed, 40.0 + 80.0 * draw.kind, None, 401);
         }
-        if let Err(wait) = windows.room(r, model, t) {
+        let room = if self.kind == Kind::Projects { windows.project_room(r, t) } else { windows.room(r, model, t) };
+        if let Err(wait) = room {
             return failure(FailureKind::RateLimited, 20.0 + 60.0 * draw.kind, Some(wait), 429);
         }
-        windows.accepted[r * CONTEXTS + model].push_back(t);
+        match self.kind {
+            Kind::Projects => windows.projects[r / PROJECT_KEYS].push_back(t),
+            _ => windows.accepted[r * CONTEXTS + model].push_back(t),
+        }
         if draw.u < self.p(r, model, t) {
             let latency_ms = (self.median_ms[r][model] * libm::exp(0.35 * draw.z)).min(GATEWAY_TIMEOUT_MS - 1.0);
             return Answer { outcome: Outcome::Success { latency_ms }, wire: Wire::Status(200) };
