@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use repute_host::linked::LinkedPool;
 use repute_host::{
-    ContextLimits, FailureKind, LabelFilter, Labels, Limits, ManualClock, Outcome, Pool, PoolOps, Providers,
-    Registration, Secret, Selector, Stats, TenantConfig, SECOND,
+    ContextLimits, FailureKind, GroupLimits, GroupName, LabelFilter, Labels, Limits, ManualClock, Outcome, Pool,
+    PoolOps, Providers, Registration, Secret, Selector, Stats, TenantConfig, SECOND,
 };
 
 pub const KINDS: [&str; 2] = ["proxy", "key"];
@@ -84,6 +84,25 @@ pub const LIMIT_SETS: [Limits; 6] = [
     },
 ];
 
+/// The quota groups a registration may name, by index.
+pub const GROUP_SETS: [&[&str]; 4] = [&[], &["project:a"], &["project:a", "account:x"], &["project:b"]];
+/// Group names `SetGroup` sets limits on, by index.
+pub const GROUP_NAMES: [&str; 3] = ["project:a", "project:b", "account:x"];
+
+/// The limits `SetGroup` may set, by index: none (removing them), each
+/// kind alone, together, and one the core refuses.
+pub fn group_limits(i: usize) -> GroupLimits {
+    let none = GroupLimits::default();
+    match i % 6 {
+        0 => none,
+        1 => GroupLimits { rpm: Some(2), ..none },
+        2 => GroupLimits { concurrency: Some(1), ..none },
+        3 => GroupLimits { tpm: Some(100), rpd: Some(5), ..none },
+        4 => GroupLimits { shared_quota: true, tpd: Some(500), ..none },
+        _ => GroupLimits { rpm: Some(0), ..none },
+    }
+}
+
 #[derive(Debug, Clone)]
 pub enum Cmd {
     Advance(u64),
@@ -92,6 +111,10 @@ pub enum Cmd {
     RegisterWith(usize, u32, usize, bool),
     /// Register with the limits of [`LIMIT_SETS`].
     RegisterLimited(usize, u32, usize),
+    /// Register with the groups of [`GROUP_SETS`].
+    RegisterGrouped(usize, u32, usize),
+    /// Set the `group_limits` of that index on the group of [`GROUP_NAMES`].
+    SetGroup(usize, usize),
     Unregister(usize, bool),
     Acquire(usize),
     /// Acquire in a context with the n-th of the [`selector`]s.
@@ -170,6 +193,14 @@ pub fn run(p: &mut dyn PoolOps, cmd: &Cmd, clock: &ManualClock, seen: &mut Vec<(
                 Registration { limits: LIMIT_SETS[limits % LIMIT_SETS.len()], ..Registration::new(permits) };
             format!("{:?}", p.register_with(res(r).0, res(r).1, &registration))
         }
+        Cmd::RegisterGrouped(r, permits, groups) => {
+            let names = GROUP_SETS[groups % GROUP_SETS.len()].iter();
+            let groups = names.map(|g| GroupName::new(*g).expect("a valid group name")).collect();
+            format!("{:?}", p.register_with(res(r).0, res(r).1, &Registration { groups, ..Registration::new(permits) }))
+        }
+        Cmd::SetGroup(g, limits) => {
+            format!("{:?}", p.set_group(GROUP_NAMES[g % GROUP_NAMES.len()], &group_limits(limits)))
+        }
         Cmd::Unregister(r, force) => format!("{:?}", p.unregister(res(r).0, res(r).1, force)),
         Cmd::Acquire(c) => {
             let out = p.acquire(CONTEXTS[c]);
@@ -229,6 +260,7 @@ pub fn run(p: &mut dyn PoolOps, cmd: &Cmd, clock: &ManualClock, seen: &mut Vec<(
             // are half as wide), so it is the one figure the two may differ in.
             4 => format!("{:?}", p.stats().map(|s| Stats { footprint: 0, ..s })),
             5 => format!("{:?}", p.snapshot_json(true)),
+            6 => format!("{:?}", p.groups()),
             // Debug would show only whether there is one.
             _ => format!("{:?}", p.secret(res(0).0, res(0).1).map(|s| s.map(|s| s.expose().to_owned()))),
         },

@@ -4,7 +4,7 @@
 
 mod commands;
 
-use commands::{Cmd, CONTEXTS, KINDS, LABEL_SETS, LIMIT_SETS, SELECTORS, VALUES};
+use commands::{Cmd, CONTEXTS, GROUP_NAMES, GROUP_SETS, KINDS, LABEL_SETS, LIMIT_SETS, SELECTORS, VALUES};
 use proptest::prelude::*;
 use repute_host::{FailureKind, Policy, RateLimit, Strategy as Pick, TenantConfig, SECOND};
 
@@ -27,6 +27,8 @@ fn cmd() -> impl Strategy<Value = Cmd> {
         2 => (resource(), 1u32..4, 0..LABEL_SETS.len(), any::<bool>())
             .prop_map(|(r, p, l, s)| Cmd::RegisterWith(r, p, l, s)),
         2 => (resource(), 1u32..4, 0..LIMIT_SETS.len()).prop_map(|(r, p, l)| Cmd::RegisterLimited(r, p, l)),
+        2 => (resource(), 1u32..4, 0..GROUP_SETS.len()).prop_map(|(r, p, g)| Cmd::RegisterGrouped(r, p, g)),
+        2 => (0..GROUP_NAMES.len(), 0usize..6).prop_map(|(g, l)| Cmd::SetGroup(g, l)),
         1 => (resource(), any::<bool>()).prop_map(|(r, f)| Cmd::Unregister(r, f)),
         5 => (0..CONTEXTS.len()).prop_map(Cmd::Acquire),
         4 => (0..CONTEXTS.len(), 0..SELECTORS).prop_map(|(c, s)| Cmd::AcquireWith(c, s)),
@@ -44,7 +46,7 @@ fn cmd() -> impl Strategy<Value = Cmd> {
         )
             .prop_map(|(r, c, d, why)| Cmd::Block(r, c, d, why)),
         1 => (resource(), proptest::option::of(0..CONTEXTS.len())).prop_map(|(r, c)| Cmd::Unblock(r, c)),
-        2 => (0usize..7).prop_map(Cmd::Inspect),
+        2 => (0usize..8).prop_map(Cmd::Inspect),
         1 => any::<bool>().prop_map(Cmd::SnapshotRestore),
         1 => any::<bool>().prop_map(Cmd::Checkpoint),
         1 => (0usize..4).prop_map(Cmd::BadInput),
