@@ -309,6 +309,36 @@ mod tests {
         holder
     }
 
+    /// How `insufficient_quota` reaches a group: the OpenAI profile reads
+    /// the 429's body as `quota_exhausted`, and a group with `shared_quota`
+    /// pauses every member on it, since the provider counts that quota for
+    /// the whole project.
+    #[test]
+    fn an_insufficient_quota_answer_pauses_the_keys_whole_project() {
+        use repute_core::{GroupLimits, GroupName, Registration};
+        let clock = ManualClock::new(0);
+        let holder = pool(&clock);
+        let project = GroupName::new("project:acme").unwrap();
+        let shared = GroupLimits { shared_quota: true, ..GroupLimits::default() };
+        holder.with(|p| p.set_group("project:acme", &shared)).unwrap();
+        for key in ["key-1", "key-2"] {
+            let registration = Registration { groups: vec![project.clone()], ..Registration::new(1) };
+            holder.with(|p| p.register_with("openai", key, &registration)).unwrap();
+        }
+        let body = r#"{"error":{"type":"insufficient_quota","code":"insufficient_quota"}}"#;
+        let answer = HttpAnswer { body: Some(body.into()), ..HttpAnswer::status(429, 30.0) };
+        holder.report_http("openai", "key-1", "gpt-4o", &answer).unwrap();
+        let openai = Selector { kind: Some("openai".into()), ..Selector::default() };
+        let refusal = match holder.with(|p| p.acquire_with("gpt-4o", &openai)) {
+            Err(Error::NoResourceAvailable(r)) => r,
+            other => panic!("both keys of the project are paused: {other:?}"),
+        };
+        assert_eq!((refusal.registered, refusal.rate_limited), (2, 2));
+        assert!(refusal.retry_after.is_some_and(|wait| wait >= 3_000 * SECOND), "{refusal:?}");
+        let other = holder.try_acquire("gpt-4o", &Selector::default()).unwrap().unwrap();
+        assert_eq!(other.lease().resource.value(), "a", "a resource outside the project serves on");
+    }
+
     #[test]
     fn options_are_checked_under_the_bindings_names() {
         let zero = OpenOptions { lease_ttl: Some(0), ..Default::default() };
