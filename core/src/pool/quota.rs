@@ -199,30 +199,22 @@ impl Pool {
         self.registry.res(slot).groups.iter().map(|&g| self.quota.group(g).name.clone()).collect()
     }
 
-    /// Makes `slot` a member of each of `names` (it belongs to none).
+    /// Makes `slot` a member of each of `names` (it belongs to none and
+    /// holds no lease: registration refuses to move a leased resource).
     pub(crate) fn join_groups(&mut self, slot: u32, names: &[GroupName]) {
-        let live = self.registry.res(slot).permits.held_from(0).count() as u32;
         let mut joined = Vec::with_capacity(names.len());
         for name in names {
             let g = self.quota.intern(name);
-            let group = self.quota.group_mut(g);
-            group.members.push(slot);
-            group.leased += live;
+            self.quota.group_mut(g).members.push(slot);
             joined.push(g);
         }
         self.registry.res_mut(slot).groups = joined;
     }
 
-    /// Takes `slot` out of every group it belongs to.
+    /// Takes `slot` (which holds no lease) out of every group it belongs to.
     pub(super) fn leave_groups(&mut self, slot: u32) {
-        let live = self.registry.res(slot).permits.held_from(0).count() as u32;
         for g in core::mem::take(&mut self.registry.res_mut(slot).groups) {
-            let group = self.quota.group_mut(g);
-            group.members.retain(|&m| m != slot);
-            group.leased -= live;
-            if group.limited.is_some() && group.limits.concurrency.is_some() {
-                self.regate_group(g);
-            }
+            self.quota.group_mut(g).members.retain(|&m| m != slot);
             self.quota.drop_if_idle(g);
         }
     }

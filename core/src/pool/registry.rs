@@ -307,8 +307,9 @@ impl Pool {
     }
 
     /// Registers a resource. Registering an existing resource again replaces
-    /// its permits, labels and secret (returns whether anything changed);
-    /// lowering the permits is refused while a removed permit is leased.
+    /// its permits, labels, secret and groups (returns whether anything
+    /// changed); lowering the permits is refused while a removed permit is
+    /// leased, changing the groups while any permit is.
     pub fn register_with(&mut self, id: ResourceId, registration: Registration, now: u64) -> Result<bool> {
         let Registration { permits, limits, labels, secret, groups } = registration;
         if !(1..=MAX_PERMITS).contains(&permits) {
@@ -326,6 +327,12 @@ impl Pool {
             }
             let live = r.permits.held_from(permits as usize).count() as u32;
             if live > 0 {
+                return Err(Error::Leased { live });
+            }
+            // A lease counts in the groups it was granted under: moving a
+            // leased resource would carry it past a group's concurrency.
+            let live = r.permits.held_from(0).count() as u32;
+            if regroup && live > 0 {
                 return Err(Error::Leased { live });
             }
             let relabel = labels != r.labels;

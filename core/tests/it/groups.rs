@@ -225,3 +225,89 @@ fn limited_groups_are_bounded() {
     assert!(p.set_group(group("one-more"), limits, 0).unwrap());
     assert_eq!(p.groups(0).len(), MAX_LIMITED_GROUPS);
 }
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Debug, Clone)]
+    enum Step {
+        Acquire(u64),
+        Release(usize),
+        Advance(u64),
+        /// Moves a key in or out of the group.
+        Regroup(usize, bool),
+        Snapshot,
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            8 => (1u64..40).prop_map(Step::Acquire),
+            5 => (0usize..8).prop_map(Step::Release),
+            4 => (1u64..20_000).prop_map(|ms| Step::Advance(ms * 1_000_000)),
+            1 => (0usize..3, any::<bool>()).prop_map(|(k, g)| Step::Regroup(k, g)),
+            1 => Just(Step::Snapshot),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+        /// Whatever the order of acquires, releases, expiries, membership
+        /// changes and restores: the members never hold more live leases
+        /// than the group's concurrency, and no 60 s holds more grants of
+        /// members (or more of their tokens) than its rpm (tpm).
+        #[test]
+        fn a_group_never_admits_past_its_limits(
+            rpm in 1u32..12,
+            tpm in 40u64..200,
+            concurrency in 1u32..4,
+            steps in proptest::collection::vec(step(), 1..120),
+        ) {
+            let limits = GroupLimits { rpm: Some(rpm), tpm: Some(tpm), concurrency: Some(concurrency), ..GroupLimits::default() };
+            let mut p = project(limits, 2);
+            let (mut now, mut live, mut grants) = (0u64, Vec::new(), Vec::<(u64, u64, bool)>::new());
+            let mut members = [true; 3];
+            for step in steps {
+                match step {
+                    Step::Acquire(cost) => {
+                        let selector = Selector { cost: Some(cost), ..Selector::default() };
+                        if let Ok(l) = p.acquire_with(&ctx("api"), &selector, now) {
+                            let member = members[(l.resource.value().as_bytes()[0] - b'a') as usize];
+                            grants.push((now, cost, member));
+                            live.push(l);
+                        }
+                    }
+                    Step::Release(i) if !live.is_empty() => {
+                        let l = live.remove(i % live.len());
+                        let _ = p.release(l.id, l.token, now);
+                    }
+                    Step::Release(_) => {}
+                    Step::Advance(ns) => now += ns,
+                    Step::Regroup(k, inside) => {
+                        let groups: &[&str] = if inside { &["project:acme"] } else { &[] };
+                        if p.register_with(key(["a", "b", "c"][k]), member(2, groups), now).is_ok() {
+                            members[k] = inside;
+                        }
+                    }
+                    Step::Snapshot => {
+                        let mut q = pool();
+                        q.restore(&p.snapshot(now, true), now).unwrap();
+                        p = q;
+                    }
+                }
+                let leased = p.leases().iter().filter(|l| l.expires_at > now).filter(|l| {
+                    members[(l.resource.value().as_bytes()[0] - b'a') as usize]
+                }).count() as u32;
+                prop_assert!(leased <= concurrency, "{leased} live leases in the group at {now}");
+            }
+            let counted: Vec<&(u64, u64, bool)> = grants.iter().filter(|g| g.2).collect();
+            for (start, _, _) in &counted {
+                let window = counted.iter().filter(|g| g.0 >= *start && g.0 < start + WINDOW);
+                let (n, tokens) = window.fold((0u64, 0u64), |(n, t), g| (n + 1, t + g.1));
+                prop_assert!(n <= u64::from(rpm), "{n} grants in the minute from {start}");
+                prop_assert!(tokens <= tpm, "{tokens} tokens in the minute from {start}");
+            }
+        }
+    }
+}
