@@ -126,15 +126,31 @@ test('blocking from the page asks first, and the API sees the block', async () =
   await shot('resource');
 });
 
+/** Opens the confirmation dialog by Enter on `selector`, pressing again
+ * only while no dialog is open: the page re-renders after an action, and
+ * a key sent to the element it replaced goes nowhere. */
+async function confirmByKeyboard(selector) {
+  for (let i = 0; i < 20; i++) {
+    if (await page.$('dialog#confirm[open]')) return;
+    await page.focus(selector);
+    await page.keyboard.press('Enter');
+    try {
+      await page.waitForSelector('dialog#confirm[open]', { timeout: 1500 });
+      return;
+    } catch {
+      // Pressed on an element the re-render replaced: press again.
+    }
+  }
+  throw new Error(`no confirmation dialog from ${selector}`);
+}
+
 test('unblocking in one context and unregistering, by keyboard, each confirmed or called off', async () => {
   const path = `/v1/resources/proxy/${encodeURIComponent('10.0.0.2:8080')}`;
   assert.equal((await api('PUT', `${path}/block`, { context: 'example.com', reason: 'bad site' })).status, 204);
   await page.goto(`${BASE}/ui#/resource/proxy/${encodeURIComponent('10.0.0.2:8080')}`);
   await page.waitForSelector('table.cells');
   await page.selectOption('#unblock-form select', 'example.com');
-  await page.focus('#unblock');
-  await page.keyboard.press('Enter');
-  await page.waitForSelector('dialog#confirm[open]');
+  await confirmByKeyboard('#unblock');
   assert.equal(await page.textContent('#confirm-text'), 'Lift the block of proxy 10.0.0.2:8080 in example.com?');
   await page.keyboard.press('Enter');
   // The page's message may still be an earlier action's: wait for the API.
@@ -146,15 +162,11 @@ test('unblocking in one context and unregistering, by keyboard, each confirmed o
   }
   assert.equal(block, null);
 
-  await page.focus('#unregister');
-  await page.keyboard.press('Enter');
-  await page.waitForSelector('dialog#confirm[open]');
+  await confirmByKeyboard('#unregister');
   await page.keyboard.press('Escape');
   await page.waitForSelector('dialog#confirm', { state: 'hidden' });
   assert.equal((await api('GET', '/v1/resources?kind=proxy&value=10.0.0.2%3A8080')).json.length, 1, 'called off: still there');
-  await page.focus('#unregister');
-  await page.keyboard.press('Enter');
-  await page.waitForSelector('dialog#confirm[open]');
+  await confirmByKeyboard('#unregister');
   await page.click('#confirm-ok');
   await page.waitForSelector('table.resources');
   assert.equal((await api('GET', '/v1/resources?kind=proxy&value=10.0.0.2%3A8080')).json.length, 0);
