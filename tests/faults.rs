@@ -27,7 +27,7 @@ use repute_tests::proxy::Proxy;
 use repute_tests::server::Server;
 use repute_tests::services::{pg_url, url_via, Service};
 use repute_tests::unique;
-use repute_tests::workload::{register, register_keys, Config, Running};
+use repute_tests::workload::{register, register_keys, register_keys_with, set_group, Config, Running};
 use serde_json::json;
 
 /// Scenarios share the services and two cores: one at a time.
@@ -224,6 +224,10 @@ const TPM: u64 = 4_500;
 /// Tokens an acquire of the `tpm` tenant reserves: light and heavy calls,
 /// each using between half and all of it.
 const COST: (u64, u64) = (100, 300);
+/// The rpm of the quota group all `KEYS` keys of the third tenant share
+/// (no key has a limit of its own): a project's quota across its keys.
+const GROUP_RPM: u32 = 90;
+const GROUP: &str = "project-faults";
 
 /// How long the usage-limit scenario keeps its load on:
 /// `REPUTE_LIMIT_SECONDS`, default 150. The window is 60 s by contract, so
@@ -250,11 +254,14 @@ impl LimitedTenant {
     /// reserving a cost in `cost`, if given.
     fn register(setup: Setup, limit: Limit, cost: Option<(u64, u64)>, cluster: &Cluster, pg: &str) -> LimitedTenant {
         let tenant = unique(&format!("{setup:?}_{}", limit.to_string().replace(' ', "")));
-        let limits = match limit {
-            Limit::Rpm(rpm) => json!({ "rpm": rpm }),
-            Limit::Tpm(tpm) => json!({ "tpm": tpm }),
+        let keys = match limit {
+            Limit::Rpm(rpm) => register_keys(cluster, &tenant, KEYS, &json!({ "rpm": rpm })),
+            Limit::Tpm(tpm) => register_keys(cluster, &tenant, KEYS, &json!({ "tpm": tpm })),
+            Limit::GroupRpm(rpm) => {
+                set_group(cluster, &tenant, GROUP, &json!({ "rpm": rpm }));
+                register_keys_with(cluster, &tenant, KEYS, &json!({ "groups": [GROUP] }))
+            }
         };
-        let keys = register_keys(cluster, &tenant, KEYS, &limits);
         let table = unique("downstream");
         downstream::create_table(pg, &table);
         let config = Config {
@@ -270,15 +277,16 @@ impl LimitedTenant {
     }
 }
 
-/// Per-resource usage limits, exact across processes: two tenants on one
-/// shared-mode cluster of `SERVERS` processes, one with `KEYS` keys at
-/// `rpm` `RPM`, one with `KEYS` keys at `tpm` `TPM` whose acquires reserve
-/// a cost in `COST` and reconcile what they used, 4 workers each, every
+/// Usage limits, exact across processes: three tenants on one shared-mode
+/// cluster of `SERVERS` processes, one with `KEYS` keys at `rpm` `RPM`,
+/// one with `KEYS` keys at `tpm` `TPM` whose acquires reserve a cost in
+/// `COST` and reconcile what they used, one with `KEYS` keys in one quota
+/// group at `GROUP_RPM` (no limit of their own), 4 workers each, every
 /// worker asking for a key again as soon as it let one go, so demand stays
 /// several times the limits for the whole run. Under the four faults (a
 /// server paused past the lease TTL, one killed and replaced, the store
-/// restarted, one server cut from it), no key gets more than its limit in
-/// any 60 s and each gets at least `MIN_UTILISATION` of it in the run's
+/// restarted, one server cut from it), no key (no group) gets more than its
+/// limit in any 60 s and each gets at least `MIN_UTILISATION` of it in the run's
 /// windows on average (`limits`, which also says whose clock judges a
 /// window and why the mean), and no permit is held twice nor an
 /// acknowledged report lost (`checker`).
@@ -292,7 +300,7 @@ fn limits_scenario(setup: Setup) {
     let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let pg = pg_url();
     let (mut nodes, cluster) = start_cluster(setup);
-    let tenants = [(Limit::Rpm(RPM), None), (Limit::Tpm(TPM), Some(COST))]
+    let tenants = [(Limit::Rpm(RPM), None), (Limit::Tpm(TPM), Some(COST)), (Limit::GroupRpm(GROUP_RPM), None)]
         .map(|(limit, cost)| LimitedTenant::register(setup, limit, cost, &cluster, &pg));
     let until = Instant::now() + limit_load();
     let runs = tenants.each_ref().map(|t| Running::start(t.config.clone(), &cluster));

@@ -1,6 +1,7 @@
-//! Judges per-resource usage limits (`rpm`, `tpm`) from what the clients
-//! observed: in no 60 s window did a resource get more than its limit, and
-//! over the run's windows it got most of it.
+//! Judges usage limits (a resource's `rpm`, `tpm`; a quota group's `rpm`
+//! over all its members) from what the clients observed: in no 60 s window
+//! did a resource (a group) get more than its limit, and over the run's
+//! windows it got most of it.
 //!
 //! **Whose clock.** The authority judges a window on the store's own clock,
 //! inside the atomic step that grants (PostgreSQL's and Redis's time), and
@@ -68,26 +69,28 @@ pub enum Limit {
     Rpm(u32),
     /// Tokens (each grant's use) per 60 s.
     Tpm(u64),
+    /// Grants per 60 s of every key together: a quota group's.
+    GroupRpm(u32),
 }
 
 impl Limit {
     fn value(self) -> u64 {
         match self {
-            Limit::Rpm(n) => u64::from(n),
+            Limit::Rpm(n) | Limit::GroupRpm(n) => u64::from(n),
             Limit::Tpm(n) => n,
         }
     }
 
     fn weight(self, g: &Grant) -> u64 {
         match self {
-            Limit::Rpm(_) => 1,
+            Limit::Rpm(_) | Limit::GroupRpm(_) => 1,
             Limit::Tpm(_) => g.used,
         }
     }
 
     fn unit(self) -> &'static str {
         match self {
-            Limit::Rpm(_) => "grants",
+            Limit::Rpm(_) | Limit::GroupRpm(_) => "grants",
             Limit::Tpm(_) => "tokens",
         }
     }
@@ -98,6 +101,7 @@ impl fmt::Display for Limit {
         match self {
             Limit::Rpm(n) => write!(f, "rpm {n}"),
             Limit::Tpm(n) => write!(f, "tpm {n}"),
+            Limit::GroupRpm(n) => write!(f, "group rpm {n}"),
         }
     }
 }
@@ -137,13 +141,20 @@ fn ns(t: SystemTime) -> i128 {
 
 impl LimitReport {
     /// Judges the grants of `keys` (every resource the workload could get,
-    /// each with `limit`) over the whole run.
+    /// each with `limit`, or all of them together under a group's) over the
+    /// whole run.
     pub fn new(name: &str, limit: Limit, keys: &[String], records: &Records) -> LimitReport {
         let (start, end) = records.wall_span.expect("a finished run has a span");
         assert!(end.duration_since(start).unwrap_or_default() > WINDOW, "{name}: the run is shorter than one window");
-        let mut by_key: BTreeMap<&str, Vec<&Grant>> = keys.iter().map(|k| (k.as_str(), Vec::new())).collect();
+        let grouped = matches!(limit, Limit::GroupRpm(_));
+        let mut by_key: BTreeMap<&str, Vec<&Grant>> = match grouped {
+            true => BTreeMap::from([("the group", Vec::new())]),
+            false => keys.iter().map(|k| (k.as_str(), Vec::new())).collect(),
+        };
         for g in &records.grants {
-            by_key.get_mut(g.resource.as_str()).unwrap_or_else(|| panic!("{name}: a grant of {}", g.resource)).push(g);
+            assert!(keys.contains(&g.resource), "{name}: a grant of {}", g.resource);
+            let key = if grouped { "the group" } else { g.resource.as_str() };
+            by_key.get_mut(key).expect("every key listed").push(g);
         }
         let keys = by_key
             .into_iter()

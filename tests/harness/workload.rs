@@ -155,12 +155,35 @@ pub fn register(cluster: &Cluster, tenant: &str, count: usize) {
 /// Registers `count` API keys `api/key-{i}`, one permit each, with `limits`
 /// (the body's `limits` object); returns their `kind/value` names.
 pub fn register_keys(cluster: &Cluster, tenant: &str, count: usize, limits: &Value) -> Vec<String> {
-    register_all(
-        cluster,
-        tenant,
-        (0..count).map(|i| json!({"kind": "api", "value": format!("key-{i}"), "permits": 1, "limits": limits})),
-    );
+    register_keys_with(cluster, tenant, count, &json!({ "limits": limits }))
+}
+
+/// `register_keys` with `fields` (a JSON object: `limits`, `groups`) in each body.
+pub fn register_keys_with(cluster: &Cluster, tenant: &str, count: usize, fields: &Value) -> Vec<String> {
+    let body = |i: usize| {
+        let mut body = json!({"kind": "api", "value": format!("key-{i}"), "permits": 1});
+        for (name, value) in fields.as_object().expect("fields are an object") {
+            body[name] = value.clone();
+        }
+        body
+    };
+    register_all(cluster, tenant, (0..count).map(body));
     (0..count).map(|i| format!("api/key-{i}")).collect()
+}
+
+/// Sets a quota group's `limits` (`PUT /v1/groups/{name}`), retried as a
+/// registration is while the cluster settles.
+pub fn set_group(cluster: &Cluster, tenant: &str, name: &str, limits: &Value) {
+    let mut client = Client::new(cluster, tenant, 0, Duration::from_secs(5));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match client.send("PUT", &format!("/v1/groups/{name}"), Some(limits)) {
+            Ok((_, r)) if (200..300).contains(&r.status) => return,
+            Ok((_, r)) if r.status < 500 && r.status != 421 => panic!("set group {name}: {} {}", r.status, r.body),
+            _ => assert!(Instant::now() < deadline, "set group {name}: no server accepted it within 30 s"),
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 fn register_all(cluster: &Cluster, tenant: &str, bodies: impl Iterator<Item = Value>) {
