@@ -38,8 +38,11 @@ pub use permits::PgFencing;
 pub use storage::PgStorage;
 
 /// Schema versions in order; each runs once, in one transaction.
-const MIGRATIONS: &[(i32, &str)] =
-    &[(1, include_str!("../../../migrations/0001_init.sql")), (2, include_str!("../../../migrations/0002_limits.sql"))];
+const MIGRATIONS: &[(i32, &str)] = &[
+    (1, include_str!("../../../migrations/0001_init.sql")),
+    (2, include_str!("../../../migrations/0002_limits.sql")),
+    (3, include_str!("../../../migrations/0003_groups.sql")),
+];
 
 /// Any lock number, the same in every process: serialises migrations.
 const MIGRATION_LOCK: i64 = 0x7265_7075_7465;
