@@ -32,7 +32,7 @@ use repute_host::{
 
 use repute_core::usage::cases::{Step, CASES};
 use repute_core::usage::Verdict;
-use repute_core::{GroupClaim, GroupName, DAY};
+use repute_core::{GroupClaim, GroupLimits, GroupName, DAY};
 
 use crate::shared_store::tenant;
 
@@ -800,6 +800,40 @@ fn rpm_on_an_embedded_sqlite_pool_survives_a_restart() {
     let elapsed = started.elapsed().as_nanos() as u64;
     let spacing = WINDOW / 2;
     assert!(wait <= spacing && wait >= spacing - elapsed, "retry after {wait} ns, {elapsed} ns after the grant");
+}
+
+/// A quota group's day on an embedded SQLite pool: the grants of its two
+/// members before a restart (no checkpoint, as after `kill -9`) still
+/// count after it, and the table refuses the third with the day's wait,
+/// whichever member is asked.
+#[test]
+fn a_groups_day_on_an_embedded_sqlite_pool_survives_a_restart() {
+    let db = TempDb::new("group-restart");
+    let open = || {
+        let providers = Providers::sqlite(&db.0, "shop", Arc::new(SystemClock::new())).unwrap();
+        Pool::open(TenantConfig { durable: true, ..TenantConfig::default() }, providers).unwrap()
+    };
+    let project = GroupName::new("project").unwrap();
+    let started = Instant::now();
+    {
+        let mut p = open();
+        p.set_group("project", &GroupLimits { rpd: Some(2), ..GroupLimits::default() }).unwrap();
+        for key in ["k1", "k2"] {
+            let member = Registration { groups: vec![project.clone()], ..Registration::new(1) };
+            p.register_with("key", key, &member).unwrap();
+        }
+        for _ in 0..2 {
+            let lease = p.acquire("chat").unwrap();
+            p.release(lease.id, lease.token).unwrap();
+        }
+        p.close();
+    }
+    let mut p = open();
+    let r = refusal(p.acquire("chat").unwrap_err());
+    assert_eq!((r.registered, r.limited), (2, 2), "{r:?}");
+    let wait = r.retry_after.expect("the table says when");
+    let elapsed = started.elapsed().as_nanos() as u64;
+    assert!(wait <= DAY && wait >= DAY - elapsed, "retry after {wait} ns, {elapsed} ns after the grants");
 }
 
 /// Through the component: a grant reserves its cost, a reconcile gives back
