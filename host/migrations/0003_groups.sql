@@ -357,10 +357,18 @@ BEGIN
     IF NOT FOUND THEN
         RETURN;
     END IF;
+    IF c.day THEN
+        UPDATE repute_bucket SET tokens = greatest(tokens - p_reserved, 0) + p_used
+        WHERE tenant = p_tenant AND kind = p_kind AND value = p_value AND scope = '' AND span = 'day'
+          AND first <= c.at AND at >= c.at;
+    END IF;
     UPDATE repute_bucket b SET tokens = greatest(b.tokens - p_reserved, 0) + p_used
-    WHERE b.tenant = p_tenant AND b.first <= c.at AND b.at >= c.at AND (
-           (c.day AND b.kind = p_kind AND b.value = p_value AND b.scope = '' AND b.span = 'day')
-        OR (b.kind = '' AND b.scope = '' AND b.span = 'minute' AND b.value = ANY (c.group_minute))
-        OR (b.kind = '' AND b.scope = '' AND b.span = 'day' AND b.value = ANY (c.group_day)));
+    FROM unnest(c.group_minute) AS g(name)
+    WHERE b.tenant = p_tenant AND b.kind = '' AND b.value = g.name AND b.scope = '' AND b.span = 'minute'
+      AND b.first <= c.at AND b.at >= c.at;
+    UPDATE repute_bucket b SET tokens = greatest(b.tokens - p_reserved, 0) + p_used
+    FROM unnest(c.group_day) AS g(name)
+    WHERE b.tenant = p_tenant AND b.kind = '' AND b.value = g.name AND b.scope = '' AND b.span = 'day'
+      AND b.first <= c.at AND b.at >= c.at;
 END
 $$;
