@@ -553,7 +553,8 @@ pub fn rpd_and_a_groups_tpd_count_a_day(store: &dyn Store) {
 }
 
 /// A resource's rpd and a group's rpd still count the grants made before
-/// the authority restarted (a new process, or a new connection).
+/// the authority restarted (a new process, or a new connection), and a
+/// lease held across it still takes its group's one concurrent slot.
 pub fn a_day_window_holds_across_a_restart(store: &dyn Store) {
     let t = tenant("day-restart");
     let started = Instant::now();
@@ -561,11 +562,16 @@ pub fn a_day_window_holds_across_a_restart(store: &dyn Store) {
         groups: claim_grouped("project", Limits { rpd: Some(rpd), ..Limits::default() }, None, 1).groups,
         ..claim(Limits { rpd: Some(2), ..Limits::default() }, 1)
     };
-    {
+    let seats = claim_grouped("seats", Limits::default(), Some(1), 1);
+    let held = {
         let mut a = store.connect(&t);
         assert!(matches!(ask(store, &mut *a, 0, &c(3)), GrantAnswer::Granted(_)));
         assert!(matches!(ask_at(store, &mut *a, permit_of("k2", 0), &c(3)), GrantAnswer::Granted(_)));
-    }
+        let GrantAnswer::Granted(held) = a.grant(permit_of("k5", 0), TTL, 0, store.now(), Some(&seats)).unwrap() else {
+            panic!("the group's one slot is free")
+        };
+        held
+    };
     if !store.restart(&t) {
         return;
     }
@@ -573,6 +579,9 @@ pub fn a_day_window_holds_across_a_restart(store: &dyn Store) {
     assert!(matches!(ask(store, &mut *a, 1, &c(3)), GrantAnswer::Granted(_)));
     assert_wait(ask(store, &mut *a, 2, &c(4)), DAY, started.elapsed());
     assert_group_wait(ask_at(store, &mut *a, permit_of("k3", 0), &c(3)), 0, DAY, started.elapsed());
+    assert_group_wait(ask_at(store, &mut *a, permit_of("k6", 0), &seats), 0, TTL, started.elapsed());
+    a.revoke(permit_of("k5", 0), held).unwrap();
+    assert!(matches!(ask_at(store, &mut *a, permit_of("k6", 0), &seats), GrantAnswer::Granted(_)), "revoked");
 }
 
 /// The core's table of cases (`repute_core::usage::cases`), each on a
