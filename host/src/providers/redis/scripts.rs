@@ -42,8 +42,12 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 /// counted); 0 when max_uses are spent; a wait as a negative number,
 /// `-(16 µs + code)`: code 0 the resource's limits, 1 the context's, `2 + i`
 /// the claim's group `i`. A group's concurrency counts the leases of its
-/// leases hash whose lease key still holds that token unexpired (the
-/// tenant's lease keys, in the tenant's hash slot), dropping the others.
+/// leases hash whose lease key still holds that token unexpired, dropping
+/// the others. Those lease keys are read by the names the hash holds, not
+/// declared in KEYS: which permits hold a group's leases is only known on
+/// the server, and reading them here keeps the grant one script (and
+/// revoke and extend unaware of groups). They are the tenant's keys, in
+/// its hash slot, so a cluster serves them from the script's node.
 /// A scope's window and costs expire a minute after its newest grant, a
 /// bucketed window a span after it, when every grant in them has left
 /// anyway. Pruning writes the scope's `tokens` back at once, refused or
