@@ -12,7 +12,7 @@
 //! are judged as written.
 
 use super::Verdict::{self, Admitted, Oversized, Spent, Until};
-use crate::limits::{ContextLimits, Limits};
+use crate::limits::{ContextLimits, Limits, DAY};
 use crate::time::SECOND;
 
 /// One step of a case.
@@ -145,6 +145,29 @@ pub const CASES: &[Case] = &[
             ask(S, 5, Until(10 * S)),
             ask(10 * S, 5, Admitted),
             ask(11 * S, 11, Spent),
+        ],
+    },
+    Case {
+        name: "rpd admits n a rolling day and says when the oldest leaves",
+        limits: Limits { rpd: Some(2), ..NONE },
+        steps: &[
+            ask(0, 1, Admitted),
+            ask(3600 * S, 1, Admitted),
+            ask(7200 * S, 1, Until(DAY)),
+            ask(DAY, 1, Admitted),
+            ask(DAY + S, 1, Until(DAY + 3600 * S)),
+        ],
+    },
+    Case {
+        name: "tpd counts costs reconciled to use in the day's bucket of the grant",
+        limits: Limits { tpd: Some(100), ..NONE },
+        steps: &[
+            ask(0, 60, Admitted),
+            ask(S, 60, Until(DAY)),
+            Step::Reconcile { grant: 0, used: 20 },
+            ask(S, 60, Admitted),
+            ask(2 * S, 30, Until(DAY + S)),
+            ask(2 * S, 101, Oversized),
         ],
     },
 ];

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use repute_core::{Claim, GrantAnswer, RateLimit, ResourceView, Window};
 
-use super::usage::{windowed, ResourceUsage, UsageState, RESOURCE_SCOPE};
+use super::usage::{grouped, windowed, Claimed, GroupUsage, ResourceUsage, UsageState, RESOURCE_SCOPE};
 use crate::error::StoreError;
 
 /// One resource permit, as the core names it.
@@ -26,8 +26,11 @@ pub trait Fencing: Send {
     /// and than every token ever issued for it, or `Held` if it is held
     /// elsewhere. With a `claim`, the grant is also judged against its
     /// resource's limits over every grant of the resource this authority
-    /// made, in the same atomic step as the grant (see `providers::usage`
-    /// for the rule): `Limited` refuses it for a while, or for good.
+    /// made, its context's, and its groups' over every grant of their
+    /// members, in the same atomic step as the grant (see
+    /// `providers::usage` for the rule and the order): `Limited` refuses it
+    /// for a while, or for good; `ContextLimited` and `GroupLimited` name
+    /// the scope that refused.
     fn grant(
         &mut self,
         permit: Permit<'_>,
@@ -38,8 +41,11 @@ pub trait Fencing: Send {
     ) -> Result<GrantAnswer, StoreError>;
 
     /// The grant of `token` on `permit` reserved `reserved` tokens of its
-    /// resource's `tpm` (and, with `context`, of that context's); count
-    /// `used` instead. Nothing happens once that grant has left the window.
+    /// resource's `tpm` and `tpd` (with `context`, of that context's `tpm`
+    /// too, and of its groups'); count `used` instead. Nothing happens in a
+    /// window that grant has left, nor once the permit was granted again
+    /// with a claim (the authority remembers a permit's newest claimed
+    /// grant only).
     fn reconcile(
         &mut self,
         permit: Permit<'_>,
@@ -143,13 +149,52 @@ fn entry<'a, T: Default>(map: &'a mut ByResource<T>, kind: &str, value: &str) ->
 }
 
 /// An in-process authority: permits and their newest tokens in a table,
-/// and the usage of every resource a claim was made on. Nothing survives
-/// the process; use `SqliteFencing` for durable tokens and limits.
+/// the usage of every resource a claim was made on, and of every group one
+/// named. Nothing survives the process; use `SqliteFencing` for durable
+/// tokens and limits.
 #[derive(Debug, Default)]
 pub struct MemoryFencing {
     /// Permit index → state, by resource.
     permits: ByResource<Vec<PermitState>>,
     usage: ByResource<ResourceUsage>,
+    /// By group name: the tenant's, shared by every member.
+    groups: HashMap<String, GroupState>,
+}
+
+/// What the authority keeps of one group.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct GroupState {
+    pub usage: GroupUsage,
+    /// The newest lease of each permit granted with the group while it
+    /// had a `concurrency`: those still live count against it.
+    pub leases: Vec<GroupLease>,
+    /// Read from durable storage already (as `PermitState::loaded`).
+    pub loaded: bool,
+}
+
+/// A lease granted with a group, by its permit and token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct GroupLease {
+    pub kind: String,
+    pub value: String,
+    pub permit: u32,
+    pub token: u64,
+}
+
+impl GroupState {
+    /// Remembers the lease of `token` on `permit` as the permit's newest.
+    pub fn lease(&mut self, permit: Permit<'_>, token: u64) {
+        let same = |l: &GroupLease| l.kind == permit.kind && l.value == permit.value && l.permit == permit.index;
+        match self.leases.iter_mut().find(|l| same(l)) {
+            Some(l) => l.token = token,
+            None => self.leases.push(GroupLease {
+                kind: permit.kind.to_owned(),
+                value: permit.value.to_owned(),
+                permit: permit.index,
+                token,
+            }),
+        }
+    }
 }
 
 impl MemoryFencing {
@@ -167,6 +212,27 @@ impl MemoryFencing {
         entry(&mut self.usage, permit.kind, permit.value)
     }
 
+    /// What the authority keeps of group `name` (made empty on first use).
+    pub(crate) fn group(&mut self, name: &str) -> &mut GroupState {
+        if !self.groups.contains_key(name) {
+            self.groups.insert(name.to_owned(), GroupState::default());
+        }
+        self.groups.get_mut(name).expect("inserted above")
+    }
+
+    /// The live leases of group `name` at `now`, with the expiry of the
+    /// soonest to end; the ended ones are dropped.
+    pub(crate) fn live(&mut self, name: &str, now: u64) -> (usize, Option<u64>) {
+        let Some(group) = self.groups.get_mut(name) else { return (0, None) };
+        let permits = &self.permits;
+        let expiry = |l: &GroupLease| {
+            let state = permits.get(&l.kind).and_then(|v| v.get(&l.value)).and_then(|s| s.get(l.permit as usize))?;
+            state.held_until.filter(|&until| state.last == l.token && now < until)
+        };
+        group.leases.retain(|l| expiry(l).is_some());
+        (group.leases.len(), group.leases.iter().filter_map(expiry).min())
+    }
+
     /// The resource's own window at `now`, pruned on a copy: reading
     /// changes nothing.
     pub(crate) fn window_of(&self, kind: &str, value: &str, now: u64) -> Window {
@@ -179,25 +245,87 @@ impl MemoryFencing {
     }
 
     /// The grant decision shared with the SQLite authority, changing
-    /// nothing but the window's pruning: `Held` while an unexpired lease
-    /// holds the permit at `now`, the refusal of a claim by its resource's
-    /// usage at `at` (the authority's limits clock), else the next token
-    /// (to be taken with `take`).
+    /// nothing but the windows' pruning and the ended group leases:
+    /// `Held` while an unexpired lease holds the permit at `now`, the
+    /// refusal of a claim by its scopes' usage at `at` (the authority's
+    /// limits clock; see `providers::usage` for the order) or by a group's
+    /// concurrency at `now`, else the next token (to be taken with `take`
+    /// and counted with `count`).
     pub(crate) fn decide(
-        state: &PermitState,
+        &mut self,
+        permit: Permit<'_>,
         last: u64,
         now: u64,
-        limits: Option<(&mut ResourceUsage, &Claim, u64)>,
+        claim: Option<(&Claim, u64)>,
     ) -> Result<u64, GrantAnswer> {
+        let state = *self.state(permit);
         if state.held_until.is_some_and(|until| now < until) {
             return Err(GrantAnswer::Held);
         }
-        if let Some((usage, claim, at)) = limits {
-            if let Some(refused) = usage.judge(claim, at) {
+        if let Some((claim, at)) = claim {
+            if let Some(refused) = self.usage(permit).judge(claim, at) {
                 return Err(refused);
+            }
+            for (index, g) in (0u32..).zip(&claim.groups) {
+                let usage = &mut self.group(g.name.as_str()).usage;
+                usage.prune(at);
+                if let Some(refused) = usage.judge(&g.limits, claim.cost, at) {
+                    return Err(grouped(index, refused));
+                }
+                if let Some(most) = g.concurrency {
+                    let (live, soonest) = self.live(g.name.as_str(), now);
+                    if live >= most as usize {
+                        let wait = soonest.map_or(1, |until| until.saturating_sub(now).max(1));
+                        return Err(GrantAnswer::GroupLimited(index, wait));
+                    }
+                }
             }
         }
         Ok(state.last.max(last) + 1)
+    }
+
+    /// Counts the grant of `token` on `permit` that `claim` made at `at`
+    /// in every scope of the claim: its resource's, and each group's
+    /// windows (where its limits count) and live leases (where it has a
+    /// `concurrency`).
+    pub(crate) fn count(&mut self, permit: Permit<'_>, claim: &Claim, token: u64, at: u64) {
+        self.usage(permit).record(claim, permit.index, token, at);
+        for g in &claim.groups {
+            let group = self.group(g.name.as_str());
+            if g.limits.counted() {
+                group.usage.record(&g.limits, claim.cost, at);
+            }
+            if g.concurrency.is_some() {
+                group.lease(permit, token);
+            }
+        }
+    }
+
+    /// The permit's newest claimed grant, if this authority has it.
+    pub(crate) fn claimed(&self, permit: Permit<'_>) -> Option<&Claimed> {
+        let usage = self.usage.get(permit.kind).and_then(|v| v.get(permit.value))?;
+        usage.claimed.get(&permit.index)
+    }
+
+    /// The reconcile of `claimed`, the grant of `token` on `permit`, in
+    /// the scopes this authority has in memory.
+    pub(crate) fn settle(
+        &mut self,
+        permit: Permit<'_>,
+        context: Option<&str>,
+        token: u64,
+        claimed: Option<&Claimed>,
+        reserved: u64,
+        used: u64,
+    ) {
+        if let Some(usage) = self.usage.get_mut(permit.kind).and_then(|v| v.get_mut(permit.value)) {
+            usage.reconcile(context, permit.index, token, claimed, reserved, used);
+        }
+        for (name, counts) in claimed.filter(|c| c.token == token).map_or(&[][..], |c| &c.groups[..]) {
+            if let Some(group) = self.groups.get_mut(name) {
+                group.usage.reconcile(*counts, claimed.map_or(0, |c| c.at), reserved, used);
+            }
+        }
     }
 
     /// Takes the grant `decide` allowed: the permit is held by `token`
@@ -243,15 +371,12 @@ impl Fencing for MemoryFencing {
         now: u64,
         claim: Option<&Claim>,
     ) -> Result<GrantAnswer, StoreError> {
-        let state = *self.state(permit);
-        let mut usage = claim.map(|c| (self.usage(permit), c));
-        let limits = usage.as_mut().map(|(u, c)| (&mut **u, *c, now));
-        let token = match MemoryFencing::decide(&state, last, now, limits) {
+        let token = match self.decide(permit, last, now, claim.map(|c| (c, now))) {
             Ok(token) => token,
             Err(refused) => return Ok(refused),
         };
-        if let Some((usage, claim)) = usage {
-            usage.record(claim, permit.index, token, now);
+        if let Some(claim) = claim {
+            self.count(permit, claim, token, now);
         }
         MemoryFencing::take(self.state(permit), token, ttl, now);
         Ok(GrantAnswer::Granted(token))
@@ -262,12 +387,11 @@ impl Fencing for MemoryFencing {
         permit: Permit<'_>,
         context: Option<&str>,
         token: u64,
-        _reserved: u64,
+        reserved: u64,
         used: u64,
     ) -> Result<(), StoreError> {
-        if let Some(usage) = self.usage.get_mut(permit.kind).and_then(|v| v.get_mut(permit.value)) {
-            usage.reconcile(context, permit.index, token, used);
-        }
+        let claimed = self.claimed(permit).cloned();
+        self.settle(permit, context, token, claimed.as_ref(), reserved, used);
         Ok(())
     }
 

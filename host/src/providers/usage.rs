@@ -1,30 +1,52 @@
 //! Usage limits as a lease authority counts them: the grants of one
-//! resource in the last minute, across every pool the authority serves, and
-//! the rule a claim is judged by. The in-process authorities (memory, and
-//! SQLite under its table) run this code; PostgreSQL and Redis run the same
-//! rule in the store, in the statement or script of the grant.
+//! resource in the last minute and the last day, of each of its contexts,
+//! and of each group its resources share, across every pool the authority
+//! serves, and the rule a claim is judged by. The in-process authorities
+//! (memory, and SQLite under its tables) run this code; PostgreSQL and
+//! Redis run the same rule in the store, in the statement or script of the
+//! grant.
 //!
-//! A claim counts in up to two scopes of its resource: the resource's own
-//! (`RESOURCE_SCOPE`, judged by its limits when they count grants) and its
+//! A claim counts in the scopes of its resource and of its groups, judged
+//! in this order, the first refusal answering: the resource's own
+//! (`RESOURCE_SCOPE`, judged by its limits when they count grants), its
 //! context's (judged by `limits.per_context`, when the claim names a
-//! context). Both must admit the grant, the resource's judged first; a
-//! context's wait answers `ContextLimited`. The rule below is one scope's.
+//! context; a wait answers `ContextLimited`), then each of the claim's
+//! groups in the claim's order (judged by the group's paced limits, then
+//! its `concurrency`; a wait answers `GroupLimited` with the group's index).
+//! A group's usage is the tenant's, keyed by the group's name alone: every
+//! member resource counts in it. A grant admitted by every scope is
+//! counted in each of them in the same step.
 //!
 //! For a grant claiming `{limits, cost}` at `now` of a permit that is free,
 //! the core's rule (`repute_core::usage::judge`) answers: `max_uses` spent
 //! answers `Limited(None)`; else the grant waits for the earliest `t >= now`
-//! at which `min_interval` has passed since the newest grant, the window
-//! holds fewer than `rpm` grants and `cost` more tokens fit under `tpm`
-//! (grants leave the window `WINDOW` after they were made), answering
-//! `Limited(Some(t - now))` while `t > now`. A cost over `tpm` can never
-//! fit: that grant is refused as `Held`, for this acquire only, since any
-//! smaller cost may still be granted. A grant that passes is recorded in the
-//! same step. The SQL and Lua forms are held to the core's table of cases
-//! (`repute_core::usage::cases`) by the host's tests.
+//! at which `min_interval` has passed since the newest grant, the minute
+//! holds fewer than `rpm` grants and `cost` more tokens fit under `tpm`,
+//! and the day likewise under `rpd` and `tpd` (grants leave a window its
+//! span after they were made), answering `Limited(Some(t - now))` while
+//! `t > now`. A cost over `tpm` or `tpd` can never fit: that grant is
+//! refused as `Held`, for this acquire only, since any smaller cost may
+//! still be granted. The SQL and Lua forms are held to the core's table of
+//! cases (`repute_core::usage::cases`) by the host's tests.
+//!
+//! How each window is kept: a resource's (and a context's) minute holds
+//! each grant, so a reconcile finds it by permit and token; a day, and a
+//! group's minute, are the core's buckets (`Buckets`: one entry per 1024th
+//! of the span, never admitting more than a limit, at most 1026 entries),
+//! and a reconcile finds a grant's entry by the grant's time. So the
+//! authority remembers each permit's newest claimed grant (`Claimed`): its
+//! token, time and the group windows it counted in; bounded by permits, not
+//! by grants.
+//!
+//! A group's `concurrency` counts the leases granted with the group that
+//! are live at the authority: the newest token of their permit, not
+//! expired, not revoked. The authority keeps one entry per permit of the
+//! group's members (the newest grant's), and drops those that ended as it
+//! counts; a revoke frees a slot at once, an extension keeps it.
 
 use std::collections::{HashMap, VecDeque};
 
-use repute_core::usage::{self, Counted, DayWindow, Slice, Used, Verdict};
+use repute_core::usage::{self, Buckets, Counted, DayWindow, Entry, MinuteWindow, Slice, Used, Verdict};
 use repute_core::{Claim, GrantAnswer, Limits, Window, WINDOW};
 
 /// The scope of a resource's own usage; a context's scope is its name
@@ -44,6 +66,52 @@ pub(crate) fn scoped(scope: &str, refused: GrantAnswer) -> GrantAnswer {
     match refused {
         GrantAnswer::Limited(Some(wait)) if scope != RESOURCE_SCOPE => GrantAnswer::ContextLimited(wait),
         other => other,
+    }
+}
+
+/// A group's refusal as the grant's answer: a wait names the group by its
+/// index in the claim.
+pub(crate) fn grouped(index: u32, refused: GrantAnswer) -> GrantAnswer {
+    match refused {
+        GrantAnswer::Limited(Some(wait)) => GrantAnswer::GroupLimited(index, wait),
+        other => other,
+    }
+}
+
+/// The rule's verdict at `now` as an authority answers it.
+fn answer(verdict: Verdict, now: u64) -> Option<GrantAnswer> {
+    match verdict {
+        Verdict::Admitted => None,
+        Verdict::Until(at) => Some(GrantAnswer::Limited(Some(at - now))),
+        Verdict::Spent => Some(GrantAnswer::Limited(None)),
+        Verdict::Oversized => Some(GrantAnswer::Held),
+    }
+}
+
+/// The entry of `window` that a grant of `cost` at `now` lands in, as
+/// `Buckets::record` makes it: the newest one grown, or a new one. A store
+/// writes it back before the window in memory records the grant.
+pub(crate) fn landing<const SPAN: u64>(window: &Buckets<SPAN>, cost: u64, now: u64) -> Entry {
+    match window.entries().last() {
+        Some(e) if now.saturating_sub(e.from) < Buckets::<SPAN>::BUCKET => {
+            Entry { from: e.from, at: e.at.max(now), grants: e.grants + 1, tokens: e.tokens + cost }
+        }
+        _ => Entry { from: now, at: now, grants: 1, tokens: cost },
+    }
+}
+
+/// The entry of `window` holding a grant made at `at`, if it is still in
+/// the window: the first not older than the grant, if its grants began
+/// no later than it (else the grant's own entry has left).
+pub(crate) fn holding<const SPAN: u64>(window: &Buckets<SPAN>, at: u64) -> Option<Entry> {
+    window.entries().find(|e| e.at >= at).filter(|e| e.from <= at).copied()
+}
+
+/// The grant made at `at` used `used` tokens, not the `reserved` ones, in
+/// the entry of `window` holding it; nothing once that entry left.
+fn reconcile_at<const SPAN: u64>(window: &mut Buckets<SPAN>, at: u64, reserved: u64, used: u64) {
+    if holding(window, at).is_some() {
+        window.reconcile(at, reserved, used);
     }
 }
 
@@ -123,12 +191,7 @@ impl Usage {
     /// first) when it is refused; `None` when it may be granted. The rule
     /// is the core's; a cost over `tpm` is refused as `Held`.
     pub fn judge(&self, limits: &Limits, cost: u64, now: u64) -> Option<GrantAnswer> {
-        match usage::judge(limits, self, cost, now) {
-            Verdict::Admitted => None,
-            Verdict::Until(at) => Some(GrantAnswer::Limited(Some(at - now))),
-            Verdict::Spent => Some(GrantAnswer::Limited(None)),
-            Verdict::Oversized => Some(GrantAnswer::Held),
-        }
+        answer(usage::judge(limits, self, cost, now), now)
     }
 
     /// Counts the grant of `token` on `permit` of `cost` under `limits` made at `now`.
@@ -145,7 +208,8 @@ impl Usage {
     }
 
     /// The grant of `token` on `permit` used `used` tokens; false if it is
-    /// no longer in the window.
+    /// no longer in the minute window. (The day's entry is reconciled by
+    /// the grant's time: `ResourceUsage::reconcile`.)
     pub fn reconcile(&mut self, permit: u32, token: u64, used: u64) -> bool {
         let Some(g) = self.window.iter_mut().rev().find(|g| g.permit == permit && g.token == token) else {
             return false;
@@ -174,6 +238,104 @@ impl Used for Usage {
     }
 }
 
+/// What a group's members have used together at the authority: both
+/// windows in buckets, since a group's grants are many resources'.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct GroupUsage {
+    pub minute: MinuteWindow,
+    pub day: DayWindow,
+    /// When the newest grant was made: a group's `rpm` spaces grants.
+    pub last: Option<u64>,
+    pub uses: u64,
+}
+
+impl GroupUsage {
+    /// Drops the grants that left either window by `now`.
+    pub fn prune(&mut self, now: u64) {
+        self.minute.expire(now);
+        self.day.expire(now);
+    }
+
+    /// As `Usage::judge`, on the group's windows.
+    pub fn judge(&self, limits: &Limits, cost: u64, now: u64) -> Option<GrantAnswer> {
+        answer(usage::judge(limits, self, cost, now), now)
+    }
+
+    /// Counts a grant of `cost` under `limits` made at `now`, in the
+    /// windows they count in only.
+    pub fn record(&mut self, limits: &Limits, cost: u64, now: u64) {
+        self.uses += 1;
+        self.last = Some(self.last.map_or(now, |l| l.max(now)));
+        if limits.windowed() {
+            self.minute.record(cost, now);
+        }
+        if limits.daily() {
+            self.day.record(cost, now);
+        }
+    }
+
+    /// The grant made at `at` used `used` tokens, not the `reserved` ones,
+    /// in the windows `counted` says it joined.
+    pub fn reconcile(&mut self, counted: Counts, at: u64, reserved: u64, used: u64) {
+        if counted.minute {
+            reconcile_at(&mut self.minute, at, reserved, used);
+        }
+        if counted.day {
+            reconcile_at(&mut self.day, at, reserved, used);
+        }
+    }
+}
+
+impl Used for GroupUsage {
+    fn last(&self) -> Option<u64> {
+        self.last
+    }
+
+    fn uses(&self) -> u64 {
+        self.uses
+    }
+
+    fn minute(&self) -> impl Counted + '_ {
+        &self.minute
+    }
+
+    fn day(&self) -> impl Counted + '_ {
+        &self.day
+    }
+}
+
+/// Which bucketed windows of a scope a grant joined.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Counts {
+    pub minute: bool,
+    pub day: bool,
+}
+
+/// A permit's newest claimed grant, as its reconcile needs it: the token
+/// that names it, when it was made (on the limits clock), whether the
+/// resource's day counted it, and the groups whose windows did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Claimed {
+    pub token: u64,
+    pub at: u64,
+    pub day: bool,
+    pub groups: Vec<(String, Counts)>,
+}
+
+impl Claimed {
+    /// The grant of `token` that `claim` made at `at`.
+    pub fn new(claim: &Claim, token: u64, at: u64) -> Claimed {
+        let counted = |l: &Limits| Counts { minute: l.windowed(), day: l.daily() };
+        let groups = claim.groups.iter().filter(|g| g.limits.counted());
+        Claimed {
+            token,
+            at,
+            day: claim.limits.daily(),
+            groups: groups.map(|g| (g.name.as_str().to_owned(), counted(&g.limits))).collect(),
+        }
+    }
+}
+
 /// One scope's usage at an in-process authority.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct UsageState {
@@ -187,6 +349,8 @@ pub(crate) struct UsageState {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ResourceUsage {
     scopes: HashMap<String, UsageState>,
+    /// Each permit's newest claimed grant.
+    pub claimed: HashMap<u32, Claimed>,
 }
 
 impl ResourceUsage {
@@ -213,20 +377,36 @@ impl ResourceUsage {
         })
     }
 
-    /// Counts the grant of `token` on `permit` that `claim` made at `now`, in each of its scopes.
+    /// Counts the grant of `token` on `permit` that `claim` made at `now`,
+    /// in each of its resource's scopes, and remembers it as the permit's
+    /// newest (the groups' windows are the caller's).
     pub fn record(&mut self, claim: &Claim, permit: u32, token: u64, now: u64) {
         for (scope, limits) in scopes(claim) {
             self.scope(scope).usage.record(&limits, claim.cost, permit, token, now);
         }
+        self.claimed.insert(permit, Claimed::new(claim, token, now));
     }
 
-    /// The grant of `token` on `permit` used `used` tokens, in the
-    /// resource's scope and, given, in `context`'s.
-    pub fn reconcile(&mut self, context: Option<&str>, permit: u32, token: u64, used: u64) {
+    /// The grant of `token` on `permit` used `used` tokens, not the
+    /// `reserved` ones, in the resource's scope and, given, in `context`'s:
+    /// `claimed` is that grant (the permit's newest claimed one).
+    pub fn reconcile(
+        &mut self,
+        context: Option<&str>,
+        permit: u32,
+        token: u64,
+        claimed: Option<&Claimed>,
+        reserved: u64,
+        used: u64,
+    ) {
         for scope in [Some(RESOURCE_SCOPE), context].into_iter().flatten() {
             if let Some(state) = self.scopes.get_mut(scope) {
                 state.usage.reconcile(permit, token, used);
             }
+        }
+        let day = claimed.filter(|c| c.token == token && c.day);
+        if let (Some(c), Some(state)) = (day, self.scopes.get_mut(RESOURCE_SCOPE)) {
+            reconcile_at(&mut state.usage.day, c.at, reserved, used);
         }
     }
 }
@@ -295,11 +475,14 @@ mod tests {
                         let got = ask(&mut u, &claim(case.limits, cost), at);
                         assert_eq!(got, answer(expect, at, u.uses), "{name}: step {i}");
                         if let GrantAnswer::Granted(token) = got {
-                            granted.push(token);
+                            granted.push((token, at, cost));
                         }
                     }
                     Step::Reconcile { grant, used } => {
-                        assert!(u.reconcile(0, granted[grant], used), "{name}: step {i}")
+                        let (token, at, cost) = granted[grant];
+                        let minute = u.reconcile(0, token, used);
+                        assert!(minute || !case.limits.windowed(), "{name}: step {i}");
+                        reconcile_at(&mut u.day, at, cost, used);
                     }
                 }
             }

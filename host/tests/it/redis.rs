@@ -135,6 +135,23 @@ impl Store for Server {
                 let _: i64 = redis::cmd("ZADD").arg(&window).arg("XX").arg(aged).arg(member).query(&mut *conn).unwrap();
             }
         }
+        // The bucketed windows (days, groups' minutes): each entry's times.
+        for which in ["day", "gminute", "gday"] {
+            for list in Server::keys(&mut conn, tenant, which) {
+                let entries: Vec<String> = redis::cmd("LRANGE").arg(&list).arg(0).arg(-1).query(&mut *conn).unwrap();
+                for (i, e) in entries.iter().enumerate() {
+                    let n: Vec<i64> = e.split(':').map(|x| x.parse().unwrap()).collect();
+                    let aged = format!("{}:{}:{}:{}", n[0] - us, n[1] - us, n[2], n[3]);
+                    let _: () = redis::cmd("LSET").arg(&list).arg(i).arg(aged).query(&mut *conn).unwrap();
+                }
+            }
+        }
+        for which in ["claimed", "group"] {
+            for hash in Server::keys(&mut conn, tenant, which) {
+                let field = if which == "group" { "last" } else { "at" };
+                let _: i64 = redis::cmd("HINCRBY").arg(&hash).arg(field).arg(-us).query(&mut *conn).unwrap();
+            }
+        }
         for usage in Server::keys(&mut conn, tenant, "usage") {
             let _: i64 = redis::cmd("HINCRBY").arg(&usage).arg("last").arg(-us).query(&mut *conn).unwrap();
         }
@@ -144,6 +161,12 @@ impl Store for Server {
         let mut conn = self.admin.lock().unwrap();
         let windows = Server::keys(&mut conn, tenant, "window");
         Some(windows.iter().map(|w| redis::cmd("ZCARD").arg(w).query::<usize>(&mut *conn).unwrap()).sum())
+    }
+
+    /// Every connection is a process of its own: the next one is the
+    /// restart.
+    fn restart(&self, _: &str) -> bool {
+        true
     }
 }
 
@@ -318,11 +341,11 @@ fn scripts_the_server_lost_are_sent_as_source() {
     let mut driven = Driven::with_one("exchange-noscript");
     driven.exchange.acquire(driven.pool.serve().unwrap(), 1, "shop", &Selector::default()).unwrap();
     let by_hash = driven.exchange.take_output();
-    assert!(by_hash.starts_with(b"*19\r\n$7\r\nEVALSHA\r\n"));
+    assert!(by_hash.starts_with(b"*31\r\n$7\r\nEVALSHA\r\n"));
     let lost = b"-NOSCRIPT No matching script. Please use EVAL.\r\n";
     assert!(driven.exchange.feed(driven.pool.serve().unwrap(), lost).unwrap().is_empty());
     let again = driven.exchange.take_output();
-    assert!(again.starts_with(b"*19\r\n$4\r\nEVAL\r\n"), "{}", String::from_utf8_lossy(&again));
+    assert!(again.starts_with(b"*31\r\n$4\r\nEVAL\r\n"), "{}", String::from_utf8_lossy(&again));
     driven.socket.write_all(&again).unwrap();
     let lease = match driven.pump().as_slice() {
         [Done::Acquired { op: 1, result: Ok(lease) }] => lease.clone(),

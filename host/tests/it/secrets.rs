@@ -100,9 +100,9 @@ fn debug_output_redacts_every_secret() {
     assert_eq!(
         format!("{command:?}"),
         "Register { resource: ResourceId(Parts { kind: \"key\", value: \"k1\" }), permits: 1, \
-         limits: Limits { rpm: None, tpm: None, rpd: None, tpd: None, min_interval: None, max_uses: None, max_age: None, \
-         per_context: ContextLimits { rpm: None, tpm: None, min_interval: None } }, labels: Labels([(\"tier\", \"paid\")]), \
-         secret: Some(Secret(<redacted>)), groups: [] }"
+         limits: Limits { rpm: None, tpm: None, rpd: None, tpd: None, min_interval: None, max_uses: None, \
+         max_age: None, per_context: ContextLimits { rpm: None, tpm: None, min_interval: None } }, \
+         labels: Labels([(\"tier\", \"paid\")]), secret: Some(Secret(<redacted>)), groups: [] }"
     );
     assert_eq!(
         format!("{registration:?}"),

@@ -351,5 +351,5 @@ fn a_file_from_before_the_permit_holders_opens_and_its_tokens_go_on() {
     assert_eq!(p.acquire("x.com").unwrap().token, 42);
     drop(p);
     let raw = rusqlite::Connection::open(&db.0).unwrap();
-    assert_eq!(raw.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)).unwrap(), 2);
+    assert_eq!(raw.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)).unwrap(), 3);
 }

@@ -6,11 +6,17 @@
 //! they reconciled to; `min_interval` spaces grants; spent `max_uses`
 //! refuse for good; a held permit counts nothing; what left the window
 //! is pruned by the next grant; per-context limits count each context
-//! of a resource apart, beside the resource's own; and every case of the
-//! core's table of the usage rule is answered as the core's rule answers
-//! it. Then the same limits through the pool: an embedded SQLite pool
-//! remembers the grants of the minute before a restart, the holder
-//! reconciles and reports usage, and refusals count limited resources.
+//! of a resource apart, beside the resource's own; a quota group's rpm holds
+//! across its members for connections racing on three of them, its
+//! concurrency caps the live leases across them (a revoke frees a slot),
+//! its tpm and tpd count costs reconciled to use; a resource's rpd and a
+//! group's tpd count a day and refuse with the day's wait, and a day's
+//! grants still count after a restart of the authority; and every case of
+//! the core's table of the usage rule is answered as the core's rule
+//! answers it. Then the same limits through the pool: an embedded SQLite
+//! pool remembers the grants of the minute before a restart (and a group's
+//! day), the holder reconciles and reports usage, and refusals count
+//! limited resources.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -26,6 +32,7 @@ use repute_host::{
 
 use repute_core::usage::cases::{Step, CASES};
 use repute_core::usage::Verdict;
+use repute_core::{GroupClaim, GroupLimits, GroupName, DAY};
 
 use crate::shared_store::tenant;
 
@@ -40,6 +47,10 @@ pub trait Store: Send + Sync {
     fn age(&self, tenant: &str, ns: u64);
     /// Grants `tenant`'s authority keeps in its windows, where the suite can see them.
     fn kept(&self, tenant: &str) -> Option<usize>;
+    /// Ends `tenant`'s authority as a process's end would (its
+    /// connections were dropped) so that the next `connect` starts it
+    /// anew; false where nothing outlives the process.
+    fn restart(&self, tenant: &str) -> bool;
 }
 
 /// The suite as `#[test]` functions of a store's test file; `$store()`
@@ -100,9 +111,42 @@ macro_rules! usage_limit_tests {
         fn the_core_rules_cases_hold() {
             crate::usage_limits::the_core_rules_cases_hold(&$store);
         }
+
+        crate::usage_limits::group_limit_tests!(store: $store);
     };
 }
 pub(crate) use usage_limit_tests;
+
+/// Quota groups and day windows, part of `usage_limit_tests!`.
+macro_rules! group_limit_tests {
+    (store: $store:expr) => {
+        #[test]
+        fn connections_racing_on_a_groups_members_get_exactly_its_rpm() {
+            crate::usage_limits::racing_connections_get_exactly_a_groups_rpm(&$store);
+        }
+
+        #[test]
+        fn a_groups_concurrency_caps_live_leases_across_its_members() {
+            crate::usage_limits::a_groups_concurrency_caps_live_leases(&$store);
+        }
+
+        #[test]
+        fn a_groups_tpm_and_tpd_count_reconciled_use() {
+            crate::usage_limits::a_groups_tpm_and_tpd_count_reconciled_use(&$store);
+        }
+
+        #[test]
+        fn rpd_and_a_groups_tpd_count_a_day() {
+            crate::usage_limits::rpd_and_a_groups_tpd_count_a_day(&$store);
+        }
+
+        #[test]
+        fn a_day_window_holds_across_a_restart() {
+            crate::usage_limits::a_day_window_holds_across_a_restart(&$store);
+        }
+    };
+}
+pub(crate) use group_limit_tests;
 
 const TTL: u64 = 30 * SECOND;
 
@@ -117,6 +161,33 @@ fn claim(limits: Limits, cost: u64) -> Claim {
 /// A claim of a grant for `context`, whose `per_context` limits count it.
 fn claim_in(context: &str, limits: Limits, cost: u64) -> Claim {
     Claim { limits, cost, context: Some(Context::new(context).unwrap()), groups: Vec::new() }
+}
+
+/// Permit `index` of key `value`.
+fn permit_of(value: &'static str, index: u32) -> Permit<'static> {
+    Permit { kind: "key", value, index }
+}
+
+/// A claim of a resource without limits of its own in group `name`.
+fn claim_grouped(name: &str, limits: Limits, concurrency: Option<u32>, cost: u64) -> Claim {
+    let group = GroupClaim { name: GroupName::new(name).unwrap(), limits, concurrency };
+    Claim { limits: Limits::default(), cost, context: None, groups: vec![group] }
+}
+
+/// As `ask`, on permit `p`.
+fn ask_at(store: &dyn Store, a: &mut dyn Fencing, p: Permit<'_>, c: &Claim) -> GrantAnswer {
+    let answer = a.grant(p, TTL, 0, store.now(), Some(c)).unwrap();
+    if let GrantAnswer::Granted(token) = answer {
+        a.revoke(p, token).unwrap();
+    }
+    answer
+}
+
+/// `answer` is `GroupLimited(group, wait)` with `wait` as in `assert_wait`.
+fn assert_group_wait(answer: GrantAnswer, group: u32, full: u64, slack: Duration) {
+    let GrantAnswer::GroupLimited(index, wait) = answer else { panic!("expected a group's wait, got {answer:?}") };
+    assert_eq!(index, group, "the group that refused");
+    assert_wait(GrantAnswer::Limited(Some(wait)), full, slack);
 }
 
 /// A grant of `index` that, when granted, is revoked again at once: the
@@ -340,6 +411,179 @@ pub fn a_refused_claim_prunes_for_good(store: &dyn Store) {
     assert_wait(ask(store, &mut *a, 1, &claim(limits, 1)), WINDOW / 2, started.elapsed());
 }
 
+/// Six connections, two on each of three keys of one group with rpm 7
+/// (and no limits of their own), ask ten times each at once: the store
+/// grants exactly 7 across the keys, every other answer is the group's
+/// wait until the oldest grant leaves the minute. The group's limits are
+/// judged as claimed: unpaced here, so a burst may take the whole minute.
+pub fn racing_connections_get_exactly_a_groups_rpm(store: &dyn Store) {
+    let t = tenant("race-group");
+    let t = t.as_str();
+    let c = claim_grouped("project", Limits { rpm: Some(7), ..Limits::default() }, None, 1);
+    let keys = ["k1", "k2", "k3"];
+    let barrier = Barrier::new(6);
+    let started = Instant::now();
+    let answers: Vec<GrantAnswer> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..6u32)
+            .map(|i| {
+                let (barrier, c) = (&barrier, &c);
+                s.spawn(move || {
+                    let mut a = store.connect(t);
+                    barrier.wait();
+                    let p = permit_of(keys[i as usize % 3], i / 3);
+                    (0..10).map(|_| ask_at(store, &mut *a, p, c)).collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        workers.into_iter().flat_map(|w| w.join().unwrap()).collect()
+    });
+    let granted = answers.iter().filter(|a| matches!(a, GrantAnswer::Granted(_))).count();
+    assert_eq!(granted, 7, "{answers:?}");
+    for refused in answers.iter().filter(|a| !matches!(a, GrantAnswer::Granted(_))) {
+        assert_group_wait(*refused, 0, WINDOW, started.elapsed());
+    }
+    let mut late = store.connect(t);
+    assert_group_wait(ask_at(store, &mut *late, permit_of("k4", 0), &c), 0, WINDOW, started.elapsed());
+    let other = claim_grouped("other", Limits { rpm: Some(7), ..Limits::default() }, None, 1);
+    assert!(matches!(ask_at(store, &mut *late, permit_of("k1", 0), &other), GrantAnswer::Granted(_)));
+}
+
+/// Six connections on three keys of a group with concurrency 2, each
+/// holding what it is granted a moment before revoking it: never more than
+/// 2 live at once, and every refusal is the group's, waiting for a lease's
+/// TTL at most. Then two held leases refuse a third until one is revoked;
+/// an extended one keeps its slot.
+pub fn a_groups_concurrency_caps_live_leases(store: &dyn Store) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let t = tenant("group-concurrency");
+    let t = t.as_str();
+    let c = claim_grouped("account", Limits::default(), Some(2), 1);
+    let keys = ["k1", "k2", "k3"];
+    let (barrier, live, most, granted) =
+        (Barrier::new(6), AtomicUsize::new(0), AtomicUsize::new(0), AtomicUsize::new(0));
+    std::thread::scope(|s| {
+        for i in 0..6u32 {
+            let (barrier, c, live, most, granted) = (&barrier, &c, &live, &most, &granted);
+            s.spawn(move || {
+                let mut a = store.connect(t);
+                barrier.wait();
+                let p = permit_of(keys[i as usize % 3], i / 3);
+                for _ in 0..10 {
+                    match a.grant(p, TTL, 0, store.now(), Some(c)).unwrap() {
+                        GrantAnswer::Granted(token) => {
+                            let now = live.fetch_add(1, Ordering::SeqCst) + 1;
+                            most.fetch_max(now, Ordering::SeqCst);
+                            granted.fetch_add(1, Ordering::SeqCst);
+                            std::thread::sleep(Duration::from_millis(2));
+                            live.fetch_sub(1, Ordering::SeqCst);
+                            a.revoke(p, token).unwrap();
+                        }
+                        GrantAnswer::GroupLimited(0, wait) => assert!((1..=TTL).contains(&wait), "waits {wait}"),
+                        other => panic!("answered {other:?}"),
+                    }
+                }
+            });
+        }
+    });
+    assert!(most.load(Ordering::SeqCst) <= 2, "{} live at once", most.load(Ordering::SeqCst));
+    assert!(granted.load(Ordering::SeqCst) >= 2, "some were granted");
+    let mut a = store.connect(t);
+    let started = Instant::now();
+    let GrantAnswer::Granted(first) = a.grant(permit_of("k1", 0), TTL, 0, store.now(), Some(&c)).unwrap() else {
+        panic!("a slot is free")
+    };
+    let GrantAnswer::Granted(second) = a.grant(permit_of("k2", 0), TTL, 0, store.now(), Some(&c)).unwrap() else {
+        panic!("a second slot is free")
+    };
+    let third = a.grant(permit_of("k3", 0), TTL, 0, store.now(), Some(&c)).unwrap();
+    assert_group_wait(third, 0, TTL, started.elapsed());
+    assert!(a.extend(permit_of("k2", 0), second, TTL, store.now()).unwrap());
+    let third = a.grant(permit_of("k3", 0), TTL, 0, store.now(), Some(&c)).unwrap();
+    assert_group_wait(third, 0, TTL, started.elapsed());
+    a.revoke(permit_of("k1", 0), first).unwrap();
+    let GrantAnswer::Granted(third) = a.grant(permit_of("k3", 0), TTL, 0, store.now(), Some(&c)).unwrap() else {
+        panic!("the revoke freed a slot")
+    };
+    a.revoke(permit_of("k2", 0), second).unwrap();
+    a.revoke(permit_of("k3", 0), third).unwrap();
+}
+
+/// A group with tpm 100 and tpd 150 over two keys: a cost over either
+/// never fits; the costs of both keys count together, a reconcile gives
+/// tokens back in both windows, and the day refuses with the day's wait.
+pub fn a_groups_tpm_and_tpd_count_reconciled_use(store: &dyn Store) {
+    let t = tenant("group-tokens");
+    let limits = Limits { tpm: Some(100), tpd: Some(150), ..Limits::default() };
+    let c = |cost| claim_grouped("project", limits, None, cost);
+    let (mut a, mut b) = (store.connect(&t), store.connect(&t));
+    let started = Instant::now();
+    assert_eq!(ask_at(store, &mut *a, permit_of("k1", 0), &c(101)), GrantAnswer::Held, "over the tpm");
+    let GrantAnswer::Granted(first) = ask_at(store, &mut *a, permit_of("k1", 0), &c(60)) else { panic!("60 fit") };
+    assert_group_wait(ask_at(store, &mut *b, permit_of("k2", 0), &c(60)), 0, WINDOW, started.elapsed());
+    a.reconcile(permit_of("k1", 0), None, first, 60, 20).unwrap();
+    let GrantAnswer::Granted(_) = ask_at(store, &mut *b, permit_of("k2", 0), &c(60)) else { panic!("20 + 60 fit") };
+    // Past the minute and the day's bucket of the first grants, the day
+    // holds 80 of 150.
+    store.age(&t, 2 * WINDOW);
+    let GrantAnswer::Granted(third) = ask_at(store, &mut *a, permit_of("k1", 0), &c(70)) else { panic!("80 + 70") };
+    let day_wait = ask_at(store, &mut *b, permit_of("k2", 0), &c(10));
+    assert_group_wait(day_wait, 0, DAY - 2 * WINDOW, started.elapsed());
+    a.reconcile(permit_of("k1", 0), None, third, 70, 30).unwrap();
+    assert!(matches!(ask_at(store, &mut *b, permit_of("k2", 0), &c(40)), GrantAnswer::Granted(_)), "80 + 30 + 40");
+}
+
+/// A resource with rpd 2 and a group with tpd 100: each counts a whole
+/// day, minutes after the grants, and refuses with the day's wait.
+pub fn rpd_and_a_groups_tpd_count_a_day(store: &dyn Store) {
+    let t = tenant("day");
+    let mut a = store.connect(&t);
+    let started = Instant::now();
+    let c = claim(Limits { rpd: Some(2), ..Limits::default() }, 1);
+    assert!(matches!(ask(store, &mut *a, 0, &c), GrantAnswer::Granted(_)));
+    assert!(matches!(ask(store, &mut *a, 1, &c), GrantAnswer::Granted(_)));
+    store.age(&t, 10 * WINDOW);
+    // The day's buckets hold each grant back by less than a bucket.
+    let slack = started.elapsed() + Duration::from_nanos(repute_core::usage::DayWindow::BUCKET);
+    assert_wait(ask(store, &mut *a, 2, &c), DAY - 10 * WINDOW, slack);
+    let g = |cost| claim_grouped("project", Limits { tpd: Some(100), ..Limits::default() }, None, cost);
+    assert!(matches!(ask_at(store, &mut *a, permit_of("k2", 0), &g(60)), GrantAnswer::Granted(_)));
+    store.age(&t, 10 * WINDOW);
+    assert_group_wait(ask_at(store, &mut *a, permit_of("k3", 0), &g(50)), 0, DAY - 10 * WINDOW, slack);
+    assert!(matches!(ask_at(store, &mut *a, permit_of("k3", 0), &g(40)), GrantAnswer::Granted(_)), "60 + 40");
+}
+
+/// A resource's rpd and a group's rpd still count the grants made before
+/// the authority restarted (a new process, or a new connection), and a
+/// lease held across it still takes its group's one concurrent slot.
+pub fn a_day_window_holds_across_a_restart(store: &dyn Store) {
+    let t = tenant("day-restart");
+    let started = Instant::now();
+    let c = |rpd| Claim {
+        groups: claim_grouped("project", Limits { rpd: Some(rpd), ..Limits::default() }, None, 1).groups,
+        ..claim(Limits { rpd: Some(2), ..Limits::default() }, 1)
+    };
+    let seats = claim_grouped("seats", Limits::default(), Some(1), 1);
+    let held = {
+        let mut a = store.connect(&t);
+        assert!(matches!(ask(store, &mut *a, 0, &c(3)), GrantAnswer::Granted(_)));
+        assert!(matches!(ask_at(store, &mut *a, permit_of("k2", 0), &c(3)), GrantAnswer::Granted(_)));
+        let GrantAnswer::Granted(held) = a.grant(permit_of("k5", 0), TTL, 0, store.now(), Some(&seats)).unwrap() else {
+            panic!("the group's one slot is free")
+        };
+        held
+    };
+    if !store.restart(&t) {
+        return;
+    }
+    let mut a = store.connect(&t);
+    assert!(matches!(ask(store, &mut *a, 1, &c(3)), GrantAnswer::Granted(_)));
+    assert_wait(ask(store, &mut *a, 2, &c(4)), DAY, started.elapsed());
+    assert_group_wait(ask_at(store, &mut *a, permit_of("k3", 0), &c(3)), 0, DAY, started.elapsed());
+    assert_group_wait(ask_at(store, &mut *a, permit_of("k6", 0), &seats), 0, TTL, started.elapsed());
+    a.revoke(permit_of("k5", 0), held).unwrap();
+    assert!(matches!(ask_at(store, &mut *a, permit_of("k6", 0), &seats), GrantAnswer::Granted(_)), "revoked");
+}
+
 /// The core's table of cases (`repute_core::usage::cases`), each on a
 /// tenant of its own: the store answers what the core's rule does, a wait
 /// within what its own clock ran since the case began. Time moves on by
@@ -432,6 +676,8 @@ pub struct InProcess<F> {
     tenants: Mutex<HashMap<String, Arc<Mutex<F>>>>,
     open: fn(&str) -> F,
     kept: fn(&str) -> Option<usize>,
+    /// Whether an authority opened anew remembers what the last one counted.
+    durable: bool,
 }
 
 impl<F: Fencing + Send + 'static> Store for InProcess<F> {
@@ -453,6 +699,11 @@ impl<F: Fencing + Send + 'static> Store for InProcess<F> {
     fn kept(&self, tenant: &str) -> Option<usize> {
         (self.kept)(tenant)
     }
+
+    fn restart(&self, tenant: &str) -> bool {
+        self.tenants.lock().unwrap().remove(tenant);
+        self.durable
+    }
 }
 
 fn memory() -> InProcess<MemoryFencing> {
@@ -461,6 +712,7 @@ fn memory() -> InProcess<MemoryFencing> {
         tenants: Mutex::default(),
         open: |_| MemoryFencing::default(),
         kept: |_| None,
+        durable: false,
     }
 }
 
@@ -482,6 +734,7 @@ fn sqlite() -> InProcess<repute_host::providers::SqliteFencing> {
                 conn.query_row("SELECT count(*) FROM usage_window WHERE tenant = ?1", [tenant], |r| r.get(0)).unwrap();
             Some(n as usize)
         },
+        durable: true,
     }
 }
 
@@ -556,6 +809,40 @@ fn rpm_on_an_embedded_sqlite_pool_survives_a_restart() {
     let elapsed = started.elapsed().as_nanos() as u64;
     let spacing = WINDOW / 2;
     assert!(wait <= spacing && wait >= spacing - elapsed, "retry after {wait} ns, {elapsed} ns after the grant");
+}
+
+/// A quota group's day on an embedded SQLite pool: the grants of its two
+/// members before a restart (no checkpoint, as after `kill -9`) still
+/// count after it, and the table refuses the third with the day's wait,
+/// whichever member is asked.
+#[test]
+fn a_groups_day_on_an_embedded_sqlite_pool_survives_a_restart() {
+    let db = TempDb::new("group-restart");
+    let open = || {
+        let providers = Providers::sqlite(&db.0, "shop", Arc::new(SystemClock::new())).unwrap();
+        Pool::open(TenantConfig { durable: true, ..TenantConfig::default() }, providers).unwrap()
+    };
+    let project = GroupName::new("project").unwrap();
+    let started = Instant::now();
+    {
+        let mut p = open();
+        p.set_group("project", &GroupLimits { rpd: Some(2), ..GroupLimits::default() }).unwrap();
+        for key in ["k1", "k2"] {
+            let member = Registration { groups: vec![project.clone()], ..Registration::new(1) };
+            p.register_with("key", key, &member).unwrap();
+        }
+        for _ in 0..2 {
+            let lease = p.acquire("chat").unwrap();
+            p.release(lease.id, lease.token).unwrap();
+        }
+        p.close();
+    }
+    let mut p = open();
+    let r = refusal(p.acquire("chat").unwrap_err());
+    assert_eq!((r.registered, r.limited), (2, 2), "{r:?}");
+    let wait = r.retry_after.expect("the table says when");
+    let elapsed = started.elapsed().as_nanos() as u64;
+    assert!(wait <= DAY && wait >= DAY - elapsed, "retry after {wait} ns, {elapsed} ns after the grants");
 }
 
 /// Through the component: a grant reserves its cost, a reconcile gives back

@@ -8,9 +8,12 @@
 //!   succeeds only while no unexpired lease holds the permit, and mints the
 //!   next token of a counter row that is never deleted (I1, I2); a grant
 //!   that claims usage limits is one call of `repute_claimed_grant`, which
-//!   locks the usage rows of the resource and of the acquire's context,
-//!   judges the claim in each over every process's grants of the last
-//!   minute, grants and counts (one round trip);
+//!   locks the usage rows of the resource, of the acquire's context and of
+//!   the claim's groups (in that order, the groups by name, so grants
+//!   sharing rows never deadlock), judges the claim in each over every
+//!   process's grants of the last minute and day (and a group's live
+//!   leases against its concurrency), grants and counts (one round trip);
+//!   a reconcile is one call of `repute_reconcile`;
 //! - checkpoints and log appends carry the writer's owner epoch and are
 //!   refused by the database once the epoch moved on (I3, I4);
 //! - tenant ownership (sharded mode) is an owner row with a strictly
@@ -38,8 +41,11 @@ pub use permits::PgFencing;
 pub use storage::PgStorage;
 
 /// Schema versions in order; each runs once, in one transaction.
-const MIGRATIONS: &[(i32, &str)] =
-    &[(1, include_str!("../../../migrations/0001_init.sql")), (2, include_str!("../../../migrations/0002_limits.sql"))];
+const MIGRATIONS: &[(i32, &str)] = &[
+    (1, include_str!("../../../migrations/0001_init.sql")),
+    (2, include_str!("../../../migrations/0002_limits.sql")),
+    (3, include_str!("../../../migrations/0003_groups.sql")),
+];
 
 /// Any lock number, the same in every process: serialises migrations.
 const MIGRATION_LOCK: i64 = 0x7265_7075_7465;

@@ -34,9 +34,10 @@ impl Fencing for PgFencing {
     /// One statement: free (no unexpired lease) or refused; the new token is
     /// above both the stored one and the pool's `last`. An owner's grant
     /// also needs its epoch to still be the tenant's. A claim makes it the
-    /// one call of `repute_claimed_grant` (see the migration): the same
-    /// grant, judged and counted against the resource's limits and its
-    /// context's under their usage rows' locks.
+    /// one call of `repute_claimed_grant` (see the migrations): the same
+    /// grant, judged and counted against the resource's limits (its minute
+    /// and day), its context's and its groups' (their minute, day and live
+    /// leases) under their usage rows' locks.
     fn grant(
         &mut self,
         permit: Permit<'_>,
@@ -69,10 +70,20 @@ impl Fencing for PgFencing {
         let (gap, max_uses, cost) = (l.min_interval.map(micros_up), l.max_uses.map(bigint), bigint(claim.cost));
         let (pc, context) = (&l.per_context, claim.context.as_ref().map(|c| c.as_str()));
         let (crpm, ctpm, cgap) = (pc.rpm.map(|r| r as i32), pc.tpm.map(bigint), pc.min_interval.map(micros_up));
+        let (rpd, tpd) = (l.rpd.map(|r| r as i32), l.tpd.map(bigint));
+        let groups = &claim.groups;
+        let names: Vec<&str> = groups.iter().map(|g| g.name.as_str()).collect();
+        let grpm: Vec<Option<i32>> = groups.iter().map(|g| g.limits.rpm.map(|r| r as i32)).collect();
+        let gtpm: Vec<Option<i64>> = groups.iter().map(|g| g.limits.tpm.map(bigint)).collect();
+        let ggap: Vec<Option<i64>> = groups.iter().map(|g| g.limits.min_interval.map(micros_up)).collect();
+        let grpd: Vec<Option<i32>> = groups.iter().map(|g| g.limits.rpd.map(|r| r as i32)).collect();
+        let gtpd: Vec<Option<i64>> = groups.iter().map(|g| g.limits.tpd.map(bigint)).collect();
+        let gconc: Vec<Option<i32>> = groups.iter().map(|g| g.concurrency.map(|c| c as i32)).collect();
         let row = inner.link.run(|c| {
             c.query_one(
-                "SELECT status, found FROM repute_claimed_grant(
-                     $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
+                "SELECT status, found, grp FROM repute_claimed_grant(
+                     $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
+                     $17, $18, $19, $20, $21, $22, $23, $24, $25)",
                 &[
                     &tenant,
                     &permit.kind,
@@ -90,28 +101,41 @@ impl Fencing for PgFencing {
                     &crpm,
                     &ctpm,
                     &cgap,
+                    &rpd,
+                    &tpd,
+                    &names,
+                    &grpm,
+                    &gtpm,
+                    &ggap,
+                    &grpd,
+                    &gtpd,
+                    &gconc,
                 ],
             )
         })?;
-        let (status, found): (String, Option<i64>) = (row.get(0), row.get(1));
+        let (status, found, group): (String, Option<i64>, Option<i32>) = (row.get(0), row.get(1), row.get(2));
         let wait = |us: i64| (us.max(1) as u64).saturating_mul(1_000);
         Ok(match (status.as_str(), found) {
             ("granted", Some(token)) => GrantAnswer::Granted(token as u64),
             ("limited", Some(wait_us)) => GrantAnswer::Limited(Some(wait(wait_us))),
             ("context_limited", Some(wait_us)) => GrantAnswer::ContextLimited(wait(wait_us)),
+            ("group_limited", Some(wait_us)) => GrantAnswer::GroupLimited(group.unwrap_or(0) as u32, wait(wait_us)),
             ("spent", _) => GrantAnswer::Limited(None),
             _ => GrantAnswer::Held,
         })
     }
 
-    /// The grant's rows (in the resource's scope and, given, the
-    /// context's) count `used` from now on; none once they were pruned.
+    /// One call of `repute_reconcile`: the grant's minute rows (in the
+    /// resource's scope and, given, the context's) count `used` from now
+    /// on, none once they were pruned; the bucket rows holding it (the
+    /// resource's day, its groups' windows) count `used` for `reserved`
+    /// while it is its permit's newest claimed grant.
     fn reconcile(
         &mut self,
         permit: Permit<'_>,
         context: Option<&str>,
         token: u64,
-        _reserved: u64,
+        reserved: u64,
         used: u64,
     ) -> Result<(), StoreError> {
         let mut inner = lock(&self.inner);
@@ -119,18 +143,16 @@ impl Fencing for PgFencing {
         let context = context.unwrap_or(RESOURCE_SCOPE);
         inner.link.run(|c| {
             c.execute(
-                "UPDATE repute_grant SET cost = $6
-                 WHERE tenant = $1 AND kind = $2 AND value = $3 AND permit = $4 AND token = $5
-                   AND scope IN ($7, $8)",
+                "SELECT repute_reconcile($1, $2, $3, $4, $5, $6, $7, $8)",
                 &[
                     &tenant,
                     &permit.kind,
                     &permit.value,
                     &(permit.index as i32),
                     &(token as i64),
-                    &bigint(used),
-                    &RESOURCE_SCOPE,
                     &context,
+                    &bigint(reserved),
+                    &bigint(used),
                 ],
             )
         })?;

@@ -7,8 +7,10 @@
 //! - grant: no unexpired lease on the permit, then the next token from a
 //!   fence key that is never deleted or expired, then the lease with its
 //!   expiry (I1, I2, I6); a grant that claims usage limits is judged over
-//!   the grants of the last minute of its resource and of the acquire's
-//!   context, and counted in both, in the same script;
+//!   the grants of the last minute and day of its resource, of the last
+//!   minute of the acquire's context, and of the last minute and day of
+//!   each of its groups, with the groups' live leases, and counted in each,
+//!   in the same script (see `scripts::GRANT` for the keys);
 //! - extend and revoke: only for the permit's current token;
 //! - append: the next log position and the entry, in one step, so positions
 //!   become visible in order; checkpoints are conditional like PostgreSQL's;
@@ -175,6 +177,61 @@ impl Keys {
         };
         ["usage", "window", "costs"].map(|which| format!("{}{which}:{name}", self.prefix))
     }
+
+    /// The day window of the permit's resource (see `GRANT`).
+    fn day(&self, p: Permit<'_>) -> String {
+        format!("{}day:{}\u{1f}{}", self.prefix, p.kind, p.value)
+    }
+
+    /// The permit's newest claimed grant (see `GRANT`).
+    fn claimed(&self, p: Permit<'_>) -> String {
+        format!("{}claimed:{}\u{1f}{}\u{1f}{}", self.prefix, p.kind, p.value, p.index)
+    }
+
+    /// Usage, minute, day and leases of group `name`, the tenant's (see `GRANT`).
+    fn group(&self, name: &str) -> [String; 4] {
+        ["group", "gminute", "gday", "gleases"].map(|which| format!("{}{which}:{name}", self.prefix))
+    }
+}
+
+/// The grant script's keys and arguments for a grant of `permit` (see `GRANT`).
+fn grant_call(
+    keys: &Keys,
+    permit: Permit<'_>,
+    ttl: u64,
+    last: u64,
+    epoch: u64,
+    claim: Option<&Claim>,
+) -> (Vec<String>, Vec<u64>) {
+    let (fence, lease) = keys.permit(permit);
+    let context = context_args(claim);
+    let mut k = vec![keys.epoch.clone(), fence, lease];
+    k.extend(keys.usage(permit, None));
+    k.extend(keys.usage(permit, context.map(|(name, _)| name)));
+    k.push(keys.day(permit));
+    k.push(keys.claimed(permit));
+    let mut a = vec![micros(ttl), last, epoch];
+    a.extend(claim_args(claim));
+    a.push(u64::from(permit.index));
+    a.push(u64::from(context.is_some()));
+    a.extend(context.map_or([0; 3], |(_, args)| args));
+    let limits = claim.map(|c| c.limits).unwrap_or_default();
+    a.extend([limits.rpd.map_or(0, u64::from), limits.tpd.unwrap_or(0)]);
+    let groups = claim.map_or(&[][..], |c| &c.groups[..]);
+    a.push(groups.len() as u64);
+    for g in groups {
+        k.extend(keys.group(g.name.as_str()));
+        let l = &g.limits;
+        a.extend([
+            l.rpm.map_or(0, u64::from),
+            l.tpm.unwrap_or(0),
+            l.min_interval.map_or(0, micros_up),
+            l.rpd.map_or(0, u64::from),
+            l.tpd.unwrap_or(0),
+            g.concurrency.map_or(0, u64::from),
+        ]);
+    }
+    (k, a)
 }
 
 /// Checkpoints and the command log of one tenant.
@@ -308,11 +365,12 @@ pub(super) fn grant_answer(reply: Option<i64>) -> GrantAnswer {
         Some(token) if token > 0 => GrantAnswer::Granted(token as u64),
         Some(0) => GrantAnswer::Limited(None),
         Some(wait) => {
-            let (wait_ns, context) = ((wait.unsigned_abs() / 2).saturating_mul(1_000), wait % 2 != 0);
-            if context {
-                GrantAnswer::ContextLimited(wait_ns)
-            } else {
-                GrantAnswer::Limited(Some(wait_ns))
+            let (wait, code) = (wait.unsigned_abs() / 16, wait.unsigned_abs() % 16);
+            let wait_ns = wait.saturating_mul(1_000);
+            match code {
+                0 => GrantAnswer::Limited(Some(wait_ns)),
+                1 => GrantAnswer::ContextLimited(wait_ns),
+                group => GrantAnswer::GroupLimited(group as u32 - 2, wait_ns),
             }
         }
         None => GrantAnswer::Held,
@@ -328,22 +386,8 @@ impl Fencing for RedisFencing {
         _now: u64,
         claim: Option<&Claim>,
     ) -> Result<GrantAnswer, StoreError> {
-        let (fence, lease) = self.keys.permit(permit);
-        let usage = self.keys.usage(permit, None);
-        let context = context_args(claim).map(|(name, args)| (self.keys.usage(permit, Some(name)), args));
-        let (epoch_key, epoch) = (&self.keys.epoch, self.epoch);
-        let reply: Option<i64> = self.link.run(|c, s| {
-            let mut call = s.grant.key(epoch_key);
-            call.key(&fence).key(&lease).key(&usage[..]);
-            if let Some((keys, _)) = &context {
-                call.key(&keys[..]);
-            }
-            call.arg(micros(ttl)).arg(last).arg(epoch).arg(&claim_args(claim)[..]).arg(permit.index);
-            if let Some((_, args)) = &context {
-                call.arg(&args[..]);
-            }
-            call.invoke(c)
-        })?;
+        let (keys, args) = grant_call(&self.keys, permit, ttl, last, self.epoch, claim);
+        let reply: Option<i64> = self.link.run(|c, s| s.grant.key(&keys[..]).arg(&args[..]).invoke(c))?;
         Ok(grant_answer(reply))
     }
 
@@ -352,18 +396,24 @@ impl Fencing for RedisFencing {
         permit: Permit<'_>,
         context: Option<&str>,
         token: u64,
-        _reserved: u64,
+        reserved: u64,
         used: u64,
     ) -> Result<(), StoreError> {
-        let usage = self.keys.usage(permit, None);
-        let context = context.map(|context| self.keys.usage(permit, Some(context)));
+        let claimed = self.keys.claimed(permit);
+        let mut keys = vec![claimed.clone(), self.keys.day(permit)];
+        keys.extend(self.keys.usage(permit, None));
+        if let Some(context) = context {
+            keys.extend(self.keys.usage(permit, Some(context)));
+        }
+        let scopes = 1 + u64::from(context.is_some());
         let member = format!("{}:{token}", permit.index);
         self.link.run(|c, s| {
-            let mut call = s.reconcile.key(&usage[..]);
-            if let Some(context) = &context {
-                call.key(&context[..]);
-            }
-            call.arg(member).arg(used).invoke::<i64>(c)
+            // The group windows of the permit's claimed grant: fixed for as
+            // long as its token is this one, which the script checks.
+            let windows: Option<String> = redis::cmd("HGET").arg(&claimed).arg("windows").query(c)?;
+            let mut keys = keys.clone();
+            keys.extend(windows.iter().flat_map(|w| w.split('\u{1e}')).filter(|w| !w.is_empty()).map(str::to_owned));
+            s.reconcile.key(&keys[..]).arg(&member).arg(used).arg(reserved).arg(token).arg(scopes).invoke::<i64>(c)
         })?;
         Ok(())
     }

@@ -54,15 +54,6 @@ pub(super) fn permit_key(out: &mut Vec<u8>, keys: &Keys, which: &str, p: Permit<
     bulk(out, &parts);
 }
 
-/// The key `Keys::usage` names, written as one argument.
-pub(super) fn resource_key(out: &mut Vec<u8>, keys: &Keys, which: &str, p: Permit<'_>, context: Option<&str>) {
-    let sep = "\u{1f}".as_bytes();
-    let (context_sep, context) = context.map_or((&b""[..], &b""[..]), |c| (sep, c.as_bytes()));
-    let parts =
-        [keys.prefix.as_bytes(), which.as_bytes(), p.kind.as_bytes(), sep, p.value.as_bytes(), context_sep, context];
-    bulk(out, &parts);
-}
-
 /// A reply as far as the scripts and the handshake need it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Reply {

@@ -13,29 +13,46 @@ pub(super) const NOW: &str = "local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 ";
 
-/// KEYS: epoch, fence, lease, then the usage of each scope the claim counts
-/// in: the resource's own and, when the claim names a context, that
-/// context's (see `Keys::usage`). A scope's usage is three keys: usage (a
-/// hash: `uses`, `last` µs, `tokens` of the window), window (a sorted set of
-/// `permit:token` by grant time, µs) and costs (a hash `permit:token` → the
-/// tokens that grant counts). ARGV: ttl µs, last token seen by the pool,
-/// writer epoch, then the claim (0 for a limit not set, all 0 without a
-/// claim): `1` when the resource's own limits count the grant, its rpm,
-/// tpm, min_interval µs (rounded up), max_uses, and the cost; then the
-/// permit's index; then, with the context's keys only, the context's rpm,
-/// tpm and min_interval µs (rounded up).
+/// KEYS: epoch, fence, lease, then the usage of the resource's own scope
+/// and of the claim's context's (the resource's keys again without a
+/// context; see `Keys::usage`): a scope's usage is three keys, usage (a
+/// hash: `uses`, `last` µs, `tokens` of the window), window (a sorted set
+/// of `permit:token` by grant time, µs) and costs (a hash `permit:token` →
+/// the tokens that grant counts); then the resource's day, the permit's
+/// claimed grant (a hash: `token`, `at` µs, `day` 1 when the resource's
+/// day counted it, `windows` the group windows that did, separated by RS),
+/// and four keys per group of the claim: its usage (a hash:
+/// `uses`, `last`), minute, day, and leases (a hash: the lease key of each
+/// permit granted with it → that grant's token). A bucketed window (a day,
+/// a group's minute) is a list of entries `first:at:grants:tokens`, oldest
+/// first, as the core's `Buckets` keeps them (µs).
 ///
-/// The resource's scope is judged first; both must admit the grant, which
-/// is then counted in both. Returns the token; nil when the permit is held
-/// (or the epoch is stale, or the cost can never fit a tpm: nothing
+/// ARGV: ttl µs, last token seen by the pool, writer epoch, then the claim
+/// (0 for a limit not set, all 0 without a claim): `1` when the resource's
+/// own limits count the grant, its rpm, tpm, min_interval µs (rounded up),
+/// max_uses, and the cost; the permit's index; `1` when the claim names a
+/// context, and the context's rpm, tpm and min_interval µs (rounded up);
+/// the resource's rpd and tpd; the number of groups, then each group's rpm,
+/// tpm, min_interval µs (rounded up), rpd, tpd and concurrency.
+///
+/// The scopes are judged in order, the resource's, the context's, then the
+/// groups' (see `providers::usage`); all must admit the grant, which is
+/// then counted in each. Returns the token; nil when the permit is held
+/// (or the epoch is stale, or the cost can never fit a tpm or tpd: nothing
 /// counted); 0 when max_uses are spent; a wait as a negative number,
-/// `-2 µs` until the resource's limits admit the grant and `-(2 µs + 1)`
-/// until the context's do (odd: the resource's other contexts may still be
-/// granted). A scope's window and costs expire a minute after its newest
-/// grant, when every grant in them has left the window anyway. Pruning
-/// writes the scope's `tokens` back at once, refused or not: the pruned
-/// costs are gone, and a count still holding them would refuse the scope
-/// until its window expired.
+/// `-(16 µs + code)`: code 0 the resource's limits, 1 the context's, `2 + i`
+/// the claim's group `i`. A group's concurrency counts the leases of its
+/// leases hash whose lease key still holds that token unexpired, dropping
+/// the others. Those lease keys are read by the names the hash holds, not
+/// declared in KEYS: which permits hold a group's leases is only known on
+/// the server, and reading them here keeps the grant one script (and
+/// revoke and extend unaware of groups). They are the tenant's keys, in
+/// its hash slot, so a cluster serves them from the script's node.
+/// A scope's window and costs expire a minute after its newest grant, a
+/// bucketed window a span after it, when every grant in them has left
+/// anyway. Pruning writes the scope's `tokens` back at once, refused or
+/// not: the pruned costs are gone, and a count still holding them would
+/// refuse the scope until its window expired.
 pub(super) const GRANT: &str = "
 if ARGV[3] ~= '0' and redis.call('GET', KEYS[1]) ~= ARGV[3] then return false end
 local held = redis.call('GET', KEYS[3])
@@ -43,14 +60,80 @@ if held then
   local sep = string.find(held, ':', 1, true)
   if tonumber(string.sub(held, sep + 1)) > now then return false end
 end
+local MINUTE, DAY = 60000000, 86400000000
 local cost = tonumber(ARGV[9])
 local function scope(k, rpm, tpm, gap, max_uses, context)
   return {usage = KEYS[k], window = KEYS[k + 1], costs = KEYS[k + 2], rpm = tonumber(rpm), tpm = tonumber(tpm),
     gap = tonumber(gap), max_uses = tonumber(max_uses), context = context, uses = 0, last = -1, tokens = 0}
 end
 local scopes = {}
-if ARGV[4] == '1' then table.insert(scopes, scope(4, ARGV[5], ARGV[6], ARGV[7], ARGV[8], false)) end
-if #KEYS == 9 then table.insert(scopes, scope(7, ARGV[11], ARGV[12], ARGV[13], '0', true)) end
+if ARGV[4] == '1' then
+  local s = scope(4, ARGV[5], ARGV[6], ARGV[7], ARGV[8], false)
+  s.day = {key = KEYS[10], rate = tonumber(ARGV[15]), tokens = tonumber(ARGV[16]), span = DAY}
+  table.insert(scopes, s)
+end
+if ARGV[11] == '1' then table.insert(scopes, scope(7, ARGV[12], ARGV[13], ARGV[14], '0', true)) end
+local groups = {}
+for i = 1, tonumber(ARGV[17]) do
+  local k, a = 12 + 4 * (i - 1), 18 + 6 * (i - 1)
+  table.insert(groups, {usage = KEYS[k], leases = KEYS[k + 3], gap = tonumber(ARGV[a + 2]),
+    concurrency = tonumber(ARGV[a + 5]), uses = 0, last = -1,
+    minute = {key = KEYS[k + 1], rate = tonumber(ARGV[a]), tokens = tonumber(ARGV[a + 1]), span = MINUTE},
+    day = {key = KEYS[k + 2], rate = tonumber(ARGV[a + 3]), tokens = tonumber(ARGV[a + 4]), span = DAY}})
+end
+-- A bucketed window w (limits rate and tokens, 0 for none) read and pruned
+-- of the entries that left it by now; nil without limits.
+local function entries(w)
+  if w.rate == 0 and w.tokens == 0 then return nil end
+  local raw = redis.call('LRANGE', w.key, 0, -1)
+  local kept, gone = {}, 0
+  for _, e in ipairs(raw) do
+    local f, a, g, t = string.match(e, '^(%d+):(%d+):(%d+):(%d+)$')
+    a = tonumber(a)
+    if #kept == 0 and a + w.span <= now then
+      gone = gone + 1
+    else
+      table.insert(kept, {first = tonumber(f), at = a, grants = tonumber(g), tokens = tonumber(t)})
+    end
+  end
+  if gone > 0 then redis.call('LTRIM', w.key, gone, -1) end
+  w.entries = kept
+  return kept
+end
+-- When the oldest entries holding `needed` of field `of` leave w.
+local function freed(w, needed, of)
+  local sum = 0
+  for _, e in ipairs(w.entries) do
+    sum = sum + e[of]
+    if sum >= needed then return e.at + w.span end
+  end
+  return math.huge
+end
+-- The earliest instant w admits the grant: 0 when now, 'held' never.
+local function free_in(w)
+  if not entries(w) then return 0 end
+  local grants, tokens = 0, 0
+  for _, e in ipairs(w.entries) do grants, tokens = grants + e.grants, tokens + e.tokens end
+  local free = 0
+  if w.rate > 0 and grants + 1 > w.rate then free = math.max(free, freed(w, grants + 1 - w.rate, 'grants')) end
+  if w.tokens > 0 then
+    if cost > w.tokens then return 'held' end
+    if tokens + cost > w.tokens then free = math.max(free, freed(w, tokens + cost - w.tokens, 'tokens')) end
+  end
+  return free
+end
+-- Counts the grant in w, as `Buckets::record`.
+local function record(w)
+  if not w.entries then return end
+  local e = w.entries[#w.entries]
+  if e and now - e.first < w.span / 1024 then
+    e.at, e.grants, e.tokens = math.max(e.at, now), e.grants + 1, e.tokens + cost
+    redis.call('LSET', w.key, -1, int(e.first) .. ':' .. int(e.at) .. ':' .. int(e.grants) .. ':' .. int(e.tokens))
+  else
+    redis.call('RPUSH', w.key, int(now) .. ':' .. int(now) .. ':1:' .. int(cost))
+  end
+  redis.call('PEXPIRE', w.key, math.floor(w.span / 1000) + 1000)
+end
 -- Prunes scope s and judges the grant there: nil when it admits it, else
 -- 'spent', 'held' or the µs until it may.
 local function judge(s)
@@ -59,7 +142,7 @@ local function judge(s)
   if s.max_uses > 0 and s.uses >= s.max_uses then return 'spent' end
   if s.tpm > 0 and cost > s.tpm then return 'held' end
   if redis.call('EXISTS', s.window) == 1 then s.tokens = tonumber(u[3] or '0') end
-  local cutoff = int(now - 60000000)
+  local cutoff = int(now - MINUTE)
   local old = redis.call('ZRANGEBYSCORE', s.window, '-inf', cutoff)
   for i = 1, #old, 1000 do
     local chunk = {unpack(old, i, math.min(i + 999, #old))}
@@ -75,20 +158,58 @@ local function judge(s)
   local n = redis.call('ZCARD', s.window)
   if s.rpm > 0 and n >= s.rpm then
     local leaves = redis.call('ZRANGE', s.window, int(n - s.rpm), int(n - s.rpm), 'WITHSCORES')
-    free = math.max(free, tonumber(leaves[2]) + 60000000)
+    free = math.max(free, tonumber(leaves[2]) + MINUTE)
   end
   if s.tpm > 0 and s.tokens + cost > s.tpm then
-    local needed, freed = s.tokens + cost - s.tpm, 0
+    local needed, sum = s.tokens + cost - s.tpm, 0
     local oldest = redis.call('ZRANGE', s.window, 0, -1, 'WITHSCORES')
     for i = 1, #oldest, 2 do
-      freed = freed + tonumber(redis.call('HGET', s.costs, oldest[i]) or '0')
-      if freed >= needed then
-        free = math.max(free, tonumber(oldest[i + 1]) + 60000000)
+      sum = sum + tonumber(redis.call('HGET', s.costs, oldest[i]) or '0')
+      if sum >= needed then
+        free = math.max(free, tonumber(oldest[i + 1]) + MINUTE)
         break
       end
     end
   end
+  if s.day then
+    local day = free_in(s.day)
+    if day == 'held' then return 'held' end
+    free = math.max(free, day)
+  end
   if free > now then return free - now end
+  return nil
+end
+-- Judges the grant in group g: nil when it admits it, else 'held' or the
+-- µs until it may.
+local function judge_group(g)
+  local u = redis.call('HMGET', g.usage, 'uses', 'last')
+  g.uses, g.last = tonumber(u[1] or '0'), tonumber(u[2] or '-1')
+  local free = now
+  if g.gap > 0 and g.last >= 0 then free = math.max(free, g.last + g.gap) end
+  for _, w in ipairs({g.minute, g.day}) do
+    local at = free_in(w)
+    if at == 'held' then return 'held' end
+    free = math.max(free, at)
+  end
+  if free > now then return free - now end
+  if g.concurrency > 0 then
+    local leases = redis.call('HGETALL', g.leases)
+    local live, soonest = 0, math.huge
+    for i = 1, #leases, 2 do
+      local lease = redis.call('GET', leases[i])
+      local ends = nil
+      if lease then
+        local sep = string.find(lease, ':', 1, true)
+        if string.sub(lease, 1, sep - 1) == leases[i + 1] then ends = tonumber(string.sub(lease, sep + 1)) end
+      end
+      if ends and ends > now then
+        live, soonest = live + 1, math.min(soonest, ends)
+      else
+        redis.call('HDEL', g.leases, leases[i])
+      end
+    end
+    if live >= g.concurrency then return math.max(soonest - now, 1) end
+  end
   return nil
 end
 for _, s in ipairs(scopes) do
@@ -96,9 +217,14 @@ for _, s in ipairs(scopes) do
   if refused == 'spent' then return 0 end
   if refused == 'held' then return false end
   if refused then
-    if s.context then return -(2 * refused + 1) end
-    return -2 * refused
+    if s.context then return -(16 * refused + 1) end
+    return -16 * refused
   end
+end
+for i, g in ipairs(groups) do
+  local refused = judge_group(g)
+  if refused == 'held' then return false end
+  if refused then return -(16 * refused + 1 + i) end
 end
 local token = math.max(tonumber(redis.call('GET', KEYS[2]) or '0'), tonumber(ARGV[2])) + 1
 redis.call('SET', KEYS[2], int(token))
@@ -112,17 +238,63 @@ for _, s in ipairs(scopes) do
     redis.call('PEXPIRE', s.window, 61000)
     redis.call('PEXPIRE', s.costs, 61000)
   end
+  if s.day then record(s.day) end
   redis.call('HSET', s.usage, 'uses', int(s.uses + 1), 'last', int(math.max(s.last, now)), 'tokens', int(s.tokens))
+end
+local windows = {}
+for _, g in ipairs(groups) do
+  if g.minute.entries or g.day.entries then
+    for _, w in ipairs({g.minute, g.day}) do
+      if w.entries then
+        record(w)
+        table.insert(windows, w.key)
+      end
+    end
+    redis.call('HSET', g.usage, 'uses', int(g.uses + 1), 'last', int(math.max(g.last, now)))
+  end
+  if g.concurrency > 0 then redis.call('HSET', g.leases, KEYS[3], int(token)) end
+end
+if ARGV[4] == '1' or #groups > 0 then
+  local day = 0
+  if #scopes > 0 and scopes[1].day and scopes[1].day.entries then day = 1 end
+  redis.call('HSET', KEYS[11], 'token', int(token), 'at', int(now), 'day', day,
+    'windows', table.concat(windows, string.char(30)))
 end
 return token
 ";
 
-/// KEYS: usage, window and costs of each scope the grant counted in: the
-/// resource's, then its context's when it had one. ARGV: `permit:token`,
-/// tokens used. The grant counts its use from now on in each scope whose
-/// window still holds it; nothing in one it left.
+/// KEYS: the permit's claimed grant, the resource's day, usage, window and
+/// costs of each scope the grant counted in (the resource's, then its
+/// context's when it had one), then the bucketed windows of its groups the
+/// claimed grant lists (read by the caller: a claimed grant's list never
+/// changes while its token stays). ARGV: `permit:token`, tokens used,
+/// tokens reserved, the token, the number of scopes (1 or 2). The grant
+/// counts its use from now on in each minute window that still holds it;
+/// in a bucketed one, the entry holding it counts `used` for `reserved`
+/// while the permit's claimed grant is still this token's; nothing in a
+/// window it left.
 const RECONCILE: &str = "
-for k = 1, #KEYS, 3 do
+local function settle(key, at)
+  local raw = redis.call('LRANGE', key, 0, -1)
+  for i, e in ipairs(raw) do
+    local f, a, g, t = string.match(e, '^(%d+):(%d+):(%d+):(%d+)$')
+    if tonumber(a) >= at then
+      if tonumber(f) <= at then
+        local kept = math.max(tonumber(t) - tonumber(ARGV[3]), 0) + tonumber(ARGV[2])
+        redis.call('LSET', key, i - 1, f .. ':' .. a .. ':' .. g .. ':' .. int(kept))
+      end
+      return
+    end
+  end
+end
+local windows = 3 + 3 * tonumber(ARGV[5])
+local claimed = redis.call('HMGET', KEYS[1], 'token', 'at', 'day')
+if claimed[1] == ARGV[4] then
+  local at = tonumber(claimed[2])
+  if claimed[3] == '1' then settle(KEYS[2], at) end
+  for k = windows, #KEYS do settle(KEYS[k], at) end
+end
+for k = 3, windows - 1, 3 do
   if redis.call('ZSCORE', KEYS[k + 1], ARGV[1]) then
     local before = tonumber(redis.call('HGET', KEYS[k + 2], ARGV[1]) or '0')
     redis.call('HSET', KEYS[k + 2], ARGV[1], ARGV[2])

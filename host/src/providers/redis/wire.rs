@@ -10,9 +10,9 @@ use std::collections::VecDeque;
 use redis::{ConnectionAddr, ConnectionInfo};
 use repute_core::{GrantAnswer, Lease, Selector};
 
-use super::resp::{broken, bulk, digits, number, permit_key, reply, resource_key, Reply};
+use super::resp::{broken, bulk, digits, number, permit_key, reply, Reply};
 use super::scripts::{GRANT, NOW, PRELUDE, REVOKE};
-use super::{claim_args, context_args, grant_answer, micros, Keys};
+use super::{grant_answer, grant_call, Keys};
 use crate::error::{selector_error, Error, Result, StoreError};
 use crate::pool::Pool;
 use crate::providers::Permit;
@@ -97,29 +97,13 @@ impl RedisWire {
     fn grant(&self, out: &mut Vec<u8>, p: &Proposal, by_source: bool) {
         let permit = Permit { kind: p.resource().kind(), value: p.resource().value(), index: p.permit() };
         let claim = p.claim();
-        let context = context_args(claim.as_ref());
-        let (keys, args) = if context.is_some() { (9, 13) } else { (6, 10) };
-        self.grant.head(out, by_source, 3 + keys + args, keys);
-        bulk(out, &[self.keys.epoch.as_bytes()]);
-        permit_key(out, &self.keys, "fence:", permit);
-        permit_key(out, &self.keys, "lease:", permit);
-        // The resource's own scope, then the context's.
-        for scope in std::iter::once(None).chain(context.map(|(name, _)| Some(name))) {
-            for which in ["usage:", "window:", "costs:"] {
-                resource_key(out, &self.keys, which, permit, scope);
-            }
+        let (keys, args) = grant_call(&self.keys, permit, p.ttl(), p.last(), self.epoch, claim.as_ref());
+        self.grant.head(out, by_source, 3 + (keys.len() + args.len()) as u64, keys.len() as u64);
+        for key in &keys {
+            bulk(out, &[key.as_bytes()]);
         }
-        number(out, micros(p.ttl()));
-        number(out, p.last());
-        number(out, self.epoch);
-        for arg in claim_args(claim.as_ref()) {
+        for arg in args {
             number(out, arg);
-        }
-        number(out, u64::from(p.permit()));
-        if let Some((_, args)) = context {
-            for arg in args {
-                number(out, arg);
-            }
         }
     }
 
@@ -336,6 +320,7 @@ impl Exchange {
 
 #[cfg(test)]
 mod tests {
+    use super::super::{claim_args, context_args};
     use super::*;
     use repute_core::ResourceId;
 
@@ -395,17 +380,17 @@ mod tests {
             let mut out = Vec::new();
             wire.grant(&mut out, &proposal, false);
             let mut cmd = redis::cmd("EVALSHA");
-            cmd.arg(&wire.grant.sha).arg(if context.is_some() { 9 } else { 6 });
+            cmd.arg(&wire.grant.sha).arg(11);
             cmd.arg(&wire.keys.epoch).arg(&fence).arg(&lease).arg(&wire.keys.usage(permit, None)[..]);
-            if let Some(context) = context {
-                cmd.arg(&wire.keys.usage(permit, Some(context))[..]);
-            }
+            // The context's scope, or the resource's again.
+            cmd.arg(&wire.keys.usage(permit, context)[..]);
+            cmd.arg(wire.keys.day(permit)).arg(wire.keys.claimed(permit));
             // Counted: rpm 60, no tpm, 1.5 µs rounded up to 2, 9 uses, cost 250; permit 3.
             cmd.arg(30_000_000).arg(41).arg(7).arg(&[1u64, 60, 0, 2, 9, 250, 3][..]);
-            if context.is_some() {
-                // Per context: rpm 5, tpm 1000, 2.001 µs rounded up to 3.
-                cmd.arg(&[5u64, 1_000, 3][..]);
-            }
+            // Per context: rpm 5, tpm 1000, 2.001 µs rounded up to 3; none without one.
+            cmd.arg(&if context.is_some() { [1u64, 5, 1_000, 3] } else { [0; 4] }[..]);
+            // No rpd, no tpd, no groups.
+            cmd.arg(&[0u64, 0, 0][..]);
             let packed = cmd.get_packed_command();
             assert_eq!(String::from_utf8(out).unwrap(), String::from_utf8(packed).unwrap(), "{context:?}");
         }
@@ -427,8 +412,9 @@ mod tests {
         assert_eq!(grant_answer(Some(7)), GrantAnswer::Granted(7));
         assert_eq!(grant_answer(None), GrantAnswer::Held);
         assert_eq!(grant_answer(Some(0)), GrantAnswer::Limited(None));
-        assert_eq!(grant_answer(Some(-2 * 2_500_000)), GrantAnswer::Limited(Some(2_500_000_000)));
-        assert_eq!(grant_answer(Some(-(2 * 2_500_000 + 1))), GrantAnswer::ContextLimited(2_500_000_000));
-        assert_eq!(grant_answer(Some(-3)), GrantAnswer::ContextLimited(1_000));
+        assert_eq!(grant_answer(Some(-16 * 2_500_000)), GrantAnswer::Limited(Some(2_500_000_000)));
+        assert_eq!(grant_answer(Some(-(16 * 2_500_000 + 1))), GrantAnswer::ContextLimited(2_500_000_000));
+        assert_eq!(grant_answer(Some(-17)), GrantAnswer::ContextLimited(1_000));
+        assert_eq!(grant_answer(Some(-(16 * 3 + 2 + 4))), GrantAnswer::GroupLimited(4, 3_000));
     }
 }

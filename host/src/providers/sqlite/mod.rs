@@ -12,8 +12,9 @@
 //! crash): a permit granted after the last checkpoint stays held until its
 //! lease's TTL ends, and a lease released after it does not come back. A
 //! grant that claims usage limits is judged against the resource's grants
-//! of the last minute and recorded with them in the grant's transaction,
-//! so grants made before a crash still count after it.
+//! of the last minute and day, its context's and its groups', and recorded
+//! with them in the grant's transaction, so grants made before a crash
+//! still count after it.
 //! Commits use `synchronous=NORMAL` in WAL mode: durable when the process
 //! dies, not when the machine loses power.
 
@@ -75,6 +76,15 @@ CREATE TABLE IF NOT EXISTS log (
 ///    last minute that an `rpm` or `tpm` counts, its time and the tokens it
 ///    counts (`cost`). Times are on the authority's limits clock (see
 ///    `SqliteFencing`), unix ns.
+/// 3. Day windows and quota groups: the entries of the bucketed windows
+///    (`span` 'day' for an `rpd` or `tpd`, 'minute' for a group's `rpm` or
+///    `tpm`), each the grants made from `first` to `at` and their tokens;
+///    a group's scope is kind `''` (no resource's kind is empty) and value
+///    the group's name, in `usage` too. `group_lease`: the newest lease of
+///    each permit granted with a group that has a `concurrency`.
+///    `claimed`: each permit's newest claimed grant, as its reconcile needs
+///    it (time, whether the day counted it, and the group windows that did:
+///    each `name US flags`, separated by RS; flags 1 minute, 2 day).
 const MIGRATIONS: &[&str] = &[
     "
 ALTER TABLE fences ADD COLUMN expires INTEGER;
@@ -101,6 +111,40 @@ CREATE TABLE usage_window (
     token INTEGER NOT NULL,
     cost INTEGER NOT NULL,
     PRIMARY KEY (tenant, kind, value, scope, at, permit, token)
+) WITHOUT ROWID;
+",
+    "
+CREATE TABLE usage_bucket (
+    tenant TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    value TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    span TEXT NOT NULL,
+    first INTEGER NOT NULL,
+    at INTEGER NOT NULL,
+    grants INTEGER NOT NULL,
+    tokens INTEGER NOT NULL,
+    PRIMARY KEY (tenant, kind, value, scope, span, first)
+) WITHOUT ROWID;
+CREATE TABLE group_lease (
+    tenant TEXT NOT NULL,
+    grp TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    value TEXT NOT NULL,
+    permit INTEGER NOT NULL,
+    token INTEGER NOT NULL,
+    PRIMARY KEY (tenant, grp, kind, value, permit)
+) WITHOUT ROWID;
+CREATE TABLE claimed (
+    tenant TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    value TEXT NOT NULL,
+    permit INTEGER NOT NULL,
+    token INTEGER NOT NULL,
+    at INTEGER NOT NULL,
+    day INTEGER NOT NULL,
+    groups TEXT NOT NULL,
+    PRIMARY KEY (tenant, kind, value, permit)
 ) WITHOUT ROWID;
 ",
 ];
