@@ -71,9 +71,9 @@ pub use profile::{HttpAnswer, Profile, Profiles};
 pub use providers::{Backend, Clock, ManualClock, Providers, SystemClock};
 pub use repute_core::{
     Block, CellState, CellView, Claim, Command, Context, ContextLimits, CoolingRule, Event, EventKind, FailureKind,
-    GrantAnswer, LabelFilter, Labels, Lease, LeaseKind, Limits, Outcome, Policy, RateLimit, Recovery, Refusal,
-    Registration, RejectReason, ResourceId, ResourceView, RetireReason, Secret, Selector, Stats, Strategy, Window,
-    MAX_RETRY_AFTER, MAX_RPM, SECOND, WINDOW,
+    GrantAnswer, GroupLimits, GroupName, GroupView, LabelFilter, Labels, Lease, LeaseKind, Limits, Outcome, Policy,
+    RateLimit, Recovery, Refusal, Registration, RejectReason, ResourceId, ResourceView, RetireReason, Secret, Selector,
+    Stats, Strategy, Window, MAX_GROUPS, MAX_RETRY_AFTER, MAX_RPM, SECOND, WINDOW,
 };
 #[cfg(feature = "testing")]
 #[doc(hidden)]
