@@ -224,6 +224,10 @@ export interface Limits {
   rpm?: number;
   /** At most this many tokens (each lease's `cost`, reconciled to its use) in any 60 s. */
   tpm?: number;
+  /** At most this many grants in any rolling day, 1..=100000000. */
+  rpd?: number;
+  /** At most this many tokens in any rolling day. */
+  tpd?: number;
   /** At least this long between two grants. */
   minIntervalMs?: number;
   /** At most this many grants ever; then the resource is retired. */
@@ -245,8 +249,9 @@ export interface ContextLimits {
 }
 
 /** `register`'s `limits`: a view's `limits` registers them again; counts may be bigints. */
-export interface LimitsOptions extends Omit<Limits, 'tpm' | 'maxUses' | 'perContext'> {
+export interface LimitsOptions extends Omit<Limits, 'tpm' | 'tpd' | 'maxUses' | 'perContext'> {
   tpm?: number | bigint;
+  tpd?: number | bigint;
   maxUses?: number | bigint;
   perContext?: Omit<ContextLimits, 'tpm'> & { tpm?: number | bigint };
 }
@@ -260,6 +265,53 @@ export interface RegisterOptions {
   labels?: Record<string, string>;
   /** Handed to the holders of the resource's leases (`lease.secret`), shown nowhere else; 1..=4096 bytes. */
   secret?: string;
+  /** The quota groups it belongs to (see `setGroup`): at most 8 names, each once. */
+  groups?: string[];
+}
+
+/** What a quota group's members may use together, as its view shows them. */
+export interface GroupLimits {
+  /** At most this many grants of its members in any 60 s, 1..=100000. */
+  rpm?: number;
+  /** At most this many tokens of its members in any 60 s. */
+  tpm?: number;
+  /** At most this many grants of its members in any rolling day, 1..=100000000. */
+  rpd?: number;
+  /** At most this many tokens of its members in any rolling day. */
+  tpd?: number;
+  /** At most this many live leases across its members, 1..=1000000. */
+  concurrency?: number;
+  /** A `quota_exhausted` failure on one member pauses every member. */
+  sharedQuota: boolean;
+}
+
+/** `setGroup`'s limits: a view's `limits` sets them again; counts may be bigints. A bad one throws InvalidInputError naming `group.rpm`, ... */
+export interface GroupLimitsOptions extends Omit<GroupLimits, 'tpm' | 'tpd' | 'sharedQuota'> {
+  tpm?: number | bigint;
+  tpd?: number | bigint;
+  sharedQuota?: boolean;
+}
+
+/** What a window holds: grants and the tokens they count. */
+export interface WindowUsage {
+  grants: number;
+  tokens: number;
+}
+
+export interface GroupInfo {
+  name: string;
+  limits: GroupLimits;
+  /** Registered members. */
+  members: number;
+  /** Live leases of its members. */
+  leased: number;
+  /** What its members' grants hold of the current 60 s window. */
+  usage: WindowUsage;
+  /** What they hold of the current rolling day. */
+  dayUsage: WindowUsage;
+  /** No member is selected before this (a full window, or a shared quota's pause); absent when none holds them back. */
+  limitedUntilMs?: number;
+  limitedUntilUnixMs?: number;
 }
 
 export interface ResourceInfo {
@@ -277,6 +329,8 @@ export interface ResourceInfo {
   score: number;
   contexts: number;
   block?: BlockInfo;
+  /** The quota groups it belongs to, as registered. */
+  groups: string[];
 }
 
 export interface Stats {
@@ -397,8 +451,12 @@ export class Pool implements Disposable {
   /** Like the constructor, with the store opened off the JS thread. */
   static open(options?: PoolOptions): Promise<Pool>;
   now(): number;
-  /** Registers a resource, or replaces its permits, limits, labels and secret; true if anything changed. */
+  /** Registers a resource, or replaces its permits, limits, labels, secret and groups; true if anything changed. */
   register(kind: string, value: string, options?: RegisterOptions): boolean;
+  /** Sets (or, with none, removes) the limits a quota group's members share; true if anything changed. */
+  setGroup(name: string, limits?: GroupLimitsOptions): boolean;
+  /** Every quota group with members or limits, sorted by name. */
+  groups(): GroupInfo[];
   unregister(kind: string, value: string, options?: { force?: boolean }): void;
   /**
    * The best lease for `context` now, or null. Synchronous: on SQLite it

@@ -114,8 +114,15 @@ export declare class NativePool {
    */
   get durable(): boolean
   nowMs(): number
-  /** Registers a resource with its permits, limits, labels and secret; again to replace them. */
-  register(kind: string, value: string, permits: number, limits?: LimitsSpec | undefined | null, labels?: Record<string, string> | undefined | null, secret?: string | undefined | null): boolean
+  /**
+   * Registers a resource with its permits, limits, labels, secret and
+   * quota groups; again to replace them.
+   */
+  register(kind: string, value: string, permits: number, limits?: LimitsSpec | undefined | null, labels?: Record<string, string> | undefined | null, secret?: string | undefined | null, groups?: Array<string> | undefined | null): boolean
+  /** Sets the limits a quota group's members share; none removes them. */
+  setGroup(name: string, limits: GroupLimitsSpec): boolean
+  /** Every quota group with members or limits, sorted by name. */
+  groups(): Array<GroupInfo>
   unregister(kind: string, value: string, force: boolean): void
   /** The best lease for `context` among the resources `selector` admits. */
   acquire(context: string, selector: SelectorSpec): NativeLease
@@ -272,6 +279,46 @@ export interface EventData {
   lease?: LeaseData
 }
 
+/** A quota group: resources that share limits (`setGroup`). */
+export interface GroupInfo {
+  name: string
+  limits: GroupLimitsInfo
+  /** Registered members. */
+  members: number
+  /** Live leases of its members. */
+  leased: number
+  /** What its members' grants hold of the current 60 s window. */
+  usage: WindowInfo
+  /** What they hold of the current rolling day. */
+  dayUsage: WindowInfo
+  /**
+   * No member is selected before this (a full window, or a shared
+   * quota's pause); absent when none holds them back.
+   */
+  limitedUntilMs?: number
+  limitedUntilUnixMs?: number
+}
+
+/** A quota group's limits, the ones it has (as `setGroup` takes them). */
+export interface GroupLimitsInfo {
+  rpm?: number
+  tpm?: number
+  rpd?: number
+  tpd?: number
+  concurrency?: number
+  sharedQuota: boolean
+}
+
+/** `setGroup`'s limits, as `index.js` sends them. */
+export interface GroupLimitsSpec {
+  rpm?: number
+  tpm?: bigint
+  rpd?: number
+  tpd?: bigint
+  concurrency?: number
+  sharedQuota?: boolean
+}
+
 /** Label `name` must have one of `values`. */
 export interface LabelFilterSpec {
   name: string
@@ -308,6 +355,8 @@ export interface LeaseData {
 export interface LimitsInfo {
   rpm?: number
   tpm?: number
+  rpd?: number
+  tpd?: number
   minIntervalMs?: number
   maxUses?: number
   maxAgeMs?: number
@@ -319,6 +368,8 @@ export interface LimitsInfo {
 export interface LimitsSpec {
   rpm?: number
   tpm?: bigint
+  rpd?: number
+  tpd?: bigint
   minIntervalMs?: number
   maxUses?: bigint
   maxAgeMs?: number
@@ -428,6 +479,8 @@ export interface ResourceInfo {
   score: number
   contexts: number
   block?: BlockInfo
+  /** The quota groups it belongs to, as registered. */
+  groups: Array<string>
 }
 
 /**
@@ -471,4 +524,10 @@ export interface StatsInfo {
   available: number
   dueForProbe: number
   nowMs: number
+}
+
+/** What a window holds: grants and the tokens they count. */
+export interface WindowInfo {
+  grants: number
+  tokens: number
 }

@@ -39,13 +39,15 @@ function labelsOption(v) {
   return v;
 }
 
-/** `register`'s `limits: { rpm, tpm, minIntervalMs, maxUses, maxAgeMs, perContext }`, checked for type; the rules are the core's. */
+/** `register`'s `limits: { rpm, tpm, rpd, tpd, minIntervalMs, maxUses, maxAgeMs, perContext }`, checked for type; the rules are the core's. */
 function limitsOption(v) {
   if (v === undefined || v === null) return undefined;
   const l = obj('limits', v);
   return {
     rpm: optUint('limits.rpm', l.rpm),
     tpm: optBigint('limits.tpm', l.tpm),
+    rpd: optUint('limits.rpd', l.rpd),
+    tpd: optBigint('limits.tpd', l.tpd),
     minIntervalMs: optNum('limits.minIntervalMs', l.minIntervalMs),
     maxUses: optBigint('limits.maxUses', l.maxUses),
     maxAgeMs: optNum('limits.maxAgeMs', l.maxAgeMs),
@@ -61,6 +63,19 @@ function contextLimitsOption(v) {
     rpm: optUint('limits.perContext.rpm', l.rpm),
     tpm: optBigint('limits.perContext.tpm', l.tpm),
     minIntervalMs: optNum('limits.perContext.minIntervalMs', l.minIntervalMs),
+  };
+}
+
+/** `setGroup`'s limits: `{ rpm, tpm, rpd, tpd, concurrency, sharedQuota }`, checked for type; the rules are the core's. */
+function groupLimitsOption(v) {
+  const l = obj('limits', v);
+  return {
+    rpm: optUint('group.rpm', l.rpm),
+    tpm: optBigint('group.tpm', l.tpm),
+    rpd: optUint('group.rpd', l.rpd),
+    tpd: optBigint('group.tpd', l.tpd),
+    concurrency: optUint('group.concurrency', l.concurrency),
+    sharedQuota: l.sharedQuota === undefined || l.sharedQuota === null ? false : bool('group.sharedQuota', l.sharedQuota),
   };
 }
 
@@ -147,4 +162,4 @@ function nativeConfig(options) {
   return [config, o.clock?.[kNative]];
 }
 
-module.exports = { selectorOptions, labelsOption, limitsOption, holdOptions, headerPairs, httpSpec, nativeConfig };
+module.exports = { selectorOptions, labelsOption, limitsOption, groupLimitsOption, holdOptions, headerPairs, httpSpec, nativeConfig };

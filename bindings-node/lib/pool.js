@@ -3,9 +3,9 @@
 
 const native = require('../repute.node');
 const { NoResourceAvailableError, LeaseExpiredError, RateLimitedError } = require('./errors');
-const { invalidArg, str, optStr, num, optNum, uint, obj, bigint, optBigint } = require('./checks');
+const { invalidArg, str, optStr, num, optNum, uint, obj, optStrings, bigint, optBigint } = require('./checks');
 const { Lease, kAdopt, kRenew, kRelease, kReconcile, kReport, kNativePool, kAcquireFor, kChanged, ignore } = require('./lease');
-const { selectorOptions, labelsOption, limitsOption, holdOptions, httpSpec, nativeConfig } = require('./options');
+const { selectorOptions, labelsOption, limitsOption, groupLimitsOption, holdOptions, httpSpec, nativeConfig } = require('./options');
 const { startProber } = require('./prober');
 const { EventFeed } = require('./events');
 
@@ -106,14 +106,15 @@ class Pool {
   }
 
   /**
-   * Registers a resource with `{ permits, labels, secret, limits }`:
+   * Registers a resource with `{ permits, labels, secret, limits, groups }`:
    * `permits` concurrent leases (default 1), `labels` (label name to
    * string) for acquire's `where`, a `secret` handed to its lease holders
-   * (`lease.secret`), and usage `limits`: at most `rpm` grants and `tpm`
+   * (`lease.secret`), usage `limits`: at most `rpm` grants and `tpm`
    * tokens (each lease's `cost`, reconciled to its use) in any 60 s, at
-   * least `minIntervalMs` between two grants, retired after `maxUses`
-   * grants or `maxAgeMs`. Registering again replaces them all. True if
-   * anything changed.
+   * most `rpd` grants and `tpd` tokens in any rolling day, at least
+   * `minIntervalMs` between two grants, retired after `maxUses` grants or
+   * `maxAgeMs`; and the quota `groups` it belongs to (see `setGroup`).
+   * Registering again replaces them all. True if anything changed.
    */
   register(kind, value, options = {}) {
     const o = obj('options', options);
@@ -121,10 +122,29 @@ class Pool {
     const limits = limitsOption(o.limits);
     const labels = labelsOption(o.labels);
     const secret = optStr('secret', o.secret);
+    const groups = optStrings('groups', o.groups);
     return this.#call(
-      () => this.#native.register(str('kind', kind), str('value', value), permits, limits, labels, secret),
+      () => this.#native.register(str('kind', kind), str('value', value), permits, limits, labels, secret, groups),
       true,
     );
+  }
+
+  /**
+   * Sets the limits the members of quota group `name` share: at most `rpm`
+   * grants and `tpm` tokens in any 60 s, `rpd` grants and `tpd` tokens in
+   * any rolling day, `concurrency` live leases across them; with
+   * `sharedQuota`, a `quota_exhausted` failure on one member pauses them
+   * all. Setting again replaces them all; none removes them. True if
+   * anything changed.
+   */
+  setGroup(name, limits = {}) {
+    const spec = groupLimitsOption(limits);
+    return this.#call(() => this.#native.setGroup(str('name', name), spec), true);
+  }
+
+  /** Every quota group with members or limits, sorted by name. */
+  groups() {
+    return this.#call(() => this.#native.groups());
   }
 
   unregister(kind, value, options = {}) {

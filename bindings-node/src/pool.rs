@@ -15,7 +15,9 @@ use napi::bindgen_prelude::{AsyncTask, BigInt, Buffer, Uint8Array};
 use napi_derive::napi;
 use repute_host::holder::{Cooldown, Field, OpenOptions};
 use repute_host::providers::Exchange;
-use repute_host::{finish_probe, start_probes, Clock, Error, Holder, Lease, Pool, PoolOps, Selector, Verdict, Wall};
+use repute_host::{
+    finish_probe, start_probes, Clock, Error, GroupLimits, Holder, Lease, Pool, PoolOps, Selector, Verdict, Wall,
+};
 
 use crate::clock::NativeClock;
 use crate::errors::{invalid, OrThrow};
@@ -23,10 +25,10 @@ use crate::events::EventData;
 use crate::lease::{NativeLease, NativeWaiting};
 use crate::link::{LinkSlot, Target};
 use crate::outcome::{self, CooldownConfig, OutcomeSpec, Report};
-use crate::selector::{self, LimitsSpec, SelectorSpec};
+use crate::selector::{self, GroupLimitsSpec, LimitsSpec, SelectorSpec};
 use crate::task::Job;
 use crate::units::{ms_to_ns, ns_to_ms};
-use crate::views::{CellInfo, LeaseData, ProbeTarget, ResourceInfo, StatsInfo};
+use crate::views::{CellInfo, GroupInfo, LeaseData, ProbeTarget, ResourceInfo, StatsInfo};
 
 /// The pool options after `lib/options.js` filled in defaults; names as in the docs.
 #[napi(object, object_to_js = false)]
@@ -216,8 +218,10 @@ impl NativePool {
         ns_to_ms(self.holder.now())
     }
 
-    /// Registers a resource with its permits, limits, labels and secret; again to replace them.
+    /// Registers a resource with its permits, limits, labels, secret and
+    /// quota groups; again to replace them.
     #[napi]
+    #[allow(clippy::too_many_arguments)]
     pub fn register(
         &self,
         kind: String,
@@ -226,9 +230,24 @@ impl NativePool {
         limits: Option<LimitsSpec>,
         labels: Option<HashMap<String, String>>,
         secret: Option<String>,
+        groups: Option<Vec<String>>,
     ) -> napi::Result<bool> {
-        let registration = selector::registration(permits, limits, labels, secret).or_throw()?;
+        let registration = selector::registration(permits, limits, labels, secret, groups).or_throw()?;
         self.with(|p| p.register_with(&kind, &value, &registration))
+    }
+
+    /// Sets the limits a quota group's members share; none removes them.
+    #[napi]
+    pub fn set_group(&self, name: String, limits: GroupLimitsSpec) -> napi::Result<bool> {
+        let limits = GroupLimits::try_from(limits).or_throw()?;
+        self.with(|p| p.set_group(&name, &limits))
+    }
+
+    /// Every quota group with members or limits, sorted by name.
+    #[napi]
+    pub fn groups(&self) -> napi::Result<Vec<GroupInfo>> {
+        let wall = Wall::now(&**self.holder.clock());
+        Ok(self.with(|p| p.groups())?.into_iter().map(|g| GroupInfo::new(g, &wall)).collect())
     }
 
     #[napi]

@@ -1,6 +1,7 @@
 //! Registrations and selectors from JavaScript values: `labels` to the
-//! core's `Labels`, `secret` to a `Secret`, `limits` to `Limits` (ms to
-//! ns), and an acquire's `kind`, `where`, `exclude`, `prefer`, `affinity`
+//! core's `Labels`, `secret` to a `Secret`, `groups` to `GroupName`s,
+//! `limits` to `Limits` (ms to ns), `setGroup`'s limits to `GroupLimits`,
+//! and an acquire's `kind`, `where`, `exclude`, `prefer`, `affinity`
 //! and `cost` (which `lib/options.js` checked for type and turned into label
 //! filters) to a `Selector`. The rules are the core's, checked when the
 //! pool takes the values; the host names a bad label filter `where`, as
@@ -10,7 +11,9 @@ use std::collections::HashMap;
 
 use napi::bindgen_prelude::BigInt;
 use napi_derive::napi;
-use repute_host::{ContextLimits, Error, LabelFilter, Labels, Limits, Registration, Secret, Selector};
+use repute_host::{
+    ContextLimits, Error, GroupLimits, GroupName, LabelFilter, Labels, Limits, Registration, Secret, Selector,
+};
 
 use crate::pool::u64_arg;
 use crate::units::ms_to_ns;
@@ -75,6 +78,8 @@ impl From<&Selector> for SelectorSpec {
 pub struct LimitsSpec {
     pub rpm: Option<u32>,
     pub tpm: Option<BigInt>,
+    pub rpd: Option<u32>,
+    pub tpd: Option<BigInt>,
     pub min_interval_ms: Option<f64>,
     pub max_uses: Option<BigInt>,
     pub max_age_ms: Option<f64>,
@@ -98,8 +103,8 @@ impl TryFrom<LimitsSpec> for Limits {
         Ok(Limits {
             rpm: l.rpm,
             tpm: count("limits.tpm", l.tpm)?,
-            rpd: None,
-            tpd: None,
+            rpd: l.rpd,
+            tpd: count("limits.tpd", l.tpd)?,
             min_interval: ms("limits.minIntervalMs", l.min_interval_ms)?,
             max_uses: count("limits.maxUses", l.max_uses)?,
             max_age: ms("limits.maxAgeMs", l.max_age_ms)?,
@@ -115,18 +120,59 @@ impl TryFrom<LimitsSpec> for Limits {
     }
 }
 
-/// `register`'s options as the host takes them.
+/// `setGroup`'s limits, as `index.js` sends them.
+#[napi(object, object_to_js = false)]
+pub struct GroupLimitsSpec {
+    pub rpm: Option<u32>,
+    pub tpm: Option<BigInt>,
+    pub rpd: Option<u32>,
+    pub tpd: Option<BigInt>,
+    pub concurrency: Option<u32>,
+    pub shared_quota: Option<bool>,
+}
+
+impl TryFrom<GroupLimitsSpec> for GroupLimits {
+    type Error = Error;
+
+    /// The ranges are the pool's, checked when it takes the limits (naming
+    /// `group.rpm` and so on).
+    fn try_from(l: GroupLimitsSpec) -> Result<Self, Error> {
+        let count = |field, n: Option<BigInt>| n.map(|n| u64_arg(field, &n)).transpose();
+        Ok(GroupLimits {
+            rpm: l.rpm,
+            tpm: count("group.tpm", l.tpm)?,
+            rpd: l.rpd,
+            tpd: count("group.tpd", l.tpd)?,
+            concurrency: l.concurrency,
+            shared_quota: l.shared_quota.unwrap_or(false),
+        })
+    }
+}
+
+/// `register`'s options as the host takes them. A bad group name is the
+/// option's `groups`, where the core says `group`.
 pub(crate) fn registration(
     permits: u32,
     limits: Option<LimitsSpec>,
     labels: Option<HashMap<String, String>>,
     secret: Option<String>,
+    groups: Option<Vec<String>>,
 ) -> Result<Registration, Error> {
+    let groups = groups
+        .unwrap_or_default()
+        .into_iter()
+        .map(|name| {
+            GroupName::new(name).map_err(|e| match Error::from(e) {
+                Error::InvalidInput { rule, .. } => Error::InvalidInput { field: "groups".into(), rule },
+                other => other,
+            })
+        })
+        .collect::<Result<_, _>>()?;
     Ok(Registration {
         permits,
         limits: limits.map(Limits::try_from).transpose()?.unwrap_or_default(),
         labels: Labels::new(labels.unwrap_or_default())?,
         secret: secret.map(Secret::new).transpose()?,
-        groups: Vec::new(),
+        groups,
     })
 }

@@ -1,12 +1,15 @@
 //! Plain JavaScript objects for what the pool reports: leases, cells,
-//! resources, stats. Instants are ms on the pool's clock (`pool.now()`);
+//! resources, quota groups, stats. Instants are ms on the pool's clock (`pool.now()`);
 //! beside each a `*UnixMs` field gives its Unix time in ms (as
 //! `Date.now()`), mapped when the view was made (see `repute_host::Wall`).
 
 use std::collections::BTreeMap;
 
 use napi_derive::napi;
-use repute_host::{Block, CellView, Context, Lease, LeaseKind, Limits, ResourceId, ResourceView, Stats, Wall};
+use repute_host::{
+    Block, CellView, Context, GroupLimits, GroupView, Lease, LeaseKind, Limits, ResourceId, ResourceView, Stats, Wall,
+    Window,
+};
 
 use crate::units::ns_to_ms;
 
@@ -121,6 +124,8 @@ impl CellInfo {
 pub struct LimitsInfo {
     pub rpm: Option<u32>,
     pub tpm: Option<f64>,
+    pub rpd: Option<u32>,
+    pub tpd: Option<f64>,
     pub min_interval_ms: Option<f64>,
     pub max_uses: Option<f64>,
     pub max_age_ms: Option<f64>,
@@ -142,6 +147,8 @@ impl From<Limits> for LimitsInfo {
         LimitsInfo {
             rpm: l.rpm,
             tpm: l.tpm.map(|n| n as f64),
+            rpd: l.rpd,
+            tpd: l.tpd.map(|n| n as f64),
             min_interval_ms: l.min_interval.map(ns_to_ms),
             max_uses: l.max_uses.map(|n| n as f64),
             max_age_ms: l.max_age.map(ns_to_ms),
@@ -171,6 +178,8 @@ pub struct ResourceInfo {
     pub score: i32,
     pub contexts: u32,
     pub block: Option<BlockInfo>,
+    /// The quota groups it belongs to, as registered.
+    pub groups: Vec<String>,
 }
 
 impl ResourceInfo {
@@ -187,6 +196,78 @@ impl ResourceInfo {
             score: r.score,
             contexts: r.contexts,
             block: block(r.block.as_ref(), wall),
+            groups: r.groups.iter().map(|g| g.as_str().to_owned()).collect(),
+        }
+    }
+}
+
+/// A quota group's limits, the ones it has (as `setGroup` takes them).
+#[napi(object, object_from_js = false)]
+pub struct GroupLimitsInfo {
+    pub rpm: Option<u32>,
+    pub tpm: Option<f64>,
+    pub rpd: Option<u32>,
+    pub tpd: Option<f64>,
+    pub concurrency: Option<u32>,
+    pub shared_quota: bool,
+}
+
+impl From<GroupLimits> for GroupLimitsInfo {
+    fn from(l: GroupLimits) -> Self {
+        GroupLimitsInfo {
+            rpm: l.rpm,
+            tpm: l.tpm.map(|n| n as f64),
+            rpd: l.rpd,
+            tpd: l.tpd.map(|n| n as f64),
+            concurrency: l.concurrency,
+            shared_quota: l.shared_quota,
+        }
+    }
+}
+
+/// What a window holds: grants and the tokens they count.
+#[napi(object, object_from_js = false)]
+pub struct WindowInfo {
+    pub grants: f64,
+    pub tokens: f64,
+}
+
+impl From<Window> for WindowInfo {
+    fn from(w: Window) -> Self {
+        WindowInfo { grants: w.grants as f64, tokens: w.tokens as f64 }
+    }
+}
+
+/// A quota group: resources that share limits (`setGroup`).
+#[napi(object, object_from_js = false)]
+pub struct GroupInfo {
+    pub name: String,
+    pub limits: GroupLimitsInfo,
+    /// Registered members.
+    pub members: u32,
+    /// Live leases of its members.
+    pub leased: u32,
+    /// What its members' grants hold of the current 60 s window.
+    pub usage: WindowInfo,
+    /// What they hold of the current rolling day.
+    pub day_usage: WindowInfo,
+    /// No member is selected before this (a full window, or a shared
+    /// quota's pause); absent when none holds them back.
+    pub limited_until_ms: Option<f64>,
+    pub limited_until_unix_ms: Option<f64>,
+}
+
+impl GroupInfo {
+    pub(crate) fn new(g: GroupView, wall: &Wall) -> Self {
+        GroupInfo {
+            name: g.name.as_str().to_owned(),
+            limits: g.limits.into(),
+            members: g.members,
+            leased: g.leased,
+            usage: g.window.into(),
+            day_usage: g.day.into(),
+            limited_until_ms: g.limited_until.map(ns_to_ms),
+            limited_until_unix_ms: g.limited_until.map(|t| wall.unix_ms(t)),
         }
     }
 }

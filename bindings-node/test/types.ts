@@ -13,6 +13,8 @@ import {
   PoolClosedError,
   InternalError,
   type CellInfo,
+  type GroupInfo,
+  type GroupLimits,
   type Limits,
   type PoolEvent,
   type RetireReason,
@@ -75,6 +77,20 @@ export async function tour(): Promise<number> {
   // @ts-expect-error: a cost is a count
   void pool.tryAcquire('gpt-4o', { cost: '500' });
   void rpm, retired, uses;
+  pool.register('api-key', 'k5', { groups: ['project:acme'], limits: { rpd: 1_000, tpd: 5_000_000n } });
+  const groupChanged: boolean = pool.setGroup('project:acme', { rpm: 60, tpd: 10n ** 9n, concurrency: 4, sharedQuota: true });
+  const group: GroupInfo = pool.groups()[0];
+  const groupLimits: GroupLimits = group.limits;
+  const dayGrants: number = group.dayUsage.grants;
+  const limitedUntil: number | undefined = group.limitedUntilUnixMs;
+  const memberOf: string[] = pool.resources()[0].groups;
+  pool.setGroup(group.name, groupLimits);
+  pool.setGroup('project:acme');
+  // @ts-expect-error: groups are a list of names
+  pool.register('api-key', 'k6', { groups: 'project:acme' });
+  // @ts-expect-error: sharedQuota is a boolean
+  pool.setGroup('project:acme', { sharedQuota: 'yes' });
+  void groupChanged, dayGrants, limitedUntil, memberOf;
   const permit: number = await pool.withLease('example.com', async (lease) => lease.permit);
   const held: boolean = await pool.withLease(
     'example.com',

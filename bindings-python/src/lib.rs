@@ -79,6 +79,8 @@ mod _native {
     #[pymodule_export]
     use super::views::Cell;
     #[pymodule_export]
+    use super::views::Group;
+    #[pymodule_export]
     use super::views::ProbeTarget;
     #[pymodule_export]
     use super::views::Resource;

@@ -23,7 +23,7 @@ use crate::open::{field_name, hold, OpenPool};
 use crate::outcome;
 use crate::selector;
 use crate::time::{ns_to_secs, positive_duration, secs_to_ns};
-use crate::views::{Cell, ProbeTarget, Resource, Stats};
+use crate::views::{Cell, Group, ProbeTarget, Resource, Stats};
 
 /// One tenant's pool. `store` is "memory", "sqlite:PATH", a "postgres://" or a
 /// "redis://" URL; `mode`, `owner_ttl` and `owners` ("store" or "etcd://HOST:PORT")
@@ -128,18 +128,21 @@ impl Pool {
     }
 
     /// Registers a resource with `permits` concurrent leases, its `labels`
-    /// (a mapping of str to str), its `secret` and its usage limits: at most
-    /// `rpm` grants and `tpm` tokens (each lease's `cost`, reconciled to its
-    /// use) in any 60 s, at least `min_interval` seconds between two grants,
-    /// retired after `max_uses` grants or `max_age` seconds; and
-    /// `per_context`, the same `rpm`, `tpm` and `min_interval` for each
-    /// context on its own (a mapping with those keys: a provider's quota
-    /// per model). Registering again replaces them all. True if anything
-    /// changed.
+    /// (a mapping of str to str), its `secret`, the quota `groups` it
+    /// belongs to (at most 8 names, each once: see `set_group`) and its
+    /// usage limits: at most `rpm` grants and `tpm` tokens (each lease's
+    /// `cost`, reconciled to its use) in any 60 s, at most `rpd` grants and
+    /// `tpd` tokens in any rolling day, at least `min_interval` seconds
+    /// between two grants, retired after `max_uses` grants or `max_age`
+    /// seconds; and `per_context`, the same `rpm`, `tpm` and `min_interval`
+    /// for each context on its own (a mapping with those keys: a provider's
+    /// quota per model). Registering again replaces them all. True if
+    /// anything changed.
     #[pyo3(signature = (
         kind, value, permits = 1, *, labels: "Mapping[str, str] | None" = None, secret = None,
-        rpm: "int | None" = None, tpm: "int | None" = None, min_interval = None, max_uses: "int | None" = None,
-        max_age = None, per_context: "ContextLimits | None" = None,
+        rpm: "int | None" = None, tpm: "int | None" = None, rpd: "int | None" = None, tpd: "int | None" = None,
+        min_interval = None, max_uses: "int | None" = None, max_age = None,
+        per_context: "ContextLimits | None" = None, groups: "Sequence[str] | None" = None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn register(
@@ -152,22 +155,69 @@ impl Pool {
         secret: Option<&str>,
         rpm: Option<Bound<'_, PyAny>>,
         tpm: Option<Bound<'_, PyAny>>,
+        rpd: Option<Bound<'_, PyAny>>,
+        tpd: Option<Bound<'_, PyAny>>,
         min_interval: Option<f64>,
         max_uses: Option<Bound<'_, PyAny>>,
         max_age: Option<f64>,
         per_context: Option<Bound<'_, PyAny>>,
+        groups: Option<Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
         let limits = selector::LimitArgs {
             rpm: rpm.as_ref(),
             tpm: tpm.as_ref(),
+            rpd: rpd.as_ref(),
+            tpd: tpd.as_ref(),
             min_interval,
             max_uses: max_uses.as_ref(),
             max_age,
             per_context: per_context.as_ref(),
         };
-        let registration =
-            selector::registration(permits, &limits, labels.as_ref(), secret).map_err(|f| to_py(py, f))?;
+        let registration = selector::registration(permits, &limits, labels.as_ref(), secret, groups.as_ref())
+            .map_err(|f| to_py(py, f))?;
         self.shared.call_freeing(py, |p| p.register_with(kind, value, &registration))
+    }
+
+    /// Sets the limits the members of quota group `name` share (a resource
+    /// joins a group with `register(..., groups=[name])`): at most `rpm`
+    /// grants and `tpm` tokens in any 60 s, `rpd` grants and `tpd` tokens
+    /// in any rolling day, `concurrency` live leases across them; with
+    /// `shared_quota`, a `quota_exhausted` outcome on one member pauses
+    /// them all. Setting again replaces them all; none removes them. True
+    /// if anything changed.
+    #[pyo3(signature = (
+        name, *, rpm: "int | None" = None, tpm: "int | None" = None, rpd: "int | None" = None,
+        tpd: "int | None" = None, concurrency: "int | None" = None, shared_quota = false,
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn set_group(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        rpm: Option<Bound<'_, PyAny>>,
+        tpm: Option<Bound<'_, PyAny>>,
+        rpd: Option<Bound<'_, PyAny>>,
+        tpd: Option<Bound<'_, PyAny>>,
+        concurrency: Option<Bound<'_, PyAny>>,
+        shared_quota: bool,
+    ) -> PyResult<bool> {
+        let args = selector::GroupLimitArgs {
+            rpm: rpm.as_ref(),
+            tpm: tpm.as_ref(),
+            rpd: rpd.as_ref(),
+            tpd: tpd.as_ref(),
+            concurrency: concurrency.as_ref(),
+            shared_quota,
+        };
+        let limits = args.limits().map_err(|f| to_py(py, f))?;
+        self.shared.call_freeing(py, |p| p.set_group(name, &limits))
+    }
+
+    /// Every quota group with members or limits, sorted by name.
+    fn groups(&self, py: Python<'_>) -> PyResult<Vec<Group>> {
+        let groups = self.shared.call(py, |p| p.groups())?;
+        let wall = Wall::now(&**self.shared.holder.clock());
+        Ok(groups.into_iter().map(|v| Group::new(v, &wall)).collect())
     }
 
     /// Removes a resource; refused while leased unless `force` (which revokes the leases).

@@ -1,7 +1,8 @@
 //! Registrations and selectors from Python values: a `labels` mapping to
-//! the core's `Labels`, `secret` to a `Secret`, the usage limits (`rpm`,
-//! `tpm`, `min_interval`, `max_uses`, `max_age`, and `per_context`'s
-//! `rpm`, `tpm`, `min_interval`) to `Limits`, and
+//! the core's `Labels`, `secret` to a `Secret`, `groups` to `GroupName`s,
+//! the usage limits (`rpm`, `tpm`, `rpd`, `tpd`, `min_interval`,
+//! `max_uses`, `max_age`, and `per_context`'s `rpm`, `tpm`,
+//! `min_interval`) to `Limits`, `set_group`'s to `GroupLimits`, and
 //! `acquire`'s `kind`, `where`, `exclude`, `prefer`, `affinity` and `cost`
 //! to a `Selector`. The rules are the core's, checked when the pool takes
 //! the values; the host names a bad label filter `where`, as this API does,
@@ -9,7 +10,9 @@
 
 use pyo3::prelude::*;
 use pyo3::types::PyString;
-use repute_host::{ContextLimits, Error, LabelFilter, Labels, Limits, Registration, Secret, Selector};
+use repute_host::{
+    ContextLimits, Error, GroupLimits, GroupName, LabelFilter, Labels, Limits, Registration, Secret, Selector,
+};
 
 use crate::errors::{invalid, Failure};
 use crate::time::secs_to_ns;
@@ -18,6 +21,8 @@ use crate::time::secs_to_ns;
 pub(crate) struct LimitArgs<'a, 'py> {
     pub(crate) rpm: Option<&'a Bound<'py, PyAny>>,
     pub(crate) tpm: Option<&'a Bound<'py, PyAny>>,
+    pub(crate) rpd: Option<&'a Bound<'py, PyAny>>,
+    pub(crate) tpd: Option<&'a Bound<'py, PyAny>>,
     pub(crate) min_interval: Option<f64>,
     pub(crate) max_uses: Option<&'a Bound<'py, PyAny>>,
     pub(crate) max_age: Option<f64>,
@@ -60,8 +65,8 @@ impl LimitArgs<'_, '_> {
         Ok(Limits {
             rpm: self.rpm.map(|n| rpm("limits.rpm", n)).transpose()?,
             tpm: count_or_none("limits.tpm", self.tpm)?,
-            rpd: None,
-            tpd: None,
+            rpd: self.rpd.map(|n| rpm("limits.rpd", n)).transpose()?,
+            tpd: count_or_none("limits.tpd", self.tpd)?,
             min_interval: secs("limits.min_interval", self.min_interval)?,
             max_uses: count_or_none("limits.max_uses", self.max_uses)?,
             max_age: secs("limits.max_age", self.max_age)?,
@@ -80,12 +85,53 @@ pub(crate) fn count_or_none(field: &str, value: Option<&Bound<'_, PyAny>>) -> Re
     value.map(|n| count(field, n)).transpose()
 }
 
+/// `set_group`'s limits, as given: counts as Python ints.
+pub(crate) struct GroupLimitArgs<'a, 'py> {
+    pub(crate) rpm: Option<&'a Bound<'py, PyAny>>,
+    pub(crate) tpm: Option<&'a Bound<'py, PyAny>>,
+    pub(crate) rpd: Option<&'a Bound<'py, PyAny>>,
+    pub(crate) tpd: Option<&'a Bound<'py, PyAny>>,
+    pub(crate) concurrency: Option<&'a Bound<'py, PyAny>>,
+    pub(crate) shared_quota: bool,
+}
+
+impl GroupLimitArgs<'_, '_> {
+    /// The host's limits; their ranges are the pool's, checked when it
+    /// takes them (naming `group.rpm` and so on, as here).
+    pub(crate) fn limits(&self) -> Result<GroupLimits, Failure> {
+        Ok(GroupLimits {
+            rpm: self.rpm.map(|n| rpm("group.rpm", n)).transpose()?,
+            tpm: count_or_none("group.tpm", self.tpm)?,
+            rpd: self.rpd.map(|n| rpm("group.rpd", n)).transpose()?,
+            tpd: count_or_none("group.tpd", self.tpd)?,
+            concurrency: self.concurrency.map(|n| rpm("group.concurrency", n)).transpose()?,
+            shared_quota: self.shared_quota,
+        })
+    }
+}
+
+/// `register`'s `groups`: an iterable of names (not one str), each by the
+/// core's rules; a refusal names `groups`, the argument.
+fn groups(names: &Bound<'_, PyAny>) -> Result<Vec<GroupName>, Failure> {
+    let names = strings(names).map_err(|_| invalid("groups", "must be a list of str"))?;
+    names
+        .into_iter()
+        .map(|name| {
+            GroupName::new(name).map_err(|e| match Error::from(e) {
+                Error::InvalidInput { rule, .. } => invalid("groups", &rule),
+                other => Failure::Host(other),
+            })
+        })
+        .collect()
+}
+
 /// `register`'s arguments as the host takes them.
 pub(crate) fn registration(
     permits: u32,
     limits: &LimitArgs<'_, '_>,
     labels: Option<&Bound<'_, PyAny>>,
     secret: Option<&str>,
+    group_names: Option<&Bound<'_, PyAny>>,
 ) -> Result<Registration, Failure> {
     const RULE: &str = "must be a mapping of str to str";
     let mut pairs = Vec::new();
@@ -100,7 +146,7 @@ pub(crate) fn registration(
         limits: limits.limits()?,
         labels: Labels::new(pairs).map_err(Error::from)?,
         secret: secret.map(Secret::new).transpose().map_err(Error::from)?,
-        groups: Vec::new(),
+        groups: group_names.map(groups).transpose()?.unwrap_or_default(),
     })
 }
 

@@ -74,4 +74,6 @@ objects! {
     );
     /// A resource's limits, by `register`'s keyword names.
     LimitsDict(PyDict) = type_hint_identifier!("repute._types", "Limits");
+    /// A quota group's limits, by `set_group`'s keyword names.
+    GroupLimitsDict(PyDict) = type_hint_identifier!("repute._types", "GroupLimits");
 }

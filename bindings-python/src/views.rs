@@ -1,4 +1,4 @@
-//! Read-only views of pool state (cells, resources, stats, probe targets),
+//! Read-only views of pool state (cells, resources, quota groups, stats, probe targets),
 //! as frozen Python objects; the events are in `events`. Times are float seconds on the pool's clock (the same
 //! clock as `Pool.now`), latencies float seconds; beside each instant a
 //! `*_unix` field gives its Unix time (float seconds, as `time.time()`),
@@ -9,11 +9,13 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{IntoPyDict, PyDict, PyType};
 use pyo3::IntoPyObjectExt;
-use repute_host::{Block, CellView, Context, FailureKind, LeaseKind, Limits, ResourceId, ResourceView};
+use repute_host::{
+    Block, CellView, Context, FailureKind, GroupLimits, GroupView, LeaseKind, Limits, ResourceId, ResourceView, Window,
+};
 use repute_host::{Stats as HostStats, Wall};
 
 use crate::time::ns_to_secs;
-use crate::typed::{self, CellState, Failure, Labels, LimitsDict, Retirement};
+use crate::typed::{self, CellState, Failure, GroupLimitsDict, Labels, LimitsDict, Retirement};
 
 /// `Name(field=repr(value), ...)`, each value as Python's `repr` shows it.
 pub(crate) fn repr<'py>(name: &str, fields: Vec<(&str, Bound<'py, PyAny>)>) -> PyResult<String> {
@@ -189,6 +191,9 @@ pub(crate) struct Resource {
     blocked_until_unix: Option<f64>,
     #[pyo3(get)]
     block_reason: Option<String>,
+    /// The quota groups it belongs to, as registered.
+    #[pyo3(get)]
+    groups: Vec<String>,
 }
 
 #[pymethods]
@@ -206,7 +211,13 @@ impl Resource {
     fn limits<'py>(&self, py: Python<'py>) -> PyResult<LimitsDict<'py>> {
         let l = self.limits;
         let out = PyDict::new(py);
-        let counts = [("rpm", l.rpm.map(u64::from)), ("tpm", l.tpm), ("max_uses", l.max_uses)];
+        let counts = [
+            ("rpm", l.rpm.map(u64::from)),
+            ("tpm", l.tpm),
+            ("rpd", l.rpd.map(u64::from)),
+            ("tpd", l.tpd),
+            ("max_uses", l.max_uses),
+        ];
         for (name, n) in counts {
             if let Some(n) = n {
                 out.set_item(name, n)?;
@@ -264,6 +275,97 @@ impl Resource {
             blocked_until: block.until,
             blocked_until_unix: block.until_unix,
             block_reason: block.reason,
+            groups: v.groups.iter().map(|g| g.as_str().to_owned()).collect(),
+        }
+    }
+}
+
+/// A quota group: resources that share limits (`Pool.set_group`), joined
+/// by `register(..., groups=[name])`.
+#[pyclass(frozen, module = "repute")]
+pub(crate) struct Group {
+    #[pyo3(get)]
+    name: String,
+    limits: GroupLimits,
+    /// Registered members.
+    #[pyo3(get)]
+    members: u32,
+    /// Live leases of its members.
+    #[pyo3(get)]
+    leased: u32,
+    /// Grants of its members in the current 60 s window.
+    #[pyo3(get)]
+    grants: u64,
+    /// The tokens those grants count (costs, or what they reconciled to).
+    #[pyo3(get)]
+    tokens: u64,
+    /// Grants of its members in the current rolling day.
+    #[pyo3(get)]
+    day_grants: u64,
+    /// The tokens those grants count.
+    #[pyo3(get)]
+    day_tokens: u64,
+    /// No member is selected before this (a full window, or a shared
+    /// quota's pause), or None.
+    #[pyo3(get)]
+    limited_until: Option<f64>,
+    /// `limited_until` as Unix time.
+    #[pyo3(get)]
+    limited_until_unix: Option<f64>,
+}
+
+#[pymethods]
+impl Group {
+    /// The group's limits, a new dict on every read with the limits it has,
+    /// by `set_group`'s keyword names, so `set_group(name, **group.limits)`
+    /// sets them again.
+    #[getter]
+    fn limits<'py>(&self, py: Python<'py>) -> PyResult<GroupLimitsDict<'py>> {
+        let l = self.limits;
+        let out = PyDict::new(py);
+        let counts = [
+            ("rpm", l.rpm.map(u64::from)),
+            ("tpm", l.tpm),
+            ("rpd", l.rpd.map(u64::from)),
+            ("tpd", l.tpd),
+            ("concurrency", l.concurrency.map(u64::from)),
+        ];
+        for (name, n) in counts {
+            if let Some(n) = n {
+                out.set_item(name, n)?;
+            }
+        }
+        if l.shared_quota {
+            out.set_item("shared_quota", true)?;
+        }
+        Ok(GroupLimitsDict(out))
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let fields = vec![
+            ("name", py_value(py, &self.name)?),
+            ("members", py_value(py, self.members)?),
+            ("leased", py_value(py, self.leased)?),
+            ("limits", self.limits(py)?.0.into_any()),
+        ];
+        repr("Group", fields)
+    }
+}
+
+impl Group {
+    pub(crate) fn new(v: GroupView, wall: &Wall) -> Self {
+        let Window { grants, tokens } = v.window;
+        Group {
+            name: v.name.as_str().to_owned(),
+            limits: v.limits,
+            members: v.members,
+            leased: v.leased,
+            grants,
+            tokens,
+            day_grants: v.day.grants,
+            day_tokens: v.day.tokens,
+            limited_until: v.limited_until.map(ns_to_secs),
+            limited_until_unix: v.limited_until.map(|ns| wall.unix_secs(ns)),
         }
     }
 }

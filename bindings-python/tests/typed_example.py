@@ -72,6 +72,15 @@ def use_pool(pool: repute.Pool) -> list[int]:
     retired: str | None = k2.retired
     uses: int = k2.uses
     assert (retired, uses) == (None, 1)
+    pool.register("api-key", "k3", groups=["project:acme"], rpd=1000, tpd=5_000_000)
+    assert pool.set_group("project:acme", rpm=600, concurrency=4, shared_quota=True)
+    group: repute.Group = pool.groups()[0]
+    group_limits: repute.GroupLimits = group.limits
+    pool.set_group(group.name, **group_limits)
+    day: tuple[int, int] = (group.day_grants, group.day_tokens)
+    until: float | None = group.limited_until_unix
+    members: list[str] = next(r for r in pool.resources() if r.value == "k3").groups
+    assert (members, day, until) == (["project:acme"], (0, 0), None)
     for event in pool.events():
         if isinstance(event, repute.RetiredEvent):
             reason: str = event.reason

@@ -33,6 +33,7 @@ from ._native import (
     Cell,
     CooledEvent,
     Event,
+    Group,
     InternalError,
     InvalidInputError,
     InvalidSnapshotError,
@@ -66,7 +67,7 @@ from ._native import (
     UnknownResourceError,
     UnregisteredEvent,
 )
-from ._types import ContextLimits, FailureKind, Limits, Profile
+from ._types import ContextLimits, FailureKind, GroupLimits, Limits, Profile
 
 __all__ = [
     "AsyncLease",
@@ -79,6 +80,8 @@ __all__ = [
     "CooledEvent",
     "Event",
     "FailureKind",
+    "Group",
+    "GroupLimits",
     "InternalError",
     "InvalidInputError",
     "InvalidSnapshotError",

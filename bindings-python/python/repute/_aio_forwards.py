@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 from ._aio_calls import _call
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
+    from collections.abc import Iterator, Mapping, Sequence
     from repute._types import ContextLimits, FailureKind, _Headers
     from typing import SupportsFloat, SupportsIndex
-    from ._native import Cell, Event, Pool, ProbeTarget, Resource, Stats
+    from ._native import Cell, Event, Group, Pool, ProbeTarget, Resource, Stats
 
 
 class _PoolCalls:
@@ -66,6 +66,12 @@ class _PoolCalls:
         """
         return await _call(self._io, self._pool.events)
 
+    async def groups(self) -> list[Group]:
+        """
+        Every quota group with members or limits, sorted by name.
+        """
+        return await _call(self._io, self._pool.groups)
+
     async def register(
         self,
         kind: str,
@@ -76,23 +82,28 @@ class _PoolCalls:
         secret: str | None = None,
         rpm: int | None = None,
         tpm: int | None = None,
+        rpd: int | None = None,
+        tpd: int | None = None,
         min_interval: SupportsFloat | SupportsIndex | None = None,
         max_uses: int | None = None,
         max_age: SupportsFloat | SupportsIndex | None = None,
         per_context: ContextLimits | None = None,
+        groups: Sequence[str] | None = None,
     ) -> bool:
         """
         Registers a resource with `permits` concurrent leases, its `labels`
-        (a mapping of str to str), its `secret` and its usage limits: at most
-        `rpm` grants and `tpm` tokens (each lease's `cost`, reconciled to its
-        use) in any 60 s, at least `min_interval` seconds between two grants,
-        retired after `max_uses` grants or `max_age` seconds; and
-        `per_context`, the same `rpm`, `tpm` and `min_interval` for each
-        context on its own (a mapping with those keys: a provider's quota
-        per model). Registering again replaces them all. True if anything
-        changed.
+        (a mapping of str to str), its `secret`, the quota `groups` it
+        belongs to (at most 8 names, each once: see `set_group`) and its
+        usage limits: at most `rpm` grants and `tpm` tokens (each lease's
+        `cost`, reconciled to its use) in any 60 s, at most `rpd` grants and
+        `tpd` tokens in any rolling day, at least `min_interval` seconds
+        between two grants, retired after `max_uses` grants or `max_age`
+        seconds; and `per_context`, the same `rpm`, `tpm` and `min_interval`
+        for each context on its own (a mapping with those keys: a provider's
+        quota per model). Registering again replaces them all. True if
+        anything changed.
         """
-        return await _call(self._io, self._pool.register, kind, value, permits, labels=labels, secret=secret, rpm=rpm, tpm=tpm, min_interval=min_interval, max_uses=max_uses, max_age=max_age, per_context=per_context)
+        return await _call(self._io, self._pool.register, kind, value, permits, labels=labels, secret=secret, rpm=rpm, tpm=tpm, rpd=rpd, tpd=tpd, min_interval=min_interval, max_uses=max_uses, max_age=max_age, per_context=per_context, groups=groups)
 
     async def report_failure(
         self,
@@ -158,6 +169,28 @@ class _PoolCalls:
         `restore` from JSON.
         """
         return await _call(self._io, self._pool.restore_json, data)
+
+    async def set_group(
+        self,
+        name: str,
+        *,
+        rpm: int | None = None,
+        tpm: int | None = None,
+        rpd: int | None = None,
+        tpd: int | None = None,
+        concurrency: int | None = None,
+        shared_quota: bool = False,
+    ) -> bool:
+        """
+        Sets the limits the members of quota group `name` share (a resource
+        joins a group with `register(..., groups=[name])`): at most `rpm`
+        grants and `tpm` tokens in any 60 s, `rpd` grants and `tpd` tokens
+        in any rolling day, `concurrency` live leases across them; with
+        `shared_quota`, a `quota_exhausted` outcome on one member pauses
+        them all. Setting again replaces them all; none removes them. True
+        if anything changed.
+        """
+        return await _call(self._io, self._pool.set_group, name, rpm=rpm, tpm=tpm, rpd=rpd, tpd=tpd, concurrency=concurrency, shared_quota=shared_quota)
 
     async def snapshot(self, with_leases: bool = True) -> bytes:
         """

@@ -54,6 +54,10 @@ class Limits(TypedDict, total=False):
     """At most this many grants in any 60 s."""
     tpm: int
     """At most this many tokens (each lease's cost, reconciled to its use) in any 60 s."""
+    rpd: int
+    """At most this many grants in any rolling day."""
+    tpd: int
+    """At most this many tokens in any rolling day."""
     min_interval: float
     """At least this many seconds between two grants."""
     max_uses: int
@@ -62,6 +66,25 @@ class Limits(TypedDict, total=False):
     """Retired this many seconds after it was registered."""
     per_context: ContextLimits
     """What each context of the resource may use on its own."""
+
+
+class GroupLimits(TypedDict, total=False):
+    """A quota group's limits, as ``Group.limits`` shows them: only the
+    limits it has, by ``set_group``'s keyword names, so
+    ``pool.set_group(name, **group.limits)`` sets them again."""
+
+    rpm: int
+    """At most this many grants of its members in any 60 s."""
+    tpm: int
+    """At most this many tokens of its members in any 60 s."""
+    rpd: int
+    """At most this many grants of its members in any rolling day."""
+    tpd: int
+    """At most this many tokens of its members in any rolling day."""
+    concurrency: int
+    """At most this many live leases across its members."""
+    shared_quota: bool
+    """A ``quota_exhausted`` outcome on one member pauses every member."""
 
 
 # The names the native module's signatures give their narrower types (its

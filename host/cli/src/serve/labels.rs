@@ -1,13 +1,14 @@
-//! Labels, secrets and selectors as the HTTP API writes them: a resource's
-//! labels as an object of name → value, an acquire's `where` as an object
-//! of name → one value or an array of them. The core validates both; a
-//! refusal names the request's field (`labels`, `secret`, and for an
-//! acquire `kind`, `where`, `exclude`, `prefer`, `affinity`).
+//! Labels, secrets, quota groups and selectors as the HTTP API writes them:
+//! a resource's labels as an object of name → value, its groups as an array
+//! of names, an acquire's `where` as an object of name → one value or an
+//! array of them. The core validates them; a refusal names the request's
+//! field (`labels`, `secret`, `groups`, and for an acquire `kind`, `where`,
+//! `exclude`, `prefer`, `affinity`).
 
 use std::collections::BTreeMap;
 use std::fmt;
 
-use repute_host::{LabelFilter, Labels, Limits, Registration, Secret, Selector};
+use repute_host::{GroupName, LabelFilter, Labels, Limits, Registration, Secret, Selector};
 use serde::de::{Deserializer, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -63,18 +64,26 @@ fn refused(e: repute_core::Error) -> Problem {
     Problem::from(repute_host::Error::from(e))
 }
 
-/// A registration from the body of `POST /v1/resources`, its labels and
-/// secret checked by the core's rules before it goes to the pool (which
-/// checks the rest).
+/// A registration from the body of `POST /v1/resources`, its labels,
+/// secret and group names checked by the core's rules before it goes to the
+/// pool (which checks the rest, how many groups and repeats among them). A
+/// bad group name is the request's `groups`, where the core says `group`.
 pub fn registration(
     permits: u32,
     limits: Limits,
     labels: BTreeMap<String, String>,
     secret: Option<String>,
+    groups: Vec<String>,
 ) -> AppResult<Registration> {
     let labels = Labels::new(labels).map_err(refused)?;
     let secret = secret.map(Secret::new).transpose().map_err(refused)?;
-    Ok(Registration { permits, limits, labels, secret, groups: Vec::new() })
+    let groups = groups.into_iter().map(GroupName::new).collect::<Result<Vec<_>, _>>().map_err(|e| {
+        match repute_host::Error::from(e) {
+            repute_host::Error::InvalidInput { rule, .. } => Problem::invalid("groups", rule),
+            other => Problem::from(other),
+        }
+    })?;
+    Ok(Registration { permits, limits, labels, secret, groups })
 }
 
 /// Labels as a view shows them.
@@ -110,13 +119,16 @@ mod tests {
     #[test]
     fn a_registration_is_checked_by_the_cores_rules_and_labels_show_as_an_object() {
         let labels = BTreeMap::from([("tier".to_owned(), "paid".to_owned()), ("region".to_owned(), "eu".to_owned())]);
-        let r = registration(2, Limits::default(), labels, Some("sk-1".into())).unwrap();
+        let r = registration(2, Limits::default(), labels, Some("sk-1".into()), vec!["project:a".into()]).unwrap();
         assert_eq!(r.secret.as_ref().map(Secret::expose), Some("sk-1"));
+        assert_eq!(r.groups.iter().map(GroupName::as_str).collect::<Vec<_>>(), ["project:a"]);
         assert_eq!(object(&r.labels), json!({"region": "eu", "tier": "paid"}));
-        let p = registration(1, Limits::default(), BTreeMap::new(), Some(String::new())).unwrap_err();
+        let p = registration(1, Limits::default(), BTreeMap::new(), Some(String::new()), vec![]).unwrap_err();
         assert_eq!((p.0.field.as_deref(), p.0.status), (Some("secret"), 400));
-        let p =
-            registration(1, Limits::default(), BTreeMap::from([("a b".to_owned(), "x".to_owned())]), None).unwrap_err();
+        let p = registration(1, Limits::default(), BTreeMap::from([("a b".to_owned(), "x".to_owned())]), None, vec![])
+            .unwrap_err();
         assert_eq!(p.0.field.as_deref(), Some("labels"));
+        let p = registration(1, Limits::default(), BTreeMap::new(), None, vec![String::new()]).unwrap_err();
+        assert_eq!((p.0.field.as_deref(), p.0.rule.as_deref()), (Some("groups"), Some("must not be empty")));
     }
 }

@@ -38,6 +38,9 @@ pub enum Growth<'a> {
     /// A cell, unless the resource has one in this context already (or is
     /// not registered, which the request itself will answer).
     Cell { kind: &'a str, value: &'a str, context: &'a str },
+    /// A quota group's limits, unless the group is there already (it has
+    /// members or limits).
+    Group { name: &'a str },
 }
 
 /// `Ok(())` when the tenant may run a request that adds `growth`: there is
@@ -55,6 +58,7 @@ pub fn admit(p: &mut TenantPool<'_>, max: Option<u64>, growth: Growth<'_>) -> re
         Growth::Cell { kind, value, context } => p
             .cells(kind, value)
             .is_ok_and(|cells| !cells.iter().any(|c| c.context.as_ref().is_some_and(|c| c.as_str() == context))),
+        Growth::Group { name } => !p.groups()?.iter().any(|g| g.name.as_str() == name),
     };
     Ok(if adds { Err(exceeded(max, held)) } else { Ok(()) })
 }

@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 use super::problem::Problem;
 
 /// The instants the core's views name, in ns on the pool clock.
-const INSTANTS: [&str; 5] = ["at", "until", "granted_at", "expires_at", "cooling_until"];
+const INSTANTS: [&str; 6] = ["at", "until", "granted_at", "expires_at", "cooling_until", "limited_until"];
 /// The durations, in ns (a lease's TTL, a resource's limits).
 const DURATIONS: [&str; 3] = ["ttl", "min_interval", "max_age"];
 

@@ -27,7 +27,7 @@ fn snapshot_tools_convert_both_ways_and_refuse_garbage() {
 
     let (ok, out, _) = repute(&["snapshot", "inspect", "pool.snap", "--summary"], &dir);
     assert!(ok);
-    assert_eq!(out.trim(), "format 4 · strategy thompson · 3 resources · 1 cells · 1 leases · 0 retired fence sets");
+    assert_eq!(out.trim(), "format 5 · strategy thompson · 3 resources · 1 cells · 1 leases · 0 retired fence sets");
     let (ok, _, err) = repute(&["snapshot", "export", "pool.snap", "pool.json"], &dir);
     assert!(ok, "{err}");
     let (ok, _, err) = repute(&["snapshot", "import", "pool.json", "back.snap"], &dir);

@@ -108,6 +108,24 @@ rule!(
 );
 
 rule!(
+    /// A per-day request limit.
+    Rpd,
+    |_g| json_schema!({"type": "integer", "minimum": 1, "maximum": 100_000_000})
+);
+
+rule!(
+    /// A quota group's most live leases.
+    Concurrency,
+    |_g| json_schema!({"type": "integer", "minimum": 1, "maximum": 1_000_000})
+);
+
+rule!(
+    /// A resource's quota groups: at most 8 names, each once.
+    Groups,
+    |g| json_schema!({"type": "array", "maxItems": 8, "uniqueItems": true, "items": Name::json_schema(g)})
+);
+
+rule!(
     /// `success` or a failure kind, from the host's list of kinds.
     Outcome,
     |_g| {

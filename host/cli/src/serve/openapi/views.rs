@@ -14,6 +14,8 @@ fn limits(per_context: bool) -> serde_json::Value {
         "min_interval_ms": {"type": ["number", "null"]},
     });
     if !per_context {
+        properties["rpd"] = serde_json::json!({"type": ["integer", "null"]});
+        properties["tpd"] = serde_json::json!({"type": ["integer", "null"]});
         properties["max_uses"] = serde_json::json!({"type": ["integer", "null"]});
         properties["max_age_ms"] = serde_json::json!({"type": ["number", "null"]});
         properties["per_context"] = serde_json::json!({
@@ -23,6 +25,71 @@ fn limits(per_context: bool) -> serde_json::Value {
         });
     }
     properties
+}
+
+/// A window's count, `usage` or `day_usage` of a view: null where no limit
+/// of that window applies.
+fn usage(description: &str) -> serde_json::Value {
+    serde_json::json!({
+        "type": ["object", "null"],
+        "description": description,
+        "properties": {
+            "grants": {"type": "integer", "minimum": 0, "description": "Grants in the window."},
+            "tokens": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "Tokens they count against the tpm or tpd: costs, or what they reconciled to.",
+            },
+        },
+        "required": ["grants", "tokens"],
+    })
+}
+
+/// A quota group as `GET /v1/groups` lists it.
+pub struct Group;
+
+impl JsonSchema for Group {
+    fn schema_name() -> Cow<'static, str> {
+        "Group".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        let optional = serde_json::json!({"type": ["integer", "null"]});
+        json_schema!({
+            "type": "object",
+            "properties": {
+                "name": {"type": "string"},
+                "limits": {
+                    "type": "object",
+                    "description": "As set by PUT /v1/groups/{name}; null where no limit applies.",
+                    "properties": {
+                        "rpm": optional,
+                        "tpm": optional,
+                        "rpd": optional,
+                        "tpd": optional,
+                        "concurrency": optional,
+                        "shared_quota": {"type": "boolean"},
+                    },
+                },
+                "members": {"type": "integer", "minimum": 0, "description": "Resources registered in it."},
+                "leased": {"type": "integer", "minimum": 0, "description": "Live leases of its members."},
+                "usage": usage(
+                    "For a group with an rpm or tpm: what its members' grants hold of the current 60 s window; \
+                     null for one without either.",
+                ),
+                "day_usage": usage(
+                    "For a group with an rpd or tpd: what its members' grants hold of the current rolling day; \
+                     null for one without either.",
+                ),
+                "limited_until_unix_ms": {
+                    "type": ["number", "null"],
+                    "description": "No member is selected before this (a full window, or a shared quota's \
+                        pause); null when none holds them back.",
+                },
+            },
+            "required": ["name", "limits", "members", "leased", "usage", "day_usage", "limited_until_unix_ms"],
+        })
+    }
 }
 
 /// A resource as `GET /v1/resources` lists it.
@@ -51,20 +118,19 @@ impl JsonSchema for Resource {
                     "enum": ["max_uses", "max_age", null],
                     "description": "Why its limits retired it (it is not selected again), or null.",
                 },
-                "usage": {
-                    "type": ["object", "null"],
-                    "description": "For a resource with an rpm or tpm: what the current 60 s window holds, as its \
-                        lease authority (the store, shared by every process) counts it for the next grant; null \
-                        for one without either.",
-                    "properties": {
-                        "grants": {"type": "integer", "minimum": 0, "description": "Grants in the window."},
-                        "tokens": {
-                            "type": "integer",
-                            "minimum": 0,
-                            "description": "Tokens they count against the tpm: costs, or what they reconciled to.",
-                        },
-                    },
-                    "required": ["grants", "tokens"],
+                "usage": usage(
+                    "For a resource with an rpm or tpm: what the current 60 s window holds, as its lease \
+                     authority (the store, shared by every process) counts it for the next grant; null for one \
+                     without either.",
+                ),
+                "day_usage": usage(
+                    "For a resource with an rpd or tpd: what the current rolling day holds, counted as `usage` \
+                     is; null for one without either.",
+                ),
+                "groups": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "The quota groups it belongs to, as registered.",
                 },
                 "leased": {"type": "integer"},
                 "score": {"type": "integer"},

@@ -14,6 +14,7 @@ use crate::serve::labels;
 use crate::serve::openapi::schema;
 use crate::serve::problem::Problem;
 use crate::serve::units::http_view;
+use crate::serve::usage;
 
 /// The most resources one answer holds when `limit` is sent.
 pub(super) const MAX_LIMIT: u32 = 1000;
@@ -85,8 +86,9 @@ fn label_filter(text: &str) -> AppResult<(&str, &str)> {
     Ok((name, value))
 }
 
-/// The views with `labels` as an object, `limits` in ms and, when asked,
-/// their cells; a view never carries a secret. `Repute-Total` says how many
+/// The views with `labels` as an object, `limits` in ms, the minute and
+/// day windows as `usage` and `day_usage` and, when asked, their cells; a
+/// view never carries a secret. `Repute-Total` says how many
 /// matched before `offset` and `limit` cut the page.
 pub(super) async fn resources(
     State(state): State<App>,
@@ -137,8 +139,11 @@ pub(super) async fn resources(
         item["labels"] = labels::object(&view.labels);
         if let Some(fields) = item.as_object_mut() {
             fields.remove("window");
+            fields.remove("day");
         }
-        item["usage"] = usage(view);
+        let l = &view.limits;
+        item["usage"] = usage::shown(l.rpm.is_some() || l.tpm.is_some(), &view.window);
+        item["day_usage"] = usage::shown(l.rpd.is_some() || l.tpd.is_some(), &view.day);
         if let Some(cells) = cells {
             item["cells"] = http_view(cells, &*state.clock);
         }
@@ -147,15 +152,4 @@ pub(super) async fn resources(
     let mut headers = HeaderMap::new();
     headers.insert(TOTAL, HeaderValue::from(total));
     Ok((headers, Json(Value::Array(items))))
-}
-
-/// What a resource with an `rpm` or `tpm` used of them in the current
-/// 60 s window, as its lease authority counts it for the next grant; null
-/// for a resource without either.
-fn usage(view: &ResourceView) -> Value {
-    let counted = view.limits.rpm.is_some() || view.limits.tpm.is_some();
-    match counted {
-        true => serde_json::json!({"grants": view.window.grants, "tokens": view.window.tokens}),
-        false => Value::Null,
-    }
 }

@@ -4,6 +4,7 @@
 //! handlers and the bodies they read and write.
 
 mod events;
+mod groups;
 mod leases;
 mod listing;
 mod outcomes;
@@ -70,6 +71,7 @@ async fn observe(State(state): State<App>, req: Request, next: Next) -> Response
 fn routes() -> Vec<Route> {
     [
         resources::routes,
+        groups::routes,
         leases::routes,
         outcomes::routes,
         probes::routes,

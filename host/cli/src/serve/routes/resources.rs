@@ -29,7 +29,7 @@ pub(super) fn routes() -> Vec<Route> {
             M::POST,
             "/v1/resources",
             register,
-            Doc::tenant("Register a resource (again: replace its permits, limits, labels and secret)")
+            Doc::tenant("Register a resource (again: replace its permits, limits, labels, secret and groups)")
                 .body::<RegisterIn>()
                 .empty(204, "Registered")
                 .problem(409, "Lowering permits under a live lease")
@@ -118,20 +118,26 @@ pub(super) struct RegisterIn {
     /// Registering again without it removes it.
     #[schemars(length(min = 1, max = 4096))]
     secret: Option<String>,
+    /// The quota groups it belongs to (at most 8, each once): every grant of
+    /// it also counts against each group's limits (PUT /v1/groups/{name}).
+    /// Registering again replaces them; left out, it belongs to none.
+    #[serde(default)]
+    #[schemars(with = "schema::Groups")]
+    groups: Vec<String>,
 }
 
 fn one() -> u32 {
     1
 }
 
-/// Registering a resource again replaces its permits, limits, labels and
-/// secret with the body's (none of the last three when left out).
+/// Registering a resource again replaces its permits, limits, labels,
+/// secret and groups with the body's (none of the last four when left out).
 pub(super) async fn register(
     State(state): State<App>,
     Tenant(t): Tenant,
     Body(b): Body<RegisterIn>,
 ) -> AppResult<StatusCode> {
-    let registration = labels::registration(b.permits, b.limits.into_limits()?, b.labels, b.secret)?;
+    let registration = labels::registration(b.permits, b.limits.into_limits()?, b.labels, b.secret, b.groups)?;
     let max = state.max_tenant_bytes;
     state
         .call(&t, move |p| match share::admit(p, max, Growth::Resource { kind: &b.kind, value: &b.value })? {

@@ -1,6 +1,7 @@
 //! `repute serve` started for real on a free loopback port and driven over HTTP.
 
 mod console;
+mod groups;
 mod leases;
 mod limits;
 mod observe;

@@ -80,6 +80,8 @@ fn openapi_document_lists_every_route() {
         "/openapi.json",
         "/readyz",
         "/v1/events",
+        "/v1/groups",
+        "/v1/groups/{name}",
         "/v1/leases",
         "/v1/leases/{id}",
         "/v1/leases/{id}/renewals",

@@ -27,7 +27,8 @@ fn limits_show_in_views_and_costs_are_reconciled_by_the_usage_route() {
     let views = call("GET", &s.url("/v1/resources"), NONE, None).json();
     assert_eq!(
         views[0]["limits"],
-        json!({"rpm": null, "tpm": 100, "min_interval_ms": 0.5, "max_uses": null, "max_age_ms": 3_600_000.0,
+        json!({"rpm": null, "tpm": 100, "rpd": null, "tpd": null, "min_interval_ms": 0.5, "max_uses": null,
+            "max_age_ms": 3_600_000.0,
             "per_context": {"rpm": null, "tpm": null, "min_interval_ms": null}})
     );
     assert_eq!((views[0]["uses"].clone(), views[0]["retired"].clone()), (json!(0), Value::Null));
