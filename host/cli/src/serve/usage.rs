@@ -97,7 +97,7 @@ impl LimitsIn {
 
 /// The body of `PUT /v1/groups/{name}`: what the group's members may use
 /// together; each left out is no limit.
-#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GroupLimitsIn {
     /// At most this many grants of its members in any 60 s.
@@ -146,9 +146,10 @@ impl GroupLimitsIn {
 }
 
 /// What a window holds, as a resource's or a group's view shows it (`usage`
-/// for the minute, `day_usage` for the day): the grants and tokens its lease
-/// authority counts for the next grant, or null where no limit of that
-/// window applies (`counted` false), since nothing is counted then.
+/// for the minute, `day_usage` for the day): its grants and their tokens
+/// (a resource's as its lease authority counts them for the next grant), or
+/// null where no limit of that window applies (`counted` false), since a
+/// count nothing is judged by would only mislead.
 pub fn shown(counted: bool, window: &Window) -> Value {
     match counted {
         true => json!({"grants": window.grants, "tokens": window.tokens}),
