@@ -66,8 +66,8 @@ pub use limits::{ContextLimits, Limits, RetireReason, DAY, MAX_RPD, MAX_RPM, WIN
 pub use outcome::{check_retry_after, FailureKind, Outcome, MAX_RETRY_AFTER};
 pub use policy::{CoolingRule, Policy, RateLimit, Recovery, Strategy};
 pub use pool::{
-    Block, CellView, GroupView, Pool, Proposal, Registration, ResourceView, Settled, Stats, CONCURRENCY_RECHECK,
-    MAX_AFFINITIES, MAX_LIMITED_GROUPS, MAX_PERMITS, MAX_REASON_BYTES,
+    Block, CellView, GroupView, Pool, Proposal, Registration, ResourceView, Settled, Stats, MAX_AFFINITIES,
+    MAX_LIMITED_GROUPS, MAX_PERMITS, MAX_REASON_BYTES,
 };
 pub use quota::{GroupClaim, GroupLimits, GroupName, MAX_CONCURRENCY, MAX_GROUPS};
 pub use refusal::Refusal;

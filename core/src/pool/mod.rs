@@ -46,7 +46,7 @@ pub use blocklist::Block;
 pub(crate) use contexts::Contexts;
 pub(crate) use leases::LeaseTable;
 pub(crate) use quota::QuotaGroups;
-pub use quota::{GroupView, CONCURRENCY_RECHECK, MAX_LIMITED_GROUPS};
+pub use quota::{GroupView, MAX_LIMITED_GROUPS};
 pub use registry::Registration;
 pub(crate) use registry::{ContextCell, Registry};
 pub(crate) use timers::{Timer, TimerTable};

@@ -23,9 +23,6 @@ use super::{Pool, Timer};
 /// nor limits is dropped, so this bounds what a client can make the pool
 /// remember by setting limits.
 pub const MAX_LIMITED_GROUPS: usize = 10_000;
-/// How long a group at its concurrency stays gated when the authority
-/// counts leases of other processes this pool cannot see end.
-pub const CONCURRENCY_RECHECK: u64 = crate::time::SECOND;
 
 #[derive(Debug, Clone)]
 pub(crate) struct Group {
@@ -364,7 +361,8 @@ impl Pool {
             _ => None,
         };
         if group.limits.concurrency.is_some_and(|c| group.leased >= c) {
-            let soonest = self.soonest_member_expiry(g).unwrap_or(now.saturating_add(CONCURRENCY_RECHECK));
+            // `leased` counts this pool's live member leases: at least one expires.
+            let soonest = self.soonest_member_expiry(g).unwrap_or(now);
             over = over.max(Some(soonest.max(now + 1)));
         }
         let group = self.quota.group_mut(g);
