@@ -171,13 +171,13 @@ pub fn register_keys_with(cluster: &Cluster, tenant: &str, count: usize, fields:
     (0..count).map(|i| format!("api/key-{i}")).collect()
 }
 
-/// Sets a quota group's `limits` (`PUT /v1/groups/{name}`), retried as a
+/// Sets a quota group's `limits` (`PUT /v1/groups/{name}/limits`), retried as a
 /// registration is while the cluster settles.
 pub fn set_group(cluster: &Cluster, tenant: &str, name: &str, limits: &Value) {
     let mut client = Client::new(cluster, tenant, 0, Duration::from_secs(5));
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        match client.send("PUT", &format!("/v1/groups/{name}"), Some(limits)) {
+        match client.send("PUT", &format!("/v1/groups/{name}/limits"), Some(limits)) {
             Ok((_, r)) if (200..300).contains(&r.status) => return,
             Ok((_, r)) if r.status < 500 && r.status != 421 => panic!("set group {name}: {} {}", r.status, r.body),
             _ => assert!(Instant::now() < deadline, "set group {name}: no server accepted it within 30 s"),

@@ -1,6 +1,6 @@
 //! Usage limits as the HTTP API writes them: `limits` of `POST
 //! /v1/resources`, durations in milliseconds like every duration of the API,
-//! and a quota group's limits, the body of `PUT /v1/groups/{name}`. The pool
+//! and a quota group's limits, the body of `PUT /v1/groups/{name}/limits`. The pool
 //! checks the rest; a refusal names the request's field (`limits.rpm`,
 //! `limits.min_interval_ms`, a group's `rpm`, ...).
 
@@ -95,7 +95,7 @@ impl LimitsIn {
     }
 }
 
-/// The body of `PUT /v1/groups/{name}`: what the group's members may use
+/// The body of `PUT /v1/groups/{name}/limits`: what the group's members may use
 /// together; each left out is no limit.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

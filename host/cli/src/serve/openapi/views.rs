@@ -61,7 +61,7 @@ impl JsonSchema for Group {
                 "name": {"type": "string"},
                 "limits": {
                     "type": "object",
-                    "description": "As set by PUT /v1/groups/{name}; null where no limit applies.",
+                    "description": "As set by PUT /v1/groups/{name}/limits; null where no limit applies.",
                     "properties": {
                         "rpm": optional,
                         "tpm": optional,

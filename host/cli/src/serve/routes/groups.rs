@@ -1,7 +1,10 @@
 //! Quota groups: setting and removing the limits a group's members share,
 //! and the groups' views. A resource joins a group in its registration
 //! (`groups` of `POST /v1/resources`); a group is listed while it has
-//! members or limits.
+//! members or limits. The limits are their own sub-resource
+//! (`/v1/groups/{name}/limits`) because removing them leaves a group with
+//! members in place: a DELETE of the group's own path would leave it
+//! answering 200.
 
 use axum::extract::State;
 use axum::http::{Method, StatusCode};
@@ -47,7 +50,7 @@ pub(super) fn routes() -> Vec<Route> {
         ),
         route(
             M::PUT,
-            "/v1/groups/{name}",
+            "/v1/groups/{name}/limits",
             set,
             Doc::tenant("Set the limits a quota group's members share (again: replace them all)")
                 .path::<GroupPath>()
@@ -57,7 +60,7 @@ pub(super) fn routes() -> Vec<Route> {
         ),
         route(
             M::DELETE,
-            "/v1/groups/{name}",
+            "/v1/groups/{name}/limits",
             remove,
             Doc::tenant("Remove a quota group's limits; its members stay in it")
                 .path::<GroupPath>()

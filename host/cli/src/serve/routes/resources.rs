@@ -119,7 +119,7 @@ pub(super) struct RegisterIn {
     #[schemars(length(min = 1, max = 4096))]
     secret: Option<String>,
     /// The quota groups it belongs to (at most 8, each once): every grant of
-    /// it also counts against each group's limits (PUT /v1/groups/{name}).
+    /// it also counts against each group's limits (PUT /v1/groups/{name}/limits).
     /// Registering again replaces them; left out, it belongs to none.
     #[serde(default)]
     #[schemars(with = "schema::Groups")]

@@ -10,7 +10,7 @@ fn register(s: &Server, body: Value) -> Reply {
 }
 
 fn put(s: &Server, name: &str, body: Value) -> Reply {
-    call("PUT", &s.url(&format!("/v1/groups/{name}")), NONE, Some(body))
+    call("PUT", &s.url(&format!("/v1/groups/{name}/limits")), NONE, Some(body))
 }
 
 fn get(s: &Server, path: &str) -> Reply {
@@ -67,12 +67,12 @@ fn members_share_their_groups_limits_and_the_views_show_both_windows() {
     assert_eq!(days, [&json!({"grants": 0, "tokens": 0}), &json!({"grants": 1, "tokens": 1})], "each member's own day");
 
     // DELETE removes the limits; the group stays listed while it has members.
-    assert_eq!(call("DELETE", &s.url("/v1/groups/project:acme"), NONE, None).status, 204);
+    assert_eq!(call("DELETE", &s.url("/v1/groups/project:acme/limits"), NONE, None).status, 204);
     let second = acquire(&s);
     assert_eq!(second.status, 201, "no group limits any more: {}", second.body);
     let group = get(&s, "/v1/groups/project:acme").json();
     assert_eq!((group["limits"]["concurrency"].clone(), group["leased"].clone()), (Value::Null, json!(2)));
-    call("DELETE", &s.url("/v1/groups/project:acme"), NONE, None).problem(404, "not_found");
+    call("DELETE", &s.url("/v1/groups/project:acme/limits"), NONE, None).problem(404, "not_found");
 
     // Groups are the tenant's own.
     let other = call("GET", &s.url("/v1/groups"), &[("Repute-Tenant", "globex")], None).json();
@@ -95,7 +95,7 @@ fn limits_of_a_group_without_members_are_kept_and_listed() {
     assert_eq!(put(&s, "account:x", json!({})).status, 204);
     assert_eq!(get(&s, "/v1/groups").json(), json!([]));
     get(&s, "/v1/groups/account:x").problem(404, "not_found");
-    call("DELETE", &s.url("/v1/groups/account:x"), NONE, None).problem(404, "not_found");
+    call("DELETE", &s.url("/v1/groups/account:x/limits"), NONE, None).problem(404, "not_found");
 }
 
 #[test]

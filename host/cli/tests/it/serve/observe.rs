@@ -82,6 +82,7 @@ fn openapi_document_lists_every_route() {
         "/v1/events",
         "/v1/groups",
         "/v1/groups/{name}",
+        "/v1/groups/{name}/limits",
         "/v1/leases",
         "/v1/leases/{id}",
         "/v1/leases/{id}/renewals",
