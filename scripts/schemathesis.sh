@@ -18,6 +18,12 @@
 # characters), a probe needs a cell that is due, an integer sent as `160.0`
 # is not an integer to the server.
 #
+# No example database (`--generation-database none`): the scratch directory
+# is new each run, so a database would carry nothing over, and with one
+# Hypothesis also optimises a Pareto front of its targets, whose shrinker
+# failed one run with an IndexError inside Hypothesis (6.170.27), not in
+# the server.
+#
 # GET /v1/events is left out: it is an event stream that never ends, so
 # each generated request would only wait out the timeout; the serve tests
 # cover it.
@@ -58,14 +64,15 @@ for _ in $(seq 100); do
 done
 [ -n "$addr" ] || { echo "schemathesis.sh: the server did not start" >&2; exit 1; }
 
-# Run from the scratch directory: schemathesis keeps its example database
-# in the working directory.
+# Run from the scratch directory: whatever else schemathesis writes to its
+# working directory stays there.
 cd "$work"
 start=$SECONDS
 "$repo/$venv/bin/st" run "http://$addr/openapi.json" \
     --header "Authorization: Bearer $key" \
     --max-examples "${REPUTE_SCHEMATHESIS_EXAMPLES:-200}" \
     --seed "${REPUTE_SCHEMATHESIS_SEED:-1}" \
+    --generation-database none \
     --workers 2 \
     --checks all --exclude-checks positive_data_acceptance \
     --exclude-path /v1/events \
