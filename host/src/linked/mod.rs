@@ -15,8 +15,9 @@ use crate::providers::{Clock, Fencing, Permit, Providers, Storage};
 pub(crate) mod ops;
 
 /// The tenant's fencing provider as the core's authority, as the component's
-/// `fencing` import is.
-struct ProviderAuthority {
+/// `fencing` import is. Public so that several linked cores can share one
+/// authority, as the partitions of a tenant do in `repute simulate`.
+pub struct ProviderAuthority {
     fencing: SharedFencing,
     clock: Arc<dyn Clock>,
     fault: Arc<Mutex<Option<StoreError>>>,
@@ -29,13 +30,19 @@ impl std::fmt::Debug for ProviderAuthority {
 }
 
 /// The authority, shared with the pool's views, which read its windows.
-type SharedFencing = Arc<Mutex<Box<dyn Fencing>>>;
+pub type SharedFencing = Arc<Mutex<Box<dyn Fencing>>>;
 
 fn permit(resource: &ResourceId, index: u32) -> Permit<'_> {
     Permit { kind: resource.kind(), value: resource.value(), index }
 }
 
 impl ProviderAuthority {
+    /// `fencing` on `clock`'s time. A provider's failure answers as the
+    /// permit being held (a grant) or lost (an extension).
+    pub fn new(fencing: SharedFencing, clock: Arc<dyn Clock>) -> Self {
+        ProviderAuthority { fencing, clock, fault: Arc::new(Mutex::new(None)) }
+    }
+
     fn fencing(&self) -> std::sync::MutexGuard<'_, Box<dyn Fencing>> {
         self.fencing.lock().unwrap_or_else(|p| p.into_inner())
     }

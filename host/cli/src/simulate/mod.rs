@@ -7,6 +7,7 @@
 //! (what a new user runs).
 
 mod baseline;
+mod partitions;
 mod report;
 mod rng;
 mod scenario;
@@ -22,6 +23,7 @@ pub use report::{ScenarioReport, StrategyReport};
 pub use scenario::Kind;
 
 use baseline::{CrawleeSessions, Envoy, LitellmCooldown, Random, RetryAfterRoundRobin, RoundRobin};
+use partitions::PartitionedChooser;
 use rng::Rng;
 use scenario::{Answer, Draw, Request, Windows, World, RESOURCES};
 use strategy::{Chooser, Grant, Oracle, PoolChooser, View};
@@ -120,6 +122,16 @@ pub struct Args {
     /// Run each scenario with the probe loop, without it, or both.
     #[arg(long, value_enum, default_value = "both", env = "REPUTE_SIMULATE_PROBER")]
     pub prober: ProberArg,
+    /// Also run the default strategy split by context into this many
+    /// partitions (`thompson-partitioned`): a pool each, one lease
+    /// authority for all, as a partitioned tenant is served.
+    #[arg(
+        long,
+        default_value_t = 1,
+        value_parser = clap::value_parser!(u32).range(1..=64),
+        env = "REPUTE_SIMULATE_PARTITIONS"
+    )]
+    pub partitions: u32,
     /// Output format.
     #[arg(long, value_enum, default_value = "table", env = "REPUTE_SIMULATE_FORMAT")]
     pub format: Format,
@@ -135,7 +147,10 @@ pub fn main(args: &Args) -> Result<(), String> {
         .kinds()
         .into_iter()
         .flat_map(|k| args.prober.variants().into_iter().map(move |p| (k, p)))
-        .map(|(k, prober)| run_scenario(k, prober, args.requests, args.seed))
+        .map(|(kind, prober)| {
+            let setup = Setup { partitions: args.partitions, ..Setup::new(kind, prober, args.requests, args.seed) };
+            run_scenario(&setup)
+        })
         .collect();
     match args.format {
         Format::Table => print!("{}", report::table(&reports)),
@@ -153,6 +168,8 @@ pub enum Contender {
     Oracle,
     /// `Policy::default()`, used as a new user does: no probe loop.
     Thompson,
+    /// The default split into partitions by context (`Setup::partitions`).
+    ThompsonPartitioned,
     /// Thompson with the reputation-pool 0.5.0 recovery, which needs the
     /// probe loop for every cause but `blocked`.
     ThompsonClassicRecovery,
@@ -168,9 +185,10 @@ pub enum Contender {
 
 impl Contender {
     /// Every contender, oracle first; the pool's `first` strategy is for tests and is left out.
-    pub const ALL: [Contender; 10] = [
+    pub const ALL: [Contender; 11] = [
         Contender::Oracle,
         Contender::Thompson,
+        Contender::ThompsonPartitioned,
         Contender::ThompsonClassicRecovery,
         Contender::Classic,
         Contender::CrawleeSessions,
@@ -182,16 +200,23 @@ impl Contender {
     ];
 
     /// The contenders of a scenario: the Retry-After round-robin only where
-    /// there are 429s to honour (elsewhere it is round-robin).
-    pub fn of(kind: Kind) -> Vec<Contender> {
+    /// there are 429s to honour (elsewhere it is round-robin), the
+    /// partitioned default only with partitions.
+    pub fn of(kind: Kind, partitions: u32) -> Vec<Contender> {
         let waits = matches!(kind, Kind::ApiKeys | Kind::Limits | Kind::Projects);
-        Contender::ALL.into_iter().filter(|&c| c != Contender::RetryAfterRoundRobin || waits).collect()
+        let runs = |c: &Contender| match c {
+            Contender::RetryAfterRoundRobin => waits,
+            Contender::ThompsonPartitioned => partitions > 1,
+            _ => true,
+        };
+        Contender::ALL.into_iter().filter(runs).collect()
     }
 
     pub fn name(self) -> &'static str {
         match self {
             Contender::Oracle => "oracle",
             Contender::Thompson => "thompson",
+            Contender::ThompsonPartitioned => "thompson-partitioned",
             Contender::ThompsonClassicRecovery => "thompson-classic-recovery",
             Contender::Classic => "classic",
             Contender::CrawleeSessions => "crawlee-sessions",
@@ -207,7 +232,7 @@ impl Contender {
     pub fn policy(self) -> Option<Policy> {
         let classic = |strategy: Strategy| Policy { strategy, recovery: Recovery::Classic, ..Policy::default() };
         match self {
-            Contender::Thompson => Some(Policy::default()),
+            Contender::Thompson | Contender::ThompsonPartitioned => Some(Policy::default()),
             Contender::ThompsonClassicRecovery => Some(classic(Strategy::Thompson)),
             Contender::Classic => Some(classic(Strategy::Classic)),
             _ => None,
@@ -220,8 +245,10 @@ impl Contender {
         self.policy().is_some_and(|p| p != Policy::default())
     }
 
-    fn chooser(self, kind: Kind, seed: u64, prober: bool) -> Box<dyn Chooser> {
+    fn chooser(self, setup: &Setup) -> Box<dyn Chooser> {
+        let Setup { kind, prober, seed, .. } = *setup;
         match self {
+            Contender::ThompsonPartitioned => Box::new(PartitionedChooser::new(Policy::default(), setup)),
             Contender::Thompson | Contender::ThompsonClassicRecovery | Contender::Classic => {
                 let policy = self.policy().expect("a pool contender has a policy");
                 Box::new(PoolChooser::new(policy, kind, seed, prober && self.probes()))
@@ -237,14 +264,33 @@ impl Contender {
     }
 }
 
-/// Runs every contender on one scenario, with or without the probe loop.
-pub fn run_scenario(kind: Kind, prober: bool, requests: u32, seed: u64) -> ScenarioReport {
+/// One run of a scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Setup {
+    pub kind: Kind,
+    /// With the probe loop a deployment may write.
+    pub prober: bool,
+    pub requests: u32,
+    pub seed: u64,
+    /// Partitions of the `thompson-partitioned` contender; 1: it does not run.
+    pub partitions: u32,
+}
+
+impl Setup {
+    pub fn new(kind: Kind, prober: bool, requests: u32, seed: u64) -> Setup {
+        Setup { kind, prober, requests, seed, partitions: 1 }
+    }
+}
+
+/// Runs every contender on one scenario.
+pub fn run_scenario(setup: &Setup) -> ScenarioReport {
+    let Setup { kind, prober, requests, seed, partitions } = *setup;
     let stream = scenario::requests(kind, requests, seed);
     let horizon = stream.last().map_or(0, |r| r.at) + 60 * repute_core::SECOND;
     let world = World::new(kind, seed, horizon);
-    let runs: Vec<(Contender, Tally)> = Contender::of(kind)
+    let runs: Vec<(Contender, Tally)> = Contender::of(kind, partitions)
         .into_iter()
-        .map(|c| (c, run(&world, &stream, c.chooser(kind, seed, prober), seed)))
+        .map(|c| (c, run(&world, &stream, c.chooser(setup), seed)))
         .collect();
     report::scenario(kind, prober, requests, seed, &stream, &runs)
 }

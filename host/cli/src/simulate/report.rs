@@ -107,7 +107,7 @@ pub(super) fn scenario(
             let rate = t.successes as f64 / n;
             StrategyReport {
                 strategy: c.name().to_string(),
-                default: c.policy() == Some(Policy::default()),
+                default: c.policy() == Some(Policy::default()) && *c != Contender::ThompsonPartitioned,
                 successes: t.successes,
                 unserved: t.unserved,
                 rate_limited: t.rate_limited,
@@ -206,6 +206,7 @@ fn label(s: &StrategyReport) -> String {
 const COLOURS: [RGBColor; Contender::ALL.len()] = [
     RGBColor(0, 0, 0),
     RGBColor(214, 39, 40),
+    RGBColor(255, 152, 150),
     RGBColor(227, 119, 194),
     RGBColor(31, 119, 180),
     RGBColor(140, 86, 75),

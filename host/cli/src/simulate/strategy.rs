@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use repute_core::{
-    Context, ContextLimits, GroupLimits, GroupName, Lease, Limits, Policy, Pool, Registration, ResourceId,
+    Authority, Context, ContextLimits, GroupLimits, GroupName, Lease, Limits, Policy, Pool, Registration, ResourceId,
 };
 
 use super::scenario::{Answer, Kind, Windows, World, PROJECT_RPM, RESOURCES, RPM_LIMIT};
@@ -79,6 +79,11 @@ impl PoolChooser {
         let sites = kind.contexts().iter().map(|s| Context::new(*s).expect("valid context")).collect();
         pool.drain_events();
         PoolChooser { pool, ids, index, sites, prober }
+    }
+
+    /// Asks `authority` for every grant instead of the pool's own counters.
+    pub fn set_authority(&mut self, authority: Box<dyn Authority>) {
+        self.pool.set_authority(authority);
     }
 }
 

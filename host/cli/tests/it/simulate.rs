@@ -7,7 +7,7 @@
 //! group. On limits no limit is registered: the pool learns each site's
 //! from its 429s.
 
-use repute_cli::simulate::{run_scenario, Kind, ScenarioReport};
+use repute_cli::simulate::{run_scenario, Kind, ScenarioReport, Setup};
 use repute_core::Policy;
 
 /// Enough requests (about 33 simulated minutes) for cooldowns, probes, drift
@@ -26,7 +26,9 @@ fn successes(r: &ScenarioReport, strategy: &str) -> u32 {
 }
 
 fn reports() -> impl Iterator<Item = ScenarioReport> {
-    Kind::ALL.into_iter().flat_map(|kind| [true, false].map(|prober| run_scenario(kind, prober, REQUESTS, 1)))
+    Kind::ALL
+        .into_iter()
+        .flat_map(|kind| [true, false].map(|prober| run_scenario(&Setup::new(kind, prober, REQUESTS, 1))))
 }
 
 #[test]
@@ -69,7 +71,7 @@ fn the_default_strategy_beats_every_baseline_and_stays_near_the_oracle() {
 #[test]
 fn on_api_keys_the_registered_rpm_keeps_every_pool_strategy_clear_of_429s() {
     for (kind, prober) in [Kind::ApiKeys, Kind::Projects].into_iter().flat_map(|k| [(k, true), (k, false)]) {
-        let r = run_scenario(kind, prober, REQUESTS, 1);
+        let r = run_scenario(&Setup::new(kind, prober, REQUESTS, 1));
         for name in ["thompson", "thompson-classic-recovery", "classic"] {
             assert_eq!(r.get(name).unwrap().rate_limited, 0, "{}: {name}", r.title());
         }
@@ -81,8 +83,8 @@ fn on_api_keys_the_registered_rpm_keeps_every_pool_strategy_clear_of_429s() {
 /// cooled for anything but `blocked` out for good; the default heals by itself.
 #[test]
 fn without_a_prober_only_the_classic_recovery_drains() {
-    let with = run_scenario(Kind::Drift, true, REQUESTS, 1);
-    let without = run_scenario(Kind::Drift, false, REQUESTS, 1);
+    let with = run_scenario(&Setup::new(Kind::Drift, true, REQUESTS, 1));
+    let without = run_scenario(&Setup::new(Kind::Drift, false, REQUESTS, 1));
     for name in ["thompson-classic-recovery", "classic"] {
         let (a, b) = (with.get(name).unwrap(), without.get(name).unwrap());
         assert!(a.probes > 0 && b.probes == 0, "{name}: {} / {} probes", a.probes, b.probes);
@@ -108,7 +110,7 @@ fn simulator_only_contenders_are_pinned_for_seed_one() {
     ];
     for (kind, counts) in expected {
         for prober in [true, false] {
-            let r = run_scenario(kind, prober, REQUESTS, 1);
+            let r = run_scenario(&Setup::new(kind, prober, REQUESTS, 1));
             let names = ["oracle", "crawlee-sessions", "litellm-cooldown", "envoy-ejection", "round-robin", "random"];
             assert_eq!(names.map(|s| successes(&r, s)), counts, "{}", r.title());
             let oracle = r.get("oracle").unwrap();
@@ -118,20 +120,40 @@ fn simulator_only_contenders_are_pinned_for_seed_one() {
             assert_eq!(oracle.rate_limited, 0, "the oracle knows every rpm window, project and slice");
         }
     }
-    let keys = run_scenario(Kind::ApiKeys, false, REQUESTS, 1);
+    let keys = run_scenario(&Setup::new(Kind::ApiKeys, false, REQUESTS, 1));
     assert_eq!(successes(&keys, "round-robin-retry-after"), 8866);
-    let projects = run_scenario(Kind::Projects, false, REQUESTS, 1);
+    let projects = run_scenario(&Setup::new(Kind::Projects, false, REQUESTS, 1));
     assert_eq!(successes(&projects, "round-robin-retry-after"), 8816);
-    let limits = run_scenario(Kind::Limits, false, REQUESTS, 1);
+    let limits = run_scenario(&Setup::new(Kind::Limits, false, REQUESTS, 1));
     assert_eq!(successes(&limits, "round-robin-retry-after"), 7966);
-    assert!(run_scenario(Kind::Steady, false, REQUESTS, 1).get("round-robin-retry-after").is_none());
+    assert!(run_scenario(&Setup::new(Kind::Steady, false, REQUESTS, 1)).get("round-robin-retry-after").is_none());
 }
 
 #[test]
 fn same_seed_same_report_other_seed_other_report() {
-    let a = run_scenario(Kind::Bursts, false, 2_000, 7);
-    assert_eq!(a, run_scenario(Kind::Bursts, false, 2_000, 7));
-    assert_ne!(a, run_scenario(Kind::Bursts, false, 2_000, 8));
-    let k = run_scenario(Kind::ApiKeys, true, 2_000, 7);
-    assert_eq!(k, run_scenario(Kind::ApiKeys, true, 2_000, 7));
+    let a = run_scenario(&Setup::new(Kind::Bursts, false, 2_000, 7));
+    assert_eq!(a, run_scenario(&Setup::new(Kind::Bursts, false, 2_000, 7)));
+    assert_ne!(a, run_scenario(&Setup::new(Kind::Bursts, false, 2_000, 8)));
+    let k = run_scenario(&Setup::new(Kind::ApiKeys, true, 2_000, 7));
+    assert_eq!(k, run_scenario(&Setup::new(Kind::ApiKeys, true, 2_000, 7)));
+}
+
+/// The default split by context into three partitions, each a pool of its
+/// own and one lease authority for all, serves within a point of the one
+/// pool on every scenario; the authority counts every partition's grants
+/// against a key's rpm per model and a project's rpm, so none meets a 429;
+/// and no permit is granted while another partition holds it (the
+/// simulator asserts that at every grant).
+#[test]
+fn three_partitions_serve_within_a_point_of_one_pool() {
+    for kind in Kind::ALL {
+        let r = run_scenario(&Setup { partitions: 3, ..Setup::new(kind, false, REQUESTS, 1) });
+        let (one, split) = (successes(&r, "thompson"), successes(&r, "thompson-partitioned"));
+        assert!(split + REQUESTS / 100 >= one, "{}: {split} partitioned against {one}", r.title());
+        if kind.keys() {
+            assert_eq!(r.get("thompson-partitioned").unwrap().rate_limited, 0, "{}", r.title());
+        }
+    }
+    let alone = run_scenario(&Setup::new(Kind::Steady, false, 2_000, 1));
+    assert!(alone.get("thompson-partitioned").is_none(), "only with partitions");
 }
