@@ -4,11 +4,12 @@
 //! compares filtered acquires at 100k with the unfiltered one (goal ≤ 2×).
 //! `quota` compares an acquire+release on keys that each belong to a quota
 //! group with an rpm, a tpm and a concurrency (ten groups of 100 keys) with
-//! the same keys in no group (goal ≤ 1.15×).
+//! the same keys in no group (goal ≤ 1.15×; `QuotaWorkload`, which
+//! `scripts/guest-loop-counts.sh --quota` counts in instructions).
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion};
-use repute_core::workload::{warmed, Workload, CONTEXTS, DRAIN_EVERY};
-use repute_core::{GroupLimits, GroupName, LabelFilter, Outcome, Registration, Selector, Strategy, SECOND};
+use repute_core::workload::{warmed, QuotaWorkload, Workload, CONTEXTS, DRAIN_EVERY};
+use repute_core::{LabelFilter, Outcome, Selector, Strategy};
 
 fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("core");
@@ -74,34 +75,10 @@ fn selectors(c: &mut Criterion) {
 fn quota(c: &mut Criterion) {
     let mut group = c.benchmark_group("quota");
     let n = 1_000;
-    let limits =
-        GroupLimits { rpm: Some(100_000), tpm: Some(1 << 40), concurrency: Some(1_000), ..GroupLimits::default() };
     for grouped in [false, true] {
-        let (mut pool, ids, ctxs) = warmed(n, Strategy::Thompson, false);
-        if grouped {
-            for (i, id) in ids.iter().enumerate() {
-                let name = GroupName::new(format!("project:p{}", i % 10)).expect("a valid group name");
-                pool.set_group(name.clone(), limits, 0).expect("valid group limits");
-                let registration = Registration { groups: vec![name], ..Registration::new(1) };
-                pool.register_with(id.clone(), registration, 0).expect("a registered resource");
-            }
-        }
+        let mut workload = QuotaWorkload::new(n, Strategy::Thompson, grouped);
         let name = if grouped { "acquire_release/one_group" } else { "acquire_release/no_group" };
-        // A millisecond a pair: 6,000 grants a minute per group, well
-        // under its rpm, so no group is ever gated.
-        let mut i = 0u64;
-        group.bench_with_input(BenchmarkId::new(name, n), &n, |b, _| {
-            b.iter(|| {
-                i += 1;
-                let now = SECOND + i * 1_000_000;
-                let l = pool.acquire(&ctxs[i as usize % CONTEXTS], now).unwrap();
-                pool.release(l.id, l.token, now).unwrap();
-                if i % DRAIN_EVERY == 0 {
-                    pool.drain_events();
-                }
-                black_box(l.token)
-            })
-        });
+        group.bench_with_input(BenchmarkId::new(name, n), &n, |b, _| b.iter(|| black_box(workload.pairs(1))));
     }
     group.finish();
 }

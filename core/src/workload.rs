@@ -7,7 +7,10 @@ use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
-use crate::{Context, FailureKind, Labels, Outcome, Policy, Pool, Registration, ResourceId, Strategy};
+use crate::{
+    Context, FailureKind, GroupLimits, GroupName, Labels, Outcome, Policy, Pool, Registration, ResourceId, Strategy,
+    SECOND,
+};
 
 /// Contexts the workload spreads its traffic over.
 pub const CONTEXTS: usize = 10;
@@ -17,6 +20,8 @@ pub const REGIONS: usize = 10;
 pub const KEY_EVERY: usize = 1000;
 /// Acquire+release pairs between two drains of the pool's events.
 pub const DRAIN_EVERY: u64 = 1024;
+/// Quota groups a grouped [`QuotaWorkload`] spreads its resources over.
+pub const GROUPS: usize = 10;
 
 /// The value of resource `i`.
 pub fn value(i: usize) -> String {
@@ -98,6 +103,57 @@ impl Workload {
             self.pool.release(lease.id, lease.token, 1).expect("the lease just granted");
             mix(lease.resource.value().as_bytes());
             mix(&lease.token.to_le_bytes());
+            if self.done % DRAIN_EVERY == 0 {
+                self.pool.drain_events();
+            }
+        }
+        sum
+    }
+}
+
+/// The quota comparison: a warmed pool whose resources each belong to one
+/// of [`GROUPS`] quota groups with an rpm, a tpm and a concurrency, or the
+/// same pool in no group. Its pairs are a millisecond apart, so the
+/// groups' windows turn over as in use: 6,000 grants a minute per group,
+/// under its rpm, so no group is ever gated and both sides choose alike.
+#[derive(Debug)]
+pub struct QuotaWorkload {
+    pool: Pool,
+    contexts: Vec<Context>,
+    done: u64,
+}
+
+impl QuotaWorkload {
+    pub fn new(resources: usize, strategy: Strategy, grouped: bool) -> QuotaWorkload {
+        let (mut pool, ids, contexts) = warmed(resources, strategy, false);
+        if grouped {
+            let limits = GroupLimits {
+                rpm: Some(100_000),
+                tpm: Some(1 << 40),
+                concurrency: Some(1_000),
+                ..GroupLimits::default()
+            };
+            for (i, id) in ids.iter().enumerate() {
+                let name = GroupName::new(format!("project:p{}", i % GROUPS)).expect("a valid group name");
+                pool.set_group(name.clone(), limits, 0).expect("valid group limits");
+                let registration = Registration { groups: alloc::vec![name], ..Registration::new(1) };
+                pool.register_with(id.clone(), registration, 0).expect("a registered resource");
+            }
+        }
+        QuotaWorkload { pool, contexts, done: 0 }
+    }
+
+    /// Runs `count` pairs as [`Workload::pairs`] does, the clock a
+    /// millisecond further at each; returns the sum of the tokens granted.
+    pub fn pairs(&mut self, count: u64) -> u64 {
+        let mut sum = 0u64;
+        for _ in 0..count {
+            self.done += 1;
+            let now = SECOND + self.done * 1_000_000;
+            let context = &self.contexts[(self.done % CONTEXTS as u64) as usize];
+            let lease = self.pool.acquire(context, now).expect("no group is ever gated");
+            self.pool.release(lease.id, lease.token, now).expect("the lease just granted");
+            sum = sum.wrapping_add(lease.token);
             if self.done % DRAIN_EVERY == 0 {
                 self.pool.drain_events();
             }

@@ -6,7 +6,9 @@
 //! Sides: `native` (the core's loop, natively), `guest` (the same loop inside
 //! the component, one call for all pairs), `linked` and `pool` (one
 //! acquire and one release per pair through `PoolOps`: the core linked
-//! natively, and the component behind its boundary).
+//! natively, and the component behind its boundary); `quota-none` and
+//! `quota-group` (the core's quota comparison natively: the same keys in
+//! no quota group, and each in one).
 //!
 //! Run: `cargo run --release -p repute-host --features testing --example guest_loop -- SIDE RESOURCES classic|thompson PAIRS`
 //! (`scripts/guest-loop-counts.sh` runs it under callgrind for every case).
@@ -15,7 +17,7 @@ use std::hint::black_box;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use repute_core::workload::{context, history, value, Workload, CONTEXTS, DRAIN_EVERY};
+use repute_core::workload::{context, history, value, QuotaWorkload, Workload, CONTEXTS, DRAIN_EVERY};
 use repute_host::linked::LinkedPool;
 use repute_host::{GuestWorkload, Policy, Pool, PoolOps, Providers, Result, Strategy, SystemClock, TenantConfig};
 
@@ -46,6 +48,8 @@ fn run(side: &str, resources: u32, strategy: Strategy, pairs: u64) -> Result<u64
     let providers = || Providers::memory_with_clock(Arc::new(SystemClock::new()));
     Ok(match side {
         "native" => Workload::new(resources as usize, strategy).pairs(pairs),
+        "quota-none" => QuotaWorkload::new(resources as usize, strategy, false).pairs(pairs),
+        "quota-group" => QuotaWorkload::new(resources as usize, strategy, true).pairs(pairs),
         "guest" => GuestWorkload::new(resources, strategy)?.pairs(pairs)?,
         "linked" => through(Box::new(LinkedPool::open(config, providers())?), resources as usize, pairs)?,
         _ => through(Box::new(Pool::open(config, providers())?), resources as usize, pairs)?,
@@ -54,13 +58,13 @@ fn run(side: &str, resources: u32, strategy: Strategy, pairs: u64) -> Result<u64
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: guest_loop native|guest|linked|pool RESOURCES classic|thompson PAIRS";
+    let usage = "usage: guest_loop native|guest|linked|pool|quota-none|quota-group RESOURCES classic|thompson PAIRS";
     let [side, resources, strategy, pairs] = args.as_slice() else {
         eprintln!("{usage}");
         return ExitCode::from(2);
     };
     let (true, Ok(resources), Ok(strategy), Ok(pairs)) = (
-        ["native", "guest", "linked", "pool"].contains(&side.as_str()),
+        ["native", "guest", "linked", "pool", "quota-none", "quota-group"].contains(&side.as_str()),
         resources.parse::<u32>(),
         Strategy::parse(strategy),
         pairs.parse::<u64>(),
