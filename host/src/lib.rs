@@ -46,6 +46,7 @@ mod partition;
 mod pool;
 mod prober;
 pub mod profile;
+mod provider_authority;
 pub mod providers;
 mod runtime;
 mod shard;
@@ -70,6 +71,7 @@ pub use partition::partition_of;
 pub use pool::{Pool, PoolSet, TenantPool};
 pub use prober::{finish_probe, start_probes, Verdict};
 pub use profile::{HttpAnswer, Profile, Profiles};
+pub use provider_authority::{ProviderAuthority, SharedFencing};
 pub use providers::{Backend, Clock, ManualClock, Providers, SystemClock};
 pub use repute_core::{
     Block, CellState, CellView, Claim, Command, Context, ContextLimits, CoolingRule, Event, EventKind, FailureKind,

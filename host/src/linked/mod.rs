@@ -6,97 +6,14 @@
 use std::sync::{Arc, Mutex};
 
 use repute_core::journal::{self, Checkpoint, Journal, JournalError};
-use repute_core::{Authority, Claim, Command, Context, GrantAnswer, RateLimit, ResourceId};
+use repute_core::Command;
 
 use crate::config::{ShardLimits, TenantConfig};
 use crate::error::{Error, Result, StoreError};
-use crate::providers::{Clock, Fencing, Permit, Providers, Storage};
+use crate::provider_authority::{ProviderAuthority, SharedFencing};
+use crate::providers::{Clock, Providers, Storage};
 
 pub(crate) mod ops;
-
-/// The tenant's fencing provider as the core's authority, as the component's
-/// `fencing` import is. Public so that several linked cores can share one
-/// authority, as the partitions of a tenant do in `repute simulate`.
-pub struct ProviderAuthority {
-    fencing: SharedFencing,
-    clock: Arc<dyn Clock>,
-    fault: Arc<Mutex<Option<StoreError>>>,
-}
-
-impl std::fmt::Debug for ProviderAuthority {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ProviderAuthority").finish_non_exhaustive()
-    }
-}
-
-/// The authority, shared with the pool's views, which read its windows.
-pub type SharedFencing = Arc<Mutex<Box<dyn Fencing>>>;
-
-fn permit(resource: &ResourceId, index: u32) -> Permit<'_> {
-    Permit { kind: resource.kind(), value: resource.value(), index }
-}
-
-impl ProviderAuthority {
-    /// `fencing` on `clock`'s time. A provider's failure answers as the
-    /// permit being held (a grant) or lost (an extension).
-    pub fn new(fencing: SharedFencing, clock: Arc<dyn Clock>) -> Self {
-        ProviderAuthority { fencing, clock, fault: Arc::new(Mutex::new(None)) }
-    }
-
-    fn fencing(&self) -> std::sync::MutexGuard<'_, Box<dyn Fencing>> {
-        self.fencing.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn fail(&self, e: StoreError) {
-        *self.fault.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
-    }
-}
-
-impl Authority for ProviderAuthority {
-    fn grant(&mut self, resource: &ResourceId, index: u32, ttl: u64, last: u64, claim: Option<&Claim>) -> GrantAnswer {
-        let now = self.clock.now();
-        self.fencing().grant(permit(resource, index), ttl, last, now, claim).unwrap_or_else(|e| {
-            self.fail(e);
-            GrantAnswer::Held
-        })
-    }
-
-    fn reconcile(
-        &mut self,
-        resource: &ResourceId,
-        context: Option<&Context>,
-        index: u32,
-        token: u64,
-        reserved: u64,
-        used: u64,
-    ) {
-        let context = context.map(Context::as_str);
-        if let Err(e) = self.fencing().reconcile(permit(resource, index), context, token, reserved, used) {
-            self.fail(e);
-        }
-    }
-
-    fn extend(&mut self, resource: &ResourceId, index: u32, token: u64, ttl: u64) -> bool {
-        let now = self.clock.now();
-        self.fencing().extend(permit(resource, index), token, ttl, now).unwrap_or_else(|e| {
-            self.fail(e);
-            false
-        })
-    }
-
-    fn revoke(&mut self, resource: &ResourceId, index: u32, token: u64) {
-        if let Err(e) = self.fencing().revoke(permit(resource, index), token) {
-            self.fail(e);
-        }
-    }
-
-    fn admit(&mut self, limit: &RateLimit) -> Option<u64> {
-        self.fencing().admit(limit).unwrap_or_else(|e| {
-            self.fail(e);
-            Some(0)
-        })
-    }
-}
 
 /// The tenant's storage provider and clock as the core journal's storage,
 /// as the component's `storage` and `clock` imports are.
@@ -157,10 +74,10 @@ impl LinkedPool {
     /// Opens a tenant as `Pool::open` does: fresh, or from storage when durable.
     pub fn open(config: TenantConfig, providers: Providers) -> Result<LinkedPool> {
         let Providers { clock, fencing, storage } = providers;
-        let fault = Arc::new(Mutex::new(None));
         let own_authority = fencing.in_process();
         let fencing = Arc::new(Mutex::new(fencing));
-        let authority = ProviderAuthority { fencing: fencing.clone(), clock: clock.clone(), fault: fault.clone() };
+        let authority = ProviderAuthority::new(fencing.clone(), clock.clone());
+        let fault = authority.fault();
         let prepare = |pool: &mut repute_core::Pool, storage: &mut ProviderStorage| {
             if !own_authority {
                 pool.set_authority(Box::new(authority));

@@ -10,10 +10,9 @@
 use std::sync::{Arc, Mutex};
 
 use repute_core::Policy;
-use repute_host::linked::{ProviderAuthority, SharedFencing};
-use repute_host::partition_of;
 use repute_host::providers::{Fencing, MemoryFencing};
 use repute_host::ManualClock;
+use repute_host::{partition_of, ProviderAuthority, SharedFencing};
 
 use super::strategy::{Chooser, Grant, PoolChooser, View};
 use super::{Answer, Setup};
