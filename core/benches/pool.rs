@@ -4,11 +4,11 @@
 //! compares filtered acquires at 100k with the unfiltered one (goal ≤ 2×).
 //! `quota` compares an acquire+release on keys that each belong to a quota
 //! group with an rpm, a tpm and a concurrency (ten groups of 100 keys) with
-//! the same keys in no group (goal ≤ 1.15×; `QuotaWorkload`, which
+//! the same keys in no group (goal ≤ 1.15×; `Workload::quota`, which
 //! `scripts/guest-loop-counts.sh --quota` counts in instructions).
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion};
-use repute_core::workload::{warmed, QuotaWorkload, Workload, CONTEXTS, DRAIN_EVERY};
+use repute_core::workload::{warmed, Workload, CONTEXTS, DRAIN_EVERY};
 use repute_core::{LabelFilter, Outcome, Selector, Strategy};
 
 fn bench(c: &mut Criterion) {
@@ -76,7 +76,7 @@ fn quota(c: &mut Criterion) {
     let mut group = c.benchmark_group("quota");
     let n = 1_000;
     for grouped in [false, true] {
-        let mut workload = QuotaWorkload::new(n, Strategy::Thompson, grouped);
+        let mut workload = Workload::quota(n, Strategy::Thompson, grouped);
         let name = if grouped { "acquire_release/one_group" } else { "acquire_release/no_group" };
         group.bench_with_input(BenchmarkId::new(name, n), &n, |b, _| b.iter(|| black_box(workload.pairs(1))));
     }

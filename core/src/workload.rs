@@ -9,7 +9,6 @@ use alloc::vec::Vec;
 
 use crate::{
     Context, FailureKind, GroupLimits, GroupName, Labels, Outcome, Policy, Pool, Registration, ResourceId, Strategy,
-    SECOND,
 };
 
 /// Contexts the workload spreads its traffic over.
@@ -20,7 +19,7 @@ pub const REGIONS: usize = 10;
 pub const KEY_EVERY: usize = 1000;
 /// Acquire+release pairs between two drains of the pool's events.
 pub const DRAIN_EVERY: u64 = 1024;
-/// Quota groups a grouped [`QuotaWorkload`] spreads its resources over.
+/// Quota groups a grouped [`Workload::quota`] spreads its resources over.
 pub const GROUPS: usize = 10;
 
 /// The value of resource `i`.
@@ -77,54 +76,22 @@ pub struct Workload {
     pool: Pool,
     contexts: Vec<Context>,
     done: u64,
+    /// The clock's advance per pair; 0: every pair at the same instant.
+    step: u64,
 }
 
 impl Workload {
     pub fn new(resources: usize, strategy: Strategy) -> Workload {
         let (pool, _, contexts) = warmed(resources, strategy, false);
-        Workload { pool, contexts, done: 0 }
+        Workload { pool, contexts, done: 0, step: 0 }
     }
 
-    /// Runs `count` pairs, each an acquire in the next context and the
-    /// release of its lease, draining events every `DRAIN_EVERY` pairs.
-    /// Returns a checksum of the resources chosen and their fencing tokens
-    /// (FNV-1a), so no work can be elided and two runs can be compared.
-    pub fn pairs(&mut self, count: u64) -> u64 {
-        let mut sum = 0xcbf2_9ce4_8422_2325u64;
-        let mut mix = |bytes: &[u8]| {
-            for b in bytes {
-                sum = (sum ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
-            }
-        };
-        for _ in 0..count {
-            self.done += 1;
-            let context = &self.contexts[(self.done % CONTEXTS as u64) as usize];
-            let lease = self.pool.acquire(context, 1).expect("a single-permit resource is always free");
-            self.pool.release(lease.id, lease.token, 1).expect("the lease just granted");
-            mix(lease.resource.value().as_bytes());
-            mix(&lease.token.to_le_bytes());
-            if self.done % DRAIN_EVERY == 0 {
-                self.pool.drain_events();
-            }
-        }
-        sum
-    }
-}
-
-/// The quota comparison: a warmed pool whose resources each belong to one
-/// of [`GROUPS`] quota groups with an rpm, a tpm and a concurrency, or the
-/// same pool in no group. Its pairs are a millisecond apart, so the
-/// groups' windows turn over as in use: 6,000 grants a minute per group,
-/// under its rpm, so no group is ever gated and both sides choose alike.
-#[derive(Debug)]
-pub struct QuotaWorkload {
-    pool: Pool,
-    contexts: Vec<Context>,
-    done: u64,
-}
-
-impl QuotaWorkload {
-    pub fn new(resources: usize, strategy: Strategy, grouped: bool) -> QuotaWorkload {
+    /// The quota comparison: the warmed pool with each resource in one of
+    /// [`GROUPS`] quota groups with an rpm, a tpm and a concurrency, or (not
+    /// `grouped`) in none. Its pairs are a millisecond apart, so the groups'
+    /// windows turn over as in use: 6,000 grants a minute per group, under
+    /// its rpm, so no group is ever gated and both sides choose alike.
+    pub fn quota(resources: usize, strategy: Strategy, grouped: bool) -> Workload {
         let (mut pool, ids, contexts) = warmed(resources, strategy, false);
         if grouped {
             let limits = GroupLimits {
@@ -140,20 +107,28 @@ impl QuotaWorkload {
                 pool.register_with(id.clone(), registration, 0).expect("a registered resource");
             }
         }
-        QuotaWorkload { pool, contexts, done: 0 }
+        Workload { pool, contexts, done: 0, step: 1_000_000 }
     }
 
-    /// Runs `count` pairs as [`Workload::pairs`] does, the clock a
-    /// millisecond further at each; returns the sum of the tokens granted.
+    /// Runs `count` pairs, each an acquire in the next context and the
+    /// release of its lease, draining events every `DRAIN_EVERY` pairs.
+    /// Returns a checksum of the resources chosen and their fencing tokens
+    /// (FNV-1a), so no work can be elided and two runs can be compared.
     pub fn pairs(&mut self, count: u64) -> u64 {
-        let mut sum = 0u64;
+        let mut sum = 0xcbf2_9ce4_8422_2325u64;
+        let mut mix = |bytes: &[u8]| {
+            for b in bytes {
+                sum = (sum ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+            }
+        };
         for _ in 0..count {
             self.done += 1;
-            let now = SECOND + self.done * 1_000_000;
+            let now = 1 + self.done * self.step;
             let context = &self.contexts[(self.done % CONTEXTS as u64) as usize];
-            let lease = self.pool.acquire(context, now).expect("no group is ever gated");
+            let lease = self.pool.acquire(context, now).expect("a free single-permit resource, its groups not gated");
             self.pool.release(lease.id, lease.token, now).expect("the lease just granted");
-            sum = sum.wrapping_add(lease.token);
+            mix(lease.resource.value().as_bytes());
+            mix(&lease.token.to_le_bytes());
             if self.done % DRAIN_EVERY == 0 {
                 self.pool.drain_events();
             }

@@ -17,7 +17,7 @@ use std::hint::black_box;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use repute_core::workload::{context, history, value, QuotaWorkload, Workload, CONTEXTS, DRAIN_EVERY};
+use repute_core::workload::{context, history, value, Workload, CONTEXTS, DRAIN_EVERY};
 use repute_host::linked::LinkedPool;
 use repute_host::{GuestWorkload, Policy, Pool, PoolOps, Providers, Result, Strategy, SystemClock, TenantConfig};
 
@@ -48,8 +48,8 @@ fn run(side: &str, resources: u32, strategy: Strategy, pairs: u64) -> Result<u64
     let providers = || Providers::memory_with_clock(Arc::new(SystemClock::new()));
     Ok(match side {
         "native" => Workload::new(resources as usize, strategy).pairs(pairs),
-        "quota-none" => QuotaWorkload::new(resources as usize, strategy, false).pairs(pairs),
-        "quota-group" => QuotaWorkload::new(resources as usize, strategy, true).pairs(pairs),
+        "quota-none" => Workload::quota(resources as usize, strategy, false).pairs(pairs),
+        "quota-group" => Workload::quota(resources as usize, strategy, true).pairs(pairs),
         "guest" => GuestWorkload::new(resources, strategy)?.pairs(pairs)?,
         "linked" => through(Box::new(LinkedPool::open(config, providers())?), resources as usize, pairs)?,
         _ => through(Box::new(Pool::open(config, providers())?), resources as usize, pairs)?,

@@ -248,10 +248,13 @@ impl Contender {
     fn chooser(self, setup: &Setup) -> Box<dyn Chooser> {
         let Setup { kind, prober, seed, .. } = *setup;
         match self {
-            Contender::ThompsonPartitioned => Box::new(PartitionedChooser::new(Policy::default(), setup)),
             Contender::Thompson | Contender::ThompsonClassicRecovery | Contender::Classic => {
                 let policy = self.policy().expect("a pool contender has a policy");
                 Box::new(PoolChooser::new(policy, kind, seed, prober && self.probes()))
+            }
+            Contender::ThompsonPartitioned => {
+                let policy = self.policy().expect("a pool contender has a policy");
+                Box::new(PartitionedChooser::new(policy, &Setup { prober: prober && self.probes(), ..*setup }))
             }
             Contender::Oracle => Box::new(Oracle),
             Contender::CrawleeSessions => Box::new(CrawleeSessions::new(seed)),

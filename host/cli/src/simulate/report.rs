@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use plotters::prelude::*;
-use repute_core::{Policy, SECOND};
+use repute_core::SECOND;
 use serde::Serialize;
 
 use super::scenario::{Kind, Request, CONTEXTS, RESOURCES};
@@ -107,7 +107,7 @@ pub(super) fn scenario(
             let rate = t.successes as f64 / n;
             StrategyReport {
                 strategy: c.name().to_string(),
-                default: c.policy() == Some(Policy::default()) && *c != Contender::ThompsonPartitioned,
+                default: *c == Contender::Thompson,
                 successes: t.successes,
                 unserved: t.unserved,
                 rate_limited: t.rate_limited,
