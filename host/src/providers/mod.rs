@@ -45,7 +45,7 @@ pub use postgres::{PgFencing, PgOwners, PgStorage, Postgres};
 #[cfg(feature = "redis")]
 pub use redis::{Address, Done, Exchange, Redis, RedisFencing, RedisStorage, RedisWire};
 pub use sqlite::{SqliteFencing, SqliteFile, SqliteStorage};
-pub use storage::{Checkpoint, LogEntry, MemoryStorage, Storage};
+pub use storage::{Checkpoint, FoldCount, LogEntry, MemoryStorage, Storage};
 
 use std::sync::Arc;
 

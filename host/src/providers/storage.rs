@@ -1,6 +1,8 @@
 //! Durable state behind the `storage` import: conditional checkpoints and
 //! the command log.
 
+use std::collections::BTreeSet;
+
 use repute_core::Command;
 
 use crate::error::StoreError;
@@ -111,6 +113,76 @@ impl Storage for MemoryStorage {
     }
 }
 
+/// Storage that counts, as its pool reads the log, the entries other
+/// writers appended that the pool then folds: the work a process does for
+/// the others' changes, which shared mode does for every entry and
+/// partitioned mode only for its partitions' and the registrations. Each
+/// entry is counted once, when first read, and the pool's own never.
+pub struct FoldCount {
+    inner: Box<dyn Storage>,
+    /// Every position up to here has been read or is this pool's own.
+    seen: u64,
+    /// Positions this pool appended above `seen`, not yet read back.
+    own: BTreeSet<u64>,
+    count: Box<dyn Fn(u64) + Send>,
+}
+
+impl FoldCount {
+    /// `inner`, telling `count` how many others' entries each read brought.
+    pub fn new(inner: Box<dyn Storage>, count: Box<dyn Fn(u64) + Send>) -> FoldCount {
+        FoldCount { inner, seen: 0, own: BTreeSet::new(), count }
+    }
+}
+
+impl Storage for FoldCount {
+    fn load(&mut self) -> Result<Option<Checkpoint>, StoreError> {
+        let checkpoint = self.inner.load()?;
+        if let Some(c) = &checkpoint {
+            self.seen = self.seen.max(c.log_seq);
+        }
+        Ok(checkpoint)
+    }
+
+    fn save(&mut self, bytes: &[u8], expected_version: u64, log_seq: u64) -> Result<u64, StoreError> {
+        self.inner.save(bytes, expected_version, log_seq)
+    }
+
+    fn append(&mut self, command: &Command) -> Result<u64, StoreError> {
+        let seq = self.inner.append(command)?;
+        if seq == self.seen + 1 {
+            self.seen = seq;
+        } else {
+            // Others appended between: the pool reads up to here before it
+            // applies its own, and this one must not count as theirs.
+            self.own.insert(seq);
+        }
+        Ok(seq)
+    }
+
+    fn read_log(&mut self, after: u64, limit: u32) -> Result<Vec<LogEntry>, StoreError> {
+        let entries = self.inner.read_log(after, limit)?;
+        let mut theirs = 0;
+        for e in entries.iter().filter(|e| e.seq > self.seen) {
+            if !self.own.remove(&e.seq) {
+                theirs += 1;
+            }
+        }
+        if let Some(last) = entries.last() {
+            self.seen = self.seen.max(last.seq);
+            let seen = self.seen;
+            self.own.retain(|&s| s > seen);
+        }
+        if theirs > 0 {
+            (self.count)(theirs);
+        }
+        Ok(entries)
+    }
+
+    fn lease_id_floor(&self) -> u64 {
+        self.inner.lease_id_floor()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,5 +194,51 @@ mod tests {
         assert_eq!(message, "log entry 7 (38 bytes) does not decode: data error at line 1 column 36");
         let StoreError::Unavailable(message) = decode_command(8, "{\"Regi").unwrap_err() else { panic!() };
         assert_eq!(message, "log entry 8 (6 bytes) does not decode: eof error at line 1 column 6");
+    }
+
+    /// One log two writers share, each through its own handle.
+    #[derive(Clone, Default)]
+    struct Shared(std::sync::Arc<std::sync::Mutex<MemoryStorage>>);
+
+    impl Storage for Shared {
+        fn load(&mut self) -> Result<Option<Checkpoint>, StoreError> {
+            self.0.lock().unwrap().load()
+        }
+        fn save(&mut self, bytes: &[u8], expected_version: u64, log_seq: u64) -> Result<u64, StoreError> {
+            self.0.lock().unwrap().save(bytes, expected_version, log_seq)
+        }
+        fn append(&mut self, command: &Command) -> Result<u64, StoreError> {
+            self.0.lock().unwrap().append(command)
+        }
+        fn read_log(&mut self, after: u64, limit: u32) -> Result<Vec<LogEntry>, StoreError> {
+            self.0.lock().unwrap().read_log(after, limit)
+        }
+    }
+
+    #[test]
+    fn a_fold_count_counts_each_entry_of_the_others_once_and_its_own_never() {
+        let log = Shared::default();
+        let counted = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let tally = counted.clone();
+        let count = Box::new(move |n| {
+            tally.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+        });
+        let (mut mine, mut theirs) = (FoldCount::new(Box::new(log.clone()), count), log);
+        let entry = Command::Unblock { resource: repute_core::ResourceId::new("proxy", "p1").unwrap(), context: None };
+        let counted = || counted.load(std::sync::atomic::Ordering::Relaxed);
+
+        assert_eq!(mine.append(&entry).unwrap(), 1);
+        assert_eq!(mine.read_log(0, 10).unwrap().len(), 1);
+        assert_eq!(counted(), 0, "its own entry is not the others' work");
+        theirs.append(&entry).unwrap();
+        theirs.append(&entry).unwrap();
+        assert_eq!(mine.append(&entry).unwrap(), 4);
+        // A page that runs past an entry not applied yet, then the same again.
+        assert_eq!(mine.read_log(1, 2).unwrap().len(), 2);
+        assert_eq!(mine.read_log(1, 10).unwrap().len(), 3);
+        assert_eq!(counted(), 2, "two of theirs, each once; its own at 4 not at all");
+        theirs.append(&entry).unwrap();
+        assert_eq!(mine.read_log(4, 10).unwrap().len(), 1);
+        assert_eq!(counted(), 3);
     }
 }

@@ -11,7 +11,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use repute_host::providers::{Claim, OwnerStore, Postgres, Storage};
-use repute_host::{Error, Outcome, Policy, Pool, PoolOps, Providers, StoreError, SystemClock, TenantConfig};
+use repute_host::{
+    partition_of, Command, Context, Error, Outcome, Partition, Policy, Pool, PoolOps, Providers, ResourceId,
+    StoreError, SystemClock, TenantConfig,
+};
 
 use crate::shared_store::{shared_store_tests, tenant, Opener};
 use crate::usage_limits::{usage_limit_tests, Store};
@@ -128,13 +131,55 @@ fn an_owner_lease_moves_only_after_it_expires() {
     assert_eq!(claimed(a.claim(&t, "a", "http://a:1", ttl).unwrap()), second + 1, "a resigned tenant is free at once");
 }
 
+/// A partition's storage appends to its tenant's one log under the
+/// partition's own owner epoch, which the database checks (a deposed
+/// owner of one partition is refused while another partition's owner goes
+/// on), and reads back only the entries of its own contexts and those
+/// every partition folds.
+#[test]
+fn a_partition_writes_under_its_own_epoch_and_reads_its_own_part_of_the_log() {
+    let db = db();
+    let t = tenant("partition");
+    let ttl = Duration::from_millis(300);
+    let mut owners = db.owners();
+    let part = |index| Partition::new(&t, index, 2).unwrap();
+    let site = |index| (0..).map(|i| format!("site-{i}")).find(|c| partition_of(c, 2) == index).unwrap();
+    let first = claimed(owners.claim(&part(0).name(), "a", "http://a", ttl).unwrap());
+    let other = claimed(owners.claim(&part(1).name(), "b", "http://b", ttl).unwrap());
+    let (mut zero, _) = db.partition(part(0), first);
+    let (mut one, _) = db.partition(part(1), other);
+    let resource = ResourceId::new("proxy", "p1").unwrap();
+    let report = |index| Command::Report {
+        resource: resource.clone(),
+        context: Context::new(site(index)).unwrap(),
+        outcome: Outcome::Success { latency_ms: 1.0 },
+    };
+    let everywhere = Command::Block { resource: resource.clone(), context: None, duration: None, reason: None };
+    let a = zero.append(&report(0)).unwrap();
+    let b = one.append(&report(1)).unwrap();
+    let c = zero.append(&everywhere).unwrap();
+    assert!(a < b && b < c, "one order for the tenant's log");
+    let seqs = |s: &mut dyn Storage| s.read_log(0, 100).unwrap().into_iter().map(|e| e.seq).collect::<Vec<_>>();
+    assert_eq!(seqs(&mut zero), vec![a, c]);
+    assert_eq!(seqs(&mut one), vec![b, c]);
+
+    std::thread::sleep(ttl + Duration::from_millis(100));
+    let second = claimed(db.owners().claim(&part(0).name(), "c", "http://c", ttl).unwrap());
+    assert!(matches!(zero.append(&report(0)), Err(StoreError::StaleEpoch { mine, stored }) if mine == first && stored == second));
+    assert!(matches!(zero.save(b"x", 0, c), Err(StoreError::StaleEpoch { .. })));
+    let (mut taken, _) = db.partition(part(0), second);
+    assert!(taken.append(&report(0)).unwrap() > c);
+    assert!(taken.lease_id_floor() > zero.lease_id_floor(), "the new owner's lease ids are above the old one's");
+    assert!(one.append(&report(1)).is_ok(), "the other partition's owner is not deposed");
+}
+
 #[test]
 fn migrations_run_once() {
     let (_first, _second) = (db(), db());
     let mut client = ::postgres::Client::connect(&url(), ::postgres::NoTls).unwrap();
     let rows = client.query("SELECT version FROM repute_migrations ORDER BY version", &[]).unwrap();
     let versions: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
-    assert_eq!(versions, vec![1, 2, 3]);
+    assert_eq!(versions, vec![1, 2, 3, 4]);
 }
 
 shared_store_tests!(opener: opener, db: db, grants: 60);

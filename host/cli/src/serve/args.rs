@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use repute_host::{
-    CoolingRule, FailureKind, Mode, OwnersSpec, Policy, Profiles, RateLimit, Recovery, StoreSpec, Strategy,
+    CoolingRule, FailureKind, OwnersSpec, Policy, Profiles, RateLimit, Recovery, StoreSpec, Strategy, MAX_PARTITIONS,
 };
 
 #[derive(Debug, clap::Args)]
@@ -18,9 +18,16 @@ pub struct Args {
     #[arg(long, env = "REPUTE_STORE", default_value = "sqlite:repute.db")]
     pub store: StoreSpec,
     /// With PostgreSQL: `sharded` (one owner process per tenant, others answer
-    /// 421 naming it) or `shared` (every process serves every tenant).
-    #[arg(long, env = "REPUTE_MODE", default_value = "sharded", value_parser = Mode::parse)]
-    pub mode: Mode,
+    /// 421 naming it), `shared` (every process serves every tenant) or
+    /// `partitioned` (each tenant split by context into --partitions parts,
+    /// each with one owner process; the database stays the lease authority
+    /// of all of them).
+    #[arg(long, env = "REPUTE_MODE", value_enum, default_value_t = ServeMode::Sharded)]
+    pub mode: ServeMode,
+    /// Partitioned mode: how many partitions each tenant is split into, 1 to
+    /// 64; every process of a tenant must be started with the same number.
+    #[arg(long, env = "REPUTE_PARTITIONS", value_parser = clap::value_parser!(u32).range(1..=MAX_PARTITIONS as i64))]
+    pub partitions: Option<u32>,
     /// Base URL other processes name when they send a client here (sharded
     /// mode); defaults to http:// and the address bound.
     #[arg(long, env = "REPUTE_ADVERTISE")]
@@ -136,7 +143,36 @@ pub struct Args {
     pub log: String,
 }
 
+/// How the processes of a server share tenants (see `--mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ServeMode {
+    Sharded,
+    Shared,
+    Partitioned,
+}
+
+impl ServeMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServeMode::Sharded => "sharded",
+            ServeMode::Shared => "shared",
+            ServeMode::Partitioned => "partitioned",
+        }
+    }
+}
+
 impl Args {
+    /// `--partitions` in partitioned mode, and `None` in the others, where
+    /// the flag is refused.
+    pub(super) fn partitions(&self) -> Result<Option<u32>, String> {
+        match (self.mode, self.partitions) {
+            (ServeMode::Partitioned, None) => Err("--mode partitioned: needs --partitions".into()),
+            (ServeMode::Partitioned, count) => Ok(count),
+            (_, Some(_)) => Err("--partitions: goes with --mode partitioned".into()),
+            (_, None) => Ok(None),
+        }
+    }
+
     /// The policy of new pools, the operator's caps included, from the flags.
     pub(super) fn policy(&self) -> Result<Policy, String> {
         let mut policy =

@@ -50,6 +50,7 @@ pub struct Metrics {
     live_leases: Family<Labels, Gauge>,
     available: Family<Labels, Gauge>,
     resources: Family<Labels, Gauge>,
+    folded: Family<Labels, Counter>,
     latency: Hist,
 }
 
@@ -72,6 +73,7 @@ impl Metrics {
             live_leases: Family::default(),
             available: Family::default(),
             resources: Family::default(),
+            folded: Family::default(),
             latency: Family::new_with_constructor(latency_histogram as fn() -> Histogram),
             registry: Registry::default(),
         };
@@ -85,6 +87,11 @@ impl Metrics {
         registry.register("leases_live", "Leases held right now (occupancy)", m.live_leases.clone());
         registry.register("resources_available", "Resources with a free permit", m.available.clone());
         registry.register("resources_registered", "Registered resources", m.resources.clone());
+        registry.register(
+            "log_entries_folded",
+            "Entries other processes logged that this one folded in (shared and partitioned modes)",
+            m.folded.clone(),
+        );
         registry.register("http_request_duration_seconds", "HTTP request latency", m.latency.clone());
         Metrics { registry, ..m }
     }
@@ -156,6 +163,14 @@ impl Metrics {
             self.live_leases.get_or_create(&none).set(totals[0]);
             self.available.get_or_create(&none).set(totals[1]);
             self.resources.get_or_create(&none).set(totals[2]);
+        }
+    }
+
+    /// What counts the entries of other processes one of `tenant`'s pools folds.
+    pub fn folded(&self, tenant: &str) -> impl Fn(u64) + Send + 'static {
+        let counter = self.folded.get_or_create(&self.tenant(tenant)).clone();
+        move |entries| {
+            counter.inc_by(entries);
         }
     }
 

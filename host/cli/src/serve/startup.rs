@@ -6,9 +6,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use repute_host::{Mode, OwnersSpec, Policy, PoolSet, Profiles, Recovery, ShardLimits, StoreSpec, SystemClock};
+use repute_host::{OwnersSpec, Policy, PoolSet, Profiles, Recovery, ShardLimits, StoreSpec, SystemClock};
 use tokio::sync::watch;
 
+use super::args::ServeMode;
 use super::state::AppState;
 use super::{args, auth, connections, probe, shutdown, ticker, Args};
 
@@ -60,6 +61,12 @@ async fn run(args: &Args) -> Result<(), String> {
     let set = PoolSet::new(shards, ShardLimits::default()).map_err(|e| format!("cannot start the pool: {e}"))?;
     let owner_ttl = args::seconds(args.owner_ttl, "--owner-ttl")?;
     let sync_every = args::seconds(args.sync_every, "--sync-every")?;
+    let partitions = args.partitions()?;
+    if partitions.is_some() && args.store.backend() != "postgres" {
+        return Err(
+            "--mode partitioned: needs a postgres:// store (each partition reads its own part of its log)".into()
+        );
+    }
     let mut server_lock = args.store.local_file().map(lock_sqlite).transpose()?;
     let listener =
         tokio::net::TcpListener::bind(args.listen).await.map_err(|e| format!("--listen {}: {e}", args.listen))?;
@@ -75,24 +82,26 @@ async fn run(args: &Args) -> Result<(), String> {
         let _ = write!(file, "process {} serving {advertise}", std::process::id());
     }
     let ownership = match args.mode {
-        Mode::Sharded => {
+        ServeMode::Sharded | ServeMode::Partitioned => {
             let (owners, store, advertise) = (args.owners.clone(), store.clone(), advertise.clone());
             tokio::task::spawn_blocking(move || owners.ownership(&*store, &advertise, owner_ttl))
                 .await
                 .map_err(|e| e.to_string())?
                 .map_err(|e| format!("--owners: {e}"))?
         }
-        Mode::Shared if args.owners != OwnersSpec::Store => {
-            return Err("--owners: owner leases are kept in sharded mode only (--mode sharded)".into())
+        ServeMode::Shared if args.owners != OwnersSpec::Store => {
+            return Err("--owners: owner leases are kept in sharded and partitioned modes only".into())
         }
-        Mode::Shared => None,
+        ServeMode::Shared => None,
     };
-    if args.mode == Mode::Sharded && ownership.is_none() && store.is_shared() {
+    if args.mode == ServeMode::Sharded && ownership.is_none() && store.is_shared() {
         return Err("--mode sharded: this store cannot hold owner leases; use --mode shared".into());
     }
-    let shared = store.is_shared() && args.mode == Mode::Shared;
+    // Both fold what other processes log: every entry (shared), or those
+    // of the partitions held here and every registration (partitioned).
+    let folds = store.is_shared() && args.mode != ServeMode::Sharded;
     let (stop_tx, stop_rx) = watch::channel(false);
-    let state = Arc::new(AppState::new(
+    let mut state = AppState::new(
         set,
         store,
         ownership,
@@ -107,14 +116,16 @@ async fn run(args: &Args) -> Result<(), String> {
         args.max_tenant_bytes,
         args.metrics_tenants,
         args.metrics_auth,
-    ));
+    );
+    state.partitions = partitions;
+    let state = Arc::new(state);
     println!("listening on {addr}");
     tracing::info!(%addr, store = ?args.store, mode = args.mode.as_str(), shards, "serving");
 
     let timers = ticker::Timers {
         checkpoint: checkpoint_every,
         renew: owner_ttl / 4,
-        sync: shared.then_some(sync_every),
+        sync: folds.then_some(sync_every),
         probe: probe_every,
     };
     let ticker = tokio::spawn(ticker::background(state.clone(), timers, stop_rx));

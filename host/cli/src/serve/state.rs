@@ -6,11 +6,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use repute_host::{
-    Backend, Clock, Event, Ownership, Policy, PoolOps, PoolSet, Profiles, Standing, TenantConfig, TenantPool,
+    lease_partition, partition_of, tenant_of, Backend, Clock, Event, Ownership, Partition, Policy, PoolOps, PoolSet,
+    Profiles, Standing, TenantConfig, TenantPool,
 };
 use tokio::sync::{broadcast, watch};
 
 use repute_core::snapshot::{capped, CappedInput, Caps};
+use repute_host::providers::FoldCount;
 
 use super::auth::KeyFile;
 use super::metrics::Metrics;
@@ -23,9 +25,13 @@ const EVENT_BUFFER: usize = 4096;
 pub struct AppState {
     pub set: PoolSet,
     pub store: Arc<dyn Backend>,
-    /// Sharded mode on PostgreSQL: the owner leases of this process. `None`
-    /// when every tenant is served here (single process, or shared mode).
+    /// Sharded and partitioned modes: the owner leases of this process (of
+    /// tenants, or of partitions). `None` when every tenant is served here
+    /// (single process, or shared mode).
     pub ownership: Option<Ownership>,
+    /// `--partitions` in partitioned mode: each tenant is split into this
+    /// many pools by context (see [`AppState::pool`]).
+    pub partitions: Option<u32>,
     pub clock: Arc<dyn Clock>,
     pub policy: Policy,
     /// `--profile`: how the answers of each kind's resources are read.
@@ -76,6 +82,7 @@ impl AppState {
             set,
             store,
             ownership,
+            partitions: None,
             clock,
             policy,
             profiles,
@@ -92,6 +99,22 @@ impl AppState {
             opened: RwLock::new(HashSet::new()),
             events: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The pool a request of `tenant` runs in: the tenant's, or in
+    /// partitioned mode the partition `by` picks (the one that holds its
+    /// context, or that granted its lease; a request about no context goes
+    /// to partition 0, which every registration reaches first). Every
+    /// other call here takes the pool's name, so ownership, opening and
+    /// closing work the same for a partition as for a tenant.
+    pub fn pool(&self, tenant: &str, by: By<'_>) -> String {
+        let Some(count) = self.partitions else { return tenant.to_owned() };
+        let index = match by {
+            By::Context(context) => partition_of(context, count),
+            By::Lease(id) => lease_partition(id, count),
+            By::Home => 0,
+        };
+        Partition { tenant: tenant.to_owned(), index, count }.name()
     }
 
     /// Opens `tenant` on first use: from its newest checkpoint on a durable
@@ -133,7 +156,9 @@ impl AppState {
         if opened.contains(tenant) {
             return Ok(());
         }
-        let providers = self.store.providers(tenant, epoch, self.clock.clone())?;
+        let mut providers = self.store.providers(tenant, epoch, self.clock.clone())?;
+        let folded = self.metrics.folded(tenant_of(tenant));
+        providers.storage = Box::new(FoldCount::new(providers.storage, Box::new(folded)));
         let config = TenantConfig { policy: self.policy.clone(), seed: self.seed, durable: self.store.durable() };
         self.set.open_tenant(tenant, config, providers)?;
         if let Err(e) = self.hold_to_caps(tenant) {
@@ -202,11 +227,12 @@ impl AppState {
         }
     }
 
-    /// Folds what other processes logged into every open tenant (shared mode).
+    /// Folds what other processes logged into every open tenant (shared
+    /// mode) or partition (partitioned mode).
     pub fn sync_all(&self) {
-        for tenant in self.set.tenants() {
-            if let Err(e) = self.set.with(&tenant, |p| p.sync()).and_then(|r| r) {
-                tracing::warn!(tenant, error = %e, "log sync failed");
+        for pool in self.set.tenants() {
+            if let Err(e) = self.set.with(&pool, |p| p.sync()).and_then(|r| r) {
+                tracing::warn!(pool, error = %e, "log sync failed");
             }
         }
     }
@@ -253,10 +279,11 @@ impl AppState {
         }
     }
 
-    fn publish(&self, tenant: &str, events: Vec<Event>) {
+    fn publish(&self, pool: &str, events: Vec<Event>) {
         if events.is_empty() {
             return;
         }
+        let tenant = tenant_of(pool);
         self.metrics.observe_events(tenant, &events);
         let channels = self.events.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(tx) = channels.get(tenant) {
@@ -306,4 +333,14 @@ impl AppState {
     pub fn is_ready(&self) -> bool {
         self.ready.load(Ordering::Acquire)
     }
+}
+
+/// What picks the pool of a request in partitioned mode.
+pub enum By<'a> {
+    /// The request is about this context.
+    Context(&'a str),
+    /// The request is about the lease with this id.
+    Lease(u64),
+    /// The request is about no context: registrations, groups, listings.
+    Home,
 }

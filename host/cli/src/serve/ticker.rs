@@ -14,9 +14,9 @@ const TAKEOVER: Duration = Duration::from_millis(200);
 /// How often the background work runs.
 pub(super) struct Timers {
     pub(super) checkpoint: Duration,
-    /// Owner lease renewal (sharded mode).
+    /// Owner lease renewal (sharded and partitioned modes).
     pub(super) renew: Duration,
-    /// Log folding (shared mode).
+    /// Log folding (shared and partitioned modes).
     pub(super) sync: Option<Duration>,
     /// Probe rounds (with --probe-url).
     pub(super) probe: Duration,

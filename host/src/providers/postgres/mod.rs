@@ -29,6 +29,7 @@ use ::postgres::{Client, Config};
 use super::{Backend, Clock, Providers};
 use crate::error::StoreError;
 use crate::ownership::Ownership;
+use crate::partition::Partition;
 
 mod link;
 mod owners;
@@ -45,6 +46,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (1, include_str!("../../../migrations/0001_init.sql")),
     (2, include_str!("../../../migrations/0002_limits.sql")),
     (3, include_str!("../../../migrations/0003_groups.sql")),
+    (4, include_str!("../../../migrations/0004_partitions.sql")),
 ];
 
 /// Any lock number, the same in every process: serialises migrations.
@@ -72,7 +74,10 @@ impl Backend for Postgres {
     }
 
     fn tenant_providers(&self, tenant: &str, epoch: u64, clock: Arc<dyn Clock>) -> crate::error::Result<Providers> {
-        Ok(Providers::postgres(self, tenant, epoch, clock))
+        Ok(match Partition::parse(tenant) {
+            Some(partition) => Providers::new(clock, self.partition(partition, epoch)),
+            None => Providers::postgres(self, tenant, epoch, clock),
+        })
     }
 
     /// Makes `epoch` the tenant's if it is higher than the stored one: an
@@ -120,7 +125,19 @@ impl Postgres {
     /// where no process owns the tenant).
     pub fn tenant(&self, tenant: &str, epoch: u64) -> (PgStorage, PgFencing) {
         let inner = Arc::new(Mutex::new(Inner { link: self.link(), tenant: tenant.to_owned(), epoch: epoch as i64 }));
-        (PgStorage { inner: inner.clone() }, PgFencing { inner })
+        (PgStorage { inner: inner.clone(), partition: None }, PgFencing { inner })
+    }
+
+    /// One partition's storage, writing under its owner's `epoch`, and the
+    /// tenant's lease authority, which every partition shares as the
+    /// processes of shared mode do (epoch 0), so a permit or a limit is
+    /// judged over every partition's grants (I1, I2).
+    pub fn partition(&self, partition: Partition, epoch: u64) -> (PgStorage, PgFencing) {
+        let inner = |epoch: u64| {
+            Arc::new(Mutex::new(Inner { link: self.link(), tenant: partition.tenant.clone(), epoch: epoch as i64 }))
+        };
+        let fencing = PgFencing { inner: inner(0) };
+        (PgStorage { inner: inner(epoch), partition: Some(partition) }, fencing)
     }
 
     /// Owner leases in this database, on a connection of their own so that

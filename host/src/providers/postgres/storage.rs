@@ -1,5 +1,5 @@
-//! Checkpoints and the command log of one tenant, conditional on the
-//! owner epoch in the database (I3, I4).
+//! Checkpoints and the command log of one tenant, or of one partition of
+//! it, conditional on the owner epoch in the database (I3, I4).
 
 use std::sync::{Arc, Mutex};
 
@@ -7,17 +7,29 @@ use repute_core::Command;
 
 use super::{lock, Inner};
 use crate::error::StoreError;
+use crate::partition::{context_hash, Partition};
 use crate::providers::storage::{decode_command, encode_command, Checkpoint, LogEntry, Storage};
 
-/// Checkpoints and the command log of one tenant.
+/// Checkpoints and the command log of one tenant. A partition's storage
+/// keeps its checkpoint under the partition's name, appends under the
+/// partition's owner epoch, and reads of the tenant's log only the entries
+/// about its own contexts and those every partition folds.
 pub struct PgStorage {
     pub(super) inner: Arc<Mutex<Inner>>,
+    pub(super) partition: Option<Partition>,
+}
+
+impl PgStorage {
+    /// Whom checkpoints and the owner epoch belong to: the partition, or the tenant.
+    fn owner(&self, inner: &Inner) -> String {
+        self.partition.as_ref().map_or_else(|| inner.tenant.clone(), Partition::name)
+    }
 }
 
 impl Storage for PgStorage {
     fn load(&mut self) -> Result<Option<Checkpoint>, StoreError> {
         let mut inner = lock(&self.inner);
-        let tenant = inner.tenant.clone();
+        let tenant = self.owner(&inner);
         let row = inner.link.run(|c| {
             c.query_opt("SELECT epoch, version, log_seq, bytes FROM repute_checkpoint WHERE tenant = $1", &[&tenant])
         })?;
@@ -31,7 +43,7 @@ impl Storage for PgStorage {
 
     fn save(&mut self, bytes: &[u8], expected_version: u64, log_seq: u64) -> Result<u64, StoreError> {
         let mut inner = lock(&self.inner);
-        let (tenant, epoch) = (inner.tenant.clone(), inner.epoch);
+        let (tenant, epoch) = (self.owner(&inner), inner.epoch);
         let row = inner.link.run(|c| {
             c.query_one(
                 "SELECT status, found FROM repute_save($1, $2, $3, $4, $5)",
@@ -48,29 +60,37 @@ impl Storage for PgStorage {
 
     fn append(&mut self, command: &Command) -> Result<u64, StoreError> {
         let entry = encode_command(command)?;
+        // The hash as the column holds it: the same 64 bits, signed.
+        let hash = context_hash(command).map(|h| h as i64);
         let mut inner = lock(&self.inner);
-        let (tenant, epoch) = (inner.tenant.clone(), inner.epoch);
+        let (tenant, owner, epoch) = (inner.tenant.clone(), self.owner(&inner), inner.epoch);
         // The position comes from the tenant row, locked until commit: no
         // entry becomes visible below one a reader has already seen. An
-        // owner's append is refused once its epoch is no longer the tenant's.
+        // owner's append is refused once its epoch is no longer that of
+        // what it owns (the tenant, or its partition, whose row the append
+        // holds shared so a takeover waits for it).
         let row = inner.link.run(|c| {
             c.query_opt(
-                "WITH pos AS (
-                     INSERT INTO repute_tenant AS t (tenant, log_seq) VALUES ($1, 1)
+                "WITH owner AS (
+                     SELECT 1 FROM repute_tenant WHERE $2::bigint <> 0 AND tenant = $4 AND epoch = $2::bigint
+                     FOR SHARE
+                 ), pos AS (
+                     INSERT INTO repute_tenant AS t (tenant, log_seq)
+                     SELECT $1, 1 WHERE $2::bigint = 0 OR EXISTS (SELECT 1 FROM owner)
                      ON CONFLICT (tenant) DO UPDATE SET log_seq = t.log_seq + 1
-                     WHERE $2::bigint = 0 OR t.epoch = $2::bigint
                      RETURNING t.log_seq
                  )
-                 INSERT INTO repute_log (tenant, seq, entry) SELECT $1, log_seq, $3::text::jsonb FROM pos RETURNING seq",
-                &[&tenant, &epoch, &entry],
+                 INSERT INTO repute_log (tenant, seq, entry, ctx_hash)
+                 SELECT $1, log_seq, $3::text::jsonb, $5 FROM pos RETURNING seq",
+                &[&tenant, &epoch, &entry, &owner, &hash],
             )
         })?;
         match row {
             Some(r) => Ok(r.get::<_, i64>(0) as u64),
             None => {
                 let stored = inner.link.run(|c| {
-                    c.query_one("SELECT epoch FROM repute_tenant WHERE tenant = $1", &[&tenant])
-                        .map(|r| r.get::<_, i64>(0))
+                    c.query_opt("SELECT epoch FROM repute_tenant WHERE tenant = $1", &[&owner])
+                        .map(|r| r.map_or(0, |r| r.get::<_, i64>(0)))
                 })?;
                 Err(StoreError::StaleEpoch { mine: epoch as u64, stored: stored as u64 })
             }
@@ -80,10 +100,14 @@ impl Storage for PgStorage {
     fn read_log(&mut self, after: u64, limit: u32) -> Result<Vec<LogEntry>, StoreError> {
         let mut inner = lock(&self.inner);
         let tenant = inner.tenant.clone();
+        // Without a partition, every entry: index 0 of 1 folds them all.
+        let (index, count) = self.partition.as_ref().map_or((0, 1), |p| (p.index as i32, p.count as i32));
         let rows = inner.link.run(|c| {
             c.query(
-                "SELECT seq, entry::text FROM repute_log WHERE tenant = $1 AND seq > $2 ORDER BY seq LIMIT $3",
-                &[&tenant, &(after as i64), &(limit as i64)],
+                "SELECT seq, entry::text FROM repute_log WHERE tenant = $1 AND seq > $2
+                   AND ($4 = 1 OR ctx_hash IS NULL OR repute_partition(ctx_hash, $4) = $5)
+                 ORDER BY seq LIMIT $3",
+                &[&tenant, &(after as i64), &(limit as i64), &count, &index],
             )
         })?;
         rows.iter()
@@ -95,8 +119,10 @@ impl Storage for PgStorage {
     }
 
     /// A takeover raises the owner epoch, so the new owner's lease ids are
-    /// above any the deposed one handed out (0 in shared mode: ids are per process).
+    /// above any the deposed one handed out (0 in shared mode: ids are per
+    /// process); a partition's also name the partition.
     fn lease_id_floor(&self) -> u64 {
-        (lock(&self.inner).epoch as u64) << 32
+        let epoch = lock(&self.inner).epoch as u64;
+        self.partition.as_ref().map_or(epoch << 32, |p| p.lease_floor(epoch))
     }
 }

@@ -12,6 +12,7 @@ use tokio_stream::wrappers::BroadcastStream;
 use super::table::{route, Route};
 use crate::serve::extract::{App, AppResult, Tenant};
 use crate::serve::openapi::Doc;
+use crate::serve::state::By;
 use crate::serve::units::http_view;
 
 /// This module's rows of the routes table: each route's method, path,
@@ -31,7 +32,7 @@ pub(super) async fn events(
     State(state): State<App>,
     Tenant(t): Tenant,
 ) -> AppResult<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>> {
-    state.ensure_open(&t)?;
+    state.ensure_open(&state.pool(&t, By::Home))?;
     let clock = state.clock.clone();
     let stream = BroadcastStream::new(state.subscribe(&t)).map(move |item| {
         Ok(match item {

@@ -21,6 +21,7 @@ use crate::serve::openapi::views;
 use crate::serve::openapi::Doc;
 use crate::serve::problem::Problem;
 use crate::serve::share::{self, Growth};
+use crate::serve::state::By;
 use crate::serve::units::http_view;
 use crate::serve::usage::{self, GroupLimitsIn};
 
@@ -105,7 +106,7 @@ fn view(g: &GroupView, state: &App) -> Value {
 }
 
 pub(super) async fn list(State(state): State<App>, Tenant(t): Tenant) -> AppResult<Json<Value>> {
-    let groups: Vec<GroupView> = state.call(&t, |p| p.groups()).await?;
+    let groups: Vec<GroupView> = state.call(&state.pool(&t, By::Home), |p| p.groups()).await?;
     Ok(Json(Value::Array(groups.iter().map(|g| view(g, &state)).collect())))
 }
 
@@ -115,7 +116,7 @@ pub(super) async fn one(
     P(GroupPath { name }): P<GroupPath>,
 ) -> AppResult<Json<Value>> {
     let name = group_name(name)?;
-    let groups: Vec<GroupView> = state.call(&t, |p| p.groups()).await?;
+    let groups: Vec<GroupView> = state.call(&state.pool(&t, By::Home), |p| p.groups()).await?;
     let group = groups.iter().find(|g| g.name == name).ok_or_else(|| Problem::not_found("group"))?;
     Ok(Json(view(group, &state)))
 }
@@ -132,7 +133,7 @@ pub(super) async fn set(
     let limits = b.into_limits()?;
     let max = state.max_tenant_bytes;
     state
-        .call(&t, move |p| match share::admit(p, max, Growth::Group { name: name.as_str() })? {
+        .call(&state.pool(&t, By::Home), move |p| match share::admit(p, max, Growth::Group { name: name.as_str() })? {
             Ok(()) => p.set_group(name.as_str(), &limits).map(|_| Ok(())),
             Err(refused) => Ok(Err(refused)),
         })
@@ -148,7 +149,8 @@ pub(super) async fn remove(
     P(GroupPath { name }): P<GroupPath>,
 ) -> AppResult<StatusCode> {
     let name = group_name(name)?;
-    let removed = state.call(&t, move |p| p.set_group(name.as_str(), &GroupLimits::default())).await?;
+    let removed =
+        state.call(&state.pool(&t, By::Home), move |p| p.set_group(name.as_str(), &GroupLimits::default())).await?;
     if removed {
         Ok(StatusCode::NO_CONTENT)
     } else {

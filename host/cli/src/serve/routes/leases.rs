@@ -13,6 +13,7 @@ use crate::serve::extract::{App, AppResult, Body, Tenant, P, Q};
 use crate::serve::labels::{self, Values};
 use crate::serve::openapi::schema;
 use crate::serve::problem::Problem;
+use crate::serve::state::By;
 
 const NO_LEASE: &str = "No live lease";
 use crate::serve::openapi::Doc;
@@ -139,8 +140,9 @@ pub(super) async fn acquire(
     let mut selector = labels::selector(b.kind, b.filters, b.exclude, b.prefer, b.affinity);
     selector.cost = b.cost;
     let clock = state.clock.clone();
+    let pool = state.pool(&t, By::Context(&b.context));
     let granted = state
-        .call(&t, move |p| {
+        .call(&pool, move |p| {
             let lease = p.acquire_with(&b.context, &selector).map_err(selector_error)?;
             with_secret(p, lease, &*clock)
         })
@@ -176,7 +178,7 @@ pub(super) fn created(Granted { lease, secret, now }: Granted) -> AppResult<Resp
 
 pub(super) async fn leases(State(state): State<App>, Tenant(t): Tenant) -> AppResult<Json<Vec<LeaseOut>>> {
     let clock = state.clock.clone();
-    let (all, now) = state.call(&t, move |p| p.leases().map(|l| (l, clock.now()))).await?;
+    let (all, now) = state.call(&state.pool(&t, By::Home), move |p| p.leases().map(|l| (l, clock.now()))).await?;
     Ok(Json(all.iter().map(|l| lease_out(l, now)).collect()))
 }
 
@@ -186,7 +188,8 @@ pub(super) async fn lease(
     P(LeaseId { id }): P<LeaseId>,
 ) -> AppResult<Json<LeaseOut>> {
     let clock = state.clock.clone();
-    let (found, now) = state.call(&t, move |p| p.lease(id).map(|l| (l, clock.now()))).await?;
+    let (found, now) =
+        state.call(&state.pool(&t, By::Lease(id)), move |p| p.lease(id).map(|l| (l, clock.now()))).await?;
     found.map(|l| Json(lease_out(&l, now))).ok_or_else(|| Problem::not_found("lease"))
 }
 
@@ -205,7 +208,7 @@ pub(super) async fn release(
     Q(q): Q<TokenQuery>,
 ) -> AppResult<StatusCode> {
     let token = q.token.ok_or_else(|| Problem::invalid("token", "is required (the lease's fencing token)"))?;
-    state.call(&t, move |p| p.release(id, token)).await?;
+    state.call(&state.pool(&t, By::Lease(id)), move |p| p.release(id, token)).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -223,7 +226,8 @@ pub(super) async fn renew(
     Body(b): Body<RenewIn>,
 ) -> AppResult<Json<LeaseOut>> {
     let clock = state.clock.clone();
-    let (lease, now) = state.call(&t, move |p| p.renew(id, b.token).map(|l| (l, clock.now()))).await?;
+    let (lease, now) =
+        state.call(&state.pool(&t, By::Lease(id)), move |p| p.renew(id, b.token).map(|l| (l, clock.now()))).await?;
     Ok(Json(lease_out(&lease, now)))
 }
 
@@ -246,6 +250,6 @@ pub(super) async fn usage(
     P(LeaseId { id }): P<LeaseId>,
     Body(b): Body<UsageIn>,
 ) -> AppResult<StatusCode> {
-    state.call(&t, move |p| p.reconcile(id, b.token, b.used)).await?;
+    state.call(&state.pool(&t, By::Lease(id)), move |p| p.reconcile(id, b.token, b.used)).await?;
     Ok(StatusCode::NO_CONTENT)
 }

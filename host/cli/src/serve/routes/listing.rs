@@ -13,6 +13,7 @@ use crate::serve::extract::{App, AppResult, Tenant, Q};
 use crate::serve::labels;
 use crate::serve::openapi::schema;
 use crate::serve::problem::Problem;
+use crate::serve::state::By;
 use crate::serve::units::http_view;
 use crate::serve::usage;
 
@@ -105,7 +106,7 @@ pub(super) async fn resources(
     }
     let label = q.label.as_deref().map(label_filter).transpose()?.map(|(n, v)| (n.to_owned(), v.to_owned()));
     let (total, page) = state
-        .call(&t, move |p| {
+        .call(&state.pool(&t, By::Home), move |p| {
             let mut views: Vec<ResourceView> = p.resources()?;
             views.retain(|v| {
                 q.kind.as_ref().is_none_or(|k| v.resource.kind() == k.as_str())

@@ -12,6 +12,7 @@ use crate::serve::openapi::schema;
 use crate::serve::openapi::Doc;
 use crate::serve::problem::Problem;
 use crate::serve::share::{self, Growth};
+use crate::serve::state::By;
 
 /// This module's rows of the routes table: each route's method, path,
 /// handler and documentation, beside the handler.
@@ -101,8 +102,9 @@ pub(super) async fn report(
         _ => return Err(Problem::invalid("outcome", "exactly one of outcome and http_status is required")),
     };
     let max = state.max_tenant_bytes;
+    let pool = state.pool(&t, By::Context(&b.context));
     state
-        .call(&t, move |p| {
+        .call(&pool, move |p| {
             match share::admit(p, max, Growth::Cell { kind: &b.kind, value: &b.value, context: &b.context })? {
                 Ok(()) => match &outcome {
                     Some(outcome) => p.report(&b.kind, &b.value, &b.context, outcome).map(Ok),

@@ -13,6 +13,7 @@ use super::table::{route, Route};
 use crate::serve::extract::{App, AppResult, Body, Tenant};
 use crate::serve::openapi::schema;
 use crate::serve::openapi::Doc;
+use crate::serve::state::By;
 
 /// This module's rows of the routes table: each route's method, path,
 /// handler and documentation, beside the handler.
@@ -42,7 +43,7 @@ pub(super) struct DueOut {
 }
 
 pub(super) async fn due_for_probe(State(state): State<App>, Tenant(t): Tenant) -> AppResult<Json<Vec<DueOut>>> {
-    let due = state.call(&t, |p| p.due_for_probe()).await?;
+    let due = state.call(&state.pool(&t, By::Home), |p| p.due_for_probe()).await?;
     Ok(Json(
         due.into_iter()
             .map(|(r, c)| DueOut { kind: r.kind().into(), value: r.value().into(), context: c.as_str().into() })
@@ -66,7 +67,7 @@ pub(super) struct ProbeIn {
 pub(super) async fn probe(State(state): State<App>, Tenant(t): Tenant, Body(b): Body<ProbeIn>) -> AppResult<Response> {
     let clock = state.clock.clone();
     let granted = state
-        .call(&t, move |p| {
+        .call(&state.pool(&t, By::Home), move |p| {
             let lease = p.acquire_for_probe(&b.kind, &b.value, &b.context)?;
             with_secret(p, lease, &*clock)
         })

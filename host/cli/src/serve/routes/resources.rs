@@ -17,6 +17,7 @@ use crate::serve::openapi::views;
 use crate::serve::openapi::Doc;
 use crate::serve::problem::Problem;
 use crate::serve::share::{self, Growth};
+use crate::serve::state::By;
 use crate::serve::units::{http_view, nanos};
 use crate::serve::usage::LimitsIn;
 
@@ -140,9 +141,11 @@ pub(super) async fn register(
     let registration = labels::registration(b.permits, b.limits.into_limits()?, b.labels, b.secret, b.groups)?;
     let max = state.max_tenant_bytes;
     state
-        .call(&t, move |p| match share::admit(p, max, Growth::Resource { kind: &b.kind, value: &b.value })? {
-            Ok(()) => p.register_with(&b.kind, &b.value, &registration).map(|_| Ok(())),
-            Err(refused) => Ok(Err(refused)),
+        .call(&state.pool(&t, By::Home), move |p| {
+            match share::admit(p, max, Growth::Resource { kind: &b.kind, value: &b.value })? {
+                Ok(()) => p.register_with(&b.kind, &b.value, &registration).map(|_| Ok(())),
+                Err(refused) => Ok(Err(refused)),
+            }
         })
         .await??;
     Ok(StatusCode::NO_CONTENT)
@@ -160,7 +163,7 @@ pub(super) async fn unregister(
     P(KindValue { kind, value }): P<KindValue>,
     Q(q): Q<ForceQuery>,
 ) -> AppResult<StatusCode> {
-    state.call(&t, move |p| p.unregister(&kind, &value, q.force)).await?;
+    state.call(&state.pool(&t, By::Home), move |p| p.unregister(&kind, &value, q.force)).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -169,7 +172,7 @@ pub(super) async fn cells(
     Tenant(t): Tenant,
     P(KindValue { kind, value }): P<KindValue>,
 ) -> AppResult<Json<Value>> {
-    let views: Vec<CellView> = state.call(&t, move |p| p.cells(&kind, &value)).await?;
+    let views: Vec<CellView> = state.call(&state.pool(&t, By::Home), move |p| p.cells(&kind, &value)).await?;
     Ok(Json(http_view(&views, &*state.clock)))
 }
 
@@ -195,8 +198,9 @@ pub(super) async fn block(
 ) -> AppResult<StatusCode> {
     let duration = b.duration_ms.map(|ms| nanos(ms, "duration_ms")).transpose()?;
     let max = state.max_tenant_bytes;
+    let pool = state.pool(&t, b.context.as_deref().map_or(By::Home, By::Context));
     state
-        .call(&t, move |p| {
+        .call(&pool, move |p| {
             // A resource-wide block adds no cell; one in a context may.
             if let Some(context) = &b.context {
                 if let Err(refused) = share::admit(p, max, Growth::Cell { kind: &kind, value: &value, context })? {
@@ -221,7 +225,8 @@ pub(super) async fn unblock(
     P(KindValue { kind, value }): P<KindValue>,
     Q(q): Q<ContextQuery>,
 ) -> AppResult<StatusCode> {
-    let lifted = state.call(&t, move |p| p.unblock(&kind, &value, q.context.as_deref())).await?;
+    let pool = state.pool(&t, q.context.as_deref().map_or(By::Home, By::Context));
+    let lifted = state.call(&pool, move |p| p.unblock(&kind, &value, q.context.as_deref())).await?;
     if lifted {
         Ok(StatusCode::NO_CONTENT)
     } else {

@@ -23,13 +23,30 @@ pub(super) fn routes() -> Vec<Route> {
         route(M::GET, "/v1/snapshot", export,
             Doc::tenant("Export (binary by default, JSON with format=json)")
                 .query::<ExportQuery>()
-                .media(200, "Snapshot", &["application/octet-stream", "application/json"])),
+                .media(200, "Snapshot", &["application/octet-stream", "application/json"])
+                .problem(409, PARTITIONED)),
         route(M::PUT, "/v1/snapshot", import,
             Doc::tenant("Import (replaces the tenant's state; fence counters never go back; the policy is held to the operator's --max-resources, --max-cells and --rate)")
                 .raw_body(&["application/octet-stream", "application/json"])
                 .empty(204, "Restored")
+                .problem(409, PARTITIONED)
                 .problem(422, "Snapshot refused (corrupt, foreign, newer format, trailing bytes, unknown flags, counters above u64::MAX / 2, more than the caps allow); `field` and `rule` name the snapshot value when one broke a rule; nothing changed; or the pool it builds is over the memory share (`field` max_tenant_bytes)")),
     ]
+}
+
+const PARTITIONED: &str = "Partitioned mode: no process holds the whole tenant to snapshot";
+
+/// A snapshot is the whole of a tenant's pool, which no process of
+/// partitioned mode holds: refused there rather than one partition passed
+/// off as the tenant.
+fn whole(state: &App) -> Result<(), Problem> {
+    match state.partitions {
+        None => Ok(()),
+        Some(count) => Err(Problem::new(StatusCode::CONFLICT, "partitioned", PARTITIONED).detail(format!(
+            "this server splits each tenant into {count} partitions by context (--mode partitioned); \
+             snapshots are of a whole tenant, served in the other modes"
+        ))),
+    }
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -40,6 +57,7 @@ pub(super) struct ExportQuery {
 }
 
 pub(super) async fn export(State(state): State<App>, Tenant(t): Tenant, Q(q): Q<ExportQuery>) -> AppResult<Response> {
+    whole(&state)?;
     let with_leases = q.leases.unwrap_or(true);
     match q.format.as_deref() {
         None | Some("binary") => {
@@ -66,6 +84,7 @@ pub(super) async fn import(
     headers: HeaderMap,
     Raw(body): Raw,
 ) -> AppResult<StatusCode> {
+    whole(&state)?;
     let json = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())

@@ -11,6 +11,7 @@ use crate::serve::extract::{bearer, App, AppResult, Tenant};
 use crate::serve::openapi::views;
 use crate::serve::openapi::Doc;
 use crate::serve::problem::Problem;
+use crate::serve::state::By;
 
 /// The OpenAPI document of this API as the repository keeps it, generated
 /// from the routes table by `repute openapi` (a test fails when they differ).
@@ -59,5 +60,5 @@ pub(super) async fn metrics(State(state): State<App>, headers: HeaderMap) -> Res
 }
 
 pub(super) async fn stats(State(state): State<App>, Tenant(t): Tenant) -> AppResult<Json<Stats>> {
-    Ok(Json(state.call(&t, |p| p.stats()).await?))
+    Ok(Json(state.call(&state.pool(&t, By::Home), |p| p.stats()).await?))
 }

@@ -5,6 +5,7 @@ mod groups;
 mod leases;
 mod limits;
 mod observe;
+mod partitions;
 mod profiles;
 mod refusals;
 mod secrets;
