@@ -50,7 +50,13 @@ enum Setup {
     RedisShared,
     /// Owner leases in etcd; data and epoch fencing in PostgreSQL.
     EtcdSharded,
+    /// Each tenant split by context into `PARTITIONS` partitions, each with
+    /// its owner; PostgreSQL the lease authority of all of them.
+    PostgresPartitioned,
 }
+
+/// Partitions of partitioned mode: as many as servers, so each owns some.
+const PARTITIONS: usize = 3;
 
 impl Setup {
     /// The service each server reaches through its own proxy, and so the one
@@ -58,22 +64,38 @@ impl Setup {
     /// processes apart (the owner leases, or the leases of shared mode).
     fn proxied(self) -> Service {
         match self {
-            Setup::PostgresSharded | Setup::PostgresShared => Service::Postgres,
+            Setup::PostgresSharded | Setup::PostgresShared | Setup::PostgresPartitioned => Service::Postgres,
             Setup::RedisShared => Service::Redis,
             Setup::EtcdSharded => Service::Etcd,
         }
     }
 
-    /// `--store`, `--mode` and `--owners` for a server behind `proxy`.
-    fn args(self, proxy: &Proxy) -> [String; 6] {
+    /// `--store`, `--mode` and `--owners` (and `--partitions`) for a server behind `proxy`.
+    fn args(self, proxy: &Proxy) -> Vec<String> {
         let via = |service: Service| url_via(&service.url(), proxy.addr());
         let (store, mode, owners) = match self {
             Setup::PostgresSharded => (via(Service::Postgres), "sharded", "store".into()),
             Setup::PostgresShared => (via(Service::Postgres), "shared", "store".into()),
             Setup::RedisShared => (via(Service::Redis), "shared", "store".into()),
             Setup::EtcdSharded => (pg_url(), "sharded", format!("etcd://{}", proxy.addr())),
+            Setup::PostgresPartitioned => (via(Service::Postgres), "partitioned", "store".into()),
         };
-        ["--store".into(), store, "--mode".into(), mode.into(), "--owners".into(), owners]
+        let mut args = vec!["--store".into(), store, "--mode".into(), mode.into(), "--owners".into(), owners];
+        if let Setup::PostgresPartitioned = self {
+            args.extend(["--partitions".into(), PARTITIONS.to_string()]);
+        }
+        args
+    }
+
+    /// The setup of the fresh process that counts the reports a cluster
+    /// kept. No process of partitioned mode holds a whole tenant, so a
+    /// process of shared mode folds the tenant's whole log instead: every
+    /// partition's reports are in it, acknowledged ones included.
+    fn counting(self) -> Setup {
+        match self {
+            Setup::PostgresPartitioned => Setup::PostgresShared,
+            setup => setup,
+        }
     }
 }
 
@@ -207,7 +229,7 @@ fn scenario(setup: Setup, fault: Fault) {
     for node in &mut nodes {
         node.server.take().expect("the node runs a server").kill();
     }
-    let fresh = serve(setup, &nodes[0].proxy);
+    let fresh = serve(setup.counting(), &nodes[0].proxy);
     let mut client = Client::new(&Cluster::new(vec![fresh.base().to_owned()]), &tenant, 0, Duration::from_secs(5));
     let held = reports_held(&mut client);
     let report = Report::new(&name, &records, Some(held));
@@ -506,6 +528,26 @@ fn postgres_shared_postgres_restarted() {
 #[test]
 fn postgres_shared_server_cut_from_postgres() {
     scenario(Setup::PostgresShared, Fault::CutOwner);
+}
+
+#[test]
+fn postgres_partitioned_owner_paused_past_its_ttl() {
+    scenario(Setup::PostgresPartitioned, Fault::PauseOwner);
+}
+
+#[test]
+fn postgres_partitioned_owner_killed_and_replaced() {
+    scenario(Setup::PostgresPartitioned, Fault::KillOwner);
+}
+
+#[test]
+fn postgres_partitioned_postgres_restarted() {
+    scenario(Setup::PostgresPartitioned, Fault::RestartService);
+}
+
+#[test]
+fn postgres_partitioned_owner_cut_from_postgres() {
+    scenario(Setup::PostgresPartitioned, Fault::CutOwner);
 }
 
 #[test]

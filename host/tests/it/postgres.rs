@@ -165,7 +165,9 @@ fn a_partition_writes_under_its_own_epoch_and_reads_its_own_part_of_the_log() {
 
     std::thread::sleep(ttl + Duration::from_millis(100));
     let second = claimed(db.owners().claim(&part(0).name(), "c", "http://c", ttl).unwrap());
-    assert!(matches!(zero.append(&report(0)), Err(StoreError::StaleEpoch { mine, stored }) if mine == first && stored == second));
+    assert!(
+        matches!(zero.append(&report(0)), Err(StoreError::StaleEpoch { mine, stored }) if mine == first && stored == second)
+    );
     assert!(matches!(zero.save(b"x", 0, c), Err(StoreError::StaleEpoch { .. })));
     let (mut taken, _) = db.partition(part(0), second);
     assert!(taken.append(&report(0)).unwrap() > c);
