@@ -44,6 +44,9 @@ pub struct Ownership {
     address: String,
     ttl: Duration,
     held: Mutex<HashMap<String, Held>>,
+    /// Tenants handed to another process, by its address, and until when
+    /// requests for them are sent there rather than claimed here.
+    handed: Mutex<HashMap<String, (String, Instant)>>,
 }
 
 fn guard<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -62,6 +65,7 @@ impl Ownership {
             address: address.to_owned(),
             ttl,
             held: Mutex::new(HashMap::new()),
+            handed: Mutex::new(HashMap::new()),
         }
     }
 
@@ -72,6 +76,9 @@ impl Ownership {
     pub fn check(&self, tenant: &str) -> Result<Standing> {
         if let Ok(epoch) = self.serving(tenant) {
             return Ok(Standing::Serving { epoch });
+        }
+        if let Some(to) = self.handed_to(tenant) {
+            return Err(Error::NotOwner { owner: to });
         }
         // One claim at a time: a request that waited here finds the tenant
         // its neighbour just took, rather than claiming against itself.
@@ -163,6 +170,37 @@ impl Ownership {
     /// next request.
     pub fn vacated(&self) -> Vec<String> {
         guard(&self.owners).vacated()
+    }
+
+    /// The address of the process that serves `tenant` now: this one's
+    /// while it holds it, the one it was handed to, else the store's
+    /// record; `None` while nobody does.
+    pub fn owner_of(&self, tenant: &str) -> Result<Option<String>> {
+        if self.serving(tenant).is_ok() {
+            return Ok(Some(self.address.clone()));
+        }
+        if let Some(to) = self.handed_to(tenant) {
+            return Ok(Some(to));
+        }
+        Ok(guard(&self.owners).owner(tenant)?)
+    }
+
+    /// Gives `tenant` up at once (the caller saved its last checkpoint) and,
+    /// for one owner TTL, answers its requests "not owner" naming `to`
+    /// instead of claiming it again, so the next request goes there and
+    /// that process claims it.
+    pub fn hand_off(&self, tenant: &str, to: &str) {
+        if let Some(h) = guard(&self.held).remove(tenant) {
+            let _ = guard(&self.owners).resign(tenant, &self.me, h.epoch);
+        }
+        guard(&self.handed).insert(tenant.to_owned(), (to.to_owned(), Instant::now() + self.ttl));
+    }
+
+    fn handed_to(&self, tenant: &str) -> Option<String> {
+        let mut handed = guard(&self.handed);
+        let now = Instant::now();
+        handed.retain(|_, (_, until)| now < *until);
+        handed.get(tenant).map(|(to, _)| to.clone())
     }
 
     /// Gives every tenant up at once (graceful shutdown, after the last checkpoint).

@@ -34,6 +34,9 @@ pub trait OwnerStore: Send + std::fmt::Debug {
     /// need not wait for the lease to run out.
     fn resign(&mut self, tenant: &str, owner: &str, epoch: u64) -> Result<(), StoreError>;
 
+    /// The address of the process that holds `tenant` now, if one does.
+    fn owner(&mut self, tenant: &str) -> Result<Option<String>, StoreError>;
+
     /// Tenants this process was turned away from whose owner has since let
     /// go, each reported once, so they can be claimed now rather than on
     /// their next request. Stores that cannot watch report none, and such

@@ -195,6 +195,24 @@ impl AppState {
         Ok(())
     }
 
+    /// Hands partition `pool`, which this process must own, to the process
+    /// at `to`: a last checkpoint, so the next owner starts from it, then
+    /// the owner lease given up and the pool closed; requests for it are
+    /// sent to `to` until that process claims it (see `Ownership::hand_off`).
+    pub fn hand_off(&self, pool: &str, to: &str) -> Result<(), Problem> {
+        let Some(ownership) = &self.ownership else {
+            return Err(Problem::not_found("owner lease: this server owns nothing"));
+        };
+        if ownership.serving(pool).is_err() {
+            let owner = ownership.owner_of(pool)?.unwrap_or_else(|| "none: the partition is free".into());
+            return Err(repute_host::Error::NotOwner { owner }.into());
+        }
+        self.call_blocking(pool, |p| p.checkpoint(true))?;
+        ownership.hand_off(pool, to);
+        self.close(pool);
+        Ok(())
+    }
+
     /// Stops serving `tenant` here (its owner lease is gone): the pool is
     /// dropped without a checkpoint, which the store would refuse anyway.
     pub fn close(&self, tenant: &str) {

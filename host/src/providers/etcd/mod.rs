@@ -299,6 +299,15 @@ impl OwnerStore for EtcdOwners {
         })
     }
 
+    fn owner(&mut self, tenant: &str) -> Result<Option<String>, StoreError> {
+        let k = key(tenant);
+        let mut client = self.client.clone();
+        self.run(SLOW, async {
+            let got = client.get(k.as_str(), None).await?;
+            Ok(got.kvs().first().map(|kv| Holder::read(kv).address))
+        })
+    }
+
     fn resign(&mut self, tenant: &str, _owner: &str, epoch: u64) -> Result<(), StoreError> {
         let k = key(tenant);
         let mut client = self.client.clone();

@@ -52,6 +52,16 @@ impl OwnerStore for PgOwners {
         Ok((n == 1).then(|| sent + ttl - owner_margin(ttl)))
     }
 
+    fn owner(&mut self, tenant: &str) -> Result<Option<String>, StoreError> {
+        let row = self.link.run(|c| {
+            c.query_opt(
+                "SELECT address FROM repute_tenant WHERE tenant = $1 AND owner IS NOT NULL AND expires_at > now()",
+                &[&tenant],
+            )
+        })?;
+        Ok(row.and_then(|r| r.get::<_, Option<String>>(0)))
+    }
+
     fn resign(&mut self, tenant: &str, owner: &str, epoch: u64) -> Result<(), StoreError> {
         self.link.run(|c| {
             c.execute(

@@ -8,6 +8,7 @@ mod groups;
 mod leases;
 mod listing;
 mod outcomes;
+mod partitions;
 mod probes;
 mod resources;
 mod snapshot;
@@ -76,6 +77,7 @@ fn routes() -> Vec<Route> {
         outcomes::routes,
         probes::routes,
         snapshot::routes,
+        partitions::routes,
         events::routes,
         status::routes,
     ]

@@ -88,6 +88,8 @@ fn openapi_document_lists_every_route() {
         "/v1/leases/{id}/renewals",
         "/v1/leases/{id}/usage",
         "/v1/outcomes",
+        "/v1/partitions",
+        "/v1/partitions/{index}/handoff",
         "/v1/probes",
         "/v1/resources",
         "/v1/resources/{kind}/{value}",

@@ -129,6 +129,50 @@ fn partitioned_mode_sends_each_context_to_its_owner_and_keeps_permits_exact() {
 
     let r = call("GET", &s[0].url("/v1/snapshot"), &t, None);
     r.problem(409, "partitioned");
+    let map = call("GET", &s[2].url("/v1/partitions"), &t, None);
+    assert_eq!(map.status, 200, "{}", map.body);
+    assert_eq!(map.json(), json!({"count": 3, "owners": [s[0].base, s[1].base, s[2].base]}));
+}
+
+/// A partition moves to another process when its owner hands it over: the
+/// owner saves its checkpoint and gives it up, sends its requests to the
+/// named process, which claims it on the first one, with what the old
+/// owner acknowledged. Handing off what a process does not own, or to no
+/// URL, is refused naming the owner or the field.
+#[test]
+fn a_partition_is_handed_to_another_process_with_what_it_acknowledged() {
+    let s = servers("partitioned", "partitioned-handoff");
+    let tenant = unique("handoff");
+    let t = [("Repute-Tenant", tenant.as_str())];
+    let ctx = contexts();
+    set_up(&s, &t, 2);
+    let body = json!({"context": ctx[1], "duration_ms": 600_000.0});
+    let r = call("PUT", &s[1].url("/v1/resources/proxy/r0/block"), &t, Some(body));
+    assert_eq!(r.status, 204, "{}", r.body);
+
+    let handoff = |from: &Server, index: u32, to: &str| {
+        call("POST", &from.url(&format!("/v1/partitions/{index}/handoff")), &t, Some(json!({"to": to})))
+    };
+    let p = handoff(&s[0], 1, &s[2].base).problem(421, "not_owner");
+    assert_eq!(p["owner"], s[1].base);
+    let p = handoff(&s[1], 1, "ftp://elsewhere").problem(400, "invalid_input");
+    assert_eq!(p["field"], "to");
+    let p = handoff(&s[1], 3, &s[2].base).problem(400, "invalid_input");
+    assert_eq!(p["field"], "index");
+
+    let r = handoff(&s[1], 1, &s[2].base);
+    assert_eq!(r.status, 204, "{}", r.body);
+    let p = acquire(&s[1], &t, &ctx[1]).problem(421, "not_owner");
+    assert_eq!(p["owner"], s[2].base, "the old owner sends the partition's requests to the new one");
+    let lease = acquire(&s[2], &t, &ctx[1]);
+    assert_eq!(lease.status, 201, "{}", lease.body);
+    assert_eq!(lease.json()["value"], "r1", "the block made at the old owner holds at the new one");
+    let map = call("GET", &s[0].url("/v1/partitions"), &t, None).json();
+    assert_eq!(map["owners"], json!([s[0].base, s[2].base, s[2].base]));
+
+    let dir = tempdir("not-partitioned");
+    let single = Server::start(&["--no-auth", "--store", "memory"], &dir);
+    call("GET", &single.url("/v1/partitions"), &t, None).problem(404, "not_found");
 }
 
 /// The fold work: the same reports, a hundred per context, made at three
@@ -206,4 +250,49 @@ fn a_dead_owners_partition_is_taken_over_with_what_it_acknowledged() {
     assert_eq!(lease_partition(lease.json()["id"].as_u64().unwrap(), PARTITIONS), 1);
     let p = acquire(&s[1], &t, &ctx[1]).problem(421, "not_owner");
     assert_eq!(p["owner"], s[0].base);
+}
+
+/// Changing the number of partitions: the processes stop, and start again
+/// with another count. The new partitions are new names, with no owner
+/// and no checkpoint of the old ones; each rebuilds from the tenant's log
+/// (which partitioned mode never prunes), so what the old layout
+/// acknowledged holds, and the lease authority, shared by both layouts,
+/// grants no permit the old layout still holds.
+#[test]
+fn a_new_count_of_partitions_keeps_what_the_old_one_acknowledged_and_held() {
+    let pg = pg_url();
+    let dir = tempdir("partitions-count");
+    let args = |count: &'static str| {
+        vec!["--no-auth", "--store", pg.as_str(), "--mode", "partitioned", "--partitions", count, "--owner-ttl", "2"]
+    };
+    let tenant = unique("recount");
+    let t = [("Repute-Tenant", tenant.as_str())];
+    let ctx = "shop.example";
+    let three: Vec<Server> = (0..3).map(|_| Server::start(&args("3"), &dir)).collect();
+    for r in ["r0", "r1", "r2"] {
+        let r = call("POST", &three[0].url("/v1/resources"), &t, Some(json!({"kind": "proxy", "value": r})));
+        assert_eq!(r.status, 204, "{}", r.body);
+    }
+    let owner = &three[partition_of(ctx, 3) as usize];
+    for r in ["r0", "r1"] {
+        let body = json!({"context": ctx, "duration_ms": 600_000.0});
+        let r = call("PUT", &owner.url(&format!("/v1/resources/proxy/{r}/block")), &t, Some(body));
+        assert_eq!(r.status, 204, "{}", r.body);
+    }
+    let held = acquire(owner, &t, ctx);
+    assert_eq!(held.status, 201, "{}", held.body);
+    assert_eq!(held.json()["value"], "r2");
+    for s in three {
+        assert!(s.terminate().success());
+    }
+
+    let two: Vec<Server> = (0..2).map(|_| Server::start(&args("2"), &dir)).collect();
+    let owner = &two[partition_of(ctx, 2) as usize];
+    let p = acquire(owner, &t, ctx).problem(409, "no_resource_available");
+    assert_eq!(p["reasons"]["blocked"], 2, "the blocks of the old layout hold: {p}");
+    assert_eq!(p["reasons"]["leased"], 1, "the permit the old layout granted is not granted again: {p}");
+    let other = (0..).map(|i| format!("other-{i}")).find(|c| partition_of(c, 2) == partition_of(ctx, 2)).unwrap();
+    let r = acquire(owner, &t, &other);
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_ne!(r.json()["value"], "r2", "{}", r.body);
 }
