@@ -505,5 +505,13 @@ export class Pool implements Disposable {
   [Symbol.dispose](): void;
 }
 
+/**
+ * The partition, of `partitions` (1 to 64), that holds `context` on a server of
+ * `--mode partitioned`: send its requests to that partition's owner (`GET /v1/partitions`).
+ */
+export function partitionOf(context: string, partitions: number): number;
+/** The partition, of `partitions` (1 to 64), whose owner granted the lease `leaseId`. */
+export function leasePartition(leaseId: bigint | number, partitions: number): number;
+
 export * from './errors';
 export * from './adapters';

@@ -9,7 +9,8 @@
 // lib/attempts.js one request's attempts (the host's protocol) and
 // lib/dispatcher.js the undici dispatcher and `fetch` built on them,
 // lib/clients.js (axios), lib/got.js and lib/crawlee.js other clients'
-// extension points on the attempts.
+// extension points on the attempts, lib/partitions.js the partition map of
+// partitioned servers.
 
 const { Pool } = require('./lib/pool');
 const { Lease } = require('./lib/lease');
@@ -20,6 +21,7 @@ const { ReputeDispatcher, dispatcher, fetch } = require('./lib/dispatcher');
 const { axiosConfig } = require('./lib/clients');
 const { gotOptions } = require('./lib/got');
 const { CrawleeProxies, crawleeProxies } = require('./lib/crawlee');
+const { partitionOf, leasePartition } = require('./lib/partitions');
 
 // ES modules import this same object (one addon load, one set of classes, so
 // `instanceof` agrees across both). Node finds the named exports by reading
@@ -56,6 +58,8 @@ module.exports = {
   gotOptions,
   CrawleeProxies,
   crawleeProxies,
+  partitionOf,
+  leasePartition,
   ReputeError,
   InvalidInputError,
   NoResourceAvailableError,

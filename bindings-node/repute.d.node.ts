@@ -351,6 +351,9 @@ export interface LeaseData {
   deadlineMs?: number
 }
 
+/** The partition, of `partitions` (1 to 64), whose owner granted the lease `leaseId`. */
+export declare function leasePartition(leaseId: bigint, partitions: number): number
+
 /** A resource's usage limits, the ones it has (as `register` takes them). */
 export interface LimitsInfo {
   rpm?: number
@@ -392,6 +395,9 @@ export interface OutcomeSpec {
   /** With `status`: the upstream's response body. */
   body?: string
 }
+
+/** The partition, of `partitions` (1 to 64), that holds `context`. */
+export declare function partitionOf(context: string, partitions: number): number
 
 /** The pool options after `lib/options.js` filled in defaults; names as in the docs. */
 export interface PoolConfig {

@@ -17,6 +17,7 @@ mod events;
 mod lease;
 mod link;
 mod outcome;
+mod partition;
 mod pool;
 mod selector;
 mod task;

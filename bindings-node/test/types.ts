@@ -12,6 +12,8 @@ import {
   StoreError,
   PoolClosedError,
   InternalError,
+  partitionOf,
+  leasePartition,
   type CellInfo,
   type GroupInfo,
   type GroupLimits,
@@ -25,6 +27,8 @@ export async function tour(): Promise<number> {
   const clock = new ManualClock();
   const pool = new Pool({ clock, store: 'memory', tenant: 't', leaseTtlMs: 1_000, strategy: 'first', seed: 1n });
   const changed: boolean = pool.register('proxy', 'a', { permits: 2 });
+  const partition: number = partitionOf('example.com', 3) + leasePartition(1n, 3) + leasePartition(1, 3);
+  if (partition < 0) throw new RangeError('no partition');
   const maybe: Lease | null = pool.tryAcquire('example.com');
   if (maybe !== null) {
     const token: bigint = maybe.token;

@@ -15,6 +15,7 @@ mod lease;
 mod link;
 mod open;
 mod outcome;
+mod partition;
 mod pool;
 mod probe;
 mod selector;
@@ -74,6 +75,10 @@ mod _native {
     use super::lease::Waiting;
     #[pymodule_export]
     use super::link::RedisLink;
+    #[pymodule_export]
+    use super::partition::lease_partition;
+    #[pymodule_export]
+    use super::partition::partition_of;
     #[pymodule_export]
     use super::pool::Pool;
     #[pymodule_export]

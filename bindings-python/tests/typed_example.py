@@ -14,6 +14,8 @@ import repute
 def use_pool(pool: repute.Pool) -> list[int]:
     changed: bool = pool.register("proxy", "10.0.0.1:8080", permits=2)
     assert changed
+    partition: int = repute.partition_of("example.com", 3) + repute.lease_partition(1, 3)
+    assert partition >= 0
     tokens: list[int] = []
     with pool.acquire("example.com", timeout=1.0) as lease:
         tokens.append(lease.token)

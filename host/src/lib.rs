@@ -67,7 +67,9 @@ pub use holder::{HeldLease, Holder, Loss, OpenOptions};
 pub use ops::PoolOps;
 pub use outcome::parse_outcome;
 pub use ownership::{Keeper, Ownership, Standing};
-pub use partition::{context_hash, lease_partition, partition_of, tenant_of, Partition, MAX_PARTITIONS};
+pub use partition::{
+    check_partitions, context_hash, lease_partition, partition_of, tenant_of, Partition, MAX_PARTITIONS,
+};
 pub use pool::{Pool, PoolSet, TenantPool};
 pub use prober::{finish_probe, start_probes, Verdict};
 pub use profile::{HttpAnswer, Profile, Profiles};

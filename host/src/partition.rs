@@ -16,6 +16,14 @@ use crate::hash::fnv1a;
 /// and ids must stay below 2^53 for JavaScript clients.
 pub const MAX_PARTITIONS: u32 = 64;
 
+/// Refuses a number of partitions outside 1 to [`MAX_PARTITIONS`], naming the `partitions` field.
+pub fn check_partitions(partitions: u32) -> Result<()> {
+    if !(1..=MAX_PARTITIONS).contains(&partitions) {
+        return Err(Error::invalid("partitions", &format!("must be 1 to {MAX_PARTITIONS}")));
+    }
+    Ok(())
+}
+
 /// The partition, of `partitions` (at least 1), that holds `context`.
 pub fn partition_of(context: &str, partitions: u32) -> u32 {
     by_hash(fnv1a(context), partitions)
@@ -60,9 +68,7 @@ pub struct Partition {
 impl Partition {
     /// Partition `index` of `count` (1 to [`MAX_PARTITIONS`]).
     pub fn new(tenant: &str, index: u32, count: u32) -> Result<Partition> {
-        if !(1..=MAX_PARTITIONS).contains(&count) {
-            return Err(Error::invalid("partitions", &format!("must be 1 to {MAX_PARTITIONS}")));
-        }
+        check_partitions(count)?;
         if index >= count {
             return Err(Error::invalid("partition", "must be below the number of partitions"));
         }

@@ -66,6 +66,8 @@ from ._native import (
     UnknownLeaseError,
     UnknownResourceError,
     UnregisteredEvent,
+    lease_partition,
+    partition_of,
 )
 from ._types import ContextLimits, FailureKind, GroupLimits, Limits, Profile
 
@@ -116,4 +118,6 @@ __all__ = [
     "UnknownLeaseError",
     "UnknownResourceError",
     "UnregisteredEvent",
+    "lease_partition",
+    "partition_of",
 ]

@@ -954,3 +954,13 @@ def _error_table() -> tuple[list[tuple[str, int, str, list[str]]], list[ReputeEr
     The code table as `(code, status, class, fields)` tuples, and one
     exception of every row, for the tests that check the mapping.
     """
+
+def lease_partition(lease_id: SupportsIndex, partitions: SupportsIndex) -> int:
+    """
+    The partition, of `partitions` (1 to 64), whose owner granted the lease `lease_id`.
+    """
+
+def partition_of(context: str, partitions: SupportsIndex) -> int:
+    """
+    The partition, of `partitions` (1 to 64), that holds `context`.
+    """
