@@ -17,7 +17,8 @@ mod events;
 mod lease;
 mod link;
 mod outcome;
-mod partition;
+/// Public: its free functions are entry points of the addon (`partitionOf`).
+pub mod partition;
 mod pool;
 mod selector;
 mod task;
