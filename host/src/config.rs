@@ -27,6 +27,12 @@ pub struct ShardLimits {
     pub memory_bytes: usize,
     /// Longest one component call may run before it is interrupted (a trap).
     pub call_timeout: Duration,
+    /// Longest the opening of a durable tenant may run: it folds the log
+    /// since the last checkpoint, whose length the store decides (a new
+    /// count of partitions folds a tenant's whole log), not a core bug, so
+    /// it has a bound of its own: an open cut at `call_timeout` would
+    /// leave the tenant unopenable.
+    pub open_timeout: Duration,
     /// Events kept per tenant until drained, in the component (they cross
     /// the boundary only when drained); older ones are dropped and counted.
     /// 0 turns events off: the component then builds none.
@@ -35,6 +41,11 @@ pub struct ShardLimits {
 
 impl Default for ShardLimits {
     fn default() -> Self {
-        ShardLimits { memory_bytes: 1 << 30, call_timeout: Duration::from_secs(10), max_pending_events: 100_000 }
+        ShardLimits {
+            memory_bytes: 1 << 30,
+            call_timeout: Duration::from_secs(10),
+            open_timeout: Duration::from_secs(600),
+            max_pending_events: 100_000,
+        }
     }
 }

@@ -3,6 +3,7 @@
 //! serial; different shards run in parallel.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use repute_core::Event;
 use wasmtime::component::ResourceAny;
@@ -52,13 +53,13 @@ fn new_store(runtime: &Runtime, state: ShardState, limits: &ShardLimits) -> Stor
     let mut store = Store::new(&runtime.engine, state);
     store.limiter(|s| &mut s.limits);
     // Instantiation runs guest code too.
-    store.set_epoch_deadline(deadline(limits));
+    store.set_epoch_deadline(ticks(limits.call_timeout));
     store
 }
 
-/// `ShardLimits::call_timeout` in epoch ticks.
-fn deadline(limits: &ShardLimits) -> u64 {
-    (limits.call_timeout.as_nanos() / EPOCH_TICK.as_nanos()).max(1) as u64
+/// A timeout in epoch ticks.
+fn ticks(timeout: Duration) -> u64 {
+    (timeout.as_nanos() / EPOCH_TICK.as_nanos()).max(1) as u64
 }
 
 fn runtime_err(e: wasmtime::Error) -> Error {
@@ -119,7 +120,8 @@ impl Shard {
         let (own_authority, lease_id_floor) = (providers.fencing.in_process(), providers.storage.lease_id_floor());
         let max_events = u32::try_from(self.limits.max_pending_events).unwrap_or(u32::MAX);
         let options = Options { max_events, own_authority, lease_id_floor };
-        let handle = self.call(t, |store, pool| {
+        let timeout = if durable { self.limits.open_timeout } else { self.limits.call_timeout };
+        let handle = self.call_within(t, timeout, |store, pool| {
             if durable {
                 pool.call_open(store, &policy, config.seed, true, options)
             } else {
@@ -218,9 +220,18 @@ impl Shard {
         t: usize,
         f: impl FnOnce(&mut Store<ShardState>, &GuestPool<'_>) -> wasmtime::Result<R>,
     ) -> Result<R> {
-        let deadline = deadline(&self.limits);
+        self.call_within(t, self.limits.call_timeout, f)
+    }
+
+    /// [`Shard::call`] interrupted after `timeout` rather than the call timeout.
+    fn call_within<R>(
+        &mut self,
+        t: usize,
+        timeout: Duration,
+        f: impl FnOnce(&mut Store<ShardState>, &GuestPool<'_>) -> wasmtime::Result<R>,
+    ) -> Result<R> {
         self.store.data_mut().current = t;
-        self.store.set_epoch_deadline(deadline);
+        self.store.set_epoch_deadline(ticks(timeout));
         let api = self.api.repute_pool_api();
         f(&mut self.store, &api.pool()).map_err(|trap| {
             let message = format!("{trap:#}");

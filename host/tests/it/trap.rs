@@ -108,3 +108,74 @@ fn the_product_build_has_no_trap_triggers() {
         assert_eq!(p.register(kind, "x", 1), Ok(true));
     }
 }
+
+/// Storage whose log reads each take `pause`: a long log on a slow store.
+struct SlowLog {
+    inner: repute_host::providers::MemoryStorage,
+    pause: Duration,
+}
+
+impl repute_host::providers::Storage for SlowLog {
+    fn load(&mut self) -> Result<Option<repute_host::providers::Checkpoint>, repute_host::StoreError> {
+        self.inner.load()
+    }
+    fn save(&mut self, bytes: &[u8], expected: u64, log_seq: u64) -> Result<u64, repute_host::StoreError> {
+        self.inner.save(bytes, expected, log_seq)
+    }
+    fn append(&mut self, command: &repute_host::Command) -> Result<u64, repute_host::StoreError> {
+        self.inner.append(command)
+    }
+    fn read_log(
+        &mut self,
+        after: u64,
+        limit: u32,
+    ) -> Result<Vec<repute_host::providers::LogEntry>, repute_host::StoreError> {
+        std::thread::sleep(self.pause);
+        self.inner.read_log(after, limit)
+    }
+}
+
+/// A durable tenant whose log takes longer to fold than one call may run
+/// (three pages of 1024 entries, each read in 150 ms, against a 100 ms call
+/// timeout) still opens: opening has its own bound, since the log's length
+/// is the store's, not a core bug; and that bound still interrupts it.
+#[test]
+fn opening_folds_a_log_longer_than_one_call_may_run_within_its_own_bound() {
+    use repute_host::providers::{MemoryFencing, MemoryStorage, Storage};
+    use repute_host::{Command, Context, ResourceId};
+    let log = |pause| {
+        let mut inner = MemoryStorage::default();
+        let resource = ResourceId::new("proxy", "a").unwrap();
+        let register = Command::Register {
+            resource: resource.clone(),
+            permits: 1,
+            limits: Default::default(),
+            labels: Default::default(),
+            secret: None,
+            groups: Vec::new(),
+        };
+        inner.append(&register).unwrap();
+        for _ in 0..2500 {
+            let context = Context::new("x.com").unwrap();
+            inner
+                .append(&Command::Report {
+                    resource: resource.clone(),
+                    context,
+                    outcome: Outcome::success(5.0).unwrap(),
+                })
+                .unwrap();
+        }
+        let clock = Arc::new(ManualClock::new(1));
+        Providers::new(clock, (SlowLog { inner, pause }, MemoryFencing::default()))
+    };
+    let config = TenantConfig { durable: true, ..TenantConfig::default() };
+    let short = Duration::from_millis(100);
+    let limits = ShardLimits { call_timeout: short, ..ShardLimits::default() };
+    let mut p = Pool::open_variant(config.clone(), log(Duration::from_millis(150)), limits.clone(), Variant::Testing)
+        .expect("the open outlasts the call timeout and still completes");
+    assert_eq!(p.cells("proxy", "a").unwrap()[1].observations, 2500);
+
+    let cut = ShardLimits { open_timeout: short, ..limits };
+    let err = Pool::open_variant(config, log(Duration::from_millis(150)), cut, Variant::Testing).unwrap_err();
+    assert!(matches!(&err, Error::Trap { message } if message.contains("interrupt")), "{err:?}");
+}
