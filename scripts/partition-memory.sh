@@ -108,6 +108,7 @@ open_context "$BASE" site-0.example
 t1=$(date +%s.%N)
 whole=$(rss "$PID")
 echo "one process, whole tenant: VmRSS VmHWM (MiB) $whole; folded $(folded "$BASE"); open $(echo "$t1 - $t0" | bc) s"
+echo "  its pool footprint (heap bytes it asked for): $(curl -s "$BASE/v1/stats" -H "Repute-Tenant: $TENANT" | python3 -c "import json,sys; print(json.load(sys.stdin)[\"footprint\"] // 2**20)") MiB"
 kill "$PID"
 
 # Partition -> process, largest partition first onto the least loaded process.

@@ -15,8 +15,12 @@ use crate::selector::Selector;
 use super::usage::Refused;
 use super::Pool;
 
-/// Candidates tried per acquire when the authority refuses the chosen permit.
-const GRANT_ATTEMPTS: usize = 4;
+/// Candidates tried per acquire when the authority refuses the chosen permit
+/// (held by another process, or another partition, which this pool cannot
+/// see): eight rather than four left a third as many requests unserved in
+/// `repute simulate --partitions P` (615 against 2 198 at P = 3, seeds 1–5),
+/// and costs a round trip only per refusal.
+const GRANT_ATTEMPTS: usize = 8;
 /// Holder mark, while the next candidate of an acquire is chosen, of a permit the authority said is held elsewhere.
 const HELD_ELSEWHERE: u64 = u64::MAX;
 
