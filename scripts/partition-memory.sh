@@ -17,7 +17,10 @@
 #   scripts/partition-memory.sh [RESOURCES] [CONTEXTS] [PARTITIONS] [PROCESSES]
 #
 # Needs the server of `scripts/services.sh start` (or REPUTE_TEST_PG_URL),
-# python3 and `cargo build --release -p repute-cli`.
+# python3 and `cargo build --release -p repute-cli`. The servers take their
+# other settings from the environment: REPUTE_SHARD_MEMORY_MIB (default
+# 1024) bounds what one shard, and so one tenant or partition, may hold;
+# REPUTE_SHARDS spreads a process's partitions over more instances.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,7 +35,8 @@ TENANT=mem
 WORK=$(mktemp -d)
 PIDS=()
 cleanup() {
-    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+    # Nothing to save: a measurement, so no last checkpoint of big pools.
+    for pid in "${PIDS[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
     rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -47,6 +51,7 @@ start() { # name, args...: starts a server, sets BASE and PID
     "$REPUTE" serve --no-auth --store "$DB" --listen 127.0.0.1:0 --log warn --checkpoint-every 100000 "$@" \
         >"$WORK/$name.out" 2>"$WORK/$name.err" &
     PID=$!
+    disown "$PID"
     PIDS+=("$PID")
     for _ in $(seq 100); do
         grep -q "listening on" "$WORK/$name.out" 2>/dev/null && break
@@ -55,20 +60,24 @@ start() { # name, args...: starts a server, sets BASE and PID
     BASE="http://$(sed -n 's/^listening on //p' "$WORK/$name.out")"
 }
 rss() { # pid: "VmRSS VmHWM" in MiB
-    awk '/^VmRSS|^VmHWM/ {printf "%.0f ", $2/1024}' "/proc/$1/status"
+    awk '/^VmRSS/ {rss = $2} /^VmHWM/ {hwm = $2} END {printf "%.0f %.0f ", rss / 1024, hwm / 1024}' "/proc/$1/status"
 }
 folded() { # base
     curl -s "$1/metrics" | awk '/^repute_log_entries_folded_total/ {s += $NF} END {print s + 0}'
 }
 open_context() { # base, context: the first request for it, which opens its pool
-    curl -sf -o /dev/null -X POST "$1/v1/leases" -H "Repute-Tenant: $TENANT" -H 'Content-Type: application/json' \
-        -d "{\"context\": \"$2\"}" || true
+    local status
+    status=$(curl -s -o "$WORK/answer" -w '%{http_code}' -X POST "$1/v1/leases" -H "Repute-Tenant: $TENANT" \
+        -H 'Content-Type: application/json' -d "{\"context\": \"$2\"}")
+    if [ "$status" != 201 ] && [ "$status" != 409 ]; then
+        echo "  the pool of $2 did not open: $status $(head -c 300 "$WORK/answer")"
+    fi
 }
 
 start idle --mode sharded
 idle_pid=$PID
 echo "idle process: VmRSS VmHWM (MiB): $(rss "$idle_pid")"
-kill "$idle_pid"
+kill -KILL "$idle_pid"
 
 # Contexts and their FNV-1a hashes (repute_host::partition_of), then the log.
 python3 - "$CONTEXTS" "$PARTITIONS" >"$WORK/contexts.tsv" <<'PY'
@@ -108,8 +117,10 @@ open_context "$BASE" site-0.example
 t1=$(date +%s.%N)
 whole=$(rss "$PID")
 echo "one process, whole tenant: VmRSS VmHWM (MiB) $whole; folded $(folded "$BASE"); open $(echo "$t1 - $t0" | bc) s"
-echo "  its pool footprint (heap bytes it asked for): $(curl -s "$BASE/v1/stats" -H "Repute-Tenant: $TENANT" | python3 -c "import json,sys; print(json.load(sys.stdin)[\"footprint\"] // 2**20)") MiB"
-kill "$PID"
+footprint=$(curl -s "$BASE/v1/stats" -H "Repute-Tenant: $TENANT" |
+    python3 -c 'import json, sys; print(json.load(sys.stdin).get("footprint", -1 << 20) >> 20)')
+echo "  its pool's footprint (the heap bytes it asked for; -1: it did not open): $footprint MiB"
+kill -KILL "$PID"
 
 # Partition -> process, largest partition first onto the least loaded process.
 python3 - "$PARTITIONS" "$PROCESSES" "$WORK/contexts.tsv" >"$WORK/placement.tsv" <<'PY'

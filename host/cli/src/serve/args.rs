@@ -53,6 +53,13 @@ pub struct Args {
     /// Shards (component instances) tenants are spread over; defaults to the number of cores.
     #[arg(long, env = "REPUTE_SHARDS")]
     pub shards: Option<usize>,
+    /// Linear memory, in MiB, one shard's wasm instance may grow to (every
+    /// tenant of the shard shares it): at most 4096, the most a 32-bit
+    /// instance can address. A tenant (or partition) larger than this
+    /// cannot open here.
+    #[arg(long, env = "REPUTE_SHARD_MEMORY_MIB", default_value_t = 1024,
+          value_parser = clap::value_parser!(u32).range(16..=4096))]
+    pub shard_memory_mib: u32,
     /// Selection strategy of new pools: thompson, classic or first (default: the pool default).
     #[arg(long, env = "REPUTE_STRATEGY")]
     pub strategy: Option<String>,

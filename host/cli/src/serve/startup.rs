@@ -58,7 +58,8 @@ async fn run(args: &Args) -> Result<(), String> {
     let probe_every = args::seconds(args.probe_every, "--probe-every")?;
     let checkpoint_every = args::seconds(args.checkpoint_every, "--checkpoint-every")?;
     let shards = args.shards.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let set = PoolSet::new(shards, ShardLimits::default()).map_err(|e| format!("cannot start the pool: {e}"))?;
+    let limits = ShardLimits { memory_bytes: (args.shard_memory_mib as usize) << 20, ..ShardLimits::default() };
+    let set = PoolSet::new(shards, limits).map_err(|e| format!("cannot start the pool: {e}"))?;
     let owner_ttl = args::seconds(args.owner_ttl, "--owner-ttl")?;
     let sync_every = args::seconds(args.sync_every, "--sync-every")?;
     let partitions = args.partitions()?;
