@@ -30,10 +30,14 @@ fn contexts() -> Vec<String> {
         .collect()
 }
 
-/// Three processes of one mode on the test database.
+/// Three processes of one mode on the test database, with an owner TTL of 2 s.
 fn servers(mode: &str, name: &str) -> Vec<Server> {
+    servers_with_ttl(mode, name, "2")
+}
+
+fn servers_with_ttl(mode: &str, name: &str, owner_ttl: &str) -> Vec<Server> {
     let pg = pg_url();
-    let mut args = vec!["--no-auth", "--store", &pg, "--mode", mode, "--owner-ttl", "2", "--sync-every", "0.05"];
+    let mut args = vec!["--no-auth", "--store", &pg, "--mode", mode, "--owner-ttl", owner_ttl, "--sync-every", "0.05"];
     let count = PARTITIONS.to_string();
     if mode == "partitioned" {
         args.extend(["--partitions", &count]);
@@ -141,7 +145,9 @@ fn partitioned_mode_sends_each_context_to_its_owner_and_keeps_permits_exact() {
 /// URL, is refused naming the owner or the field.
 #[test]
 fn a_partition_is_handed_to_another_process_with_what_it_acknowledged() {
-    let s = servers("partitioned", "partitioned-handoff");
+    // The old owner sends the partition's requests on for one owner TTL:
+    // long enough here that a slow machine still sees it do so.
+    let s = servers_with_ttl("partitioned", "partitioned-handoff", "30");
     let tenant = unique("handoff");
     let t = [("Repute-Tenant", tenant.as_str())];
     let ctx = contexts();
