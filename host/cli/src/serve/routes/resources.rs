@@ -61,7 +61,9 @@ pub(super) fn routes() -> Vec<Route> {
             "/v1/resources/{kind}/{value}/cells",
             cells,
             Doc::tenant("Reputation cells: the global one first, then one per context")
+                .describe("With `context`, the global cell and that context's only, from the pool that holds the context (in partitioned mode, its partition's owner; without it, partition 0's).")
                 .path::<KindValue>()
+                .query::<ContextQuery>()
                 .list::<views::Cell>(200, "Cells")
                 .problem(404, UNKNOWN),
         ),
@@ -171,8 +173,20 @@ pub(super) async fn cells(
     State(state): State<App>,
     Tenant(t): Tenant,
     P(KindValue { kind, value }): P<KindValue>,
+    Q(q): Q<ContextQuery>,
 ) -> AppResult<Json<Value>> {
-    let views: Vec<CellView> = state.call(&state.pool(&t, By::Home), move |p| p.cells(&kind, &value)).await?;
+    if let Some(context) = &q.context {
+        // Refused here by the core's rule: the filter alone would never reach the pool's own check.
+        repute_host::Context::new(context.as_str()).map_err(|e| match repute_host::Error::from(e) {
+            repute_host::Error::InvalidInput { rule, .. } => Problem::invalid("context", rule),
+            other => Problem::from(other),
+        })?;
+    }
+    let pool = state.pool(&t, q.context.as_deref().map_or(By::Home, By::Context));
+    let mut views: Vec<CellView> = state.call(&pool, move |p| p.cells(&kind, &value)).await?;
+    if let Some(context) = &q.context {
+        views.retain(|c| c.context.as_ref().is_none_or(|c| c.as_str() == context));
+    }
     Ok(Json(http_view(&views, &*state.clock)))
 }
 

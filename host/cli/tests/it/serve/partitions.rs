@@ -175,6 +175,12 @@ fn a_partition_is_handed_to_another_process_with_what_it_acknowledged() {
     assert_eq!(lease.json()["value"], "r1", "the block made at the old owner holds at the new one");
     let map = call("GET", &s[0].url("/v1/partitions"), &t, None).json();
     assert_eq!(map["owners"], json!([s[0].base, s[2].base, s[2].base]));
+    let path = format!("/v1/resources/proxy/r0/cells?context={}", ctx[1]);
+    let p = call("GET", &s[0].url(&path), &t, None).problem(421, "not_owner");
+    assert_eq!(p["owner"], s[2].base, "a context's cells are read where the context lives");
+    let cells = call("GET", &s[2].url(&path), &t, None).json();
+    let contexts: Vec<&Value> = cells.as_array().unwrap().iter().map(|c| &c["context"]).collect();
+    assert_eq!(contexts, [&Value::Null, &json!(ctx[1])], "the global cell and that context's: {cells}");
 
     let dir = tempdir("not-partitioned");
     let single = Server::start(&["--no-auth", "--store", "memory"], &dir);
