@@ -264,9 +264,7 @@ impl AppState {
     {
         let state = self.clone();
         let tenant = tenant.to_owned();
-        tokio::task::spawn_blocking(move || state.call_blocking(&tenant, f))
-            .await
-            .map_err(|e| Problem::from(repute_host::Error::Runtime { message: e.to_string() }))?
+        blocking(move || state.call_blocking(&tenant, f)).await
     }
 
     pub fn call_blocking<R>(
@@ -351,6 +349,16 @@ impl AppState {
     pub fn is_ready(&self) -> bool {
         self.ready.load(Ordering::Acquire)
     }
+}
+
+/// Runs `f` on a blocking thread (it waits on the store, or works long);
+/// a thread that could not finish it is a runtime error.
+pub async fn blocking<R: Send + 'static>(
+    f: impl FnOnce() -> Result<R, Problem> + Send + 'static,
+) -> Result<R, Problem> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Problem::from(repute_host::Error::Runtime { message: e.to_string() }))?
 }
 
 /// What picks the pool of a request in partitioned mode.

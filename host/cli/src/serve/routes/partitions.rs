@@ -14,6 +14,7 @@ use super::table::{route, Route};
 use crate::serve::extract::{App, AppResult, Body, Tenant, P};
 use crate::serve::openapi::Doc;
 use crate::serve::problem::Problem;
+use crate::serve::state::blocking;
 
 const NOT_PARTITIONED: &str = "This server does not split tenants (it does not run --mode partitioned)";
 
@@ -79,14 +80,12 @@ fn count(state: &App) -> Result<u32, Problem> {
 pub(super) async fn map(State(state): State<App>, Tenant(t): Tenant) -> AppResult<Json<PartitionsOut>> {
     let count = count(&state)?;
     let s = state.clone();
-    let owners = tokio::task::spawn_blocking(move || {
+    let owners = blocking(move || {
         let Some(ownership) = &s.ownership else { return Ok(Vec::new()) };
-        (0..count)
-            .map(|index| ownership.owner_of(&Partition { tenant: t.clone(), index, count }.name()))
-            .collect::<repute_host::Result<Vec<_>>>()
+        let owner = |index| ownership.owner_of(&Partition { tenant: t.clone(), index, count }.name());
+        Ok((0..count).map(owner).collect::<repute_host::Result<Vec<_>>>()?)
     })
-    .await
-    .map_err(|e| Problem::from(repute_host::Error::Runtime { message: e.to_string() }))??;
+    .await?;
     Ok(Json(PartitionsOut { count, owners }))
 }
 
@@ -107,8 +106,6 @@ pub(super) async fn handoff(
     }
     let (pool, to) = (Partition { tenant: t, index, count }.name(), url.to_owned());
     let s = state.clone();
-    tokio::task::spawn_blocking(move || s.hand_off(&pool, &to))
-        .await
-        .map_err(|e| Problem::from(repute_host::Error::Runtime { message: e.to_string() }))??;
+    blocking(move || s.hand_off(&pool, &to)).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -14,6 +14,7 @@ use crate::serve::openapi::schema;
 use crate::serve::openapi::Doc;
 use crate::serve::problem::Problem;
 use crate::serve::share;
+use crate::serve::state::blocking;
 
 /// This module's rows of the routes table: each route's method, path,
 /// handler and documentation, beside the handler.
@@ -90,7 +91,7 @@ pub(super) async fn import(
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("application/json"));
     let (caps, max) = (state.caps, state.max_tenant_bytes);
-    let bytes = tokio::task::spawn_blocking(move || {
+    let bytes = blocking(move || {
         let input = if json {
             let text = std::str::from_utf8(&body).map_err(|_| Problem::invalid("body", "must be UTF-8 JSON"))?;
             capped(CappedInput::Json(text), &caps)
@@ -108,8 +109,7 @@ pub(super) async fn import(
         }
         Ok(bytes)
     })
-    .await
-    .map_err(|e| Problem::from(repute_host::Error::Runtime { message: e.to_string() }))??;
+    .await?;
     state.call(&t, move |p| p.restore(&bytes)).await?;
     Ok(StatusCode::NO_CONTENT)
 }
