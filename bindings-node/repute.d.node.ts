@@ -172,10 +172,11 @@ export declare class NativePool {
 /** One waiting acquire's plan. */
 export declare class NativeWaiting {
   /**
-   * After a refusal whose hint is `retryAfterMs`: the ms to sleep before
-   * the next attempt, or null once the time is up.
+   * After a refusal whose hint is `retryAfterMs`, `settled` if nothing
+   * can free a resource sooner: the ms to sleep before the next attempt,
+   * or null once the time is up or cannot bring one.
    */
-  next(retryAfterMs?: number | undefined | null): number | null
+  next(retryAfterMs?: number | undefined | null, settled?: boolean | undefined | null): number | null
 }
 
 /**
@@ -456,6 +457,7 @@ export interface RefusalSpec {
   leased?: number
   limited?: number
   retryAfterMs?: number
+  settled?: boolean
 }
 
 /**

@@ -24,6 +24,7 @@ function refusalOf(err) {
     leased: n(err.leased),
     limited: n(err.limited),
     retryAfterMs: n(err.retryAfterMs),
+    settled: n(err.settled),
   };
 }
 
@@ -209,7 +210,7 @@ class Pool {
         if (!(e instanceof NoResourceAvailableError || e instanceof RateLimitedError)) throw e;
         err = e;
       }
-      const wait = waiting.next(err.retryAfterMs ?? undefined);
+      const wait = waiting.next(err.retryAfterMs ?? undefined, err instanceof RateLimitedError || err.settled === true);
       if (wait === null) throw err;
       await this.#sleep(wait, signal);
     }

@@ -40,6 +40,7 @@ pub struct RefusalSpec {
     pub leased: Option<u32>,
     pub limited: Option<u32>,
     pub retry_after_ms: Option<f64>,
+    pub settled: Option<bool>,
 }
 
 /// What to do after a refused acquire: `wait` (at most `hintMs` when
@@ -89,6 +90,7 @@ fn refusal(spec: &RefusalSpec) -> Result<Error, Error> {
             leased: spec.leased.unwrap_or(0),
             limited: spec.limited.unwrap_or(0),
             retry_after,
+            settled: spec.settled.unwrap_or(false),
         }),
         _ => return Err(invalid("error", "must be a refused acquire's error")),
     })

@@ -9,7 +9,7 @@ use napi::bindgen_prelude::{AsyncTask, BigInt};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::Status;
 use napi_derive::napi;
-use repute_host::holder::{hold, Field, Released, Waiting};
+use repute_host::holder::{hold, Field, Hint, Released, Waiting};
 use repute_host::{Error, HeldLease, Holder, Wall};
 
 use crate::errors::OrThrow;
@@ -192,11 +192,13 @@ impl NativeWaiting {
 
 #[napi]
 impl NativeWaiting {
-    /// After a refusal whose hint is `retryAfterMs`: the ms to sleep before
-    /// the next attempt, or null once the time is up.
+    /// After a refusal whose hint is `retryAfterMs`, `settled` if nothing
+    /// can free a resource sooner: the ms to sleep before the next attempt,
+    /// or null once the time is up or cannot bring one.
     #[napi]
-    pub fn next(&mut self, retry_after_ms: Option<f64>) -> napi::Result<Option<f64>> {
-        let hint = retry_after_ms.map(|ms| ms_to_ns("retryAfterMs", ms)).transpose().or_throw()?;
+    pub fn next(&mut self, retry_after_ms: Option<f64>, settled: Option<bool>) -> napi::Result<Option<f64>> {
+        let retry_after = retry_after_ms.map(|ms| ms_to_ns("retryAfterMs", ms)).transpose().or_throw()?;
+        let hint = Hint { retry_after, settled: settled.unwrap_or(false) };
         Ok(self.plan.next(hint, self.holder.now()).map(|d| d.as_secs_f64() * 1e3))
     }
 }

@@ -93,6 +93,7 @@ test('every code of the host table is thrown as its class, with its fields, buil
       cooling: 1,
       leased: 0,
       limited: 0,
+      settled: true,
     },
   );
   assert.equal(byCode.no_resource_available.message, 'no resource available (1 blocked, 1 rate limited, 1 cooling; retry after 1500 ms)');

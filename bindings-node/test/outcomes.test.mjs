@@ -31,9 +31,10 @@ test('a timed-out key gets one early trial, then comes back through one trial le
   assert.equal(pool.tryAcquire('gpt'), null, 'one trial at a time');
   await early.reportFailure('timeout', { latencyMs: 1000 });
   await early.release();
-  // It failed: the next exponent, waited out in full.
+  // It failed: the next exponent (480 s), and the next early trial a base
+  // cooldown (60 s) after this one; nothing else can come sooner.
   const e = await refused(pool, 'gpt');
-  assert.deepEqual([e.cooling, e.retryAfterMs], [1, 480_000]);
+  assert.deepEqual([e.cooling, e.retryAfterMs, e.settled], [1, 60_000, true]);
   clock.advance(480_000);
   assert.deepEqual(pool.dueForProbe(), []);
   const trial = pool.tryAcquire('gpt');
@@ -43,6 +44,27 @@ test('a timed-out key gets one early trial, then comes back through one trial le
   await trial.release();
   assert.equal(pool.cells('api-key', 'k1')[1].state, 'recovering');
   assert.equal(pool.tryAcquire('gpt').leaseKind, 'client');
+});
+
+test('a wait the pool knows cannot end in time is refused at once', async () => {
+  // The pool clock never moves here: an acquire that did not give up at
+  // once would wait for ever.
+  const clock = new ManualClock();
+  const pool = new Pool({ clock, strategy: 'first' });
+  pool.register('proxy', 'a');
+  const lease = pool.tryAcquire('shop');
+  await lease.reportHttp(403, { latencyMs: 50 });
+  await lease.release();
+  // A site's ban: 300 s, tried early after 30 s; nothing else can free it.
+  const e = await pool.acquire('shop', { timeoutMs: 5_000 }).then(() => assert.fail('expected a refusal'), (e) => e);
+  assert.ok(e instanceof NoResourceAvailableError, String(e));
+  assert.deepEqual([e.cooling, e.retryAfterMs, e.settled], [1, 30_000, true]);
+  // A deadline past the early trial waits for it.
+  const waiting = pool.acquire('shop', { timeoutMs: 60_000 });
+  clock.advance(30_000);
+  const trial = await waiting;
+  assert.equal(trial.leaseKind, 'trial');
+  await trial.release();
 });
 
 test('429 with Retry-After pauses only that cell for exactly that long', async () => {

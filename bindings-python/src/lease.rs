@@ -7,7 +7,7 @@ use std::sync::Arc;
 use pyo3::exceptions::PyBaseException;
 use pyo3::prelude::*;
 use pyo3::types::PyType;
-use repute_host::holder::{Released, Waiting as HostWaiting};
+use repute_host::holder::{Hint, Released, Waiting as HostWaiting};
 use repute_host::{HeldLease, Outcome, Wall};
 
 use crate::errors::{to_py, Failure};
@@ -341,10 +341,12 @@ impl Waiting {
 
 #[pymethods]
 impl Waiting {
-    /// After a refusal whose `retry_after` (seconds) is the pool's hint: the
-    /// seconds to sleep before the next attempt, or None once time is up.
-    fn next(&mut self, py: Python<'_>, retry_after: Option<f64>) -> PyResult<Option<f64>> {
-        let hint = retry_after.map(|s| secs_to_ns("retry_after", s)).transpose().map_err(|f| to_py(py, f))?;
-        Ok(self.plan.next(hint, self.shared.now()).map(|d| d.as_secs_f64()))
+    /// After a refusal whose `retry_after` (seconds) is the pool's hint,
+    /// `settled` if nothing can free a resource sooner: the seconds to sleep
+    /// before the next attempt, or None once time is up or cannot bring one.
+    #[pyo3(signature = (retry_after, settled = false))]
+    fn next(&mut self, py: Python<'_>, retry_after: Option<f64>, settled: bool) -> PyResult<Option<f64>> {
+        let retry_after = retry_after.map(|s| secs_to_ns("retry_after", s)).transpose().map_err(|f| to_py(py, f))?;
+        Ok(self.plan.next(Hint { retry_after, settled }, self.shared.now()).map(|d| d.as_secs_f64()))
     }
 }

@@ -29,10 +29,11 @@ def test_a_timed_out_resource_comes_back_through_one_trial(clock: repute.ManualC
     assert pool.try_acquire("gpt") is None
     early.report_failure("timeout", latency=1.0)
     early.release()
-    # It failed: the next exponent, waited out in full.
+    # It failed: the next exponent (480 s), and the next early trial a base
+    # cooldown (60 s) after this one; nothing else can come sooner.
     with pytest.raises(repute.NoResourceAvailableError) as caught:
         pool.acquire("gpt", timeout=0)
-    assert (caught.value.cooling, caught.value.retry_after) == (1, 480.0)
+    assert (caught.value.cooling, caught.value.retry_after, caught.value.settled) == (1, 60.0, True)
     clock.advance(480.0)
     assert pool.due_for_probe() == []
     trial = pool.acquire("gpt")

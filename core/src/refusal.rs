@@ -26,6 +26,12 @@ pub struct Refusal {
     pub limited: u32,
     /// Nanoseconds until the first of them may free up, when any end is known.
     pub retry_after: Option<u64>,
+    /// Nothing this pool knows of can free one sooner than `retry_after`:
+    /// none is leased (a release can come at any moment), none waits for a
+    /// probe, and no lease in flight in this context can report on one. A
+    /// waiting acquire whose time ends before a settled `retry_after` gives
+    /// up at once instead of waiting out its timeout.
+    pub settled: bool,
 }
 
 impl Refusal {

@@ -527,6 +527,7 @@ pub(crate) fn err_in(e: wit::Error) -> Error {
             leased: r.leased,
             limited: r.limited,
             retry_after: r.retry_after,
+            settled: r.settled,
         }),
         wit::Error::Leased(live) => Error::Leased { live },
         wit::Error::BudgetExhausted(b) => Error::BudgetExhausted { budget: b.name, limit: b.limit },

@@ -96,11 +96,13 @@ async def _control(port: int, path: str, post: bool = False) -> Any:
         return response.json()
 
 
-def _proxy_contender(name: str, proxies: list[str], seed: int, web: Any, sites: dict[str, str]) -> Contender:
+def _proxy_contender(
+    name: str, proxies: list[str], seed: int, web: Any, sites: dict[str, str], deadline: float
+) -> Contender:
     if name == "repute-adapter":
         from contenders.proxy_adapter import ProxyAdapter
 
-        return ProxyAdapter(proxies, sites, seed)
+        return ProxyAdapter(proxies, sites, seed, deadline)
     if name == "repute":
         from contenders.proxy_repute import ProxyRepute
 
@@ -118,12 +120,12 @@ def _proxy_contender(name: str, proxies: list[str], seed: int, web: Any, sites: 
     return ProxyCrawlee(proxies, web)
 
 
-def _key_contender(name: str, seed: int, base_url: str, clients: Any) -> Contender:
+def _key_contender(name: str, seed: int, base_url: str, clients: Any, deadline: float) -> Contender:
     keys = [(k.name, k.secret, k.rpm) for k in draw_keys(seed, format=clients.format)]
     if name == "repute-adapter":
         from contenders.key_adapter import KeyAdapter
 
-        return KeyAdapter(keys, base_url, clients.format, seed)
+        return KeyAdapter(keys, base_url, clients.format, seed, deadline)
     if name == "repute":
         from contenders.key_repute import KeyRepute
 
@@ -182,7 +184,7 @@ async def proxies_row(name: str, seed: int, args: argparse.Namespace, children: 
             cwd=HERE,
         )
         await wait_for_port("127.0.0.1", port)
-        contender = _proxy_contender(name, [p.address for p in fleet.proxies], seed, web, sites)
+        contender = _proxy_contender(name, [p.address for p in fleet.proxies], seed, web, sites, args.deadline)
         schedule = asyncio.create_task(fleet.run_schedule(asyncio.get_running_loop().time()))
         run, truth = await _race(contender, requests, args, port)
     finally:
@@ -217,7 +219,7 @@ async def keys_row(world: str, name: str, seed: int, args: argparse.Namespace, c
         command = [sys.executable, "-m", "world.provider", "--seed", str(seed), "--port", str(port)]
         children.start([*command, "--format", format], cwd=HERE)
         await wait_for_port("127.0.0.1", port)
-        contender = _key_contender(name, seed, base_url, clients)
+        contender = _key_contender(name, seed, base_url, clients, args.deadline)
         run, truth = await _race(contender, requests, args, port)
     finally:
         await clients.close()

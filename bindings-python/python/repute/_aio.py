@@ -208,7 +208,8 @@ class AsyncPool(_PoolCalls):
             except (NoResourceAvailableError, RateLimitedError) as refusal:
                 if waiting is None:
                     waiting = self._pool._waiting(None)
-                wait = waiting.next(refusal.retry_after)
+                settled = refusal.settled if isinstance(refusal, NoResourceAvailableError) else True
+                wait = waiting.next(refusal.retry_after, settled)
                 if wait is None:
                     raise
                 await asyncio.sleep(wait)

@@ -42,6 +42,7 @@ class NoResourceAvailableError(ReputeError):
     cooling: int
     leased: int
     limited: int
+    settled: bool
 
 class LeasedError(ReputeError):
     """Resource is leased."""
@@ -853,10 +854,11 @@ class Waiting:
     The host's waiting plan for one asyncio acquire: how long to sleep on
     the event loop after each refusal, on the pool's clock.
     """
-    def next(self, /, retry_after: SupportsFloat | SupportsIndex | None) -> float | None:
+    def next(self, /, retry_after: SupportsFloat | SupportsIndex | None, settled: bool = False) -> float | None:
         """
-        After a refusal whose `retry_after` (seconds) is the pool's hint: the
-        seconds to sleep before the next attempt, or None once time is up.
+        After a refusal whose `retry_after` (seconds) is the pool's hint,
+        `settled` if nothing can free a resource sooner: the seconds to sleep
+        before the next attempt, or None once time is up or cannot bring one.
         """
 
 @final

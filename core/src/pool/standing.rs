@@ -4,10 +4,18 @@
 use crate::cell::Phase;
 use crate::id::Context;
 use crate::outcome::FailureKind;
+use crate::policy::Recovery;
 use crate::refusal::Refusal;
 use crate::selector::Selector;
 
+use super::registry::ContextCell;
 use super::Pool;
+
+/// A ban's early trial comes after this share of it (see [`Pool::early_due`]):
+/// a first 300 s ban is tried again after 30 s, when every other resource
+/// is held back too. The trial costs one request that would otherwise be
+/// refused; a ban lifted early is found within a tenth of its length.
+const BAN_TRIAL_SHARE: u64 = 10;
 
 /// Where one resource stands for an acquire in one context.
 enum Standing {
@@ -25,25 +33,32 @@ impl Pool {
     /// here and counts as leased.
     pub(crate) fn refusal(&self, context: &Context, selector: &Selector) -> Refusal {
         let ctx = self.contexts.id(context);
-        let mut refusal = Refusal::default();
+        let mut refusal = Refusal { settled: true, ..Refusal::default() };
         for (slot, r) in self.registry.iter() {
             if selector.admits(&r.id, &r.labels, &r.limits) {
-                self.count(&mut refusal, slot, ctx, selector.cost());
+                self.count(&mut refusal, slot, (ctx, Some(context)), selector.cost());
             }
         }
+        // With nothing registered, a registration is what it waits for.
+        refusal.settled &= refusal.registered > 0;
         refusal
     }
 
     /// The refusal of a probe of one resource.
     pub(crate) fn refusal_of(&self, slot: u32, ctx: Option<u32>) -> Refusal {
-        let mut refusal = Refusal::default();
-        self.count(&mut refusal, slot, ctx, 1);
+        let mut refusal = Refusal { settled: true, ..Refusal::default() };
+        self.count(&mut refusal, slot, (ctx, None), 1);
         refusal
     }
 
-    fn count(&self, refusal: &mut Refusal, slot: u32, ctx: Option<u32>, cost: u64) {
+    /// Counts `slot` in `refusal` for the context `ctx` (its interned
+    /// number, if any, and its name when known).
+    fn count(&self, refusal: &mut Refusal, slot: u32, (ctx, context): (Option<u32>, Option<&Context>), cost: u64) {
         refusal.registered += 1;
         let now = self.now;
+        if self.reported_in_flight(slot, ctx, context) {
+            refusal.settled = false;
+        }
         match self.standing(slot, ctx, cost) {
             Standing::Blocked(until) => {
                 refusal.blocked += 1;
@@ -55,17 +70,58 @@ impl Pool {
             }
             Standing::Cooling(until) => {
                 refusal.cooling += 1;
-                refusal.soonest(until, now);
+                let early = self.next_early_trial(slot, ctx);
+                if until.is_none() || early == Some(None) {
+                    refusal.settled = false;
+                }
+                let at = match (until, early) {
+                    (Some(until), Some(Some(early))) => Some(until.min(early)),
+                    (until, _) => until,
+                };
+                refusal.soonest(at, now);
             }
             Standing::Leased(until) => {
                 refusal.leased += 1;
+                refusal.settled = false;
                 refusal.soonest(until, now);
             }
             Standing::Limited(until) => {
                 refusal.limited += 1;
+                if self.reconcilable(slot) {
+                    refusal.settled = false;
+                }
                 refusal.soonest(until, now);
             }
         }
+    }
+
+    /// Whether a lease of `slot` in this context is live: its report may
+    /// change where the resource stands here at any moment. A lease
+    /// granted before its context was interned is known by name only.
+    fn reported_in_flight(&self, slot: u32, ctx: Option<u32>, context: Option<&Context>) -> bool {
+        let r = self.registry.res(slot);
+        r.permits.held_from(0).filter_map(|id| self.leases.live.get(&id)).any(|e| match (e.ctx, context) {
+            (Some(c), _) if ctx.is_some() => Some(c) == ctx,
+            (_, Some(name)) => e.lease.context == *name,
+            _ => false,
+        })
+    }
+
+    /// Whether usage that frees a limit's tokens may come in at any moment:
+    /// a live lease of `slot` (in any context) settles what it used, and a
+    /// group's limits count its other members' leases too.
+    fn reconcilable(&self, slot: u32) -> bool {
+        let r = self.registry.res(slot);
+        !r.groups.is_empty() || r.permits.held_from(0).next().is_some()
+    }
+
+    /// For a cooling cell an early trial may take back before its cooldown
+    /// ends ([`Pool::early_due`]): `Some(Some(at))` when its next early
+    /// trial is due later, `Some(None)` when one is due now; `None` for any
+    /// other cell.
+    fn next_early_trial(&self, slot: u32, ctx: Option<u32>) -> Option<Option<u64>> {
+        let due = self.early_due(self.cells.get(&(slot, ctx?))?)?;
+        Some(Some(due).filter(|&at| at > self.now))
     }
 
     /// Where `slot` stands for a grant of `cost` tokens.
@@ -122,15 +178,14 @@ impl Pool {
     }
 
     /// An early trial for an acquire that found nothing selectable: a
-    /// resource with a free permit held back in `ctx` only by a cooldown for
-    /// a transient cause (a dropped connection, a failed handshake, a
-    /// timeout, a slow answer), with no trial in flight and none early
-    /// within the cause's base cooldown, where a trial is the way back; the
-    /// one whose cooldown ends soonest, ties to the lowest slot. A transient
-    /// failure is weak evidence (a site's overload fails every exit at
-    /// once), so a request that would be refused tries the resource rather
-    /// than leave it idle; a failed trial lengthens the cooldown, and the
-    /// base between early trials bounds what a dead resource costs.
+    /// resource with a free permit held back in `ctx` only by a cooldown
+    /// that an early trial may cut short ([`Pool::early_due`]), with no
+    /// trial in flight and its early trial due; the one whose cooldown ends
+    /// soonest, ties to the lowest slot. A request that would be refused
+    /// tries the resource rather than leave it idle: the trial costs at
+    /// most that request, a failed one lengthens the cooldown, and the
+    /// spacing between early trials bounds what a dead or banned resource
+    /// costs.
     pub(crate) fn early_trial(&self, ctx: Option<u32>, selector: &Selector) -> Option<u32> {
         let ctx = ctx?;
         let mut best: Option<(u64, u32)> = None;
@@ -139,10 +194,8 @@ impl Pool {
                 continue;
             }
             let Some(cc) = self.cells.get(&(slot, ctx)) else { continue };
-            let Phase::Cooling { until, cause } = cc.cell.phase else { continue };
-            let transient = cause.is_strike() && cause != FailureKind::Blocked;
-            let rested = cc.early.is_none_or(|at| self.now >= at.saturating_add(self.policy.rule(cause).base));
-            if !transient || !rested || !self.policy.recovery.half_open(cause) || cc.trial.is_some() {
+            let Phase::Cooling { until, .. } = cc.cell.phase else { continue };
+            if self.early_due(cc).is_none_or(|due| due > self.now) || cc.trial.is_some() {
                 continue;
             }
             if !matches!(self.standing(slot, Some(ctx), selector.cost()), Standing::Cooling(Some(_))) {
@@ -153,6 +206,34 @@ impl Pool {
             }
         }
         best.map(|(_, slot)| slot)
+    }
+
+    /// When a cell cooling in a context may next take an early trial, where
+    /// a trial is the way back; `None` if it never does (a provider's
+    /// pause, probe recovery). A transient cause (a dropped connection, a
+    /// failed handshake, a timeout, a slow answer) is weak evidence (a
+    /// site's overload fails every exit at once): one early trial at once,
+    /// then one per the cause's base cooldown. A site's refusal (`blocked`)
+    /// is strong evidence of a ban of unknown length: the first early trial
+    /// comes after a tenth of the ban ([`BAN_TRIAL_SHARE`]), and each after
+    /// a tenth of the ban it renewed, so the trials back off as the ban
+    /// doubles. The classic rules keep no early trial across a ban.
+    fn early_due(&self, cc: &ContextCell) -> Option<u64> {
+        let Phase::Cooling { until, cause } = cc.cell.phase else { return None };
+        if !cause.is_strike() || !self.policy.recovery.half_open(cause) {
+            return None;
+        }
+        if cause != FailureKind::Blocked {
+            return Some(cc.early.map_or(self.now, |at| at.saturating_add(self.policy.rule(cause).base)));
+        }
+        if self.policy.recovery == Recovery::Classic {
+            return None;
+        }
+        // A running ban is restarted, never lengthened, by reports of the
+        // same incident: its length is the cooldown of the cell's streak.
+        let ban = self.policy.cooldown(cause, cc.cell.consecutive_failures.max(1));
+        let began = until.saturating_sub(ban);
+        Some(cc.early.map_or(began, |at| at.max(began)).saturating_add(ban / BAN_TRIAL_SHARE))
     }
 
     /// The `fail_open` candidate: a resource with a free permit that only a

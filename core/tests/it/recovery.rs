@@ -70,8 +70,9 @@ fn every_cause_comes_back_through_one_trial_lease_at_a_time() {
         let end = if kind == FailureKind::Blocked { base * S } else { 4 * base * S };
         assert_eq!(pool.cells(&rid("a"), 0).unwrap()[1].cooling_until, Some(end), "{kind:?}");
         if kind == FailureKind::Blocked {
-            // (A transient cause would give an early trial here, below.)
-            assert_eq!(refusal(&mut pool, "x", end - 1).cooling, 1, "{kind:?}");
+            // No early trial in the first tenth of a ban (a transient cause
+            // would give one at once, below).
+            assert_eq!(refusal(&mut pool, "x", end / 10 - 1).cooling, 1, "{kind:?}");
         }
         assert!(pool.due_for_probe(end).is_empty(), "{kind:?}: traffic recovery lists nothing for probes");
         assert!(pool.cells(&rid("a"), end).unwrap()[1].half_open);
@@ -177,7 +178,7 @@ fn rate_limited_pauses_only_its_cell_for_exactly_the_wait_with_no_strike() {
     );
     assert_eq!(
         refusal(&mut pool, "x", 31 * S - 1),
-        Refusal { registered: 1, rate_limited: 1, retry_after: Some(1), ..Refusal::default() }
+        Refusal { registered: 1, rate_limited: 1, retry_after: Some(1), settled: true, ..Refusal::default() }
     );
     // Another context of the same resource is not affected.
     assert_eq!(pool.acquire(&ctx("y"), 2 * S).unwrap().kind, LeaseKind::Client);
@@ -235,7 +236,14 @@ fn quota_exhausted_pauses_the_resource_everywhere() {
     pool.block(&rid("b"), None, Some(100 * S), None, S).unwrap();
     assert_eq!(
         refusal(&mut pool, "y", 2 * S),
-        Refusal { registered: 2, blocked: 1, rate_limited: 1, retry_after: Some(99 * S), ..Refusal::default() }
+        Refusal {
+            registered: 2,
+            blocked: 1,
+            rate_limited: 1,
+            retry_after: Some(99 * S),
+            settled: true,
+            ..Refusal::default()
+        }
     );
     assert_eq!(pool.acquire(&ctx("y"), 600 * S).unwrap().resource, rid("a"));
 }
@@ -251,7 +259,10 @@ fn auth_failed_blocks_everywhere_until_unblocked() {
         .iter()
         .any(|e| e.kind
             == EventKind::Blocklisted { resource: rid("a"), context: None, until: None, reason: reason.clone() }));
-    assert_eq!(refusal(&mut pool, "y", 1_000_000 * S), Refusal { registered: 1, blocked: 1, ..Refusal::default() });
+    assert_eq!(
+        refusal(&mut pool, "y", 1_000_000 * S),
+        Refusal { registered: 1, blocked: 1, settled: true, ..Refusal::default() }
+    );
     let c = &pool.cells(&rid("a"), 0).unwrap()[1];
     assert_eq!((c.score, c.consecutive_failures, c.state), (-30, 0, CellState::Blocklisted));
     assert!(pool.unblock(&rid("a"), None, 2_000_000 * S).unwrap());
@@ -292,13 +303,62 @@ fn fail_open_grants_the_cell_whose_wait_ends_soonest_and_never_crosses_a_block()
             cooling: 1,
             leased: 0,
             limited: 0,
-            retry_after: Some(99 * S)
+            // a's ban (300 s) takes an early trial after a tenth of it.
+            retry_after: Some(29 * S),
+            // The fail-open leases of a and b are live in x.
+            settled: false,
         }
     );
     // Without the policy the same pool refuses.
     let mut strict = pool_with(Policy::default(), &["a"]);
     strict.report(&rid("a"), &ctx("x"), fail(FailureKind::Blocked), 0).unwrap();
     assert_eq!(refusal(&mut strict, "x", S).cooling, 1);
+}
+
+#[test]
+fn a_refusal_is_settled_only_when_nothing_it_knows_of_frees_a_resource_sooner() {
+    let mut pool = pool_with(Policy::default(), &["a", "b"]);
+    pool.report(&rid("a"), &ctx("x"), fail(FailureKind::Blocked), 0).unwrap();
+    pool.report(&rid("b"), &ctx("x"), wait(FailureKind::RateLimited, 100), 0).unwrap();
+    // A site's refusal (a 300 s ban, tried early after 30 s) and a
+    // provider's wait (100 s) end when they end: known to the nanosecond.
+    assert_eq!(
+        refusal(&mut pool, "x", S),
+        Refusal {
+            registered: 2,
+            rate_limited: 1,
+            cooling: 1,
+            retry_after: Some(29 * S),
+            settled: true,
+            ..Refusal::default()
+        }
+    );
+    // A lease of b in another context cannot change where b stands in x.
+    let elsewhere = pool.acquire(&ctx("y"), S).unwrap();
+    assert!(refusal(&mut pool, "x", S).settled);
+    // A lease in x can: its report may come at any moment.
+    pool.register(rid("c"), 1, S).unwrap();
+    let here = pool.acquire(&ctx("x"), S).unwrap();
+    assert_eq!(here.resource.value(), "c");
+    let r = refusal(&mut pool, "x", S);
+    assert_eq!((r.leased, r.settled), (1, false));
+    pool.release(here.id, here.token, S).unwrap();
+    pool.release(elsewhere.id, elsewhere.token, S).unwrap();
+    pool.unregister(&rid("c"), false, S).unwrap();
+    assert!(refusal(&mut pool, "x", S).settled);
+
+    // An early trial in flight may report at any moment.
+    let mut pool = pool_with(Policy::default(), &["a"]);
+    cool(&mut pool, "a", FailureKind::ConnectionReset, 0);
+    assert_eq!(pool.acquire(&ctx("x"), S).unwrap().kind, LeaseKind::Trial);
+    assert!(!refusal(&mut pool, "x", S).settled);
+
+    // Waiting for a probe, or for a first registration, has no known end.
+    let mut probed = pool_with(Policy { recovery: Recovery::Probe, ..Policy::default() }, &["a"]);
+    cool(&mut probed, "a", FailureKind::Slow, 0);
+    assert!(!refusal(&mut probed, "x", 4 * 3600 * S).settled);
+    let mut empty = pool_with(Policy::default(), &[]);
+    assert!(!refusal(&mut empty, "x", 0).settled);
 }
 
 #[test]
@@ -326,20 +386,47 @@ fn a_failed_early_trial_recools_and_the_next_waits_out_the_base_cooldown() {
     pool.release(trial.id, trial.token, 2 * S).unwrap();
     let c = &pool.cells(&rid("a"), 2 * S).unwrap()[1];
     assert_eq!((c.consecutive_failures, c.cooling_until), (4, Some(2 * S + 960 * S)));
-    // Connection resets cool from a base of 120 s: no early trial before 121 s.
+    // Connection resets cool from a base of 120 s: no early trial before
+    // 121 s, and the refusal names that moment, long before the cooldown's
+    // end (962 s); nothing else can free the cell sooner.
     let r = refusal(&mut pool, "x", 121 * S - 1);
-    assert_eq!((r.cooling, r.retry_after), (1, Some(962 * S - (121 * S - 1))));
+    assert_eq!((r.cooling, r.retry_after, r.settled), (1, Some(1), true));
     let again = pool.acquire(&ctx("x"), 121 * S).unwrap();
     assert_eq!(again.kind, LeaseKind::Trial);
 }
 
 #[test]
-fn no_early_trial_across_a_ban_a_pause_or_probe_recovery() {
+fn a_ban_takes_an_early_trial_after_a_tenth_of_it_and_backs_off_as_it_doubles() {
     let mut pool = pool_with(Policy::default(), &["a", "b"]);
     pool.report(&rid("a"), &ctx("x"), fail(FailureKind::Blocked), 0).unwrap();
+    pool.report(&rid("b"), &ctx("x"), wait(FailureKind::RateLimited, 1000), 0).unwrap();
+    let r = refusal(&mut pool, "x", 30 * S - 1);
+    assert_eq!((r.cooling, r.rate_limited, r.retry_after), (1, 1, Some(1)));
+    let trial = pool.acquire(&ctx("x"), 30 * S).unwrap();
+    assert_eq!((trial.resource.value(), trial.kind), ("a", LeaseKind::Trial));
+    // Still banned: the ban doubles from now, and so does the wait for the next trial.
+    pool.report(&rid("a"), &ctx("x"), fail(FailureKind::Blocked), 31 * S).unwrap();
+    pool.release(trial.id, trial.token, 31 * S).unwrap();
+    assert_eq!(pool.cells(&rid("a"), 31 * S).unwrap()[1].cooling_until, Some(631 * S));
+    let r = refusal(&mut pool, "x", 90 * S);
+    assert_eq!((r.cooling, r.retry_after), (1, Some(S)));
+    let trial = pool.acquire(&ctx("x"), 91 * S).unwrap();
+    assert_eq!(trial.kind, LeaseKind::Trial);
+    // The ban was lifted: a success ends the streak.
+    pool.report(&rid("a"), &ctx("x"), ok(), 92 * S).unwrap();
+    pool.release(trial.id, trial.token, 92 * S).unwrap();
+    assert_eq!(pool.acquire(&ctx("x"), 92 * S).unwrap().kind, LeaseKind::Client);
+}
+
+#[test]
+fn no_early_trial_across_a_pause_probe_recovery_or_a_classic_ban() {
+    let mut pool = pool_with(Policy::default(), &["b"]);
     pool.report(&rid("b"), &ctx("x"), wait(FailureKind::RateLimited, 100), 0).unwrap();
-    let r = refusal(&mut pool, "x", S);
-    assert_eq!((r.cooling, r.rate_limited), (1, 1));
+    assert_eq!(refusal(&mut pool, "x", 99 * S).rate_limited, 1);
+    let mut classic = pool_with(Policy { recovery: Recovery::Classic, ..Policy::default() }, &["a"]);
+    cool(&mut classic, "a", FailureKind::Blocked, 0);
+    let ban = classic.cells(&rid("a"), 0).unwrap()[1].cooling_until.unwrap();
+    assert_eq!(refusal(&mut classic, "x", ban - 1).cooling, 1);
     let mut probed = pool_with(Policy { recovery: Recovery::Probe, ..Policy::default() }, &["a"]);
     cool(&mut probed, "a", FailureKind::Timeout, 0);
     assert_eq!(refusal(&mut probed, "x", S).cooling, 1);
@@ -399,7 +486,7 @@ fn pauses_survive_a_snapshot_rebased_on_the_restoring_clock() {
     assert_eq!(restored.cells(&rid("b"), 1000 * S).unwrap()[0].cooling_until, Some(1040 * S));
     assert_eq!(
         refusal(&mut restored, "x", 1019 * S),
-        Refusal { registered: 2, rate_limited: 2, retry_after: Some(S), ..Refusal::default() }
+        Refusal { registered: 2, rate_limited: 2, retry_after: Some(S), settled: true, ..Refusal::default() }
     );
     assert_eq!(restored.acquire(&ctx("x"), 1020 * S).unwrap().resource, rid("a"));
     let mut json = Pool::new(Policy::default(), 0).unwrap();

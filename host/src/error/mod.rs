@@ -130,6 +130,7 @@ impl Error {
                 ("cooling", Count(r.cooling.into())),
                 ("leased", Count(r.leased.into())),
                 ("limited", Count(r.limited.into())),
+                ("settled", Flag(r.settled)),
             ],
             Error::Leased { live } => vec![("live", Count((*live).into()))],
             Error::BudgetExhausted { budget, limit } => vec![("budget", Text(budget)), ("limit", Count(*limit))],
@@ -203,6 +204,7 @@ impl Error {
             leased: 0,
             limited: 0,
             retry_after: Some(1_500_000_000),
+            settled: true,
         };
         vec![
             Error::invalid("ttl", "must be > 0"),

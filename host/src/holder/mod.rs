@@ -17,7 +17,7 @@ use std::time::Duration;
 
 pub use lease::{HeldLease, Loss, Released};
 pub use options::{hold, Cooldown, Field, Names, OpenOptions, DEFAULT_OWNER_TTL};
-pub use waiting::{refusal_hint, Waiting};
+pub use waiting::{refusal_hint, Hint, Waiting};
 
 use repute_core::{Lease, Selector};
 
@@ -55,6 +55,8 @@ pub struct Holder {
     closed: AtomicBool,
     /// Calls wait for a PostgreSQL or Redis round trip.
     network: bool,
+    /// No other process writes this tenant (every mode but shared).
+    sole_writer: bool,
     durable: bool,
     watch: Arc<watch::Watch>,
     profiles: Profiles,
@@ -73,7 +75,8 @@ impl Holder {
         let resolved = options.resolve(names)?;
         let clock = clock.unwrap_or_else(|| Arc::new(SystemClock::new()));
         let store = resolved.store.open()?;
-        let last_checkpoint = resolved.config.durable && !(store.is_shared() && resolved.sharing.mode == Mode::Shared);
+        let shared = store.is_shared() && resolved.sharing.mode == Mode::Shared;
+        let last_checkpoint = resolved.config.durable && !shared;
         let pool = EmbeddedPool::open(&*store, &resolved.sharing, &resolved.tenant, resolved.config, clock.clone())?;
         Ok(Arc::new(Holder {
             pool: Mutex::new(Some(Open { pool, last_checkpoint })),
@@ -82,6 +85,7 @@ impl Holder {
             margin: resolved.margin,
             closed: AtomicBool::new(false),
             network: store.is_shared(),
+            sole_writer: !shared,
             durable: resolved.store.durable(),
             watch: Arc::default(),
             profiles: resolved.profiles,
@@ -193,7 +197,13 @@ impl Holder {
     /// The waiting plan of one acquire that may wait up to `timeout` ns
     /// (`None`: without limit), for front ends that sleep their own way.
     pub fn waiting(&self, timeout: Option<u64>) -> Waiting {
-        Waiting::new(self.now(), timeout)
+        Waiting::new(self.now(), timeout, self.sole_writer)
+    }
+
+    /// True unless other processes write this tenant too (shared mode):
+    /// then a refusal's `settled` covers only what this pool saw.
+    pub fn sole_writer(&self) -> bool {
+        self.sole_writer
     }
 
     /// The best lease for `context` among the resources `selector` admits,

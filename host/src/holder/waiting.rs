@@ -21,38 +21,71 @@ const MIN_WAIT: Duration = Duration::from_micros(50);
 pub struct Waiting {
     until: Option<u64>,
     backoff: Duration,
+    /// Whether a settled hint can be trusted: the pool is its tenant's only
+    /// writer. In shared mode another process's lease or report, which this
+    /// pool cannot see, may free a resource sooner.
+    sole_writer: bool,
+}
+
+/// What a refusal tells a waiting acquire: when to try again, if the pool
+/// knows, and whether that is certain (the refusal is settled: nothing
+/// the pool knows of can free a resource sooner).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Hint {
+    pub retry_after: Option<u64>,
+    pub settled: bool,
 }
 
 /// The pool's hint of when to try again, if `e` is a refusal worth waiting
 /// out (nothing selectable, or the rate limit); `None` for any other error.
-pub fn refusal_hint(e: &Error) -> Option<Option<u64>> {
+/// A rate limit's wait is settled: its tokens come back with time only.
+pub fn refusal_hint(e: &Error) -> Option<Hint> {
     match e {
-        Error::NoResourceAvailable(refusal) => Some(refusal.retry_after),
-        Error::RateLimited { retry_after } => Some(Some(*retry_after)),
+        Error::NoResourceAvailable(refusal) => {
+            Some(Hint { retry_after: refusal.retry_after, settled: refusal.settled })
+        }
+        Error::RateLimited { retry_after } => Some(Hint { retry_after: Some(*retry_after), settled: true }),
         _ => None,
     }
 }
 
+impl Hint {
+    /// Whether nothing can be granted within `remaining`: a settled wait
+    /// that ends after it. Waiting it out would only hold the caller (and,
+    /// on a busy loop, a worker) until the timeout for the same refusal.
+    pub fn outlasts(&self, remaining: Option<Duration>) -> bool {
+        self.settled
+            && matches!((self.retry_after, remaining), (Some(after), Some(left)) if Duration::from_nanos(after) > left)
+    }
+}
+
 impl Waiting {
-    /// A plan for an acquire started at `now` that may wait `timeout` ns (`None`: without limit).
-    pub fn new(now: u64, timeout: Option<u64>) -> Waiting {
-        Waiting { until: timeout.map(|t| now.saturating_add(t)), backoff: MIN_BACKOFF }
+    /// A plan for an acquire started at `now` that may wait `timeout` ns
+    /// (`None`: without limit), on a pool that is (`sole_writer`) or is not
+    /// its tenant's only writer.
+    pub fn new(now: u64, timeout: Option<u64>, sole_writer: bool) -> Waiting {
+        Waiting { until: timeout.map(|t| now.saturating_add(t)), backoff: MIN_BACKOFF, sole_writer }
     }
 
-    /// After a refusal with the pool's `hint` (ns): how long to sleep
-    /// before the next attempt, or `None` once the time is up (the refusal
-    /// is then the answer).
-    pub fn next(&mut self, hint: Option<u64>, now: u64) -> Option<Duration> {
-        let remaining = self.until.map(|u| Duration::from_nanos(u.saturating_sub(now)));
-        if remaining == Some(Duration::ZERO) {
+    /// After a refusal with the pool's `hint`: how long to sleep before the
+    /// next attempt, or `None` once the time is up or the hint says nothing
+    /// can come before it does (the refusal is then the answer).
+    pub fn next(&mut self, hint: Hint, now: u64) -> Option<Duration> {
+        let remaining = self.remaining(now);
+        if remaining == Some(Duration::ZERO) || (self.sole_writer && hint.outlasts(remaining)) {
             return None;
         }
-        let mut wait = self.backoff.min(hint.map_or(MAX_BACKOFF, Duration::from_nanos)).max(MIN_WAIT);
+        let mut wait = self.backoff.min(hint.retry_after.map_or(MAX_BACKOFF, Duration::from_nanos)).max(MIN_WAIT);
         if let Some(remaining) = remaining {
             wait = wait.min(remaining);
         }
         self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
         Some(wait)
+    }
+
+    /// The time left at `now`; `None` without a deadline.
+    fn remaining(&self, now: u64) -> Option<Duration> {
+        self.until.map(|u| Duration::from_nanos(u.saturating_sub(now)))
     }
 }
 
@@ -60,18 +93,39 @@ impl Waiting {
 mod tests {
     use super::*;
 
+    fn hint(retry_after: Option<u64>) -> Hint {
+        Hint { retry_after, settled: false }
+    }
+
     #[test]
     fn backs_off_to_the_ceiling_and_never_past_the_hint_or_the_deadline() {
         let ms = |n: u64| Duration::from_millis(n);
-        let mut w = Waiting::new(0, None);
-        let waits: Vec<_> = (0..8).map(|_| w.next(None, 0).unwrap()).collect();
+        let mut w = Waiting::new(0, None, true);
+        let waits: Vec<_> = (0..8).map(|_| w.next(hint(None), 0).unwrap()).collect();
         assert_eq!(waits, [ms(1), ms(2), ms(4), ms(8), ms(16), ms(32), ms(50), ms(50)]);
-        assert_eq!(w.next(Some(3_000_000), 0), Some(ms(3)));
-        assert_eq!(w.next(Some(0), 0), Some(MIN_WAIT));
+        assert_eq!(w.next(hint(Some(3_000_000)), 0), Some(ms(3)));
+        assert_eq!(w.next(hint(Some(0)), 0), Some(MIN_WAIT));
 
-        let mut w = Waiting::new(1_000, Some(10_000_000));
-        assert_eq!(w.next(None, 1_000), Some(ms(1)));
-        assert_eq!(w.next(None, 9_500_000), Some(Duration::from_nanos(501_000)));
-        assert_eq!(w.next(None, 10_001_000), None);
+        let mut w = Waiting::new(1_000, Some(10_000_000), true);
+        assert_eq!(w.next(hint(None), 1_000), Some(ms(1)));
+        assert_eq!(w.next(hint(None), 9_500_000), Some(Duration::from_nanos(501_000)));
+        assert_eq!(w.next(hint(None), 10_001_000), None);
+    }
+
+    #[test]
+    fn gives_up_at_once_when_a_settled_wait_outlasts_the_deadline() {
+        let ms = |n: u64| Duration::from_millis(n);
+        let settled = |ns: u64| Hint { retry_after: Some(ns), settled: true };
+        let mut w = Waiting::new(0, Some(10_000_000), true);
+        assert_eq!(w.next(settled(10_000_001), 0), None);
+        // An unsettled hint (a lease may be released) keeps waiting.
+        assert_eq!(w.next(hint(Some(10_000_001)), 0), Some(ms(1)));
+        // A settled wait that ends in time is waited for.
+        assert_eq!(w.next(settled(10_000_000), 0), Some(ms(2)));
+        assert_eq!(w.next(settled(6_000_001), 4_000_000), None);
+        // Without a deadline there is nothing to outlast.
+        assert_eq!(Waiting::new(0, None, true).next(settled(u64::MAX), 0), Some(ms(1)));
+        // Nor when other processes write the tenant too.
+        assert_eq!(Waiting::new(0, Some(10_000_000), false).next(settled(10_000_001), 0), Some(ms(1)));
     }
 }

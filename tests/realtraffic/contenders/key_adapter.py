@@ -3,7 +3,8 @@
 keys, registered as the README's API-key tour does (kind "openai" or
 "anthropic", the secret, the documented rpm per model). The adapter leases
 a key per attempt, sets its credential and moves the request on as the
-answer says; the SDK's own retries are off, as for every contender.
+answer says; the SDK's own retries are off, as for every contender; its `deadline` is
+the harness's per-request budget.
 Attempts, and attempts on a key after it was known revoked or out of
 quota, are counted where they arrive, at the provider."""
 
@@ -26,7 +27,7 @@ from .llm import PROMPT
 class KeyAdapter:
     name = "repute-adapter"
 
-    def __init__(self, keys: list[tuple[str, str, int]], base_url: str, format: str, seed: int) -> None:
+    def __init__(self, keys: list[tuple[str, str, int]], base_url: str, format: str, seed: int, deadline: float) -> None:
         """`keys`: (name, secret, rpm) of each key."""
         self._keys = keys
         self._format = format
@@ -34,11 +35,11 @@ class KeyAdapter:
         client: Any
         if format == "anthropic":
             client = repute.anthropic.async_client(
-                self._pool, "anthropic", attempts=MAX_ATTEMPTS, base_url=base_url, max_retries=0
+                self._pool, "anthropic", attempts=MAX_ATTEMPTS, deadline=deadline, base_url=base_url, max_retries=0
             )
         else:
             client = repute.openai.async_client(
-                self._pool, "openai", attempts=MAX_ATTEMPTS, base_url=f"{base_url}/v1", max_retries=0
+                self._pool, "openai", attempts=MAX_ATTEMPTS, deadline=deadline, base_url=f"{base_url}/v1", max_retries=0
             )
         self._client = client
 

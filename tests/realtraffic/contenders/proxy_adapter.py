@@ -3,7 +3,9 @@
 the proxies (kind "proxy", as the README's tour registers them), the site
 as the context. The adapter makes the attempts itself, up to the same
 budget as every contender; the harness only bounds the request by its
-deadline. Attempts are counted where they arrive, at the target."""
+deadline, which the transport is also told, as a user states a request's
+budget once (its `timeout`). Attempts are counted where they arrive, at
+the target."""
 
 from __future__ import annotations
 
@@ -20,11 +22,11 @@ from .base import MAX_ATTEMPTS, Outcome, UserRequest, now
 class ProxyAdapter:
     name = "repute-adapter"
 
-    def __init__(self, proxies: list[str], sites: dict[str, str], seed: int) -> None:
+    def __init__(self, proxies: list[str], sites: dict[str, str], seed: int, deadline: float) -> None:
         self._proxies = proxies
         self._sites = sites
         self._pool = repute.Pool(seed=seed)
-        transport = repute.httpx.AsyncTransport(self._pool, kind="proxy", attempts=MAX_ATTEMPTS)
+        transport = repute.httpx.AsyncTransport(self._pool, kind="proxy", attempts=MAX_ATTEMPTS, timeout=deadline)
         self._client = httpx.AsyncClient(transport=transport, trust_env=False)
 
     async def start(self) -> None:

@@ -65,6 +65,8 @@ SITES: tuple[Site, ...] = (
 ESCALATE_AFTER = 10
 """Answers of 429 to one exit within ESCALATE_WINDOW that turn into a ban."""
 ESCALATE_WINDOW = 10.0
+WAVE_SHARE = 0.6
+"""Share of the exits the ban wave bans."""
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,9 @@ class Plan:
     """exit -> seconds added to every answer through it."""
     wave_site: str
     wave_at: float
-    wave_share: float
+    wave: dict[str, float]
+    """exit -> how long the ban wave bans it (exits it spares are absent);
+    drawn here, so that every contender of a seed meets the same wave."""
 
     @staticmethod
     def draw(seed: int, exits: list[str]) -> Plan:
@@ -88,13 +92,10 @@ class Plan:
                 if rng.random() < site.ban_share:
                     bans[(exit, site.name)] = rng.uniform(10.0, 150.0)
         slow = {exit: rng.uniform(1.0, 2.5) for exit in rng.sample(exits, 2)}
-        return Plan(
-            bans=bans,
-            slow=slow,
-            wave_site=rng.choice([s.name for s in SITES]),
-            wave_at=rng.uniform(4.0, 8.0),
-            wave_share=0.6,
-        )
+        wave_site = rng.choice([s.name for s in SITES])
+        wave_at = rng.uniform(4.0, 8.0)
+        wave = {exit: ban_duration(rng) for exit in exits if rng.random() < WAVE_SHARE}
+        return Plan(bans=bans, slow=slow, wave_site=wave_site, wave_at=wave_at, wave=wave)
 
 
 def ban_duration(rng: random.Random) -> float:
@@ -107,7 +108,10 @@ class Target:
         self.plan = Plan.draw(seed, exits)
         self.exits = exits
         self.bans = dict(self.plan.bans)
-        self.rng = random.Random(f"target-run-{seed}")
+        # Separate streams, so that how many answers a contender drew does
+        # not change the length of an escalation ban.
+        self.delays = random.Random(f"target-delays-{seed}")
+        self.escalations = random.Random(f"target-escalations-{seed}")
         self.started = time.monotonic()
         self.wave_done = False
         self.slices: dict[tuple[str, str, int], int] = defaultdict(int)
@@ -126,10 +130,10 @@ class Target:
         if self.wave_done or now < self.plan.wave_at:
             return
         self.wave_done = True
-        for exit in self.exits:
+        for exit, duration in self.plan.wave.items():
             key = (exit, self.plan.wave_site)
-            if self.bans.get(key, 0.0) <= now and self.rng.random() < self.plan.wave_share:
-                self.bans[key] = now + ban_duration(self.rng)
+            if self.bans.get(key, 0.0) <= now:
+                self.bans[key] = now + duration
 
     def _escalate(self, key: tuple[str, str], now: float) -> None:
         recent = self.recent_429[key]
@@ -138,7 +142,7 @@ class Target:
             recent.popleft()
         if len(recent) >= ESCALATE_AFTER:
             recent.clear()
-            self.bans[key] = now + ban_duration(self.rng)
+            self.bans[key] = now + ban_duration(self.escalations)
             self.truth["escalation_bans"] += 1
 
     async def handle(self, request: web.Request) -> web.Response:
@@ -168,7 +172,7 @@ class Target:
             else:
                 status, headers = 200, {"Content-Type": "text/html"}
                 body = f"<html><body>{site.name} {request.path}</body></html>\n"
-                delay += self.rng.uniform(0.02, 0.12)
+                delay += self.delays.uniform(0.02, 0.12)
         self.truth[str(status)] += 1
         self.per_exit[exit][str(status)] += 1
         if delay:

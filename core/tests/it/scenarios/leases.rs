@@ -66,7 +66,7 @@ fn blocked_resources_are_neither_granted_nor_renewed() {
     pool.release(l.id, l.token, 2 * S).unwrap();
     assert_eq!(
         pool.acquire(&ctx("x"), 3 * S),
-        Err(Error::NoResourceAvailable(Refusal { registered: 1, blocked: 1, ..Refusal::default() }))
+        Err(Error::NoResourceAvailable(Refusal { registered: 1, blocked: 1, settled: true, ..Refusal::default() }))
     );
     let rejected = pool.drain_events().into_iter().find_map(|e| match e.kind {
         EventKind::Rejected { context, reason } => Some((context, reason)),

@@ -51,6 +51,9 @@ pub struct Reasons {
     pub leased: u32,
     /// Over a usage limit until its window frees up, or retired by its limits.
     pub limited: u32,
+    /// Nothing known can free a resource before `retry_after`: none is
+    /// leased, waits for a probe, or has a lease in flight in this context.
+    pub settled: bool,
 }
 
 impl From<&repute_host::Refusal> for Reasons {
@@ -62,6 +65,7 @@ impl From<&repute_host::Refusal> for Reasons {
             cooling: r.cooling,
             leased: r.leased,
             limited: r.limited,
+            settled: r.settled,
         }
     }
 }

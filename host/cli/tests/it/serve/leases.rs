@@ -154,7 +154,7 @@ fn outcomes_speak_http_and_refusals_say_why() {
     let p = r.problem(409, "no_resource_available");
     assert_eq!(
         p["reasons"],
-        json!({"none_registered": false, "blocked": 1, "rate_limited": 1, "cooling": 0, "leased": 0, "limited": 0})
+        json!({"none_registered": false, "blocked": 1, "rate_limited": 1, "cooling": 0, "leased": 0, "limited": 0, "settled": true})
     );
     let retry = p["retry_after_ms"].as_f64().unwrap();
     assert!(retry > 119_000.0 && retry <= 120_000.0, "retry after {retry}");
