@@ -55,13 +55,13 @@ test('a wait the pool knows cannot end in time is refused at once', async () => 
   const lease = pool.tryAcquire('shop');
   await lease.reportHttp(403, { latencyMs: 50 });
   await lease.release();
-  // A site's ban: 300 s, tried early after 30 s; nothing else can free it.
+  // A site's ban: 300 s, tried early after 10 s; nothing else can free it.
   const e = await pool.acquire('shop', { timeoutMs: 5_000 }).then(() => assert.fail('expected a refusal'), (e) => e);
   assert.ok(e instanceof NoResourceAvailableError, String(e));
-  assert.deepEqual([e.cooling, e.retryAfterMs, e.settled], [1, 30_000, true]);
+  assert.deepEqual([e.cooling, e.retryAfterMs, e.settled], [1, 10_000, true]);
   // A deadline past the early trial waits for it.
   const waiting = pool.acquire('shop', { timeoutMs: 60_000 });
-  clock.advance(30_000);
+  clock.advance(10_000);
   const trial = await waiting;
   assert.equal(trial.leaseKind, 'trial');
   await trial.release();

@@ -12,10 +12,15 @@ use super::registry::ContextCell;
 use super::Pool;
 
 /// A ban's early trial comes after this share of it (see [`Pool::early_due`]):
-/// a first 300 s ban is tried again after 30 s, when every other resource
+/// a first 300 s ban is tried again after 10 s, when every other resource
 /// is held back too. The trial costs one request that would otherwise be
-/// refused; a ban lifted early is found within a tenth of its length.
-const BAN_TRIAL_SHARE: u64 = 10;
+/// refused. Sites ban for as little as seconds (a rate-limiting rule's
+/// block lasts as long as its owner set it), and a ban that holds costs a
+/// logarithmic number of trials however the first is placed (the spacing
+/// doubles with the ban: 10, 20, 40 s…, about nine an hour), so the first
+/// trial comes early: a short ban is found within a thirtieth of the first
+/// cooldown.
+const BAN_TRIAL_SHARE: u64 = 30;
 
 /// Where one resource stands for an acquire in one context.
 enum Standing {
@@ -215,8 +220,8 @@ impl Pool {
     /// site's overload fails every exit at once): one early trial at once,
     /// then one per the cause's base cooldown. A site's refusal (`blocked`)
     /// is strong evidence of a ban of unknown length: the first early trial
-    /// comes after a tenth of the ban ([`BAN_TRIAL_SHARE`]), and each after
-    /// a tenth of the ban it renewed, so the trials back off as the ban
+    /// comes after a thirtieth of the ban ([`BAN_TRIAL_SHARE`]), and each
+    /// after a thirtieth of the ban it renewed, so the trials back off as the ban
     /// doubles. The classic rules keep no early trial across a ban.
     fn early_due(&self, cc: &ContextCell) -> Option<u64> {
         let Phase::Cooling { until, cause } = cc.cell.phase else { return None };

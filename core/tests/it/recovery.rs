@@ -70,9 +70,9 @@ fn every_cause_comes_back_through_one_trial_lease_at_a_time() {
         let end = if kind == FailureKind::Blocked { base * S } else { 4 * base * S };
         assert_eq!(pool.cells(&rid("a"), 0).unwrap()[1].cooling_until, Some(end), "{kind:?}");
         if kind == FailureKind::Blocked {
-            // No early trial in the first tenth of a ban (a transient cause
-            // would give one at once, below).
-            assert_eq!(refusal(&mut pool, "x", end / 10 - 1).cooling, 1, "{kind:?}");
+            // No early trial in the first thirtieth of a ban (a transient
+            // cause would give one at once, below).
+            assert_eq!(refusal(&mut pool, "x", end / 30 - 1).cooling, 1, "{kind:?}");
         }
         assert!(pool.due_for_probe(end).is_empty(), "{kind:?}: traffic recovery lists nothing for probes");
         assert!(pool.cells(&rid("a"), end).unwrap()[1].half_open);
@@ -303,8 +303,8 @@ fn fail_open_grants_the_cell_whose_wait_ends_soonest_and_never_crosses_a_block()
             cooling: 1,
             leased: 0,
             limited: 0,
-            // a's ban (300 s) takes an early trial after a tenth of it.
-            retry_after: Some(29 * S),
+            // a's ban (300 s) takes an early trial after a thirtieth of it.
+            retry_after: Some(9 * S),
             // The fail-open leases of a and b are live in x.
             settled: false,
         }
@@ -320,7 +320,7 @@ fn a_refusal_is_settled_only_when_nothing_it_knows_of_frees_a_resource_sooner() 
     let mut pool = pool_with(Policy::default(), &["a", "b"]);
     pool.report(&rid("a"), &ctx("x"), fail(FailureKind::Blocked), 0).unwrap();
     pool.report(&rid("b"), &ctx("x"), wait(FailureKind::RateLimited, 100), 0).unwrap();
-    // A site's refusal (a 300 s ban, tried early after 30 s) and a
+    // A site's refusal (a 300 s ban, tried early after 10 s) and a
     // provider's wait (100 s) end when they end: known to the nanosecond.
     assert_eq!(
         refusal(&mut pool, "x", S),
@@ -328,7 +328,7 @@ fn a_refusal_is_settled_only_when_nothing_it_knows_of_frees_a_resource_sooner() 
             registered: 2,
             rate_limited: 1,
             cooling: 1,
-            retry_after: Some(29 * S),
+            retry_after: Some(9 * S),
             settled: true,
             ..Refusal::default()
         }
@@ -396,26 +396,26 @@ fn a_failed_early_trial_recools_and_the_next_waits_out_the_base_cooldown() {
 }
 
 #[test]
-fn a_ban_takes_an_early_trial_after_a_tenth_of_it_and_backs_off_as_it_doubles() {
+fn a_ban_takes_an_early_trial_after_a_thirtieth_of_it_and_backs_off_as_it_doubles() {
     let mut pool = pool_with(Policy::default(), &["a", "b"]);
     pool.report(&rid("a"), &ctx("x"), fail(FailureKind::Blocked), 0).unwrap();
     pool.report(&rid("b"), &ctx("x"), wait(FailureKind::RateLimited, 1000), 0).unwrap();
-    let r = refusal(&mut pool, "x", 30 * S - 1);
+    let r = refusal(&mut pool, "x", 10 * S - 1);
     assert_eq!((r.cooling, r.rate_limited, r.retry_after), (1, 1, Some(1)));
-    let trial = pool.acquire(&ctx("x"), 30 * S).unwrap();
+    let trial = pool.acquire(&ctx("x"), 10 * S).unwrap();
     assert_eq!((trial.resource.value(), trial.kind), ("a", LeaseKind::Trial));
     // Still banned: the ban doubles from now, and so does the wait for the next trial.
-    pool.report(&rid("a"), &ctx("x"), fail(FailureKind::Blocked), 31 * S).unwrap();
-    pool.release(trial.id, trial.token, 31 * S).unwrap();
-    assert_eq!(pool.cells(&rid("a"), 31 * S).unwrap()[1].cooling_until, Some(631 * S));
-    let r = refusal(&mut pool, "x", 90 * S);
+    pool.report(&rid("a"), &ctx("x"), fail(FailureKind::Blocked), 11 * S).unwrap();
+    pool.release(trial.id, trial.token, 11 * S).unwrap();
+    assert_eq!(pool.cells(&rid("a"), 11 * S).unwrap()[1].cooling_until, Some(611 * S));
+    let r = refusal(&mut pool, "x", 30 * S);
     assert_eq!((r.cooling, r.retry_after), (1, Some(S)));
-    let trial = pool.acquire(&ctx("x"), 91 * S).unwrap();
+    let trial = pool.acquire(&ctx("x"), 31 * S).unwrap();
     assert_eq!(trial.kind, LeaseKind::Trial);
     // The ban was lifted: a success ends the streak.
-    pool.report(&rid("a"), &ctx("x"), ok(), 92 * S).unwrap();
-    pool.release(trial.id, trial.token, 92 * S).unwrap();
-    assert_eq!(pool.acquire(&ctx("x"), 92 * S).unwrap().kind, LeaseKind::Client);
+    pool.report(&rid("a"), &ctx("x"), ok(), 32 * S).unwrap();
+    pool.release(trial.id, trial.token, 32 * S).unwrap();
+    assert_eq!(pool.acquire(&ctx("x"), 32 * S).unwrap().kind, LeaseKind::Client);
 }
 
 #[test]
