@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Pool, Attempts, NoResourceAvailableError } from '../index.js';
+import { Pool, Attempts, ManualClock, NoResourceAvailableError } from '../index.js';
 import { fieldOf } from './fixtures/adapters.mjs';
 
 function pool(kind, values, options = {}) {
@@ -105,6 +105,23 @@ test("acquire waits with the pool's own waiting acquire, and gives up with the r
   assert.equal(refusal.leased, 1);
   short.end();
   await hold.release();
+});
+
+test('a request the pool knows cannot be served in time gives up at once', async () => {
+  // The pool clock never moves: an attempt that waited for a grant the pool
+  // knows is further away than the request's time would wait for ever.
+  const p = new Pool({ strategy: 'first', clock: new ManualClock() });
+  p.register('proxy', 'http://a:1');
+  const first = new Attempts(p, { context: 'site', timeoutMs: 5_000 });
+  first.begin(await first.acquire());
+  assert.equal(first.answered(403), 'retry');
+  first.end();
+  // The site's ban: its first early trial is 10 s away, past the 5 s left.
+  const next = new Attempts(p, { context: 'site', timeoutMs: 5_000 });
+  const refusal = await next.acquire().catch((e) => e);
+  assert.ok(refusal instanceof NoResourceAvailableError, String(refusal));
+  assert.deepEqual([refusal.cooling, refusal.retryAfterMs, refusal.settled], [1, 10_000, true]);
+  next.end();
 });
 
 test('on a durable store the attempt acquires off the JS thread, and what it reports is kept', async () => {

@@ -238,3 +238,24 @@ def test_a_streamed_response_let_go_of_unread_gives_its_lease_back(
         gc.collect()
         assert pool.stats().live_leases == 0
     assert cell(pool, proxies.proxies[0].url, SITE) is None, "a body nobody read is not reported"
+
+
+def test_a_request_the_pool_knows_cannot_be_served_in_time_fails_at_once(proxies: Proxies, target: Target) -> None:
+    # The pool clock never moves: a transport that waited for a grant the
+    # pool knows is further away than the request's timeout would hang.
+    pool = repute.Pool(strategy="first", clock=repute.ManualClock())
+    for p in proxies.proxies:
+        pool.register("proxy", p.url)
+    for p in proxies.proxies:
+        target.answers[p.exit] = Answer(403, {}, b"banned")
+    transport = repute.httpx.Transport(pool, kind="proxy", attempts=len(proxies.proxies), timeout=5.0)
+    with httpx.Client(transport=transport) as client:
+        assert client.get(f"{target.url}/a").status_code == 403
+        banned = [cell(pool, p.url, SITE) for p in proxies.proxies]
+        assert [c.cause if c else None for c in banned] == ["blocked"] * len(proxies.proxies)
+        with pytest.raises(repute.NoResourceAvailableError) as refused:
+            client.get(f"{target.url}/b")
+    # Every site ban's first early trial is 10 s away, past the 5 s timeout.
+    assert (refused.value.cooling, refused.value.retry_after, refused.value.settled) == (3, 10.0, True)
+    assert [path for path, _ in target.hits] == ["/a"] * len(proxies.proxies)
+    pool.close()
