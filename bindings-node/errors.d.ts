@@ -70,7 +70,7 @@ export class NoResourceAvailableError extends ReputeError {
   readonly leased: number;
   /** Over a usage limit until its window frees up, or retired by its limits. */
   readonly limited: number;
-  /** Nothing known can free a resource before `retryAfterMs`: none is leased, waits for a probe, or has a lease in flight in this context. */
+  /** Nothing known can free a resource before `retryAfterMs`: no release, report or usage of a live lease, no probe. */
   readonly settled: boolean;
 }
 export class LeasedError extends ReputeError {

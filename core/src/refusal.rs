@@ -28,9 +28,10 @@ pub struct Refusal {
     pub retry_after: Option<u64>,
     /// Nothing this pool knows of can free one sooner than `retry_after`:
     /// none is leased (a release can come at any moment), none waits for a
-    /// probe, and no lease in flight in this context can report on one. A
-    /// waiting acquire whose time ends before a settled `retry_after` gives
-    /// up at once instead of waiting out its timeout.
+    /// probe, no lease in flight in this context can report on one, and none
+    /// held back by a usage limit has a live lease or a group (whose usage
+    /// may free tokens). A waiting acquire whose time ends before a settled
+    /// `retry_after` gives up at once instead of waiting out its timeout.
     pub settled: bool,
 }
 

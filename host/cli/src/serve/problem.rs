@@ -51,8 +51,8 @@ pub struct Reasons {
     pub leased: u32,
     /// Over a usage limit until its window frees up, or retired by its limits.
     pub limited: u32,
-    /// Nothing known can free a resource before `retry_after`: none is
-    /// leased, waits for a probe, or has a lease in flight in this context.
+    /// Nothing known can free a resource before `retry_after`: no release,
+    /// report or usage of a live lease, no probe.
     pub settled: bool,
 }
 
