@@ -30,7 +30,7 @@ mod target;
 mod tests;
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use repute_core::{FailureKind, Outcome, Selector, MAX_EXCLUDE, SECOND};
 
@@ -187,9 +187,9 @@ impl Attempts {
     }
 
     /// An acquire for the next attempt was refused with `e`: wait, try
-    /// again, or stop (at once when the refusal is settled past the
-    /// request's deadline: nothing can be granted in time). When only what this request tried is left, the
-    /// request may go back to it (its cooldown or pause is then the wait),
+    /// again, or stop (when the request's time is up, or the refusal is
+    /// settled past it: nothing can be granted in time). When only what
+    /// this request tried is left, the request may go back to it (its cooldown or pause is then the wait),
     /// except while a suspect result waits for a second resource to judge it.
     pub fn refused(&mut self, e: &Error) -> Refused {
         let tried = self.selector.exclude.len() > self.excluded;
@@ -201,18 +201,12 @@ impl Attempts {
                 self.selector.exclude.truncate(self.excluded);
                 Refused::Again
             }
-            _ => {
-                let remaining = self.remaining();
-                match refusal_hint(e) {
-                    Some(hint)
-                        if remaining != Some(0)
-                            && !(self.holder.sole_writer() && hint.outlasts(remaining.map(Duration::from_nanos))) =>
-                    {
-                        Refused::Wait(hint.retry_after)
-                    }
-                    _ => Refused::GiveUp,
+            _ => match refusal_hint(e) {
+                Some(hint) if !self.holder.waiting(self.remaining()).gives_up(hint, self.holder.now()) => {
+                    Refused::Wait(hint.retry_after)
                 }
-            }
+                _ => Refused::GiveUp,
+            },
         }
     }
 

@@ -200,12 +200,6 @@ impl Holder {
         Waiting::new(self.now(), timeout, self.sole_writer)
     }
 
-    /// True unless other processes write this tenant too (shared mode):
-    /// then a refusal's `settled` covers only what this pool saw.
-    pub fn sole_writer(&self) -> bool {
-        self.sole_writer
-    }
-
     /// The best lease for `context` among the resources `selector` admits,
     /// waiting up to `timeout` ns for one to come free: woken by a release
     /// here, else after the backoff, the pool's retry hint or the timeout

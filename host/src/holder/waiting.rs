@@ -67,14 +67,22 @@ impl Waiting {
         Waiting { until: timeout.map(|t| now.saturating_add(t)), backoff: MIN_BACKOFF, sole_writer }
     }
 
-    /// After a refusal with the pool's `hint`: how long to sleep before the
-    /// next attempt, or `None` once the time is up or the hint says nothing
-    /// can come before it does (the refusal is then the answer).
-    pub fn next(&mut self, hint: Hint, now: u64) -> Option<Duration> {
+    /// Whether an acquire refused with `hint` at `now` stops: its time is
+    /// up, or the hint says nothing can come before it is (trusted only
+    /// where this pool is its tenant's only writer).
+    pub fn gives_up(&self, hint: Hint, now: u64) -> bool {
         let remaining = self.remaining(now);
-        if remaining == Some(Duration::ZERO) || (self.sole_writer && hint.outlasts(remaining)) {
+        remaining == Some(Duration::ZERO) || (self.sole_writer && hint.outlasts(remaining))
+    }
+
+    /// After a refusal with the pool's `hint`: how long to sleep before the
+    /// next attempt, or `None` once it [gives up](Waiting::gives_up) (the
+    /// refusal is then the answer).
+    pub fn next(&mut self, hint: Hint, now: u64) -> Option<Duration> {
+        if self.gives_up(hint, now) {
             return None;
         }
+        let remaining = self.remaining(now);
         let mut wait = self.backoff.min(hint.retry_after.map_or(MAX_BACKOFF, Duration::from_nanos)).max(MIN_WAIT);
         if let Some(remaining) = remaining {
             wait = wait.min(remaining);
