@@ -4,7 +4,7 @@
 use std::time::SystemTime;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyString};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use repute_host::holder::Cooldown;
 use repute_host::profile::MAX_ERROR_BODY;
 use repute_host::{parse_outcome, HttpAnswer, Outcome};
@@ -24,9 +24,15 @@ pub(crate) fn outcome(failure: Option<&str>, latency: f64, retry_after: Option<f
 /// an iterable of pairs.
 fn header_pairs(headers: &Bound<'_, PyAny>) -> Result<Vec<(String, String)>, Failure> {
     let bad = || invalid("headers", "must be a mapping of str to str, or (str, str) pairs");
-    let pairs = match headers.hasattr("items").map_err(|_| bad())? {
-        true => headers.call_method0("items").map_err(|_| bad())?,
-        false => headers.clone(),
+    // Pairs (an adapter's `multi_items()`) first: asking a list for
+    // `items` raises and formats an AttributeError on every answer.
+    let pairs = if headers.is_instance_of::<PyList>() || headers.is_instance_of::<PyTuple>() {
+        headers.clone()
+    } else {
+        match headers.hasattr("items").map_err(|_| bad())? {
+            true => headers.call_method0("items").map_err(|_| bad())?,
+            false => headers.clone(),
+        }
     };
     let mut out = Vec::new();
     for pair in pairs.try_iter().map_err(|_| bad())? {

@@ -37,7 +37,7 @@ use repute_core::{FailureKind, Outcome, Selector, MAX_EXCLUDE, SECOND};
 use crate::error::{selector_error, Error, Result};
 use crate::holder::{refusal_hint, HeldLease, Holder};
 use crate::ops::PoolOps;
-use crate::profile::HttpAnswer;
+use crate::profile::{HttpAnswer, Profile};
 
 pub use blame::Judged;
 pub use target::{context_of, route, Route};
@@ -238,7 +238,8 @@ impl Attempts {
     pub fn begin(&mut self, lease: Arc<HeldLease>) -> Result<Route> {
         self.end_current()?;
         let profile = self.holder.profiles().of(lease.lease().resource.kind());
-        let secret = lease.secret()?;
+        // A proxy's route is its value: its secret is not asked for.
+        let secret = if profile == Profile::Proxy { None } else { lease.secret()? };
         let value = lease.lease().resource.value();
         if !self.selector.exclude.iter().any(|v| v == value) && self.selector.exclude.len() < MAX_EXCLUDE {
             self.selector.exclude.push(value.to_owned());
@@ -284,9 +285,15 @@ impl Attempts {
             None => Outcome::success(latency_ms)?,
             Some(kind) => Outcome::failure(kind, self.latency_ms(current.started))?,
         };
-        let reported = current.lease.report(&outcome, None);
-        current.lease.release()?;
-        reported
+        // Reported and released under one hold of the pool; reported on
+        // its own when the lease had ended already (the watcher let it go).
+        let mut reported = None;
+        current.lease.release_by(|p, lease| {
+            let id = &lease.resource;
+            reported = Some(p.report(id.kind(), id.value(), lease.context.as_str(), &outcome));
+            p.release(lease.id, lease.token)
+        })?;
+        reported.unwrap_or_else(|| current.lease.report(&outcome, None))
     }
 
     /// The adapter stops (it delivers, gives up or was cancelled): a held
