@@ -75,7 +75,7 @@ fn latency(u: &mut Unstructured) -> Result<f64> {
 /// One command, weighted as the proptest strategy weighs them.
 fn cmd(u: &mut Unstructured) -> Result<Cmd> {
     let advances = [0, 1_000_000, SECOND, 10 * SECOND, 31 * SECOND, 400 * SECOND, 4000 * SECOND];
-    Ok(match u.int_in_range(0..=41)? {
+    Ok(match u.int_in_range(0..=43)? {
         0..=3 => Cmd::Advance(*u.choose(&advances)?),
         4..=6 => Cmd::Register(resource(u)?, u.int_in_range(1..=3)?),
         7 => Cmd::Unregister(resource(u)?, u.arbitrary()?),
@@ -108,6 +108,10 @@ fn cmd(u: &mut Unstructured) -> Result<Cmd> {
             Cmd::RegisterLimited(r, permits, u.choose_index(LIMIT_SETS.len())?)
         }
         37 => Cmd::Reconcile(u.int_in_range(0..=15)?, u.int_in_range(0..=200)?),
+        42..=43 => {
+            let kind = if u.ratio(1, 4)? { Some(*u.choose(&FailureKind::ALL)?) } else { None };
+            Cmd::ReportAndRelease(u.int_in_range(0..=15)?, u.arbitrary()?, kind, latency(u)?)
+        }
         _ => Cmd::AcquireWith(context(u)?, u.choose_index(SELECTORS)?),
     })
 }

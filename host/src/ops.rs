@@ -106,6 +106,11 @@ pool_ops! {
         fn renew(&mut self, id: u64, token: u64) -> Result<Lease>;
         /// Ends a live lease and frees its permit.
         fn release(&mut self, id: u64, token: u64) -> Result<()>;
+        /// Reports `outcome` on a live lease's resource in its context, then
+        /// ends the lease as `release` does: a finished attempt in one call.
+        /// A lease that is not live is refused as `release` refuses it, with
+        /// nothing reported; a report that fails leaves the lease held.
+        fn report_and_release(&mut self, id: u64, token: u64, outcome: &Outcome) -> Result<()>;
         /// A live lease used `used` tokens instead of the `cost` it reserved
         /// against its resource's `tpm`: the pool and the authority count that
         /// from now on (nothing to count without a `tpm`, or once the grant has

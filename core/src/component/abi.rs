@@ -181,6 +181,21 @@ impl GuestPool for GuestState {
         self.op(|p, now| p.release(id, token, now)).map_err(err_out)
     }
 
+    fn report_and_release(&self, id: u64, token: u64, outcome: wit::Outcome) -> Result<(), wit::Error> {
+        let parsed = outcome_in(outcome)?;
+        let held = self.op(|p, now| p.held(id, token, now).map(|l| (l.resource.clone(), l.context.clone())));
+        let (resource, context) = held.map_err(err_out)?;
+        let entry = || {
+            wit::LogEntry::Report(wit::LoggedReport {
+                resource: id_out(&resource),
+                context: String::from(context.as_str()),
+                outcome,
+            })
+        };
+        self.logged(entry, |p, now| p.report(&resource, &context, parsed, now))?;
+        self.release(id, token)
+    }
+
     fn get_lease(&self, id: u64) -> Option<wit::Lease> {
         self.op(|p, now| p.lease(id, now)).map(lease_out)
     }

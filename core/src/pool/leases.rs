@@ -215,6 +215,13 @@ impl Pool {
         Ok(())
     }
 
+    /// The live lease `id` with `token`, refused as `release` refuses it:
+    /// what a caller reports on before it releases (`report-and-release` in the WIT).
+    pub fn held(&mut self, id: u64, token: u64, now: u64) -> Result<&Lease> {
+        self.advance(now);
+        Ok(&self.leases.find(id, token)?.lease)
+    }
+
     /// The live lease with this id, if any.
     pub fn lease(&mut self, id: u64, now: u64) -> Option<Lease> {
         self.advance(now);

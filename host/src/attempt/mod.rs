@@ -285,13 +285,19 @@ impl Attempts {
             None => Outcome::success(latency_ms)?,
             Some(kind) => Outcome::failure(kind, self.latency_ms(current.started))?,
         };
-        // Reported and released under one hold of the pool; reported on
-        // its own when the lease had ended already (the watcher let it go).
+        // One call reports and releases. A lease that ended meanwhile (the
+        // watcher let it go) is reported by name; a failed report is
+        // returned once the lease is released.
         let mut reported = None;
-        current.lease.release_by(|p, lease| {
-            let id = &lease.resource;
-            reported = Some(p.report(id.kind(), id.value(), lease.context.as_str(), &outcome));
-            p.release(lease.id, lease.token)
+        current.lease.release_by(|p, lease| match p.report_and_release(lease.id, lease.token, &outcome) {
+            Err(e) if !matches!(e, Error::LeaseExpired | Error::UnknownLease | Error::StaleLease) => {
+                reported = Some(Err(e));
+                p.release(lease.id, lease.token)
+            }
+            done => {
+                reported = done.is_ok().then_some(Ok(()));
+                done
+            }
         })?;
         reported.unwrap_or_else(|| current.lease.report(&outcome, None))
     }

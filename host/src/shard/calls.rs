@@ -126,6 +126,11 @@ impl Shard {
         op!(self, t, |s, p, h| p.call_release(s, h, id, token))
     }
 
+    pub(crate) fn report_and_release(&mut self, t: usize, id: u64, token: u64, outcome: &Outcome) -> Result<()> {
+        let outcome = convert::outcome_out(outcome);
+        op!(self, t, |s, p, h| p.call_report_and_release(s, h, id, token, outcome))
+    }
+
     /// The pool counts `used` whatever the authority answered; a store
     /// that failed to take it is the error, and keeps counting the reserved
     /// tokens until the grant leaves its window.

@@ -13,6 +13,7 @@ mod poolset;
 mod postgres;
 mod prober;
 mod redis;
+mod report_and_release;
 mod resource_keys;
 mod restore;
 mod secrets;

@@ -95,6 +95,29 @@ fn state_and_fences_survive_a_restart() {
 }
 
 #[test]
+fn a_report_made_with_the_release_is_logged_as_a_report_is() {
+    let db = TempDb::new("report-and-release");
+    let clock = ManualClock::new(SECOND);
+    let token = {
+        let mut p = open(&db, "shop", &clock).unwrap();
+        p.register("proxy", "a", 1).unwrap();
+        let lease = p.acquire("x.com").unwrap();
+        let timeout =
+            Outcome::Failure { kind: repute_host::FailureKind::Timeout, latency_ms: 5000.0, retry_after: None };
+        p.report_and_release(lease.id, lease.token, &timeout).unwrap();
+        lease.token
+    };
+    // No checkpoint: the log alone brings the report back.
+    let mut p = open(&db, "shop", &clock).unwrap();
+    let cells = p.cells("proxy", "a").unwrap();
+    let cell = cells.iter().find(|c| c.context.as_ref().map(|c| c.as_str()) == Some("x.com")).unwrap();
+    assert_eq!((cell.observations, cell.consecutive_failures), (1, 1));
+    assert!(p.leases().unwrap().is_empty());
+    let next = p.acquire("y.com").unwrap();
+    assert_eq!((next.resource.value(), next.token), ("a", token + 1));
+}
+
+#[test]
 fn checkpoints_are_compare_and_set() {
     let db = TempDb::new("cas");
     let mut storage = SqliteStorage::open(&db.0, "t").unwrap();

@@ -126,6 +126,9 @@ pub enum Cmd {
     /// Reconcile the n-th lease seen so far to this many tokens used.
     Reconcile(usize, u64),
     Report(usize, usize, Option<FailureKind>, f64),
+    /// Report on the n-th lease seen so far and release it, in one call;
+    /// `true` presents a stale token.
+    ReportAndRelease(usize, bool, Option<FailureKind>, f64),
     Block(usize, Option<usize>, Option<u64>, Option<&'static str>),
     Unblock(usize, Option<usize>),
     Inspect(usize),
@@ -136,6 +139,19 @@ pub enum Cmd {
 
 pub fn res(i: usize) -> (&'static str, &'static str) {
     (KINDS[i / VALUES.len()], VALUES[i % VALUES.len()])
+}
+
+/// A success, or a failure of `kind` (half of the waits given, half left
+/// to the rule's base).
+fn outcome(kind: Option<FailureKind>, latency: f64) -> Outcome {
+    match kind {
+        None => Outcome::Success { latency_ms: latency },
+        Some(kind) => {
+            let retry_after =
+                (kind.takes_retry_after() && latency > 500.0).then(|| (latency as u64).saturating_mul(1_000_000));
+            Outcome::Failure { kind, latency_ms: latency, retry_after }
+        }
+    }
 }
 
 fn registration(r: usize, permits: u32, labels: usize, secret: bool) -> Registration {
@@ -236,16 +252,12 @@ pub fn run(p: &mut dyn PoolOps, cmd: &Cmd, clock: &ManualClock, seen: &mut Vec<(
             format!("{:?}", p.reconcile(id, token, used))
         }
         Cmd::Report(r, c, kind, latency) => {
-            let outcome = match kind {
-                None => Outcome::Success { latency_ms: latency },
-                // Half of the waits given, half left to the rule's base.
-                Some(kind) => {
-                    let retry_after = (kind.takes_retry_after() && latency > 500.0)
-                        .then(|| (latency as u64).saturating_mul(1_000_000));
-                    Outcome::Failure { kind, latency_ms: latency, retry_after }
-                }
-            };
-            format!("{:?}", p.report(res(r).0, res(r).1, CONTEXTS[c], &outcome))
+            format!("{:?}", p.report(res(r).0, res(r).1, CONTEXTS[c], &outcome(kind, latency)))
+        }
+        Cmd::ReportAndRelease(i, stale, kind, latency) => {
+            let (id, token) = lease(seen, i, stale);
+            let done = p.report_and_release(id, token, &outcome(kind, latency));
+            format!("{:?} {:?} {:?}", done, p.lease(id), p.leases().map(|l| l.len()))
         }
         Cmd::Block(r, c, duration, reason) => {
             format!("{:?}", p.block(res(r).0, res(r).1, c.map(|c| CONTEXTS[c]), duration, reason))

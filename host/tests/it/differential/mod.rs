@@ -38,6 +38,8 @@ fn cmd() -> impl Strategy<Value = Cmd> {
         1 => (0usize..16, proptest::sample::select(vec![0u64, 5, 60, 200])).prop_map(|(i, u)| Cmd::Reconcile(i, u)),
         6 => (resource(), 0..CONTEXTS.len(), kind_strategy(), 0.0f64..5000.0)
             .prop_map(|(r, c, k, l)| Cmd::Report(r, c, k, l)),
+        2 => (0usize..16, any::<bool>(), kind_strategy(), 0.0f64..5000.0)
+            .prop_map(|(i, s, k, l)| Cmd::ReportAndRelease(i, s, k, l)),
         1 => (
             resource(),
             proptest::option::of(0..CONTEXTS.len()),
