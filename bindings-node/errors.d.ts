@@ -85,6 +85,8 @@ export class BudgetExhaustedError extends ReputeError {
 export class RateLimitedError extends ReputeError {
   readonly code: 'rate_limited';
   readonly retryAfterMs: number;
+  /** Always true: only time ends a rate limit's wait. */
+  readonly settled: boolean;
 }
 export class InvalidSnapshotError extends ReputeError {
   readonly code: 'invalid_snapshot';

@@ -210,7 +210,7 @@ class Pool {
         if (!(e instanceof NoResourceAvailableError || e instanceof RateLimitedError)) throw e;
         err = e;
       }
-      const wait = waiting.next(err.retryAfterMs ?? undefined, err instanceof RateLimitedError || err.settled === true);
+      const wait = waiting.next(err.retryAfterMs ?? undefined, err.settled);
       if (wait === null) throw err;
       await this.#sleep(wait, signal);
     }

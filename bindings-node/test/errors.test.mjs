@@ -98,6 +98,7 @@ test('every code of the host table is thrown as its class, with its fields, buil
   );
   assert.equal(byCode.no_resource_available.message, 'no resource available (1 blocked, 1 rate limited, 1 cooling; retry after 1500 ms)');
   assert.equal(byCode.rate_limited.retryAfterMs, 250);
+  assert.equal(byCode.rate_limited.settled, true);
   assert.equal(byCode.rate_limited.message, 'rate limited (retry after 250 ms)');
   const conflict = byCode.storage_conflict;
   assert.deepEqual([conflict.expected, conflict.found, conflict.mine, conflict.stored], [1, 2, null, null]);
@@ -235,6 +236,7 @@ test('RateLimitedError from the acquire token bucket', async () => {
   throwsTyped(() => pool.tryAcquire('c'), RateLimitedError, {
     code: 'rate_limited',
     retryAfterMs: 500,
+    settled: true,
     message: 'rate limited (retry after 500 ms)',
   });
   await assert.rejects(pool.acquire('c', { timeoutMs: 0 }), RateLimitedError);

@@ -30,6 +30,7 @@ def test_every_code_maps_to_its_class_with_its_fields() -> None:
     rate = by_code["rate_limited"]
     assert isinstance(rate, repute.RateLimitedError)
     assert rate.retry_after == 0.25 and str(rate) == "rate limited (retry after 0.25 s)"
+    assert rate.settled is True, "only time ends a rate limit's wait"
     conflict = by_code["storage_conflict"]
     assert isinstance(conflict, repute.StoreError)
     assert (conflict.expected, conflict.found, conflict.mine, conflict.stored) == (1, 2, None, None)
@@ -210,7 +211,7 @@ def test_rate_limited(clock: repute.ManualClock) -> None:
     with pytest.raises(repute.RateLimitedError) as caught:
         pool.try_acquire("c")
     assert caught.value.code == "rate_limited"
-    assert caught.value.retry_after == 0.5
+    assert (caught.value.retry_after, caught.value.settled) == (0.5, True)
     assert str(caught.value) == "rate limited (retry after 0.5 s)"
     # The timeout runs on the pool's clock: it ends when the clock gets there.
     timer = threading.Timer(0.05, clock.advance, (0.05,))

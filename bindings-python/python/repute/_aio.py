@@ -208,8 +208,7 @@ class AsyncPool(_PoolCalls):
             except (NoResourceAvailableError, RateLimitedError) as refusal:
                 if waiting is None:
                     waiting = self._pool._waiting(None)
-                settled = refusal.settled if isinstance(refusal, NoResourceAvailableError) else True
-                wait = waiting.next(refusal.retry_after, settled)
+                wait = waiting.next(refusal.retry_after, refusal.settled)
                 if wait is None:
                     raise
                 await asyncio.sleep(wait)

@@ -59,6 +59,7 @@ class RateLimitedError(ReputeError):
     """Rate limited."""
 
     retry_after: float
+    settled: bool
 
 class InvalidSnapshotError(ReputeError):
     """Snapshot refused."""

@@ -77,7 +77,7 @@ pub const RATE_LIMITED: Code = Code {
     status: 429,
     title: "Rate limited",
     class: "RateLimitedError",
-    fields: &["retry_after"],
+    fields: &["retry_after", "settled"],
 };
 pub const INVALID_SNAPSHOT: Code = Code {
     code: "invalid_snapshot",

@@ -113,6 +113,17 @@ impl Error {
         self.info().code
     }
 
+    /// For a refused acquire, whether nothing the pool knows of can end
+    /// its wait sooner than `retry_after`: a usage limit's wait always; a
+    /// refusal as the pool found it. `None` for any other error.
+    pub fn settled(&self) -> Option<bool> {
+        match self {
+            Error::NoResourceAvailable(r) => Some(r.settled),
+            Error::RateLimited { .. } => Some(true),
+            _ => None,
+        }
+    }
+
     /// The fields of this error's class ([`Code::fields`]), named and in
     /// that order, with their values.
     pub fn fields(&self) -> Vec<(&'static str, Field<'_>)> {
@@ -130,11 +141,13 @@ impl Error {
                 ("cooling", Count(r.cooling.into())),
                 ("leased", Count(r.leased.into())),
                 ("limited", Count(r.limited.into())),
-                ("settled", Flag(r.settled)),
+                ("settled", Flag(self.settled() == Some(true))),
             ],
             Error::Leased { live } => vec![("live", Count((*live).into()))],
             Error::BudgetExhausted { budget, limit } => vec![("budget", Text(budget)), ("limit", Count(*limit))],
-            Error::RateLimited { retry_after } => vec![("retry_after", Duration(Some(*retry_after)))],
+            Error::RateLimited { retry_after } => {
+                vec![("retry_after", Duration(Some(*retry_after))), ("settled", Flag(self.settled() == Some(true)))]
+            }
             Error::Snapshot(s) => {
                 let (field, rule) = match s {
                     SnapshotError::Invalid { field, rule } => (Text(field), Text(rule)),

@@ -40,13 +40,12 @@ pub struct Hint {
 /// out (nothing selectable, or the rate limit); `None` for any other error.
 /// A rate limit's wait is settled: its tokens come back with time only.
 pub fn refusal_hint(e: &Error) -> Option<Hint> {
-    match e {
-        Error::NoResourceAvailable(refusal) => {
-            Some(Hint { retry_after: refusal.retry_after, settled: refusal.settled })
-        }
-        Error::RateLimited { retry_after } => Some(Hint { retry_after: Some(*retry_after), settled: true }),
-        _ => None,
-    }
+    let retry_after = match e {
+        Error::NoResourceAvailable(refusal) => refusal.retry_after,
+        Error::RateLimited { retry_after } => Some(*retry_after),
+        _ => return None,
+    };
+    Some(Hint { retry_after, settled: e.settled()? })
 }
 
 impl Hint {
