@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use repute_host::{
     lease_partition, partition_of, tenant_of, Backend, Clock, Event, Ownership, Partition, Policy, PoolOps, PoolSet,
-    Profiles, Standing, TenantConfig, TenantPool,
+    Profiles, Standing, StoreError, TenantConfig, TenantPool,
 };
 use tokio::sync::{broadcast, watch};
 
@@ -328,10 +328,18 @@ impl AppState {
 
     /// Checkpoints every open tenant (with leases, so holders keep them across a restart).
     pub fn checkpoint_all(&self) {
+        // In shared mode every process checkpoints every tenant and the store
+        // keeps the one furthest along the log: a process behind it is refused
+        // with a conflict, which is no fault.
+        let shared = self.ownership.is_none() && self.store.is_shared();
         for tenant in self.set.tenants() {
-            match self.call_blocking(&tenant, |p| p.checkpoint(true)) {
-                Ok(version) => tracing::debug!(tenant, version, "checkpoint saved"),
-                Err(e) => tracing::error!(tenant, problem = ?e, "checkpoint failed"),
+            match self.call_blocking(&tenant, |p| Ok(p.checkpoint(true))) {
+                Ok(Ok(version)) => tracing::debug!(tenant, version, "checkpoint saved"),
+                Ok(Err(repute_host::Error::Store(StoreError::Conflict { .. }))) if shared => {
+                    tracing::debug!(tenant, "checkpoint not saved: another process saved one further along the log")
+                }
+                Ok(Err(e)) => tracing::error!(tenant, problem = ?Problem::from(e), "checkpoint failed"),
+                Err(problem) => tracing::error!(tenant, ?problem, "checkpoint failed"),
             }
         }
     }

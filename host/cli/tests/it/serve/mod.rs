@@ -10,6 +10,7 @@ mod profiles;
 mod refusals;
 mod secrets;
 mod selectors;
+mod shared;
 mod usage;
 
 use std::io::{BufRead, BufReader, Read};
@@ -29,13 +30,27 @@ struct Server {
 
 impl Server {
     fn start(args: &[&str], dir: &Path) -> Server {
+        Server::spawn(args, dir, "warn", Stdio::inherit())
+    }
+
+    /// `start` at log level `level`, each line it logs sent to the receiver
+    /// (which ends once the server has exited).
+    fn start_logged(args: &[&str], dir: &Path, level: &str) -> (Server, mpsc::Receiver<String>) {
+        let mut server = Server::spawn(args, dir, level, Stdio::piped());
+        let stderr = BufReader::new(server.child.stderr.take().unwrap());
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || stderr.lines().map_while(Result::ok).try_for_each(|l| tx.send(l)));
+        (server, rx)
+    }
+
+    fn spawn(args: &[&str], dir: &Path, level: &str, stderr: Stdio) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_repute"))
             .arg("serve")
-            .args(["--listen", "127.0.0.1:0", "--log", "warn"])
+            .args(["--listen", "127.0.0.1:0", "--log", level])
             .args(args)
             .current_dir(dir)
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .expect("repute starts");
         let mut line = String::new();
@@ -119,6 +134,19 @@ fn reply(method: &str, url: &str, res: Result<ureq::Response, ureq::Error>) -> R
 }
 
 const NONE: &[(&str, &str)] = &[];
+
+/// The database of `scripts/services.sh`, for the modes that share a store.
+fn pg_url() -> String {
+    std::env::var("REPUTE_TEST_PG_URL").unwrap_or_else(|_| {
+        panic!("REPUTE_TEST_PG_URL is not set: run `scripts/services.sh start` and export `scripts/services.sh env`")
+    })
+}
+
+/// A tenant name no other run of the tests uses on the shared database.
+fn unique(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    format!("{prefix}-{}-{nanos:x}", std::process::id())
+}
 
 /// `repute key new --tenant TENANT --keys keys` in `dir`: the key it prints.
 fn new_key(dir: &Path, tenant: &str) -> String {

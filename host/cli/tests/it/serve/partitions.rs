@@ -8,20 +8,9 @@ use std::time::{Duration, Instant};
 use repute_host::{lease_partition, partition_of};
 use serde_json::{json, Value};
 
-use super::{call, tempdir, Reply, Server};
+use super::{call, pg_url, tempdir, unique, Reply, Server};
 
 const PARTITIONS: u32 = 3;
-
-fn pg_url() -> String {
-    std::env::var("REPUTE_TEST_PG_URL").unwrap_or_else(|_| {
-        panic!("REPUTE_TEST_PG_URL is not set: run `scripts/services.sh start` and export `scripts/services.sh env`")
-    })
-}
-
-fn unique(prefix: &str) -> String {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-    format!("{prefix}-{}-{nanos:x}", std::process::id())
-}
 
 /// A context of each partition, in partition order.
 fn contexts() -> Vec<String> {
