@@ -114,8 +114,9 @@ impl Error {
     }
 
     /// For a refused acquire, whether nothing the pool knows of can end
-    /// its wait sooner than `retry_after`: a usage limit's wait always; a
-    /// refusal as the pool found it. `None` for any other error.
+    /// its wait sooner than `retry_after`: always for the acquire rate
+    /// limit (its tokens come back with time only), for a refusal as the
+    /// pool found it. `None` for any other error.
     pub fn settled(&self) -> Option<bool> {
         match self {
             Error::NoResourceAvailable(r) => Some(r.settled),

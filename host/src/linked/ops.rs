@@ -80,8 +80,8 @@ pub(crate) fn release(pool: &mut LinkedPool, id: u64, token: u64) -> Result<()> 
 /// As the component's: the lease names the resource and context.
 pub(crate) fn report_and_release(pool: &mut LinkedPool, id: u64, token: u64, outcome: &Outcome) -> Result<()> {
     let outcome = checked(outcome)?;
-    let held = pool.run(|p, now| p.held(id, token, now).map(|l| (l.resource.clone(), l.context.clone())))?;
-    let (resource, context) = held;
+    let (resource, context) =
+        pool.run(|p, now| p.held(id, token, now).map(|l| (l.resource.clone(), l.context.clone())))?;
     let command = Command::Report { resource: resource.clone(), context: context.clone(), outcome };
     pool.logged(|| command, |p, now| p.report(&resource, &context, outcome, now))?;
     release(pool, id, token)
