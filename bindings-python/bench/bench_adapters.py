@@ -11,7 +11,10 @@ in this process's CPU time (which a loaded machine disturbs less). Then the same
 without the network (the transport over an `httpx.MockTransport` against
 that mock alone), which the machine's load and the socket's timing disturb
 less, and the protocol's calls alone: acquire, begin, answered, finished,
-the `_Attempts` construction and the context default.
+the `_Attempts` construction and the context default, timed as the
+transport makes them between real requests and in a tight loop (the first
+several times the second: the socket and the client evict the caches the
+calls need).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import argparse
 import multiprocessing
 import statistics
 import time
+from typing import Any, Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
@@ -49,6 +53,43 @@ def _serve(port: "multiprocessing.Queue[int]") -> None:
 def _quantiles(samples: list[float]) -> tuple[float, float]:
     ordered = sorted(samples)
     return statistics.median(ordered), ordered[int(len(ordered) * 0.99)]
+
+
+class _Timed:
+    """A request's attempts with each protocol call timed into `times`."""
+
+    def __init__(self, attempts: _Attempts, times: dict[str, list[float]]) -> None:
+        self._attempts = attempts
+        self._times = times
+
+    @staticmethod
+    def starting(start: Callable[[str], _Attempts], times: dict[str, list[float]]) -> Callable[[str], Any]:
+        """`start` (an adapter's `Options.start`) with the plan's making timed as `new`."""
+
+        def timed(context: str) -> _Timed:
+            begun = time.perf_counter_ns()
+            attempts = start(context)
+            times.setdefault("new", []).append((time.perf_counter_ns() - begun) / 1000)
+            return _Timed(attempts, times)
+
+        return timed
+
+    def __getattr__(self, name: str) -> Any:
+        call = getattr(self._attempts, name)
+
+        def timed(*args: Any) -> Any:
+            start = time.perf_counter_ns()
+            try:
+                return call(*args)
+            finally:
+                self._times.setdefault(name, []).append((time.perf_counter_ns() - start) / 1000)
+
+        return timed
+
+
+def _medians(times: dict[str, list[float]]) -> str:
+    parts = [f"{k} {statistics.median(v):.1f}" for k, v in times.items()]
+    return ", ".join(parts) + f"; in all {sum(statistics.median(v) for v in times.values()):.1f}"
 
 
 def main() -> None:
@@ -96,6 +137,18 @@ def main() -> None:
             local[name].append((time.perf_counter_ns() - start) / 1000)
     (lm, lp), (mm, mp) = _quantiles(local["adapted"]), _quantiles(local["mock"])
     print(f"no network: overhead median {lm - mm:8.1f} us  p99 {lp - mp:8.1f} us")
+    # The same calls as the transport makes them between real requests,
+    # where the socket and the client have evicted the caches they use.
+    between: dict[str, list[float]] = {}
+    timed = repute.httpx.Transport(pool, kind="site")
+    timed._options.start = _Timed.starting(timed._options.start, between)  # type: ignore[method-assign,assignment]
+    client = httpx.Client(transport=timed)
+    for _ in range(200):
+        client.get(url).read()
+    between.clear()
+    for _ in range(args.requests):
+        client.get(url).read()
+    print("protocol calls between real requests, median us: " + _medians(between))
     steps: dict[str, list[float]] = {k: [] for k in ("new", "context", "acquire", "begin", "answered", "finished")}
     for _ in range(args.requests):
         t0 = time.perf_counter_ns()
@@ -113,7 +166,7 @@ def main() -> None:
         t6 = time.perf_counter_ns()
         for name, a, b in zip(steps, (t0, t1, t2, t3, t4, t5), (t1, t2, t3, t4, t5, t6)):
             steps[name].append((b - a) / 1000)
-    print("protocol calls, median us: " + ", ".join(f"{k} {statistics.median(v):.1f}" for k, v in steps.items()))
+    print("protocol calls in a tight loop, median us: " + _medians(steps))
     server.terminate()
 
 
