@@ -186,6 +186,26 @@ mod tests {
         assert!(!classes().contains(&BASE_CLASS));
     }
 
+    /// docs/ARCHITECTURE.md's table of codes lists each row's status,
+    /// class and fields, so the documentation cannot drift from the table.
+    #[test]
+    fn the_architecture_documents_every_row() {
+        let doc = include_str!("../../../docs/ARCHITECTURE.md");
+        for row in CODES {
+            let line = doc
+                .lines()
+                .find(|l| {
+                    l.starts_with("| `") && l.split('|').nth(1).is_some_and(|c| c.contains(&format!("`{}`", row.code)))
+                })
+                .unwrap_or_else(|| panic!("no line of the code table names {}", row.code));
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            assert_eq!(cells[2], row.status.to_string(), "{}", row.code);
+            assert_eq!(cells[3], format!("`{}`", row.class), "{}", row.code);
+            let named: Vec<&str> = cells[4].split('`').skip(1).step_by(2).collect();
+            assert_eq!(named, row.fields, "{}: the fields as documented", row.code);
+        }
+    }
+
     #[test]
     fn statuses_are_http_errors() {
         for row in CODES {
