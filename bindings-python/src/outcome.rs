@@ -26,13 +26,11 @@ fn header_pairs(headers: &Bound<'_, PyAny>) -> Result<Vec<(String, String)>, Fai
     let bad = || invalid("headers", "must be a mapping of str to str, or (str, str) pairs");
     // Pairs (an adapter's `multi_items()`) first: asking a list for
     // `items` raises and formats an AttributeError on every answer.
-    let pairs = if headers.is_instance_of::<PyList>() || headers.is_instance_of::<PyTuple>() {
+    let pairs_already = headers.is_instance_of::<PyList>() || headers.is_instance_of::<PyTuple>();
+    let pairs = if pairs_already || !headers.hasattr("items").map_err(|_| bad())? {
         headers.clone()
     } else {
-        match headers.hasattr("items").map_err(|_| bad())? {
-            true => headers.call_method0("items").map_err(|_| bad())?,
-            false => headers.clone(),
-        }
+        headers.call_method0("items").map_err(|_| bad())?
     };
     let mut out = Vec::new();
     for pair in pairs.try_iter().map_err(|_| bad())? {

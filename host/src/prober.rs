@@ -72,7 +72,7 @@ pub fn finish_probe<P: PoolOps + ?Sized>(
         pool.report(kind, value, context, &outcome)?;
     }
     match pool.release(lease.id, lease.token) {
-        Ok(()) | Err(Error::LeaseExpired | Error::UnknownLease | Error::StaleLease) => Ok(()),
-        Err(e) => Err(e),
+        Err(e) if !e.is_lease_gone() => Err(e),
+        _ => Ok(()),
     }
 }

@@ -290,7 +290,7 @@ impl Attempts {
         // returned once the lease is released.
         let mut reported = None;
         current.lease.release_by(|p, lease| match p.report_and_release(lease.id, lease.token, &outcome) {
-            Err(e) if !matches!(e, Error::LeaseExpired | Error::UnknownLease | Error::StaleLease) => {
+            Err(e) if !e.is_lease_gone() => {
                 reported = Some(Err(e));
                 p.release(lease.id, lease.token)
             }

@@ -113,6 +113,13 @@ impl Error {
         self.info().code
     }
 
+    /// Whether the pool no longer has the lease a call named (it expired,
+    /// was ended, or a newer token holds its permit): the answer of every
+    /// call that ends a lease the pool already ended.
+    pub fn is_lease_gone(&self) -> bool {
+        matches!(self, Error::LeaseExpired | Error::UnknownLease | Error::StaleLease)
+    }
+
     /// For a refused acquire, whether nothing the pool knows of can end
     /// its wait sooner than `retry_after`: always for the acquire rate
     /// limit (its tokens come back with time only), for a refusal as the

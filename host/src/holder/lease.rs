@@ -361,7 +361,7 @@ impl HeldLease {
         }
         let answer = self.holder.with(|p| match end(p, &self.lease) {
             Ok(r) => Ok(Some(r)),
-            Err(Error::LeaseExpired | Error::UnknownLease | Error::StaleLease) => {
+            Err(e) if e.is_lease_gone() => {
                 let revoke = Revoke {
                     resource: self.lease.resource.clone(),
                     permit: self.lease.permit,
