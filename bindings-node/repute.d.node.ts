@@ -2,7 +2,6 @@
 /* eslint-disable */
 
 export declare class NativeAttempts {
-  constructor(pool: NativePool, spec: AttemptsSpec)
   get context(): string
   /** Attempts begun so far. */
   get made(): number
@@ -20,6 +19,11 @@ export declare class NativeAttempts {
   refused(error: RefusalSpec): RefusedStep
   /** Begins an attempt on `lease`: how to send it. */
   begin(lease: NativeLease): RouteData
+  /**
+   * `acquireNow` then `begin`, in one call (the refusal is thrown): for
+   * a pool whose acquire runs on the JS thread, the next attempt's route.
+   */
+  nextNow(): RouteData
   /**
    * The attempt's answer: status, headers as pairs, and for an error
    * status its whole body as text.
@@ -74,6 +78,17 @@ export declare class NativeLease {
   /** Reports the outcome, first reconciling the lease to `usage` tokens if given. */
   report(spec: OutcomeSpec, usage?: bigint | undefined | null): void
   reportAsync(spec: OutcomeSpec, usage?: bigint | undefined | null): Promise<void>
+}
+
+/**
+ * A plan checked once, when an adapter (or `new Attempts`) is made; each
+ * request's attempts start from it with their context, so a request
+ * converts no options.
+ */
+export declare class NativePlan {
+  constructor(pool: NativePool, spec: PlanSpec)
+  /** One request's attempts, counted in `context`. */
+  start(context: string): NativeAttempts
 }
 
 export declare class NativePool {
@@ -190,16 +205,6 @@ export declare function _errorCodes(): Array<ErrorRow>
  * failing call would build it.
  */
 export declare function _errorExamples(): Array<unknown>
-
-/** `new Attempts(pool, options)`'s plan, as `lib/attempts.js` checked it. */
-export interface AttemptsSpec {
-  context: string
-  selector: SelectorSpec
-  /** 1..=16; 3 when absent. */
-  attempts?: number
-  /** For the whole request, waits included; without limit when absent. */
-  timeoutMs?: number
-}
 
 export interface BlockInfo {
   /** Absent for a block that lasts until it is lifted. */
@@ -399,6 +404,15 @@ export interface OutcomeSpec {
 
 /** The partition, of `partitions` (1 to 64), that holds `context`. */
 export declare function partitionOf(context: string, partitions: number): number
+
+/** A request plan's options but its context, as `lib/attempts.js` checked them. */
+export interface PlanSpec {
+  selector: SelectorSpec
+  /** 1..=16; 3 when absent. */
+  attempts?: number
+  /** For the whole request, waits included; without limit when absent. */
+  timeoutMs?: number
+}
 
 /** The pool options after `lib/options.js` filled in defaults; names as in the docs. */
 export interface PoolConfig {

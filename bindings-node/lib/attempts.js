@@ -6,11 +6,13 @@
 
 const native = require('../repute.node');
 const { Pool } = require('./pool');
-const { Lease, kAdopt, kNativePool, kAcquireFor, kChanged, kNativeLease } = require('./lease');
+const { Lease, kAdopt, kNativePool, kAcquireFor, kNextFor, kChanged, kNativeLease } = require('./lease');
 
 /** The adapters' way through: a native lease, without a Lease object around it. */
 const kNextLease = Symbol('repute.nextLease');
 const kBeginOn = Symbol('repute.beginOn');
+/** The adapters' way through when they need no lease: the next attempt acquired and begun. */
+const kNextRoute = Symbol('repute.nextRoute');
 const { invalidArg, str, optNum, uint, optUint, obj } = require('./checks');
 const { selectorOptions, headerPairs } = require('./options');
 
@@ -23,17 +25,28 @@ function poolArg(pool) {
 }
 
 /**
- * `{ context, kind, where, exclude, prefer, affinity, cost, attempts,
- * timeoutMs }`, checked for type, as the native plan; the rules are the host's.
- * @returns {import('../repute.node').AttemptsSpec}
+ * A request plan (`{ kind, where, exclude, prefer, affinity, cost,
+ * attempts, timeoutMs }`) checked once, by type here and by the host's
+ * rules natively; each request's attempts start from it with their
+ * context. An adapter makes one when it is made, so a bad option fails
+ * then, and a request converts none.
  */
-function planOptions(o) {
-  return {
-    context: str('context', o.context),
-    selector: selectorOptions(o),
-    attempts: optUint('attempts', o.attempts),
-    timeoutMs: optNum('timeoutMs', o.timeoutMs),
-  };
+class Plan {
+  #pool;
+  #n;
+
+  /** @param {unknown} pool a Pool, checked @param {import('../index').AttemptsPlan} options */
+  constructor(pool, options) {
+    this.#pool = poolArg(pool);
+    const o = obj('options', options);
+    const spec = { selector: selectorOptions(o), attempts: optUint('attempts', o.attempts), timeoutMs: optNum('timeoutMs', o.timeoutMs) };
+    this.#n = new native.NativePlan(this.#pool[kNativePool](), spec);
+  }
+
+  /** One request's attempts, counted in `context`. @param {string} context @returns {Attempts} */
+  start(context) {
+    return new Attempts(kAdopt, this.#pool, this.#n.start(str('context', context)));
+  }
 }
 
 /**
@@ -47,10 +60,21 @@ class Attempts {
   #pool;
   #n;
 
-  /** @param {Pool} pool @param {import('../index').AttemptsOptions} options */
-  constructor(pool, options) {
-    this.#pool = poolArg(pool);
-    this.#n = new native.NativeAttempts(this.#pool[kNativePool](), planOptions(obj('options', options)));
+  /**
+   * `(pool, options)`; `(kAdopt, pool, started)` for a plan's (`Plan.start`).
+   * @param {Pool | symbol} pool @param {import('../index').AttemptsOptions | Pool} options
+   * @param {import('../repute.node').NativeAttempts} [started]
+   */
+  constructor(pool, options, started) {
+    if (pool === kAdopt && options instanceof Pool && started !== undefined) {
+      this.#pool = options;
+      this.#n = started;
+      return;
+    }
+    const o = obj('options', options);
+    const attempts = new Plan(pool, o).start(o.context);
+    this.#pool = attempts.#pool;
+    this.#n = attempts.#n;
   }
 
   get context() {
@@ -75,6 +99,16 @@ class Attempts {
   /** `acquire`'s native lease, for the adapters, which need no Lease object. @param {AbortSignal} [signal] */
   [kNextLease](signal) {
     return this.#pool[kAcquireFor](this.#n, signal);
+  }
+
+  /**
+   * `kNextLease` and `kBeginOn` as one: the next attempt's route, for the
+   * adapters that need nothing else of its lease.
+   * @param {AbortSignal} [signal]
+   * @returns {Promise<import('../index').Route>}
+   */
+  [kNextRoute](signal) {
+    return /** @type {Promise<import('../index').Route>} */ (this.#pool[kNextFor](this.#n, signal));
   }
 
   /** Begins an attempt on `lease` (from `acquire`): how to send it. */
@@ -150,4 +184,4 @@ function contextOf(pool, url, options = {}) {
   return poolArg(pool)[kNativePool]().contextOf(kind, parsed.hostname, parsed.pathname, body);
 }
 
-module.exports = { Attempts, contextOf, planOptions, kNextLease, kBeginOn };
+module.exports = { Attempts, Plan, contextOf, kNextLease, kBeginOn, kNextRoute };

@@ -18,7 +18,7 @@
 
 const { Readable } = require('node:stream');
 const { Pool } = require('./pool');
-const { Attempts, contextOf, kNextLease, kBeginOn } = require('./attempts');
+const { Plan, contextOf, kNextLease, kBeginOn } = require('./attempts');
 const { invalidArg, optStr, obj } = require('./checks');
 
 /** One Crawlee request's attempts, and whether one is in flight (begun, not yet told). */
@@ -68,7 +68,10 @@ async function readWhole(response) {
  */
 class CrawleeProxies {
   #pool;
+  /** @type {Plan} */
   #plan;
+  /** @type {string} */
+  #kind;
   #context;
   /** @type {Map<string, Followed>} */
   #requests = new Map();
@@ -80,9 +83,8 @@ class CrawleeProxies {
     if (o.context !== undefined && o.context !== null && typeof o.context !== 'function') optStr('context', o.context);
     this.#pool = pool;
     this.#context = o.context ?? null;
-    this.#plan = { ...o, kind: optStr('kind', o.kind) ?? 'proxy', context: undefined };
-    // The plan's rules are the host's: checked now, so a bad option fails here, not per request.
-    new Attempts(pool, { ...this.#plan, context: 'options' }).end();
+    this.#kind = optStr('kind', o.kind) ?? 'proxy';
+    this.#plan = new Plan(pool, { ...o, kind: this.#kind });
     this.newUrlFunction = this.newUrlFunction.bind(this);
     this.postNavigationHook = this.postNavigationHook.bind(this);
     this.errorHandler = this.errorHandler.bind(this);
@@ -113,7 +115,7 @@ class CrawleeProxies {
     if (request === undefined || request === null) throw invalidArg('request', 'repute leases a proxy per request, and Crawlee named none');
     let followed = this.#requests.get(request.uniqueKey);
     if (followed === undefined) {
-      followed = new Followed(new Attempts(this.#pool, { ...this.#plan, context: this.#contextOf(request) }));
+      followed = new Followed(this.#plan.start(this.#contextOf(request)));
       this.#requests.set(request.uniqueKey, followed);
     }
     let lease;
@@ -127,7 +129,7 @@ class CrawleeProxies {
     const route = followed.attempts[kBeginOn](lease);
     if (route.via !== 'proxy') {
       this.#end(request);
-      throw invalidArg('kind', `must name proxy resources (a ${this.#plan.kind} lease routes by ${route.via})`);
+      throw invalidArg('kind', `must name proxy resources (a ${this.#kind} lease routes by ${route.via})`);
     }
     followed.sent = true;
     return proxyUrl(String(route.proxy), lease.secret());
@@ -176,7 +178,7 @@ class CrawleeProxies {
   #contextOf(request) {
     if (typeof this.#context === 'string') return this.#context;
     if (typeof this.#context === 'function') return this.#context(request);
-    return contextOf(this.#pool, request.url, { kind: this.#plan.kind });
+    return contextOf(this.#pool, request.url, { kind: this.#kind });
   }
 
   /** The request's attempts if one is in flight, which the caller now tells. */

@@ -14,7 +14,7 @@ const { Dispatcher, Agent, ProxyAgent, fetch: undiciFetch, errors: undiciErrors 
 const UnwrapHandler = require('undici/lib/handler/unwrap-handler');
 const zlib = require('node:zlib');
 const { Pool } = require('./pool');
-const { Attempts, contextOf, kNextLease, kBeginOn } = require('./attempts');
+const { Plan, contextOf, kNextRoute } = require('./attempts');
 const { NoResourceAvailableError, RateLimitedError } = require('./errors');
 const { invalidArg, optStr, optUint, obj } = require('./checks');
 
@@ -173,6 +173,7 @@ class Try {
  */
 class ReputeDispatcher extends Dispatcher {
   #pool;
+  /** @type {Plan} */
   #plan;
   #context;
   #kind;
@@ -193,9 +194,7 @@ class ReputeDispatcher extends Dispatcher {
     this.#kind = optStr('kind', o.kind) ?? null;
     this.#maxProxies = optUint('maxProxies', o.maxProxies) ?? DEFAULT_MAX_PROXIES;
     if (this.#maxProxies < 1) throw invalidArg('maxProxies', 'must be >= 1');
-    this.#plan = { ...o, context: undefined };
-    // The plan's rules are the host's: checked now, so a bad option fails here, not per request.
-    new Attempts(pool, { ...this.#plan, context: 'options' }).end();
+    this.#plan = new Plan(pool, o);
   }
 
   dispatch(opts, handler) {
@@ -225,16 +224,15 @@ class ReputeDispatcher extends Dispatcher {
       if (opts.upgrade) throw new undiciErrors.NotSupportedError('upgrade is not carried by the pool');
       const body = await replayable(opts.body);
       const origin = String(opts.origin);
-      attempts = new Attempts(this.#pool, { ...this.#plan, context: this.#contextFor(opts, origin, body) });
+      attempts = this.#plan.start(this.#contextFor(opts, origin, body));
       for (;;) {
-        let lease;
+        let route;
         try {
-          lease = await attempts[kNextLease](controller.signal);
+          route = await attempts[kNextRoute](controller.signal);
         } catch (e) {
           if (last !== null && (e instanceof NoResourceAvailableError || e instanceof RateLimitedError)) break;
           throw e;
         }
-        const route = attempts[kBeginOn](lease);
         const tried = new Try(attempts, h, controller.signal, (abort) => (inFlight = abort));
         this.#route(route).dispatch(this.#request(route, opts, origin, body), tried);
         const result = await tried.done;

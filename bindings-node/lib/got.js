@@ -20,7 +20,7 @@
 const { Readable } = require('node:stream');
 const { HttpProxyAgent, HttpsProxyAgent } = require('hpagent');
 const { Pool } = require('./pool');
-const { Attempts, contextOf, kNextLease, kBeginOn } = require('./attempts');
+const { Plan, contextOf, kNextRoute } = require('./attempts');
 const { failureOf } = require('./dispatcher');
 const { NoResourceAvailableError, RateLimitedError } = require('./errors');
 const { invalidArg, optStr, optUint, obj } = require('./checks');
@@ -47,7 +47,7 @@ function replay({ statusCode, statusMessage, headers, bytes }) {
 
 /** One got request's attempts: `sent` (an attempt in flight), `again` (retrying), `done`. */
 class Followed {
-  /** @param {Attempts} attempts @param {AbortSignal | undefined} signal */
+  /** @param {import('./attempts').Attempts} attempts @param {AbortSignal | undefined} signal */
   constructor(attempts, signal) {
     this.attempts = attempts;
     this.phase = 'again';
@@ -81,9 +81,7 @@ function gotOptions(pool, options = {}) {
   const kind = optStr('kind', o.kind) ?? null;
   const maxProxies = optUint('maxProxies', o.maxProxies) ?? DEFAULT_MAX_PROXIES;
   if (maxProxies < 1) throw invalidArg('maxProxies', 'must be >= 1');
-  const plan = { ...o, context: undefined };
-  // The plan's rules are the host's: checked now, so a bad option fails here, not per request.
-  new Attempts(pool, { ...plan, context: 'options' }).end();
+  const plan = new Plan(pool, o);
 
   /** Agents of each proxy, most recently used last. @type {Map<string, { http: HttpProxyAgent, https: HttpsProxyAgent }>} */
   const agents = new Map();
@@ -118,19 +116,18 @@ function gotOptions(pool, options = {}) {
     /** @type {Followed} */
     let followed = options.context[kState];
     if (followed === undefined) {
-      followed = new Followed(new Attempts(pool, { ...plan, context: contextFor(options) }), options.signal ?? undefined);
+      followed = new Followed(plan.start(contextFor(options)), options.signal ?? undefined);
       options.context[kState] = followed;
     }
-    let lease;
+    let route;
     try {
-      lease = await followed.attempts[kNextLease](options.signal ?? undefined);
+      route = await followed.attempts[kNextRoute](options.signal ?? undefined);
     } catch (e) {
       followed.end();
       const refused = e instanceof NoResourceAvailableError || e instanceof RateLimitedError;
       if (refused && followed.last?.bytes) return replay(followed.last);
       throw refused && followed.last?.error ? followed.last.error : e;
     }
-    const route = followed.attempts[kBeginOn](lease);
     followed.phase = 'sent';
     if (route.via === 'proxy') {
       options.agent = agentsOf(String(route.proxy));

@@ -15,6 +15,7 @@ const kReport = Symbol('repute.report');
 /** The pool's hooks for lib/attempts.js: its native pool, its waiting acquire, its wake-up after a change. */
 const kNativePool = Symbol('repute.nativePool');
 const kAcquireFor = Symbol('repute.acquireFor');
+const kNextFor = Symbol('repute.nextFor');
 const kChanged = Symbol('repute.changed');
 /** A lease's native handle, for an attempt to begin on. */
 const kNativeLease = Symbol('repute.nativeLease');
@@ -194,6 +195,7 @@ module.exports = {
   kReport,
   kNativePool,
   kAcquireFor,
+  kNextFor,
   kChanged,
   kNativeLease,
   ignore,

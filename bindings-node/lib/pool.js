@@ -4,7 +4,7 @@
 const native = require('../repute.node');
 const { NoResourceAvailableError, LeaseExpiredError, RateLimitedError } = require('./errors');
 const { invalidArg, str, optStr, num, optNum, uint, obj, optStrings, bigint, optBigint } = require('./checks');
-const { Lease, kAdopt, kRenew, kRelease, kReconcile, kReport, kNativePool, kAcquireFor, kChanged, ignore } = require('./lease');
+const { Lease, kAdopt, kRenew, kRelease, kReconcile, kReport, kNativePool, kAcquireFor, kNextFor, kChanged, ignore } = require('./lease');
 const { selectorOptions, labelsOption, limitsOption, groupLimitsOption, holdOptions, httpSpec, nativeConfig } = require('./options');
 const { startProber } = require('./prober');
 const { EventFeed } = require('./events');
@@ -240,14 +240,39 @@ class Pool {
    * @param {import('../repute.node').NativeAttempts} attempts
    * @param {AbortSignal} [signal]
    */
-  async [kAcquireFor](attempts, signal) {
+  [kAcquireFor](attempts, signal) {
+    if (this.#durable || this.#link) return this.#granting(attempts, signal, () => this.#acquireOnce(attempts.context, attempts.selector()));
+    return this.#granting(attempts, signal, () => this.#call(() => attempts.acquireNow()));
+  }
+
+  /**
+   * `kAcquireFor`, then the attempt begun: its route. On the JS thread
+   * the two are one native call (`nextNow`).
+   * @param {import('../repute.node').NativeAttempts} attempts
+   * @param {AbortSignal} [signal]
+   * @returns {Promise<import('../repute.node').RouteData>}
+   */
+  [kNextFor](attempts, signal) {
+    if (this.#durable || this.#link) return this[kAcquireFor](attempts, signal).then((lease) => this.#call(() => attempts.begin(lease)));
+    return this.#granting(attempts, signal, () => this.#call(() => attempts.nextNow()));
+  }
+
+  /**
+   * `once()` until it is granted, waiting between refusals as `attempts`
+   * says; a refusal they give up on is thrown.
+   * @template T
+   * @param {import('../repute.node').NativeAttempts} attempts
+   * @param {AbortSignal | undefined} signal
+   * @param {() => T | Promise<T>} once
+   * @returns {Promise<T>}
+   */
+  async #granting(attempts, signal, once) {
     let waiting = null;
     for (;;) {
       signal?.throwIfAborted();
       let err;
       try {
-        if (this.#durable || this.#link) return await this.#acquireOnce(attempts.context, attempts.selector());
-        return this.#call(() => attempts.acquireNow());
+        return await once();
       } catch (e) {
         if (!(e instanceof NoResourceAvailableError || e instanceof RateLimitedError)) throw e;
         err = e;

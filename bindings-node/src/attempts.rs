@@ -6,10 +6,12 @@
 //! the pool's own waiting acquire (on the event loop, over the link on
 //! Redis), on the selector and time left this gives.
 
+use std::sync::Arc;
+
 use napi::bindgen_prelude::Uint8Array;
 use napi_derive::napi;
 use repute_host::attempt::{context_of, Attempts, Plan, Refused, Route, Step};
-use repute_host::{Error, FailureKind, Refusal, Selector};
+use repute_host::{Error, FailureKind, Holder, Refusal, Selector};
 
 use crate::errors::{invalid, OrThrow};
 use crate::lease::NativeLease;
@@ -17,10 +19,9 @@ use crate::pool::NativePool;
 use crate::selector::SelectorSpec;
 use crate::units::{ms_to_ns, ns_to_ms};
 
-/// `new Attempts(pool, options)`'s plan, as `lib/attempts.js` checked it.
+/// A request plan's options but its context, as `lib/attempts.js` checked them.
 #[napi(object, object_to_js = false)]
-pub struct AttemptsSpec {
-    pub context: String,
+pub struct PlanSpec {
     pub selector: SelectorSpec,
     /// 1..=16; 3 when absent.
     pub attempts: Option<u32>,
@@ -64,6 +65,39 @@ pub struct RouteData {
     pub value: Option<String>,
 }
 
+/// A plan checked once, when an adapter (or `new Attempts`) is made; each
+/// request's attempts start from it with their context, so a request
+/// converts no options.
+#[napi]
+pub struct NativePlan {
+    holder: Arc<Holder>,
+    plan: Plan,
+}
+
+#[napi]
+impl NativePlan {
+    #[napi(constructor)]
+    pub fn new(pool: &NativePool, spec: PlanSpec) -> napi::Result<Self> {
+        let timeout = match spec.timeout_ms {
+            Some(ms) if ms <= 0.0 => return Err(invalid("timeoutMs", "must be > 0")).or_throw(),
+            ms => ms.map(|ms| ms_to_ns("timeoutMs", ms)).transpose().or_throw()?,
+        };
+        let mut plan = Plan::new(String::new());
+        plan.selector = Selector::try_from(spec.selector).or_throw()?;
+        plan.attempts = spec.attempts.unwrap_or(plan.attempts);
+        plan.timeout = timeout;
+        plan.check().or_throw()?;
+        Ok(NativePlan { holder: pool.holder.clone(), plan })
+    }
+
+    /// One request's attempts, counted in `context`.
+    #[napi]
+    pub fn start(&self, context: String) -> napi::Result<NativeAttempts> {
+        let plan = Plan { context, ..self.plan.clone() };
+        Ok(NativeAttempts { attempts: Attempts::new(self.holder.clone(), plan).or_throw()? })
+    }
+}
+
 #[napi]
 pub struct NativeAttempts {
     attempts: Attempts,
@@ -98,19 +132,6 @@ fn refusal(spec: &RefusalSpec) -> Result<Error, Error> {
 
 #[napi]
 impl NativeAttempts {
-    #[napi(constructor)]
-    pub fn new(pool: &NativePool, spec: AttemptsSpec) -> napi::Result<Self> {
-        let timeout = match spec.timeout_ms {
-            Some(ms) if ms <= 0.0 => return Err(invalid("timeoutMs", "must be > 0")).or_throw(),
-            ms => ms.map(|ms| ms_to_ns("timeoutMs", ms)).transpose().or_throw()?,
-        };
-        let mut plan = Plan::new(spec.context);
-        plan.selector = Selector::try_from(spec.selector).or_throw()?;
-        plan.attempts = spec.attempts.unwrap_or(plan.attempts);
-        plan.timeout = timeout;
-        Ok(NativeAttempts { attempts: Attempts::new(pool.holder.clone(), plan).or_throw()? })
-    }
-
     #[napi(getter)]
     pub fn context(&self) -> String {
         self.attempts.context().to_owned()
@@ -157,14 +178,29 @@ impl NativeAttempts {
     /// Begins an attempt on `lease`: how to send it.
     #[napi]
     pub fn begin(&mut self, lease: &NativeLease) -> napi::Result<RouteData> {
-        let proxy = lease.held().lease().resource.value().to_owned();
-        Ok(match self.attempts.begin(lease.held().clone()).or_throw()? {
-            Route::Proxy => RouteData { via: "proxy", proxy: Some(proxy), name: None, value: None },
+        let route = self.attempts.begin(lease.held().clone()).or_throw()?;
+        Ok(self.route_data(route))
+    }
+
+    /// `acquireNow` then `begin`, in one call (the refusal is thrown): for
+    /// a pool whose acquire runs on the JS thread, the next attempt's route.
+    #[napi]
+    pub fn next_now(&mut self) -> napi::Result<RouteData> {
+        let route = self.attempts.next_now().or_throw()?;
+        Ok(self.route_data(route))
+    }
+
+    fn route_data(&self, route: Route) -> RouteData {
+        match route {
+            Route::Proxy => {
+                let proxy = self.attempts.resource().map(|r| r.value().to_owned());
+                RouteData { via: "proxy", proxy, name: None, value: None }
+            }
             Route::Header { name, value } => {
                 RouteData { via: "header", proxy: None, name: Some(name), value: Some(value) }
             }
             Route::AsIs => RouteData { via: "as_is", proxy: None, name: None, value: None },
-        })
+        }
     }
 
     /// The attempt's answer: status, headers as pairs, and for an error

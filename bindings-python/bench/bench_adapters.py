@@ -10,8 +10,8 @@ Reports the median and p99 of each and their difference, in wall time and
 in this process's CPU time (which a loaded machine disturbs less). Then the same
 without the network (the transport over an `httpx.MockTransport` against
 that mock alone), which the machine's load and the socket's timing disturb
-less, and the protocol's calls alone: acquire, begin, answered, finished,
-the `_Attempts` construction and the context default, timed as the
+less, and the protocol's calls alone: next (acquire and begin), answered,
+finished, the `_Attempts` construction and the context default, timed as the
 transport makes them between real requests and in a tight loop (the first
 several times the second: the socket and the client evict the caches the
 calls need).
@@ -149,22 +149,20 @@ def main() -> None:
     for _ in range(args.requests):
         client.get(url).read()
     print("protocol calls between real requests, median us: " + _medians(between))
-    steps: dict[str, list[float]] = {k: [] for k in ("new", "context", "acquire", "begin", "answered", "finished")}
+    steps: dict[str, list[float]] = {k: [] for k in ("new", "context", "next", "answered", "finished")}
     for _ in range(args.requests):
         t0 = time.perf_counter_ns()
         attempts = _Attempts(pool, "127.0.0.1", kind="site")
         t1 = time.perf_counter_ns()
         _context_of(pool, "site", "127.0.0.1", "/", None)
         t2 = time.perf_counter_ns()
-        lease = attempts.acquire()
+        attempts.next()
         t3 = time.perf_counter_ns()
-        attempts.begin(lease)
-        t4 = time.perf_counter_ns()
         attempts.answered(200, [("content-length", "2")])
-        t5 = time.perf_counter_ns()
+        t4 = time.perf_counter_ns()
         attempts.finished()
-        t6 = time.perf_counter_ns()
-        for name, a, b in zip(steps, (t0, t1, t2, t3, t4, t5), (t1, t2, t3, t4, t5, t6)):
+        t5 = time.perf_counter_ns()
+        for name, a, b in zip(steps, (t0, t1, t2, t3, t4), (t1, t2, t3, t4, t5)):
             steps[name].append((b - a) / 1000)
     print("protocol calls in a tight loop, median us: " + _medians(steps))
     server.terminate()

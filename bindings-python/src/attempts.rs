@@ -144,13 +144,33 @@ impl Attempts {
     /// value, `("header", name, value)` with that header replacing the
     /// request's, or `("as_is", "", "")`.
     #[pyo3(signature = (lease) -> "_Route")]
-    fn begin(&self, py: Python<'_>, lease: PyRef<'_, Lease>) -> PyResult<(&'static str, String, String)> {
+    fn begin(&self, py: Python<'_>, lease: PyRef<'_, Lease>) -> PyResult<RouteTuple> {
         let held = lease.held_lease().clone();
-        let value = held.lease().resource.value().to_owned();
-        Ok(match self.run(py, |a| a.begin(held))? {
-            Route::Proxy => ("proxy", value, String::new()),
-            Route::Header { name, value } => ("header", name.to_owned(), value),
-            Route::AsIs => ("as_is", String::new(), String::new()),
+        self.run(py, |a| a.begin(held).map(|r| route_tuple(a, r)))
+    }
+
+    /// `acquire` then `begin`, in one call: the next attempt's route.
+    #[pyo3(signature = () -> "_Route")]
+    fn next(&self, py: Python<'_>) -> PyResult<RouteTuple> {
+        py.detach(|| {
+            self.shared.check()?;
+            let between = || Python::attach(|py| py.check_signals()).map_err(Failure::Python);
+            let mut a = self.inner();
+            a.next(between).map(|r| route_tuple(&a, r))
+        })
+        .map_err(|f| to_py(py, f))
+    }
+
+    /// `try_acquire` then `begin`, in one call: the next attempt's route,
+    /// or the refusal raised, and `refused()` says what to do.
+    #[pyo3(signature = () -> "_Route")]
+    fn try_next(&self, py: Python<'_>) -> PyResult<RouteTuple> {
+        self.run(py, |a| {
+            let route = a.next_now();
+            if let Err(e) = &route {
+                *self.refusal.lock().unwrap_or_else(|e| e.into_inner()) = Some(e.clone());
+            }
+            route.map(|r| route_tuple(a, r))
         })
     }
 
@@ -198,6 +218,17 @@ impl Attempts {
     fn __repr__(&self) -> String {
         let a = self.inner();
         format!("_Attempts(context={:?}, made={})", a.context(), a.made())
+    }
+}
+
+/// `(how, name or URL, value)`, as `begin` documents it.
+type RouteTuple = (&'static str, String, String);
+
+fn route_tuple(a: &HostAttempts, route: Route) -> RouteTuple {
+    match route {
+        Route::Proxy => ("proxy", a.resource().map(|r| r.value().to_owned()).unwrap_or_default(), String::new()),
+        Route::Header { name, value } => ("header", name.to_owned(), value),
+        Route::AsIs => ("as_is", String::new(), String::new()),
     }
 }
 

@@ -15,6 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 from ._aio import AsyncPool
 from ._aio_calls import _call, _ignore_result, _run
 from ._native import Lease, NoResourceAvailableError, Pool, RateLimitedError, _Attempts
+from ._types import _Route
 
 _T = TypeVar("_T")
 
@@ -46,12 +47,22 @@ class Acquirer:
 
     async def acquire(self, attempts: _Attempts) -> Lease:
         """The next attempt's lease; raises the refusal when the protocol gives up."""
+        return await self._first(attempts.try_acquire, attempts)
+
+    async def next(self, attempts: _Attempts) -> _Route:
+        """The next attempt acquired and begun (``_Attempts.try_next``):
+        its route; raises the refusal when the protocol gives up."""
+        return await self._first(attempts.try_next, attempts)
+
+    async def _first(self, one_try: Callable[[], _T], attempts: _Attempts) -> _T:
+        """``one_try()`` until it is granted, waiting between refusals as
+        ``attempts.refused()`` says."""
         waiting = None
         while True:
             try:
                 if self._offload:
-                    return await _run(attempts.try_acquire)
-                return await _call(self._io, attempts.try_acquire)
+                    return await _run(one_try)
+                return await _call(self._io, one_try)
             except (NoResourceAvailableError, RateLimitedError):
                 what, hint = attempts.refused()
                 if what == "again":

@@ -921,6 +921,10 @@ class _Attempts:
         """
         Attempts begun so far.
         """
+    def next(self, /) -> _Route:
+        """
+        `acquire` then `begin`, in one call: the next attempt's route.
+        """
     def refused(self, /) -> _Refused:
         """
         After `try_acquire` raised a refusal: `("wait", seconds or None)`
@@ -936,6 +940,11 @@ class _Attempts:
         """
         One try for the next attempt's lease, for an event loop that waits
         its own way: a refusal is raised, and `refused()` says what to do.
+        """
+    def try_next(self, /) -> _Route:
+        """
+        `try_acquire` then `begin`, in one call: the next attempt's route,
+        or the refusal raised, and `refused()` says what to do.
         """
 
 def _absent_fields() -> list[ReputeError]:

@@ -108,12 +108,11 @@ class _Middleware:
         try:
             while True:
                 try:
-                    lease = await self._acquirer.acquire(attempts)
+                    how, name, value = await self._acquirer.next(attempts)
                 except (NoResourceAvailableError, RateLimitedError):
                     if last is not None:
                         return last
                     raise
-                how, name, value = await self._acquirer.call(attempts.begin, lease)
                 if how == "proxy":
                     request.update_proxy(URL(proxy_url(name)), None, None)
                 else:

@@ -154,12 +154,11 @@ class Transport(httpx.BaseTransport):
         try:
             while True:
                 try:
-                    lease = attempts.acquire()
+                    route = attempts.next()
                 except (NoResourceAvailableError, RateLimitedError):
                     if last is not None:
                         return last
                     raise
-                route = attempts.begin(lease)
                 inner = self._proxied.take(proxy_url(route[1])) if route[0] == "proxy" else self._direct
                 try:
                     try:
@@ -273,12 +272,11 @@ class AsyncTransport(httpx.AsyncBaseTransport):
         try:
             while True:
                 try:
-                    lease = await self._acquirer.acquire(attempts)
+                    route = await self._acquirer.next(attempts)
                 except (NoResourceAvailableError, RateLimitedError):
                     if last is not None:
                         return last
                     raise
-                route = await self._acquirer.call(attempts.begin, lease)
                 inner = self._proxied.take(proxy_url(route[1])) if route[0] == "proxy" else self._direct
                 try:
                     try:

@@ -158,12 +158,11 @@ class Adapter(HTTPAdapter):
         try:
             while True:
                 try:
-                    lease = attempts.acquire()
+                    how, name, value = attempts.next()
                 except (NoResourceAvailableError, RateLimitedError):
                     if last is not None:
                         return last
                     raise
-                how, name, value = attempts.begin(lease)
                 sent, through = request, dict(proxies or {})
                 if how == "proxy":
                     through = {"http": proxy_url(name), "https": proxy_url(name)}

@@ -32,7 +32,7 @@ mod tests;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use repute_core::{FailureKind, Outcome, Selector, MAX_EXCLUDE, SECOND};
+use repute_core::{FailureKind, Outcome, ResourceId, Selector, MAX_EXCLUDE, SECOND};
 
 use crate::error::{selector_error, Error, Result};
 use crate::holder::{refusal_hint, HeldLease, Holder};
@@ -67,6 +67,19 @@ pub struct Plan {
 impl Plan {
     pub fn new(context: impl Into<String>) -> Plan {
         Plan { context: context.into(), selector: Selector::default(), attempts: DEFAULT_ATTEMPTS, timeout: None }
+    }
+
+    /// Refuses a bad part naming it: `attempts`, `timeout`, the
+    /// selector's parts as [`selector_error`] names them. [`Attempts::new`]
+    /// checks each plan; an adapter checks its own once, when it is made.
+    pub fn check(&self) -> Result<()> {
+        if !(1..=MAX_ATTEMPTS).contains(&self.attempts) {
+            return Err(Error::invalid("attempts", "must be in 1..=16"));
+        }
+        if self.timeout == Some(0) {
+            return Err(Error::invalid("timeout", "must be > 0"));
+        }
+        self.selector.validate().map_err(|e| selector_error(e.into()))
     }
 }
 
@@ -133,16 +146,9 @@ pub struct Attempts {
 }
 
 impl Attempts {
-    /// Checks the plan (a bad part is refused naming it: `attempts`,
-    /// `timeout`, the selector's parts as [`selector_error`] names them).
+    /// Checks the plan ([`Plan::check`]).
     pub fn new(holder: Arc<Holder>, plan: Plan) -> Result<Attempts> {
-        if !(1..=MAX_ATTEMPTS).contains(&plan.attempts) {
-            return Err(Error::invalid("attempts", "must be in 1..=16"));
-        }
-        if plan.timeout == Some(0) {
-            return Err(Error::invalid("timeout", "must be > 0"));
-        }
-        plan.selector.validate().map_err(|e| selector_error(e.into()))?;
+        plan.check()?;
         let deadline = plan.timeout.map(|t| holder.now().saturating_add(t));
         let excluded = plan.selector.exclude.len();
         Ok(Attempts {
@@ -230,6 +236,29 @@ impl Attempts {
                 },
             }
         }
+    }
+
+    /// The next attempt: its lease acquired as [`Self::acquire`] waits,
+    /// then begun as [`Self::begin`] begins it. One call where a front end
+    /// would make two: between two real requests each crossing into the
+    /// pool costs more than the work it does (docs/decisions.md).
+    pub fn next<E: From<Error>>(&mut self, between: impl FnMut() -> Result<(), E>) -> Result<Route, E> {
+        let lease = self.acquire(between)?;
+        self.begin(lease).map_err(E::from)
+    }
+
+    /// [`Self::next`] without waiting: a refusal is returned as the
+    /// acquire gave it, for a front end that waits its own way
+    /// ([`Self::refused`] says how).
+    pub fn next_now(&mut self) -> Result<Route> {
+        let lease = self.holder.acquire_now(&self.context, &self.selector)?;
+        self.begin(lease)
+    }
+
+    /// The resource of the attempt in flight: a [`Route::Proxy`] goes
+    /// through its value.
+    pub fn resource(&self) -> Option<&ResourceId> {
+        self.current.as_ref().map(|c| &c.lease.lease().resource)
     }
 
     /// Begins an attempt on `lease` (from an acquire with [`Self::selector`]):

@@ -373,3 +373,33 @@ fn attempts_let_go_of_without_an_end_give_their_lease_back() {
     assert_eq!((live(&holder), lease.released()), (0, true));
     assert_eq!(observed(&holder, "proxy", "a", "example.com"), 0, "a body nobody read is not reported");
 }
+
+#[test]
+fn next_acquires_and_begins_in_one_call_and_next_now_returns_the_refusal() {
+    let (holder, _clock) = pool("proxy", &["a", "b"]);
+    let mut a = attempts(&holder, "example.com");
+    assert_eq!(a.resource(), None, "nothing in flight before the first attempt");
+    assert_eq!(a.next(|| Ok::<(), Error>(())).unwrap(), Route::Proxy);
+    assert_eq!(a.resource().map(|r| r.value()), Some("a"));
+    assert_eq!((a.made(), live(&holder)), (1, 1));
+    assert_eq!(a.answered(429, retry_after("30"), None).unwrap(), Step::Retry);
+    assert_eq!(a.resource(), None, "a settled attempt is no longer in flight");
+    assert_eq!(a.next_now().unwrap(), Route::Proxy);
+    assert_eq!(a.resource().map(|r| r.value()), Some("b"), "the tried resource is excluded");
+    assert_eq!(a.answered(200, vec![], None).unwrap(), Step::Stream);
+    a.finished(None).unwrap();
+    assert_eq!(observed(&holder, "proxy", "b", "example.com"), 1);
+
+    // `b` is leased by another request and `a` paused: the refusal comes
+    // back unchanged, and the attempt in flight, if any, is not ended by it.
+    let mut other = attempts(&holder, "example.com");
+    assert_eq!(other.next_now().unwrap(), Route::Proxy);
+    let mut third = attempts(&holder, "example.com");
+    match third.next_now() {
+        Err(Error::NoResourceAvailable(r)) => assert_eq!((r.rate_limited, r.leased), (1, 1)),
+        got => panic!("refused while a is paused and b leased: {got:?}"),
+    }
+    assert_eq!((third.made(), other.resource().map(|r| r.value())), (0, Some("b")));
+    other.end().unwrap();
+    assert_eq!(live(&holder), 0);
+}
