@@ -7,7 +7,7 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use pyo3::prelude::*;
-use repute_host::attempt::{self, Attempts as HostAttempts, Plan, Refused, Route, Step};
+use repute_host::attempt::{self, Attempts as HostAttempts, Plan as HostPlan, Refused, Route, Step};
 use repute_host::{Error, FailureKind};
 
 use crate::errors::{invalid, to_py, Failure};
@@ -16,6 +16,50 @@ use crate::open::OpenPool;
 use crate::pool::Pool;
 use crate::selector;
 use crate::time::{ns_to_secs, secs_to_ns};
+
+/// A request plan checked once, when an adapter is made: each request's
+/// attempts start from it with their context, so a request converts no
+/// options.
+#[pyclass(frozen, module = "repute", name = "_Plan")]
+pub(crate) struct Plan {
+    shared: Arc<OpenPool>,
+    plan: HostPlan,
+}
+
+#[pymethods]
+impl Plan {
+    /// Requests on `pool`'s resources of `kind` whose labels match
+    /// `where`, none of `exclude`: at most `attempts` each (1..=16), within
+    /// `timeout` seconds in all (None: no limit).
+    #[new]
+    #[pyo3(signature = (
+        pool, *, kind = None, r#where: "_Where | None" = None, exclude: "Iterable[str] | None" = None,
+        attempts = 3, timeout = None,
+    ))]
+    fn new(
+        py: Python<'_>,
+        pool: PyRef<'_, Pool>,
+        kind: Option<&str>,
+        r#where: Option<Bound<'_, PyAny>>,
+        exclude: Option<Bound<'_, PyAny>>,
+        attempts: u32,
+        timeout: Option<f64>,
+    ) -> PyResult<Self> {
+        let selector = selector::selector(kind, r#where.as_ref(), exclude.as_ref(), None, None, None);
+        let selector = selector.map_err(|f| to_py(py, f))?;
+        let timeout = timeout.map(|t| secs_to_ns("timeout", t)).transpose().map_err(|f| to_py(py, f))?;
+        let plan = HostPlan { context: String::new(), selector, attempts, timeout };
+        plan.check().map_err(|e| to_py(py, e.into()))?;
+        Ok(Plan { shared: pool.shared().clone(), plan })
+    }
+
+    /// One request's attempts, counted in `context`.
+    fn start(&self, py: Python<'_>, context: &str) -> PyResult<Attempts> {
+        let plan = HostPlan { context: context.to_owned(), ..self.plan.clone() };
+        let inner = HostAttempts::new(self.shared.holder.clone(), plan).map_err(|e| to_py(py, e.into()))?;
+        Ok(Attempts { shared: self.shared.clone(), inner: Mutex::new(inner), refusal: Mutex::new(None) })
+    }
+}
 
 /// One request's attempts over a pool's resources. Driven from one thread
 /// or task: acquire (`acquire`, or `try_acquire` and `refused` for an
@@ -70,13 +114,7 @@ impl Attempts {
         attempts: u32,
         timeout: Option<f64>,
     ) -> PyResult<Self> {
-        let selector = selector::selector(kind, r#where.as_ref(), exclude.as_ref(), None, None, None);
-        let selector = selector.map_err(|f| to_py(py, f))?;
-        let timeout = timeout.map(|t| secs_to_ns("timeout", t)).transpose().map_err(|f| to_py(py, f))?;
-        let shared = pool.shared().clone();
-        let plan = Plan { context: context.to_owned(), selector, attempts, timeout };
-        let inner = HostAttempts::new(shared.holder.clone(), plan).map_err(|e| to_py(py, e.into()))?;
-        Ok(Attempts { shared, inner: Mutex::new(inner), refusal: Mutex::new(None) })
+        Plan::new(py, pool, kind, r#where, exclude, attempts, timeout)?.start(py, context)
     }
 
     #[getter]

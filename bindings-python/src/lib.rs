@@ -34,6 +34,8 @@ mod _native {
     #[pymodule_export]
     use super::attempts::Attempts;
     #[pymodule_export]
+    use super::attempts::Plan;
+    #[pymodule_export]
     use super::clock::ManualClock;
     #[pymodule_export]
     use super::errors::_absent_fields;

@@ -13,7 +13,7 @@ from collections import OrderedDict
 from typing import Callable, Generic, Mapping, Sequence, TypeVar, Union
 
 from ._aio import AsyncPool
-from ._native import InvalidInputError, Pool, _Attempts, _context_of
+from ._native import InvalidInputError, Pool, _Attempts, _context_of, _Plan
 
 _R = TypeVar("_R")
 _C = TypeVar("_C")
@@ -70,13 +70,10 @@ class Options(Generic[_R]):
         if isinstance(max_proxies, bool) or not isinstance(max_proxies, int) or max_proxies < 1:
             raise invalid("max_proxies", "must be an int >= 1")
         self.kind = kind
-        self.where = where
         self.context = context
-        self.attempts = attempts
-        self.timeout = timeout
         self.max_proxies = max_proxies
-        # The host checks the rest (attempts, timeout, where) as it would for a request.
-        self.start("check")
+        # The host checks the rest (attempts, timeout, where) now, not per request.
+        self._plan = _Plan(self.pool, kind=kind, where=where, attempts=attempts, timeout=timeout)
 
     def context_for(self, request: _R, host: str, path: str, body: bytes | None) -> str:
         """``repute.context`` of the request's own options if set, else the
@@ -92,14 +89,7 @@ class Options(Generic[_R]):
         return _context_of(self.pool, self.kind, host, path, body)
 
     def start(self, context: str) -> _Attempts:
-        return _Attempts(
-            self.pool,
-            context,
-            kind=self.kind,
-            where=self.where,
-            attempts=self.attempts,
-            timeout=self.timeout,
-        )
+        return self._plan.start(context)
 
 
 class ClientCache(Generic[_C]):

@@ -947,6 +947,24 @@ class _Attempts:
         or the refusal raised, and `refused()` says what to do.
         """
 
+@final
+class _Plan:
+    """
+    A request plan checked once, when an adapter is made: each request's
+    attempts start from it with their context, so a request converts no
+    options.
+    """
+    def __new__(cls, /, pool: Pool, *, kind: str | None = None, where: _Where | None = None, exclude: Iterable[str] | None = None, attempts: SupportsIndex = 3, timeout: SupportsFloat | SupportsIndex | None = None) -> _Plan:
+        """
+        Requests on `pool`'s resources of `kind` whose labels match
+        `where`, none of `exclude`: at most `attempts` each (1..=16), within
+        `timeout` seconds in all (None: no limit).
+        """
+    def start(self, /, context: str) -> _Attempts:
+        """
+        One request's attempts, counted in `context`.
+        """
+
 def _absent_fields() -> list[ReputeError]:
     """
     Errors whose fields are absent where the host's examples have them (a

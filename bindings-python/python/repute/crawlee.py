@@ -36,7 +36,7 @@ from yarl import URL
 from ._adapt import Where, invalid, native, proxy_url
 from ._aio import AsyncPool
 from ._await import Acquirer, with_credentials
-from ._native import Pool, _Attempts, _context_of
+from ._native import Pool, _Attempts, _context_of, _Plan
 
 __all__ = ["Proxies"]
 
@@ -76,16 +76,12 @@ class Proxies:
         self.pool = native(pool)
         if not isinstance(kind, str) or not kind:
             raise invalid("kind", "must be a non-empty str")
-        self._kind, self._where, self._attempts, self._timeout = kind, where, attempts, timeout
+        self._kind = kind
+        # The host checks attempts, timeout and where now, not per request.
+        self._plan = _Plan(self.pool, kind=kind, where=where, attempts=attempts, timeout=timeout)
         self._acquirer = Acquirer(pool, self.pool)
         self._requests: dict[str, _Request] = {}
         self._lock = threading.Lock()
-        self._start("check")  # the host checks attempts, timeout and where as for a request
-
-    def _start(self, context: str) -> _Attempts:
-        return _Attempts(
-            self.pool, context, kind=self._kind, where=self._where, attempts=self._attempts, timeout=self._timeout
-        )
 
     def configuration(self) -> ProxyConfiguration:
         """Crawlee's ``ProxyConfiguration`` with :meth:`new_url` as its ``new_url_function``."""
@@ -114,7 +110,7 @@ class Proxies:
             if followed is None:
                 url = URL(request.url)
                 body = request.payload if isinstance(request.payload, bytes) else None
-                followed = _Request(self._start(_context_of(self.pool, self._kind, url.host or "", url.path, body)))
+                followed = _Request(self._plan.start(_context_of(self.pool, self._kind, url.host or "", url.path, body)))
                 self._requests[request.unique_key] = followed
         try:
             lease = await self._acquirer.acquire(followed.attempts)

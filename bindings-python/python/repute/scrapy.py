@@ -51,7 +51,7 @@ from twisted.internet import error as twisted_errors
 from ._adapt import invalid, native, proxy_url
 from ._aio import AsyncPool
 from ._await import Acquirer, split_credentials, with_credentials
-from ._native import InvalidInputError, NoResourceAvailableError, Pool, RateLimitedError, _Attempts, _context_of
+from ._native import InvalidInputError, NoResourceAvailableError, Pool, RateLimitedError, _Attempts, _context_of, _Plan
 
 __all__ = ["BanPolicy", "ProxyMiddleware"]
 
@@ -178,11 +178,12 @@ class ProxyMiddleware:
             raise invalid("REPUTE_KIND", "must be a non-empty str")
         if isinstance(attempts, bool) or not isinstance(attempts, int) or not 1 <= attempts <= 16:
             raise invalid("ROTATING_PROXY_PAGE_RETRY_TIMES", "must be an int in 0..=15")
-        self._kind, self._where, self._attempts, self._timeout = kind, where, attempts, timeout
+        self._kind = kind
         self._policy = policy
         self._acquirer = Acquirer(pool, self.pool)
         try:
-            self._start("check")  # the host checks where and timeout as for a request
+            # The host checks where and timeout now, not per request.
+            self._plan = _Plan(self.pool, kind=kind, where=where, attempts=attempts, timeout=timeout)
         except InvalidInputError as e:
             setting = {"where": "REPUTE_WHERE", "timeout": "REPUTE_TIMEOUT"}.get(str(e.field))
             if setting is None:
@@ -209,11 +210,6 @@ class ProxyMiddleware:
             middleware.pool.register(kind, value, secret=secret)
         return middleware
 
-    def _start(self, context: str) -> _Attempts:
-        return _Attempts(
-            self.pool, context, kind=self._kind, where=self._where, attempts=self._attempts, timeout=self._timeout
-        )
-
     async def process_request(self, request: Request, spider: object = None) -> Request | Response | None:
         meta = request.meta
         attempts = meta.get(_ATTEMPTS)
@@ -224,7 +220,7 @@ class ProxyMiddleware:
             for key in _SENT:
                 meta.pop(key, None)
             url = urlsplit(request.url)
-            attempts = self._start(_context_of(self.pool, self._kind, url.hostname or "", url.path, request.body))
+            attempts = self._plan.start(_context_of(self.pool, self._kind, url.hostname or "", url.path, request.body))
             meta[_ATTEMPTS] = attempts
         try:
             lease = await self._acquirer.acquire(attempts)
