@@ -61,11 +61,12 @@ impl Plan {
     }
 }
 
-/// One request's attempts over a pool's resources. Driven from one thread
-/// or task: acquire (`acquire`, or `try_acquire` and `refused` for an
-/// event loop's own waits), `begin` the attempt on the lease, send it by
-/// the route, then `answered` or `failed`; after a `"stream"` step,
-/// `finished` once the body ends; `end` whenever the adapter stops.
+/// One request's attempts over a pool's resources (from `_Plan.start`).
+/// Driven from one thread or task: the next attempt acquired and begun
+/// (`next`, or `try_next` and `refused` for an event loop's own waits;
+/// `try_acquire` and `begin` apart for an adapter that needs the lease),
+/// sent by the route, then `answered` or `failed`; after a `"stream"`
+/// step, `finished` once the body ends; `end` whenever the adapter stops.
 #[pyclass(frozen, module = "repute", name = "_Attempts")]
 pub(crate) struct Attempts {
     shared: Arc<OpenPool>,
@@ -134,20 +135,6 @@ impl Attempts {
         self.inner().remaining().map(ns_to_secs)
     }
 
-    /// The lease for the next attempt, waiting (the GIL released, Ctrl-C
-    /// checked between waits) until the request's time is up; raises the
-    /// refusal when it stops.
-    fn acquire(&self, py: Python<'_>) -> PyResult<Lease> {
-        let held = py
-            .detach(|| {
-                self.shared.check()?;
-                let between = || Python::attach(|py| py.check_signals()).map_err(Failure::Python);
-                self.inner().acquire(between)
-            })
-            .map_err(|f| to_py(py, f))?;
-        Ok(Lease::new(self.shared.clone(), held))
-    }
-
     /// One try for the next attempt's lease, for an event loop that waits
     /// its own way: a refusal is raised, and `refused()` says what to do.
     fn try_acquire(&self, py: Python<'_>) -> PyResult<Lease> {
@@ -163,7 +150,7 @@ impl Attempts {
         Ok(Lease::new(self.shared.clone(), got.map_err(|f| to_py(py, f))?))
     }
 
-    /// After `try_acquire` raised a refusal: `("wait", seconds or None)`
+    /// After `try_acquire` or `try_next` raised a refusal: `("wait", seconds or None)`
     /// (sleep at most that, by the pool's waiting plan, and try again),
     /// `("again", None)` (try again at once) or `("give_up", None)`.
     #[pyo3(signature = () -> "_Refused")]
@@ -187,7 +174,9 @@ impl Attempts {
         self.run(py, |a| a.begin(held).map(|r| route_tuple(a, r)))
     }
 
-    /// `acquire` then `begin`, in one call: the next attempt's route.
+    /// The next attempt's lease acquired, waiting (the GIL released,
+    /// Ctrl-C checked between waits) until the request's time is up, and
+    /// begun: its route, as `begin` gives it. Raises the refusal when it stops.
     #[pyo3(signature = () -> "_Route")]
     fn next(&self, py: Python<'_>) -> PyResult<RouteTuple> {
         py.detach(|| {

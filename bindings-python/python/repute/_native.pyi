@@ -865,11 +865,12 @@ class Waiting:
 @final
 class _Attempts:
     """
-    One request's attempts over a pool's resources. Driven from one thread
-    or task: acquire (`acquire`, or `try_acquire` and `refused` for an
-    event loop's own waits), `begin` the attempt on the lease, send it by
-    the route, then `answered` or `failed`; after a `"stream"` step,
-    `finished` once the body ends; `end` whenever the adapter stops.
+    One request's attempts over a pool's resources (from `_Plan.start`).
+    Driven from one thread or task: the next attempt acquired and begun
+    (`next`, or `try_next` and `refused` for an event loop's own waits;
+    `try_acquire` and `begin` apart for an adapter that needs the lease),
+    sent by the route, then `answered` or `failed`; after a `"stream"`
+    step, `finished` once the body ends; `end` whenever the adapter stops.
     """
     def __new__(cls, /, pool: Pool, context: str, *, kind: str | None = None, where: _Where | None = None, exclude: Iterable[str] | None = None, attempts: SupportsIndex = 3, timeout: SupportsFloat | SupportsIndex | None = None) -> _Attempts:
         """
@@ -878,12 +879,6 @@ class _Attempts:
         `attempts` (1..=16), within `timeout` seconds in all (None: no limit).
         """
     def __repr__(self, /) -> str: ...
-    def acquire(self, /) -> Lease:
-        """
-        The lease for the next attempt, waiting (the GIL released, Ctrl-C
-        checked between waits) until the request's time is up; raises the
-        refusal when it stops.
-        """
     def answered(self, /, status: SupportsIndex, headers: _Headers | None = None, body: str | bytes | None = None) -> _Step:
         """
         The attempt's answer: its status, headers (a mapping or pairs) and,
@@ -923,11 +918,13 @@ class _Attempts:
         """
     def next(self, /) -> _Route:
         """
-        `acquire` then `begin`, in one call: the next attempt's route.
+        The next attempt's lease acquired, waiting (the GIL released,
+        Ctrl-C checked between waits) until the request's time is up, and
+        begun: its route, as `begin` gives it. Raises the refusal when it stops.
         """
     def refused(self, /) -> _Refused:
         """
-        After `try_acquire` raised a refusal: `("wait", seconds or None)`
+        After `try_acquire` or `try_next` raised a refusal: `("wait", seconds or None)`
         (sleep at most that, by the pool's waiting plan, and try again),
         `("again", None)` (try again at once) or `("give_up", None)`.
         """
