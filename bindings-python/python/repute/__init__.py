@@ -24,6 +24,9 @@ number of threads. Processes: a pool opened before ``os.fork()`` raises
 
 from __future__ import annotations
 
+import importlib
+from types import ModuleType
+
 from ._aio import AsyncPool
 from ._aio_lease import AsyncLease
 from ._native import (
@@ -121,3 +124,14 @@ __all__ = [
     "lease_partition",
     "partition_of",
 ]
+
+#: The adapters, one optional extra each (``pip install "repute[httpx]"``):
+#: imported on first use, so ``import repute`` needs none of their libraries
+#: and ``repute.httpx.Transport`` works after it alone.
+_ADAPTERS = frozenset({"aiohttp", "anthropic", "crawlee", "httpx", "httpx2", "litellm", "openai", "requests", "scrapy"})
+
+
+def __getattr__(name: str) -> ModuleType:
+    if name in _ADAPTERS:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
