@@ -11,7 +11,7 @@ in this process's CPU time (which a loaded machine disturbs less). Then the same
 without the network (the transport over an `httpx.MockTransport` against
 that mock alone), which the machine's load and the socket's timing disturb
 less, and the protocol's calls alone: next (acquire and begin), answered,
-finished, the `_Attempts` construction and the context default, timed as the
+finished, the request's start from its plan and the context default, timed as the
 transport makes them between real requests and in a tight loop (the first
 several times the second: the socket and the client evict the caches the
 calls need).
@@ -30,7 +30,7 @@ import httpx
 
 import repute
 import repute.httpx
-from repute._native import _Attempts, _context_of
+from repute._native import _Attempts, _context_of, _Plan
 
 
 class _Fixed(BaseHTTPRequestHandler):
@@ -64,12 +64,12 @@ class _Timed:
 
     @staticmethod
     def starting(start: Callable[[str], _Attempts], times: dict[str, list[float]]) -> Callable[[str], Any]:
-        """`start` (an adapter's `Options.start`) with the plan's making timed as `new`."""
+        """`start` (an adapter's `Options.start`), timed as `start`."""
 
         def timed(context: str) -> _Timed:
             begun = time.perf_counter_ns()
             attempts = start(context)
-            times.setdefault("new", []).append((time.perf_counter_ns() - begun) / 1000)
+            times.setdefault("start", []).append((time.perf_counter_ns() - begun) / 1000)
             return _Timed(attempts, times)
 
         return timed
@@ -149,10 +149,11 @@ def main() -> None:
     for _ in range(args.requests):
         client.get(url).read()
     print("protocol calls between real requests, median us: " + _medians(between))
-    steps: dict[str, list[float]] = {k: [] for k in ("new", "context", "next", "answered", "finished")}
+    steps: dict[str, list[float]] = {k: [] for k in ("start", "context", "next", "answered", "finished")}
+    plan = _Plan(pool, kind="site")
     for _ in range(args.requests):
         t0 = time.perf_counter_ns()
-        attempts = _Attempts(pool, "127.0.0.1", kind="site")
+        attempts = plan.start("127.0.0.1")
         t1 = time.perf_counter_ns()
         _context_of(pool, "site", "127.0.0.1", "/", None)
         t2 = time.perf_counter_ns()

@@ -96,28 +96,6 @@ impl Attempts {
 
 #[pymethods]
 impl Attempts {
-    /// The attempts of one request for `context` on `pool`'s resources of
-    /// `kind` whose labels match `where`, none of `exclude`: at most
-    /// `attempts` (1..=16), within `timeout` seconds in all (None: no limit).
-    #[new]
-    #[pyo3(signature = (
-        pool, context, *, kind = None, r#where: "_Where | None" = None, exclude: "Iterable[str] | None" = None,
-        attempts = 3, timeout = None,
-    ))]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        py: Python<'_>,
-        pool: PyRef<'_, Pool>,
-        context: &str,
-        kind: Option<&str>,
-        r#where: Option<Bound<'_, PyAny>>,
-        exclude: Option<Bound<'_, PyAny>>,
-        attempts: u32,
-        timeout: Option<f64>,
-    ) -> PyResult<Self> {
-        Plan::new(py, pool, kind, r#where, exclude, attempts, timeout)?.start(py, context)
-    }
-
     #[getter]
     fn context(&self) -> String {
         self.inner().context().to_owned()

@@ -872,12 +872,6 @@ class _Attempts:
     sent by the route, then `answered` or `failed`; after a `"stream"`
     step, `finished` once the body ends; `end` whenever the adapter stops.
     """
-    def __new__(cls, /, pool: Pool, context: str, *, kind: str | None = None, where: _Where | None = None, exclude: Iterable[str] | None = None, attempts: SupportsIndex = 3, timeout: SupportsFloat | SupportsIndex | None = None) -> _Attempts:
-        """
-        The attempts of one request for `context` on `pool`'s resources of
-        `kind` whose labels match `where`, none of `exclude`: at most
-        `attempts` (1..=16), within `timeout` seconds in all (None: no limit).
-        """
     def __repr__(self, /) -> str: ...
     def answered(self, /, status: SupportsIndex, headers: _Headers | None = None, body: str | bytes | None = None) -> _Step:
         """

@@ -44,7 +44,7 @@ from litellm.integrations.custom_logger import CustomLogger
 from ._adapt import Where, invalid, native
 from ._aio import AsyncPool
 from ._await import Acquirer
-from ._native import Pool, _Attempts
+from ._native import Pool, _Attempts, _Plan
 
 if TYPE_CHECKING:
     from litellm.router import Router
@@ -204,14 +204,10 @@ class Logger(CustomLogger):
         self._start("check")  # the host checks attempts, timeout and where as for a call
 
     def _start(self, group: str) -> _Attempts:
-        return _Attempts(
-            self._pool,
-            self._context or group,
-            kind=self._kind,
-            where={**self._where, self._label: group},
-            attempts=self._attempts,
-            timeout=self._timeout,
-        )
+        # The group is a label of the plan: one plan per call, as the group goes.
+        where = {**self._where, self._label: group}
+        plan = _Plan(self._pool, kind=self._kind, where=where, attempts=self._attempts, timeout=self._timeout)
+        return plan.start(self._context or group)
 
     def _call(self, trace: str, group: str) -> _Call:
         """The call's attempts: those of its earlier attempts in the same
