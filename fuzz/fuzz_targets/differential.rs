@@ -11,7 +11,7 @@
 mod commands;
 
 use arbitrary::{Result, Unstructured};
-use commands::{Cmd, CONTEXTS, KINDS, LABEL_SETS, LIMIT_SETS, SELECTORS, VALUES};
+use commands::{Cmd, CONTEXTS, GROUP_NAMES, GROUP_SETS, KINDS, LABEL_SETS, LIMIT_SETS, SELECTORS, VALUES};
 use libfuzzer_sys::fuzz_target;
 use repute_host::{FailureKind, Policy, RateLimit, Recovery, Strategy, TenantConfig, SECOND};
 
@@ -75,7 +75,7 @@ fn latency(u: &mut Unstructured) -> Result<f64> {
 /// One command, weighted as the proptest strategy weighs them.
 fn cmd(u: &mut Unstructured) -> Result<Cmd> {
     let advances = [0, 1_000_000, SECOND, 10 * SECOND, 31 * SECOND, 400 * SECOND, 4000 * SECOND];
-    Ok(match u.int_in_range(0..=43)? {
+    Ok(match u.int_in_range(0..=47)? {
         0..=3 => Cmd::Advance(*u.choose(&advances)?),
         4..=6 => Cmd::Register(resource(u)?, u.int_in_range(1..=3)?),
         7 => Cmd::Unregister(resource(u)?, u.arbitrary()?),
@@ -108,6 +108,11 @@ fn cmd(u: &mut Unstructured) -> Result<Cmd> {
             Cmd::RegisterLimited(r, permits, u.choose_index(LIMIT_SETS.len())?)
         }
         37 => Cmd::Reconcile(u.int_in_range(0..=15)?, u.int_in_range(0..=200)?),
+        38..=39 => {
+            let (r, permits) = (resource(u)?, u.int_in_range(1..=3)?);
+            Cmd::RegisterGrouped(r, permits, u.choose_index(GROUP_SETS.len())?)
+        }
+        40..=41 => Cmd::SetGroup(u.choose_index(GROUP_NAMES.len())?, u.int_in_range(0..=5)?),
         42..=43 => {
             let kind = if u.ratio(1, 4)? { Some(*u.choose(&FailureKind::ALL)?) } else { None };
             Cmd::ReportAndRelease(u.int_in_range(0..=15)?, u.arbitrary()?, kind, latency(u)?)
