@@ -6,12 +6,10 @@
 //! the pool's own waiting acquire (on the event loop, over the link on
 //! Redis), on the selector and time left this gives.
 
-use std::sync::Arc;
-
 use napi::bindgen_prelude::Uint8Array;
 use napi_derive::napi;
-use repute_host::attempt::{context_of, Attempts, Plan, Refused, Route, Step};
-use repute_host::{Error, FailureKind, Holder, Refusal, Selector};
+use repute_host::attempt::{context_of, Attempts, CheckedPlan, Plan, Refused, Route, Step};
+use repute_host::{Error, FailureKind, Refusal, Selector};
 
 use crate::errors::{invalid, OrThrow};
 use crate::lease::NativeLease;
@@ -70,8 +68,7 @@ pub struct RouteData {
 /// converts no options.
 #[napi]
 pub struct NativePlan {
-    holder: Arc<Holder>,
-    plan: Plan,
+    plan: CheckedPlan,
 }
 
 #[napi]
@@ -86,15 +83,13 @@ impl NativePlan {
         plan.selector = Selector::try_from(spec.selector).or_throw()?;
         plan.attempts = spec.attempts.unwrap_or(plan.attempts);
         plan.timeout = timeout;
-        plan.check().or_throw()?;
-        Ok(NativePlan { holder: pool.holder.clone(), plan })
+        Ok(NativePlan { plan: plan.checked(pool.holder.clone()).or_throw()? })
     }
 
     /// One request's attempts, counted in `context`.
     #[napi]
-    pub fn start(&self, context: String) -> napi::Result<NativeAttempts> {
-        let plan = Plan { context, ..self.plan.clone() };
-        Ok(NativeAttempts { attempts: Attempts::new(self.holder.clone(), plan).or_throw()? })
+    pub fn start(&self, context: String) -> NativeAttempts {
+        NativeAttempts { attempts: self.plan.start(context) }
     }
 }
 

@@ -7,7 +7,7 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use pyo3::prelude::*;
-use repute_host::attempt::{self, Attempts as HostAttempts, Plan as HostPlan, Refused, Route, Step};
+use repute_host::attempt::{self, Attempts as HostAttempts, CheckedPlan, Plan as HostPlan, Refused, Route, Step};
 use repute_host::{Error, FailureKind};
 
 use crate::errors::{invalid, to_py, Failure};
@@ -23,7 +23,7 @@ use crate::time::{ns_to_secs, secs_to_ns};
 #[pyclass(frozen, module = "repute", name = "_Plan")]
 pub(crate) struct Plan {
     shared: Arc<OpenPool>,
-    plan: HostPlan,
+    plan: CheckedPlan,
 }
 
 #[pymethods]
@@ -48,16 +48,16 @@ impl Plan {
         let selector = selector::selector(kind, r#where.as_ref(), exclude.as_ref(), None, None, None);
         let selector = selector.map_err(|f| to_py(py, f))?;
         let timeout = timeout.map(|t| secs_to_ns("timeout", t)).transpose().map_err(|f| to_py(py, f))?;
+        let shared = pool.shared().clone();
         let plan = HostPlan { context: String::new(), selector, attempts, timeout };
-        plan.check().map_err(|e| to_py(py, e.into()))?;
-        Ok(Plan { shared: pool.shared().clone(), plan })
+        let plan = plan.checked(shared.holder.clone()).map_err(|e| to_py(py, e.into()))?;
+        Ok(Plan { shared, plan })
     }
 
     /// One request's attempts, counted in `context`.
-    fn start(&self, py: Python<'_>, context: &str) -> PyResult<Attempts> {
-        let plan = HostPlan { context: context.to_owned(), ..self.plan.clone() };
-        let inner = HostAttempts::new(self.shared.holder.clone(), plan).map_err(|e| to_py(py, e.into()))?;
-        Ok(Attempts { shared: self.shared.clone(), inner: Mutex::new(inner), refusal: Mutex::new(None) })
+    fn start(&self, context: &str) -> Attempts {
+        let inner = self.plan.start(context);
+        Attempts { shared: self.shared.clone(), inner: Mutex::new(inner), refusal: Mutex::new(None) }
     }
 }
 

@@ -69,10 +69,16 @@ impl Plan {
         Plan { context: context.into(), selector: Selector::default(), attempts: DEFAULT_ATTEMPTS, timeout: None }
     }
 
+    /// The plan checked once, for `holder`'s pool: an adapter's, from which
+    /// each request starts with its context and nothing checked again.
+    pub fn checked(self, holder: Arc<Holder>) -> Result<CheckedPlan> {
+        self.check()?;
+        Ok(CheckedPlan { holder, plan: self })
+    }
+
     /// Refuses a bad part naming it: `attempts`, `timeout`, the
-    /// selector's parts as [`selector_error`] names them. [`Attempts::new`]
-    /// checks each plan; an adapter checks its own once, when it is made.
-    pub fn check(&self) -> Result<()> {
+    /// selector's parts as [`selector_error`] names them.
+    fn check(&self) -> Result<()> {
         if !(1..=MAX_ATTEMPTS).contains(&self.attempts) {
             return Err(Error::invalid("attempts", "must be in 1..=16"));
         }
@@ -80,6 +86,20 @@ impl Plan {
             return Err(Error::invalid("timeout", "must be > 0"));
         }
         self.selector.validate().map_err(|e| selector_error(e.into()))
+    }
+}
+
+/// A [`Plan`] checked once ([`Plan::checked`]), with the pool it is for.
+#[derive(Debug, Clone)]
+pub struct CheckedPlan {
+    holder: Arc<Holder>,
+    plan: Plan,
+}
+
+impl CheckedPlan {
+    /// One request's attempts, counted in `context`.
+    pub fn start(&self, context: impl Into<String>) -> Attempts {
+        Attempts::started(self.holder.clone(), Plan { context: context.into(), ..self.plan.clone() })
     }
 }
 
@@ -146,12 +166,17 @@ pub struct Attempts {
 }
 
 impl Attempts {
-    /// Checks the plan ([`Plan::check`]).
+    /// Checks the plan, as [`Plan::checked`] does.
     pub fn new(holder: Arc<Holder>, plan: Plan) -> Result<Attempts> {
         plan.check()?;
+        Ok(Attempts::started(holder, plan))
+    }
+
+    /// The attempts of a checked plan.
+    fn started(holder: Arc<Holder>, plan: Plan) -> Attempts {
         let deadline = plan.timeout.map(|t| holder.now().saturating_add(t));
         let excluded = plan.selector.exclude.len();
-        Ok(Attempts {
+        Attempts {
             holder,
             context: plan.context,
             selector: plan.selector,
@@ -161,7 +186,7 @@ impl Attempts {
             made: 0,
             current: None,
             held_back: None,
-        })
+        }
     }
 
     pub fn holder(&self) -> &Arc<Holder> {
