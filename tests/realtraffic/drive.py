@@ -24,6 +24,10 @@ class Run:
     errors: list[str] = field(default_factory=list)
     """Exceptions a contender raised (its request counted as not served)."""
     wall: float = 0.0
+    trace: list[dict[str, object]] = field(default_factory=list)
+    """One record per request taken: its id and context, when it was taken
+    and how long it took (seconds from the run's start), whether it was
+    served and in how many attempts; for finding where a run's time went."""
 
 
 async def drive(
@@ -33,10 +37,25 @@ async def drive(
     run = Run()
     queue = list(reversed(requests))
     began = time.monotonic()
-    stop_at = loop.time() + run_limit
+    started = loop.time()
+    stop_at = started + run_limit
 
     async def serve_one(request: UserRequest) -> Outcome:
-        due = loop.time() + deadline
+        taken = loop.time()
+        outcome = await attempt_one(request, taken + deadline)
+        run.trace.append(
+            {
+                "id": request.id,
+                "context": request.context,
+                "taken": round(taken - started, 3),
+                "took": round(loop.time() - taken, 3),
+                "served": outcome.served,
+                "attempts": outcome.attempts,
+            }
+        )
+        return outcome
+
+    async def attempt_one(request: UserRequest, due: float) -> Outcome:
         try:
             # A second of grace past the deadline for a contender's own
             # bookkeeping; what ends later is not served.

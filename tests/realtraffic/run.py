@@ -70,6 +70,8 @@ class Row:
     skipped: str | None = None
     errors: list[str] = field(default_factory=list)
     truth: dict[str, Any] = field(default_factory=dict)
+    trace: list[dict[str, Any]] = field(default_factory=list)
+    """Every request taken, as `drive.Run.trace` records it."""
 
 
 def user_requests(world: str, seed: int, count: int) -> list[UserRequest]:
@@ -196,7 +198,7 @@ async def proxies_row(name: str, seed: int, args: argparse.Namespace, children: 
     totals = truth["totals"]
     row.served = sum(o.served for o in run.outcomes.values()) / len(requests)
     row.r429, row.r403 = totals.get("429", 0), totals.get("403", 0)
-    row.wall, row.cut, row.errors, row.truth = run.wall, run.cut, run.errors, truth
+    row.wall, row.cut, row.errors, row.truth, row.trace = run.wall, run.cut, run.errors, truth, run.trace
     if name == "repute-adapter":
         # The adapter makes its attempts unseen: counted where they arrive.
         seen = truth["attempts"] + [0] * max(0, len(requests) - len(truth["attempts"]))
@@ -239,7 +241,7 @@ async def keys_row(world: str, name: str, seed: int, args: argparse.Namespace, c
     else:
         row.after_401 = clients.after_told[(revoked.secret, "401")]
         row.after_quota = clients.after_told[(no_quota.secret, "quota")]
-    row.wall, row.cut, row.errors, row.truth = run.wall, run.cut, run.errors, truth
+    row.wall, row.cut, row.errors, row.truth, row.trace = run.wall, run.cut, run.errors, truth, run.trace
     # Attempts as the provider saw them (LiteLLM retries inside the router);
     # a request that never reached the provider made none.
     attempts = truth["attempts"] + [0] * max(0, len(requests) - len(truth["attempts"]))
