@@ -308,7 +308,8 @@ impl Attempts {
     /// an error status, its body (only an error's code, type and stated
     /// delay are read). Latency is from `begin` to now, on the pool's clock.
     pub fn answered(&mut self, status: u16, headers: Vec<(String, String)>, body: Option<String>) -> Result<Step> {
-        let current = self.current.as_ref().ok_or(Error::invalid("attempt", "must be begun before it is answered"))?;
+        let current =
+            self.current.as_ref().ok_or_else(|| Error::invalid("attempt", "must be begun before it is answered"))?;
         let latency_ms = self.latency_ms(current.started);
         let answer = HttpAnswer { status, headers, body, latency_ms, now: SystemTime::now() };
         let judged = blame::answer(self.holder.profiles().of(current.lease.lease().resource.kind()), &answer)?;
@@ -323,7 +324,8 @@ impl Attempts {
     /// The attempt begun last got no answer: `kind` is what failed
     /// (`connection_reset`, `timeout`, `tls_handshake`, ...).
     pub fn failed(&mut self, kind: FailureKind) -> Result<Step> {
-        let current = self.current.as_ref().ok_or(Error::invalid("attempt", "must be begun before it fails"))?;
+        let current =
+            self.current.as_ref().ok_or_else(|| Error::invalid("attempt", "must be begun before it fails"))?;
         let latency_ms = self.latency_ms(current.started);
         let profile = self.holder.profiles().of(current.lease.lease().resource.kind());
         let judged = blame::transport(profile, kind, latency_ms)?;
@@ -334,7 +336,8 @@ impl Attempts {
     /// (`broken` none), or cut by `broken`. Reports and releases.
     pub fn finished(&mut self, broken: Option<FailureKind>) -> Result<()> {
         let Some(current) = self.current.take() else { return Ok(()) };
-        let latency_ms = current.worked.ok_or(Error::invalid("attempt", "must be answered before it finishes"))?;
+        let latency_ms =
+            current.worked.ok_or_else(|| Error::invalid("attempt", "must be answered before it finishes"))?;
         let outcome = match broken {
             None => Outcome::success(latency_ms)?,
             Some(kind) => Outcome::failure(kind, self.latency_ms(current.started))?,

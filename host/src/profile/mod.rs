@@ -60,7 +60,11 @@ impl Profile {
     const RULE: &'static str = "must be one of generic, proxy, api-key, openai, anthropic, gemini";
 
     pub fn parse(name: &str) -> Result<Profile> {
-        Self::ALL.iter().find(|(n, _)| *n == name).map(|(_, p)| *p).ok_or(Error::invalid("profile", Self::RULE))
+        Self::named(name).ok_or_else(|| Error::invalid("profile", Self::RULE))
+    }
+
+    fn named(name: &str) -> Option<Profile> {
+        Self::ALL.iter().find(|(n, _)| *n == name).map(|(_, p)| *p)
     }
 
     pub fn name(self) -> &'static str {
@@ -70,7 +74,7 @@ impl Profile {
     /// The profile of a kind nobody declared one for: the profile its name
     /// names, else `generic`.
     pub fn for_kind(kind: &str) -> Profile {
-        Self::parse(kind).unwrap_or(Profile::Generic)
+        Self::named(kind).unwrap_or(Profile::Generic)
     }
 
     /// The outcome `answer` is for a resource of this profile; `None` when
