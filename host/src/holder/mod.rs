@@ -405,6 +405,18 @@ mod tests {
     }
 
     #[test]
+    fn the_watcher_holds_no_lease_dropped_before_the_next_one_came() {
+        let clock = ManualClock::new(0);
+        let holder = pool(&clock);
+        for _ in 0..200 {
+            let lease = holder.try_acquire("c", &Selector::default()).unwrap().expect("a is free");
+            lease.auto_renew(Some(SECOND));
+            assert!(holder.watch.held() <= 2, "{} watched, one lease live", holder.watch.held());
+            lease.release().unwrap();
+        }
+    }
+
+    #[test]
     fn closing_refuses_later_calls_and_loses_held_leases() {
         let clock = ManualClock::new(0);
         let holder = pool(&clock);

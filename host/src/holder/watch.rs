@@ -48,9 +48,11 @@ impl Watch {
     pub(super) fn add(&self, holder: &Arc<Holder>, lease: &Arc<HeldLease>) {
         let mut list = self.list();
         let weak = Arc::downgrade(lease);
-        if !list.leases.iter().any(|l| l.ptr_eq(&weak)) {
-            list.leases.push(weak);
-        }
+        // Leases dropped since the thread last looked go now, not at its
+        // next round: one lease per request, a second apart, would make
+        // every add scan a second's worth of them.
+        list.leases.retain(|l| l.strong_count() > 0 && !l.ptr_eq(&weak));
+        list.leases.push(weak);
         if list.running {
             match list.asleep_until {
                 None => list.added = true,
@@ -65,6 +67,12 @@ impl Watch {
                 .spawn(move || run(holder, &watch))
                 .expect("spawning the lease watcher");
         }
+    }
+
+    /// How many leases the list holds, dropped ones not yet swept included.
+    #[cfg(test)]
+    pub(super) fn held(&self) -> usize {
+        self.list().leases.len()
     }
 
     /// Wakes the thread for a last round: every lease it watches is lost.
