@@ -48,9 +48,9 @@ impl Watch {
     pub(super) fn add(&self, holder: &Arc<Holder>, lease: &Arc<HeldLease>) {
         let mut list = self.list();
         let weak = Arc::downgrade(lease);
-        // Leases dropped since the thread last looked go now, not at its
-        // next round: one lease per request, a second apart, would make
-        // every add scan a second's worth of them.
+        // Leases dropped since the thread's last round go now: its rounds
+        // can be a second apart, and an adapter adds a lease per request,
+        // so the list would hold (and each add scan) a second of requests.
         list.leases.retain(|l| l.strong_count() > 0 && !l.ptr_eq(&weak));
         list.leases.push(weak);
         if list.running {
