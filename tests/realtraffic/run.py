@@ -249,9 +249,16 @@ async def keys_row(world: str, name: str, seed: int, args: argparse.Namespace, c
     return row
 
 
+def _p95_served(row: Row) -> str:
+    """How long the slowest twentieth of the served requests took, at
+    least: the tail a user waits in, which the wall time averages away."""
+    took = [t["took"] for t in row.trace if t["served"]]
+    return f"{statistics.quantiles(took, n=20)[-1]:.1f}" if len(took) >= 2 else "-"
+
+
 def print_table(world: str, rows: list[Row]) -> None:
     keys = world in FORMATS
-    head = ["contender", "seed", "served", "429s", "403s" if not keys else "of them quota", "wall s", "med att"]
+    head = ["contender", "seed", "served", "429s", "403s" if not keys else "of them quota", "wall s", "p95 s", "med att"]
     if keys:
         head += ["after 401", "after quota"]
     head += ["cut", "notes"]
@@ -259,7 +266,7 @@ def print_table(world: str, rows: list[Row]) -> None:
     for r in rows:
         if r.skipped:
             lines.append(
-                [r.contender, str(r.seed), "-", "-", "-", "-", "-"] + (["-", "-"] if keys else []) + ["-", r.skipped]
+                [r.contender, str(r.seed), "-", "-", "-", "-", "-", "-"] + (["-", "-"] if keys else []) + ["-", r.skipped]
             )
             continue
         third = str(r.truth["totals"].get("insufficient_quota", 0)) if keys else str(r.r403)
@@ -270,6 +277,7 @@ def print_table(world: str, rows: list[Row]) -> None:
             str(r.r429),
             third,
             f"{r.wall:.1f}",
+            _p95_served(r),
             f"{r.median_attempts:g}",
         ]
         if keys:
