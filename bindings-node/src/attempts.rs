@@ -79,7 +79,7 @@ impl NativePlan {
             Some(ms) if ms <= 0.0 => return Err(invalid("timeoutMs", "must be > 0")).or_throw(),
             ms => ms.map(|ms| ms_to_ns("timeoutMs", ms)).transpose().or_throw()?,
         };
-        let mut plan = Plan::new(String::new());
+        let mut plan = Plan::default();
         plan.selector = Selector::try_from(spec.selector).or_throw()?;
         plan.attempts = spec.attempts.unwrap_or(plan.attempts);
         plan.timeout = timeout;

@@ -49,7 +49,7 @@ impl Plan {
         let selector = selector.map_err(|f| to_py(py, f))?;
         let timeout = timeout.map(|t| secs_to_ns("timeout", t)).transpose().map_err(|f| to_py(py, f))?;
         let shared = pool.shared().clone();
-        let plan = HostPlan { context: String::new(), selector, attempts, timeout };
+        let plan = HostPlan { selector, attempts, timeout };
         let plan = plan.checked(shared.holder.clone()).map_err(|e| to_py(py, e.into()))?;
         Ok(Plan { shared, plan })
     }

@@ -265,9 +265,7 @@ def print_table(world: str, rows: list[Row]) -> None:
     lines = [head]
     for r in rows:
         if r.skipped:
-            lines.append(
-                [r.contender, str(r.seed), "-", "-", "-", "-", "-", "-"] + (["-", "-"] if keys else []) + ["-", r.skipped]
-            )
+            lines.append([r.contender, str(r.seed)] + ["-"] * (len(head) - 3) + [r.skipped])
             continue
         third = str(r.truth["totals"].get("insufficient_quota", 0)) if keys else str(r.r403)
         line = [

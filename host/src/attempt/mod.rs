@@ -51,11 +51,10 @@ pub const DEFAULT_ATTEMPTS: u32 = 3;
 /// caller never reads to the end nor closes frees its permit then.
 pub const MAX_HOLD: u64 = 10 * 60 * SECOND;
 
-/// One request's plan: where it counts, what may carry it, how often and
-/// for how long it may try.
+/// How an adapter's requests try: what may carry them, how often and for
+/// how long; each request starts from it with its own context.
 #[derive(Debug, Clone)]
 pub struct Plan {
-    pub context: String,
     /// The caller's selector; the protocol adds what it tried to `exclude`.
     pub selector: Selector,
     /// 1..=[`MAX_ATTEMPTS`].
@@ -64,11 +63,14 @@ pub struct Plan {
     pub timeout: Option<u64>,
 }
 
-impl Plan {
-    pub fn new(context: impl Into<String>) -> Plan {
-        Plan { context: context.into(), selector: Selector::default(), attempts: DEFAULT_ATTEMPTS, timeout: None }
+impl Default for Plan {
+    /// Any resource, [`DEFAULT_ATTEMPTS`], no time limit.
+    fn default() -> Plan {
+        Plan { selector: Selector::default(), attempts: DEFAULT_ATTEMPTS, timeout: None }
     }
+}
 
+impl Plan {
     /// The plan checked once, for `holder`'s pool: an adapter's, from which
     /// each request starts with its context and nothing checked again.
     pub fn checked(self, holder: Arc<Holder>) -> Result<CheckedPlan> {
@@ -99,7 +101,19 @@ pub struct CheckedPlan {
 impl CheckedPlan {
     /// One request's attempts, counted in `context`.
     pub fn start(&self, context: impl Into<String>) -> Attempts {
-        Attempts::started(self.holder.clone(), Plan { context: context.into(), ..self.plan.clone() })
+        let (holder, plan) = (self.holder.clone(), self.plan.clone());
+        let deadline = plan.timeout.map(|t| holder.now().saturating_add(t));
+        Attempts {
+            holder,
+            context: context.into(),
+            excluded: plan.selector.exclude.len(),
+            selector: plan.selector,
+            attempts: plan.attempts,
+            deadline,
+            made: 0,
+            current: None,
+            held_back: None,
+        }
     }
 }
 
@@ -166,29 +180,6 @@ pub struct Attempts {
 }
 
 impl Attempts {
-    /// Checks the plan, as [`Plan::checked`] does.
-    pub fn new(holder: Arc<Holder>, plan: Plan) -> Result<Attempts> {
-        plan.check()?;
-        Ok(Attempts::started(holder, plan))
-    }
-
-    /// The attempts of a checked plan.
-    fn started(holder: Arc<Holder>, plan: Plan) -> Attempts {
-        let deadline = plan.timeout.map(|t| holder.now().saturating_add(t));
-        let excluded = plan.selector.exclude.len();
-        Attempts {
-            holder,
-            context: plan.context,
-            selector: plan.selector,
-            excluded,
-            attempts: plan.attempts,
-            deadline,
-            made: 0,
-            current: None,
-            held_back: None,
-        }
-    }
-
     pub fn holder(&self) -> &Arc<Holder> {
         &self.holder
     }

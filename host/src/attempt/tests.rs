@@ -25,7 +25,7 @@ fn pool(kind: &str, values: &[&str]) -> (Arc<Holder>, ManualClock) {
 }
 
 fn attempts(holder: &Arc<Holder>, context: &str) -> Attempts {
-    Attempts::new(holder.clone(), Plan::new(context)).unwrap()
+    Plan::default().checked(holder.clone()).unwrap().start(context)
 }
 
 fn next(a: &mut Attempts) -> Arc<HeldLease> {
@@ -124,8 +124,8 @@ fn a_suspect_answer_another_resource_does_not_repeat_is_reported_as_the_profile_
 #[test]
 fn a_suspect_on_the_last_attempt_or_the_only_resource_is_reported_when_the_request_ends() {
     let (holder, _clock) = pool("proxy", &["a"]);
-    let plan = Plan { attempts: 1, ..Plan::new("example.com") };
-    let mut a = Attempts::new(holder.clone(), plan).unwrap();
+    let plan = Plan { attempts: 1, ..Plan::default() };
+    let mut a = plan.checked(holder.clone()).unwrap().start("example.com");
     let first = next(&mut a);
     a.begin(first).unwrap();
     assert_eq!(a.answered(500, vec![], None).unwrap(), Step::Deliver);
@@ -147,8 +147,8 @@ fn a_suspect_on_the_last_attempt_or_the_only_resource_is_reported_when_the_reque
 #[test]
 fn with_only_tried_resources_left_the_request_waits_for_them_within_its_time() {
     let (holder, clock) = pool("proxy", &["a"]);
-    let plan = Plan { timeout: Some(10 * SECOND), ..Plan::new("example.com") };
-    let mut a = Attempts::new(holder.clone(), plan).unwrap();
+    let plan = Plan { timeout: Some(10 * SECOND), ..Plan::default() };
+    let mut a = plan.checked(holder.clone()).unwrap().start("example.com");
     let first = next(&mut a);
     a.begin(first).unwrap();
     assert_eq!(a.answered(429, retry_after("2"), None).unwrap(), Step::Retry);
@@ -174,8 +174,8 @@ fn with_only_tried_resources_left_the_request_waits_for_them_within_its_time() {
 #[test]
 fn attempts_and_time_bound_the_request() {
     let (holder, clock) = pool("proxy", &["a", "b", "c", "d"]);
-    let plan = Plan { attempts: 2, ..Plan::new("example.com") };
-    let mut a = Attempts::new(holder.clone(), plan).unwrap();
+    let plan = Plan { attempts: 2, ..Plan::default() };
+    let mut a = plan.checked(holder.clone()).unwrap().start("example.com");
     for expected in [Step::Retry, Step::Deliver] {
         let lease = next(&mut a);
         a.begin(lease).unwrap();
@@ -183,8 +183,8 @@ fn attempts_and_time_bound_the_request() {
     }
     assert_eq!(live(&holder), 0);
 
-    let plan = Plan { timeout: Some(SECOND), ..Plan::new("example.com") };
-    let mut a = Attempts::new(holder.clone(), plan).unwrap();
+    let plan = Plan { timeout: Some(SECOND), ..Plan::default() };
+    let mut a = plan.checked(holder.clone()).unwrap().start("example.com");
     let lease = next(&mut a);
     a.begin(lease).unwrap();
     clock.advance(SECOND);
@@ -269,12 +269,12 @@ fn a_cut_stream_is_the_resources_failure() {
 #[test]
 fn a_bad_plan_names_its_part_and_misuse_is_refused() {
     let (holder, _clock) = pool("proxy", &["a"]);
-    let bad = |plan: Plan| Attempts::new(holder.clone(), plan).map(drop).unwrap_err();
-    assert_eq!(bad(Plan { attempts: 0, ..Plan::new("c") }), Error::invalid("attempts", "must be in 1..=16"));
-    assert_eq!(bad(Plan { attempts: 17, ..Plan::new("c") }), Error::invalid("attempts", "must be in 1..=16"));
-    assert_eq!(bad(Plan { timeout: Some(0), ..Plan::new("c") }), Error::invalid("timeout", "must be > 0"));
+    let bad = |plan: Plan| plan.checked(holder.clone()).map(drop).unwrap_err();
+    assert_eq!(bad(Plan { attempts: 0, ..Plan::default() }), Error::invalid("attempts", "must be in 1..=16"));
+    assert_eq!(bad(Plan { attempts: 17, ..Plan::default() }), Error::invalid("attempts", "must be in 1..=16"));
+    assert_eq!(bad(Plan { timeout: Some(0), ..Plan::default() }), Error::invalid("timeout", "must be > 0"));
     let exclude = Selector { exclude: vec![String::new()], ..Selector::default() };
-    assert_eq!(bad(Plan { selector: exclude, ..Plan::new("c") }), Error::invalid("exclude", "must not be empty"));
+    assert_eq!(bad(Plan { selector: exclude, ..Plan::default() }), Error::invalid("exclude", "must not be empty"));
     let mut a = attempts(&holder, "c");
     assert_eq!(a.answered(200, vec![], None), Err(Error::invalid("attempt", "must be begun before it is answered")));
     assert_eq!(a.failed(FailureKind::Timeout), Err(Error::invalid("attempt", "must be begun before it fails")));
