@@ -7,13 +7,13 @@
 //! `leases`, `select` (the index and choosing a candidate), `acquire` (the
 //! propose/settle protocol), `reports`, `blocklist`, `views` (inspection)
 //! and `standing` (why an acquire found nothing, and the `fail_open`
-//! fallback). The cells, keyed by slot and context number, join the registry
-//! and the contexts and stay on `Pool`.
+//! fallback). The cells (`cells`: chunks, and a table of where each is),
+//! keyed by slot and context number, join the registry and the contexts
+//! and stay on `Pool`.
 
 use alloc::boxed::Box;
 use alloc::collections::BTreeSet;
 use alloc::vec::Vec;
-use hashbrown::HashMap;
 
 use crate::authority::{Authority, Local};
 use crate::error::Result;
@@ -27,6 +27,7 @@ use events::Events;
 mod acquire;
 mod affinity;
 mod blocklist;
+mod cells;
 mod contexts;
 mod events;
 mod leases;
@@ -43,6 +44,7 @@ pub use acquire::{Proposal, Settled};
 pub(crate) use affinity::Affinities;
 pub use affinity::MAX_AFFINITIES;
 pub use blocklist::Block;
+pub(crate) use cells::Cells;
 pub(crate) use contexts::Contexts;
 pub(crate) use leases::LeaseTable;
 pub(crate) use quota::QuotaGroups;
@@ -69,7 +71,7 @@ pub struct Pool {
     pub(crate) registry: Registry,
     pub(crate) quota: QuotaGroups,
     pub(crate) contexts: Contexts,
-    pub(crate) cells: HashMap<(u32, u32), ContextCell>,
+    pub(crate) cells: Cells,
     pub(crate) leases: LeaseTable,
     pub(crate) timers: TimerTable,
     pub(crate) probe_due: BTreeSet<(u32, u32)>,
@@ -95,7 +97,7 @@ impl Pool {
             registry: Registry::default(),
             quota: QuotaGroups::default(),
             contexts: Contexts::default(),
-            cells: HashMap::new(),
+            cells: Cells::default(),
             leases: LeaseTable::new(),
             timers: TimerTable::default(),
             probe_due: BTreeSet::new(),

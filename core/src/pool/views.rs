@@ -202,14 +202,14 @@ impl Pool {
     /// allocator for (see `footprint`): what a host holds a tenant's memory
     /// share to. A walk over every resource, context and retired fence set.
     pub fn footprint(&self) -> u64 {
-        use crate::footprint::{btree, table, vec};
+        use crate::footprint::{btree, vec};
         use core::mem::size_of;
         let cells: usize = self.cells.values().map(|cc| cc.cell.heap_bytes() + reason_bytes(&cc.block)).sum();
         let total = size_of::<Pool>()
             + self.registry.heap_bytes()
             + self.quota.heap_bytes()
             + self.contexts.heap_bytes()
-            + table::<((u32, u32), ContextCell)>(self.cells.capacity())
+            + self.cells.heap_bytes()
             + cells
             + self.leases.heap_bytes()
             + self.timers.heap_bytes()

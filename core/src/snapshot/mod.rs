@@ -81,7 +81,7 @@ impl Pool {
                 self.timers.arm(r.born.saturating_add(age), Timer::Retire(slot));
             }
         }
-        for (&(slot, ctx), cc) in &self.cells {
+        for (&(slot, ctx), cc) in self.cells.iter() {
             if let Some(until) = cc.block.as_ref().and_then(|b| b.until) {
                 self.timers.arm(until, Timer::Block(slot, Some(ctx)));
             }
