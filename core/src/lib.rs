@@ -17,6 +17,7 @@ extern crate alloc;
 
 mod authority;
 mod cell;
+mod chunks;
 mod command;
 #[cfg(any(test, all(feature = "component", target_arch = "wasm32")))]
 mod compare;

@@ -2,23 +2,22 @@
 //!
 //! A big tenant's memory is mostly its cells (a few hundred bytes each, one
 //! per resource and context heard of), so they are stored where they cost
-//! their own size: in fixed-size chunks that never move, with a hash table
-//! from each pair to its place. A table holding the cells themselves costs
-//! up to twice their bytes between two growths (buckets are a power of two
-//! and at most 7/8 full), and each growth leaves the old buckets behind in
-//! a wasm memory that never shrinks: the whole table's size again.
+//! their own size: in chunks that never move (`crate::chunks`), with a hash
+//! table from each pair to its place. A table holding the cells themselves
+//! costs up to twice their bytes between two growths (buckets are a power
+//! of two and at most 7/8 full), and each growth leaves the old buckets
+//! behind in a wasm memory that never shrinks: the whole table's size again.
 //!
 //! Iteration follows the table, so every walk over the cells (timers armed
 //! after a restore, snapshots, views) visits them in the order it did when
 //! the table held them.
 
-use alloc::vec::Vec;
-use core::mem::size_of;
 use core::ops::Index;
 
 use hashbrown::HashMap;
 
 use super::ContextCell;
+use crate::chunks::Chunks;
 
 type Key = (u32, u32);
 
@@ -28,11 +27,10 @@ const CHUNK: usize = 512;
 
 #[derive(Debug, Default)]
 pub(crate) struct Cells {
-    /// Where each pair's cell is in `chunks`.
+    /// Where each pair's cell is in `stored`.
     places: HashMap<Key, u32>,
-    /// Cells at places `0..len`, `CHUNK` a chunk, each beside its key so a
-    /// removal can move the last one into the hole.
-    chunks: Vec<Vec<(Key, ContextCell)>>,
+    /// Each cell beside its key, so a removal can move the last one into the hole.
+    stored: Chunks<(Key, ContextCell), CHUNK>,
 }
 
 impl Cells {
@@ -45,12 +43,12 @@ impl Cells {
     }
 
     pub fn get(&self, key: &Key) -> Option<&ContextCell> {
-        self.places.get(key).map(|&at| &self.at(at).1)
+        self.places.get(key).map(|&at| &self.stored[at as usize].1)
     }
 
     pub fn get_mut(&mut self, key: &Key) -> Option<&mut ContextCell> {
         let at = *self.places.get(key)?;
-        Some(&mut self.at_mut(at).1)
+        Some(&mut self.stored[at as usize].1)
     }
 
     /// Puts `cell` at `key`, returning the cell it replaced.
@@ -58,68 +56,41 @@ impl Cells {
         if let Some(old) = self.get_mut(&key) {
             return Some(core::mem::replace(old, cell));
         }
-        let at = self.len();
-        match self.chunks.get_mut(at / CHUNK) {
-            Some(chunk) => chunk.push((key, cell)),
-            None => {
-                let mut chunk = Vec::with_capacity(CHUNK);
-                chunk.push((key, cell));
-                self.chunks.push(chunk);
-            }
-        }
-        self.places.insert(key, at as u32);
+        self.places.insert(key, self.stored.len() as u32);
+        self.stored.push((key, cell));
         None
     }
 
     /// Takes the cell at `key` out; the last cell moves into its place.
     pub fn remove(&mut self, key: &Key) -> Option<ContextCell> {
         let at = self.places.remove(key)?;
-        let last = self.places.len();
-        let (moved_key, moved) = self.chunks[last / CHUNK].pop().expect("the last place holds a cell");
-        // At most one empty chunk is kept, so removals and inserts at a
-        // chunk's edge do not free and allocate it in turn.
-        if self.chunks.len() > last / CHUNK + 2 {
-            self.chunks.pop();
-        }
-        if at as usize == last {
+        let (moved_key, moved) = self.stored.pop().expect("a place for every key");
+        if at as usize == self.stored.len() {
             return Some(moved);
         }
         self.places.insert(moved_key, at);
-        Some(core::mem::replace(self.at_mut(at), (moved_key, moved)).1)
+        Some(core::mem::replace(&mut self.stored[at as usize], (moved_key, moved)).1)
     }
 
     /// The cells with their keys, in the table's order.
     pub fn iter(&self) -> impl Iterator<Item = (&Key, &ContextCell)> {
-        self.places.iter().map(|(key, &at)| (key, &self.at(at).1))
+        self.places.iter().map(|(key, &at)| (key, &self.stored[at as usize].1))
     }
 
     /// The cells, in the table's order.
     pub fn values(&self) -> impl Iterator<Item = &ContextCell> {
-        self.places.values().map(|&at| &self.at(at).1)
+        self.places.values().map(|&at| &self.stored[at as usize].1)
     }
 
     /// The cells, in no particular order.
     #[cfg(test)]
     pub fn values_mut(&mut self) -> impl Iterator<Item = &mut ContextCell> {
-        self.chunks.iter_mut().flatten().map(|(_, cell)| cell)
+        self.stored.iter_mut().map(|(_, cell)| cell)
     }
 
     /// Bytes of the table and the chunks (the cells' own heap is the caller's to add).
     pub fn heap_bytes(&self) -> usize {
-        use crate::footprint::{table, vec};
-        table::<(Key, u32)>(self.places.capacity())
-            + vec::<Vec<(Key, ContextCell)>>(self.chunks.capacity())
-            + self.chunks.iter().map(|c| c.capacity() * size_of::<(Key, ContextCell)>()).sum::<usize>()
-    }
-
-    fn at(&self, at: u32) -> &(Key, ContextCell) {
-        let at = at as usize;
-        &self.chunks[at / CHUNK][at % CHUNK]
-    }
-
-    fn at_mut(&mut self, at: u32) -> &mut (Key, ContextCell) {
-        let at = at as usize;
-        &mut self.chunks[at / CHUNK][at % CHUNK]
+        crate::footprint::table::<(Key, u32)>(self.places.capacity()) + self.stored.heap_bytes()
     }
 }
 
@@ -136,6 +107,7 @@ mod tests {
     use super::*;
     use crate::cell::Cell;
     use alloc::collections::BTreeMap;
+    use alloc::vec::Vec;
     use proptest::prelude::*;
 
     fn cell(n: u32) -> ContextCell {
@@ -181,7 +153,6 @@ mod tests {
         for i in 0..n {
             assert!(cells.insert((i, 0), cell(i)).is_none());
         }
-        assert_eq!(cells.chunks.len(), 4);
         assert_eq!(cells.remove(&(0, 0)).map(|c| c.trial), Some(Some(0)));
         // The last cell took place 0.
         assert_eq!(cells.places[&(n - 1, 0)], 0);
@@ -190,7 +161,6 @@ mod tests {
             assert_eq!(cells.remove(&(i, 0)).map(|c| c.trial), Some(Some(u64::from(i))), "cell {i}");
         }
         assert_eq!(cells.len(), 0);
-        assert!(cells.chunks.len() <= 2, "{} chunks kept", cells.chunks.len());
         assert!(cells.get(&(1, 0)).is_none());
     }
 }

@@ -7,6 +7,7 @@ use alloc::vec::Vec;
 use hashbrown::HashMap;
 
 use crate::cell::{Cell, Pause};
+use crate::chunks::Chunks;
 use crate::error::{Error, Result};
 use crate::event::EventKind;
 use crate::id::{Context, ResourceId};
@@ -102,6 +103,9 @@ impl ContextCell {
     }
 }
 
+/// Resources per chunk of the slots (some 128 KiB each).
+const SLOT_CHUNK: usize = 256;
+
 /// The registered resources by slot. A slot's index names the resource to
 /// the index, the cells and the timers, so slots are reused only after
 /// `remove`; the serial tells registrations of one slot apart (see
@@ -109,7 +113,7 @@ impl ContextCell {
 /// id keeps its counters here until it is registered again.
 #[derive(Debug, Default)]
 pub(crate) struct Registry {
-    slots: Vec<Option<Resource>>,
+    slots: Chunks<Option<Resource>, SLOT_CHUNK>,
     free: Vec<u32>,
     by_id: HashMap<ResourceId, u32>,
     /// The serial the next registration gets; never reused while this pool lives.
@@ -276,7 +280,7 @@ impl Registry {
             })
             .sum();
         let retired: usize = self.retired_fences.iter().map(|(id, f)| id.heap_bytes() + vec::<u64>(f.capacity())).sum();
-        vec::<Option<Resource>>(self.slots.capacity())
+        self.slots.heap_bytes()
             + resources
             + vec::<u32>(self.free.capacity())
             + table::<(ResourceId, u32)>(self.by_id.capacity())
