@@ -13,6 +13,9 @@
 # For each process: resident memory after the open (VmRSS, and its peak
 # VmHWM), log entries folded (repute_log_entries_folded_total) and the
 # seconds the open took; and the idle RSS of a process with no tenant.
+# Last, each process's VmRSS over the whole tenant's peak (VmHWM): when the
+# whole does not fit a shard's memory, that peak, reached before the shard
+# trapped, is less than holding it all takes, so the ratios are upper bounds.
 #
 #   scripts/partition-memory.sh [RESOURCES] [CONTEXTS] [PARTITIONS] [PROCESSES]
 #
@@ -116,7 +119,8 @@ t0=$(date +%s.%N)
 open_context "$BASE" site-0.example
 t1=$(date +%s.%N)
 whole=$(rss "$PID")
-echo "one process, whole tenant: VmRSS VmHWM (MiB) $whole; folded $(folded "$BASE"); open $(echo "$t1 - $t0" | bc) s"
+whole_folded=$(folded "$BASE")
+echo "one process, whole tenant: VmRSS VmHWM (MiB) $whole; folded $whole_folded; open $(echo "$t1 - $t0" | bc) s"
 footprint=$(curl -s "$BASE/v1/stats" -H "Repute-Tenant: $TENANT" |
     python3 -c 'import json, sys; print(json.load(sys.stdin).get("footprint", -1 << 20) >> 20)')
 echo "  its pool's footprint (the heap bytes it asked for; -1: it did not open): $footprint MiB"
@@ -135,6 +139,7 @@ for p in sorted(range(parts), key=lambda p: -size[p]):
     load[k] += size[p]
     print(f"{p}\t{k}")
 PY
+ratios=()
 for k in $(seq 0 $((PROCESSES - 1))); do
     start "process$k" --mode partitioned --partitions "$PARTITIONS"
     mine=$(awk -F'\t' -v k="$k" '$2 == k {print $1}' "$WORK/placement.tsv" | sort -n | tr '\n' ' ')
@@ -145,6 +150,9 @@ for k in $(seq 0 $((PROCESSES - 1))); do
         contexts=$((contexts + $(awk -F'\t' -v p="$p" '$4 == p' "$WORK/contexts.tsv" | wc -l)))
     done
     t1=$(date +%s.%N)
-    echo "process $k: partitions $mine($contexts of $CONTEXTS contexts): VmRSS VmHWM (MiB) $(rss "$PID"); folded $(folded "$BASE"); open $(echo "$t1 - $t0" | bc) s"
+    held=$(rss "$PID")
+    ratios+=("$(echo "scale=3; ${held%% *} / ${whole#* }" | bc)")
+    echo "process $k: partitions $mine($contexts of $CONTEXTS contexts): VmRSS VmHWM (MiB) $held; folded $(folded "$BASE"); open $(echo "$t1 - $t0" | bc) s"
 done
-echo "whole tenant in one process: VmRSS ${whole%% *} MiB"
+entries=$((RESOURCES + RESOURCES * CONTEXTS))
+echo "whole tenant in one process: VmHWM ${whole#* }MiB, $whole_folded of $entries log entries folded; each process's VmRSS over it: ${ratios[*]}"
