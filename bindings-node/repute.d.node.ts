@@ -459,6 +459,12 @@ export interface RateLimitConfig {
 }
 
 /**
+ * The response headers a profile reads, lower case: of an answer's
+ * headers, `answered` is given only these, so no other is converted.
+ */
+export declare function readHeaders(): Array<string>
+
+/**
  * The fields of a refused acquire's error (`NoResourceAvailableError`,
  * `RateLimitedError`) the protocol reads.
  */

@@ -6,15 +6,20 @@
 
 const native = require('../repute.node');
 const { Pool } = require('./pool');
-const { Lease, kAdopt, kNativePool, kAcquireFor, kNextFor, kChanged, kNativeLease } = require('./lease');
+const { Lease, kAdopt, kNativePool, kAcquireFor, kNextFor, kTryNextFor, kChanged, kNativeLease } = require('./lease');
 
 /** The adapters' way through: a native lease, without a Lease object around it. */
 const kNextLease = Symbol('repute.nextLease');
 const kBeginOn = Symbol('repute.beginOn');
 /** The adapters' way through when they need no lease: the next attempt acquired and begun. */
 const kNextRoute = Symbol('repute.nextRoute');
+/** `kNextRoute`'s first try, without waiting: the route, or null to wait for one with `kNextRoute`. */
+const kTryRoute = Symbol('repute.tryRoute');
 const { invalidArg, str, optNum, uint, optUint, obj } = require('./checks');
 const { selectorOptions, headerPairs } = require('./options');
+
+/** The response headers a profile reads, lower case: `answered` passes only these to the host. */
+const READ_HEADERS = new Set(native.readHeaders());
 
 /** The public type (index.d.ts) this class implements. @typedef {import('../index').Attempts} AttemptsApi */
 
@@ -111,6 +116,11 @@ class Attempts {
     return /** @type {Promise<import('../index').Route>} */ (this.#pool[kNextFor](this.#n, signal));
   }
 
+  /** @returns {import('../index').Route | null} */
+  [kTryRoute]() {
+    return /** @type {import('../index').Route | null} */ (this.#pool[kTryNextFor](this.#n));
+  }
+
   /** Begins an attempt on `lease` (from `acquire`): how to send it. */
   begin(lease) {
     if (!(lease instanceof Lease)) throw invalidArg('lease', 'must be a Lease from Attempts.acquire');
@@ -128,7 +138,8 @@ class Attempts {
    */
   answered(status, options = {}) {
     const o = obj('options', options);
-    const headers = o.headers === undefined || o.headers === null ? [] : headerPairs(o.headers);
+    const headers =
+      o.headers === undefined || o.headers === null ? [] : headerPairs(o.headers).filter(([k]) => READ_HEADERS.has(k.toLowerCase()));
     let body;
     if (typeof o.body === 'string') body = o.body;
     else if (o.body instanceof Uint8Array) body = new TextDecoder().decode(o.body);
@@ -184,4 +195,4 @@ function contextOf(pool, url, options = {}) {
   return poolArg(pool)[kNativePool]().contextOf(kind, parsed.hostname, parsed.pathname, body);
 }
 
-module.exports = { Attempts, Plan, contextOf, kNextLease, kBeginOn, kNextRoute };
+module.exports = { Attempts, Plan, contextOf, kNextLease, kBeginOn, kNextRoute, kTryRoute, READ_HEADERS };

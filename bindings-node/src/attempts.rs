@@ -248,3 +248,10 @@ impl NativePool {
         }
     }
 }
+
+/// The response headers a profile reads, lower case: of an answer's
+/// headers, `answered` is given only these, so no other is converted.
+#[napi]
+pub fn read_headers() -> Vec<&'static str> {
+    repute_host::profile::READ_HEADERS.to_vec()
+}

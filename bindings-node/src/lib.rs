@@ -9,7 +9,8 @@
 //! acquire and release run on the pool's own connection from the event
 //! loop instead (see [`link`]).
 
-mod attempts;
+/// Public: its free functions are entry points of the addon (`readHeaders`).
+pub mod attempts;
 mod clock;
 /// Public: its free functions are entry points of the addon (`setErrorClasses`).
 pub mod errors;

@@ -6,7 +6,7 @@ use std::time::SystemTime;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use repute_host::holder::Cooldown;
-use repute_host::profile::MAX_ERROR_BODY;
+use repute_host::profile::{reads_header, MAX_ERROR_BODY};
 use repute_host::{parse_outcome, HttpAnswer, Outcome};
 
 use crate::errors::{invalid, Failure};
@@ -19,9 +19,10 @@ pub(crate) fn outcome(failure: Option<&str>, latency: f64, retry_after: Option<f
     Ok(parse_outcome(failure, latency_ms, retry_after)?)
 }
 
-/// The headers of a response as name/value pairs: a mapping (anything with
-/// `items()`: dict, httpx.Headers, requests' and aiohttp's header maps) or
-/// an iterable of pairs.
+/// The headers of a response a profile reads, as name/value pairs, from a
+/// mapping (anything with `items()`: dict, httpx.Headers, requests' and
+/// aiohttp's header maps) or an iterable of pairs. Every pair is checked;
+/// only those `reads_header` names are copied.
 fn header_pairs(headers: &Bound<'_, PyAny>) -> Result<Vec<(String, String)>, Failure> {
     let bad = || invalid("headers", "must be a mapping of str to str, or (str, str) pairs");
     // Pairs (an adapter's `multi_items()`) first: asking a list for
@@ -34,8 +35,12 @@ fn header_pairs(headers: &Bound<'_, PyAny>) -> Result<Vec<(String, String)>, Fai
     };
     let mut out = Vec::new();
     for pair in pairs.try_iter().map_err(|_| bad())? {
-        let (name, value): (String, String) = pair.and_then(|p| p.extract()).map_err(|_| bad())?;
-        out.push((name, value));
+        let (name, value): (Bound<'_, PyString>, Bound<'_, PyString>) =
+            pair.and_then(|p| p.extract()).map_err(|_| bad())?;
+        let (name, value) = (name.to_str().map_err(|_| bad())?, value.to_str().map_err(|_| bad())?);
+        if reads_header(name) {
+            out.push((name.to_owned(), value.to_owned()));
+        }
     }
     Ok(out)
 }

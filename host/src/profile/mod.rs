@@ -12,6 +12,7 @@
 //! one, the table every kind had before profiles.
 
 mod body;
+mod header;
 mod tables;
 mod wait;
 
@@ -23,6 +24,9 @@ use repute_core::Outcome;
 use crate::error::{Error, Result};
 
 pub use body::MAX_ERROR_BODY;
+pub use header::{reads_header, READ_HEADERS};
+
+use header::Header;
 
 /// How to read an API key's answers: which provider's documented errors and
 /// headers. `Generic` reads the OpenAI format many APIs copy.
@@ -119,7 +123,8 @@ impl HttpAnswer {
 struct Headers<'a>(&'a [(String, String)]);
 
 impl Headers<'_> {
-    fn get(&self, name: &str) -> Option<&str> {
+    fn get(&self, header: Header) -> Option<&str> {
+        let name = header.name();
         self.0.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }
 }

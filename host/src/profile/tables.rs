@@ -5,7 +5,7 @@
 use repute_core::{FailureKind, Outcome};
 
 use super::body::ApiError;
-use super::{wait, Headers, HttpAnswer, Preset};
+use super::{wait, Header, Headers, HttpAnswer, Preset};
 use crate::error::Result;
 
 fn success(a: &HttpAnswer) -> Result<Option<Outcome>> {
@@ -37,7 +37,7 @@ fn waiting(kind: FailureKind, wait: Option<u64>, a: &HttpAnswer) -> Result<Optio
 /// | 503 with `Retry-After` | `rate_limited` for that long |
 /// | other 5xx | `connection_reset` |
 pub(super) fn generic(a: &HttpAnswer) -> Result<Option<Outcome>> {
-    let wait = Headers(&a.headers).get("retry-after").and_then(|v| wait::retry_after_value(v, a.now));
+    let wait = Headers(&a.headers).get(Header::RetryAfter).and_then(|v| wait::retry_after_value(v, a.now));
     match (a.status, wait) {
         (100..=399, _) => success(a),
         (401 | 403 | 407, _) => failure(FailureKind::AuthFailed, a),

@@ -12,31 +12,30 @@ use std::time::{Duration, SystemTime};
 
 use repute_core::MAX_RETRY_AFTER;
 
+use super::header::{Header, ANTHROPIC_WINDOWS, OPENAI_WINDOWS};
 use super::Headers;
 
 /// The wait the answer's headers ask for before this resource is used
 /// again, the most explicit first: `retry-after-ms`, then `Retry-After`.
 pub(super) fn retry_after(headers: &Headers<'_>, now: SystemTime) -> Option<u64> {
-    let ms = headers.get("retry-after-ms").and_then(|v| v.trim().parse::<f64>().ok());
+    let ms = headers.get(Header::RetryAfterMs).and_then(|v| v.trim().parse::<f64>().ok());
     if let Some(ms) = ms.filter(|ms| ms.is_finite() && *ms >= 0.0) {
         return Some(nanos((ms * 1e6) as u128));
     }
-    headers.get("retry-after").and_then(|v| retry_after_value(v, now))
+    headers.get(Header::RetryAfter).and_then(|v| retry_after_value(v, now))
 }
 
 /// The latest reset among the rate-limit windows the headers say are spent
 /// (remaining 0): OpenAI's requests and tokens windows, Anthropic's
 /// requests, tokens, input- and output-tokens windows.
 pub(super) fn spent_window_reset(headers: &Headers<'_>, now: SystemTime) -> Option<u64> {
-    let spent = |remaining: &str| headers.get(remaining).is_some_and(|v| v.trim() == "0");
-    let openai = ["requests", "tokens"].into_iter().filter_map(|w| {
-        spent(&format!("x-ratelimit-remaining-{w}"))
-            .then(|| headers.get(&format!("x-ratelimit-reset-{w}")).and_then(go_duration))?
-    });
-    let anthropic = ["requests", "tokens", "input-tokens", "output-tokens"].into_iter().filter_map(|w| {
-        spent(&format!("anthropic-ratelimit-{w}-remaining"))
-            .then(|| headers.get(&format!("anthropic-ratelimit-{w}-reset")).and_then(|v| instant(v, now)))?
-    });
+    let spent = |remaining: Header| headers.get(remaining).is_some_and(|v| v.trim() == "0");
+    let openai = OPENAI_WINDOWS
+        .into_iter()
+        .filter_map(|(remaining, reset)| spent(remaining).then(|| headers.get(reset).and_then(go_duration))?);
+    let anthropic = ANTHROPIC_WINDOWS
+        .into_iter()
+        .filter_map(|(remaining, reset)| spent(remaining).then(|| headers.get(reset).and_then(|v| instant(v, now)))?);
     openai.chain(anthropic).max()
 }
 
