@@ -14,7 +14,7 @@ const { Dispatcher, Agent, ProxyAgent, fetch: undiciFetch, errors: undiciErrors 
 const UnwrapHandler = require('undici/lib/handler/unwrap-handler');
 const zlib = require('node:zlib');
 const { Pool } = require('./pool');
-const { Plan, contextOf, kNextRoute } = require('./attempts');
+const { Plan, contextOf, kNextRoute, kTryRoute, READ_HEADERS } = require('./attempts');
 const { NoResourceAvailableError, RateLimitedError } = require('./errors');
 const { invalidArg, optStr, optUint, obj } = require('./checks');
 
@@ -80,6 +80,36 @@ function bodyText(bytes, encoding) {
 }
 
 /**
+ * A request's cancellation by its caller, seen by each try, with an
+ * AbortSignal made only when a wait for a resource needs one: most
+ * requests never wait, and an AbortController per request cost more than
+ * the rest of a try's bookkeeping.
+ */
+class Cancel {
+  aborted = false;
+  /** @type {any} */
+  reason = undefined;
+  /** @type {AbortController | null} */
+  #controller = null;
+
+  /** @param {any} reason */
+  abort(reason) {
+    if (this.aborted) return;
+    this.aborted = true;
+    this.reason = reason;
+    this.#controller?.abort(reason);
+  }
+
+  get signal() {
+    if (this.#controller === null) {
+      this.#controller = new AbortController();
+      if (this.aborted) this.#controller.abort(this.reason);
+    }
+    return this.#controller.signal;
+  }
+}
+
+/**
  * One try's handler on the inner agent. An error answer is read whole and
  * judged; a success the protocol streams goes to the caller's handler as it
  * comes (its pauses pause this request), and its lease is reported and
@@ -91,7 +121,7 @@ function bodyText(bytes, encoding) {
 class Try {
   #attempts;
   #h;
-  #signal;
+  #cancel;
   #onAbort;
   /** `answer` (reading an error answer), `stream` (delivering), `drop` (a success not delivered). */
   #mode = 'answer';
@@ -101,10 +131,10 @@ class Try {
   #settle;
   #fail;
 
-  constructor(attempts, h, signal, onAbort) {
+  constructor(attempts, h, cancel, onAbort) {
     this.#attempts = attempts;
     this.#h = h;
-    this.#signal = signal;
+    this.#cancel = cancel;
     this.#onAbort = onAbort;
     /** @type {Promise<any>} */
     this.done = new Promise((ok, fail) => {
@@ -114,15 +144,21 @@ class Try {
   }
 
   onConnect(abort) {
-    if (this.#signal.aborted) return abort(this.#signal.reason);
+    if (this.#cancel.aborted) return abort(this.#cancel.reason);
     this.#onAbort(abort);
   }
 
   onHeaders(status, rawHeaders, resume, statusText) {
     if (status < 200) return true;
+    // What the profile reads of the headers, and how an error's body is encoded.
     const headers = [];
-    for (let i = 0; i < rawHeaders.length; i += 2) headers.push([rawHeaders[i].toString('latin1'), rawHeaders[i + 1].toString('latin1')]);
-    this.#answer = { status, rawHeaders, statusText: statusText ?? '', headers };
+    let encoding;
+    for (let i = 0; i < rawHeaders.length; i += 2) {
+      const name = rawHeaders[i].toString('latin1').toLowerCase();
+      if (READ_HEADERS.has(name)) headers.push([name, rawHeaders[i + 1].toString('latin1')]);
+      else if (name === 'content-encoding') encoding = rawHeaders[i + 1].toString('latin1');
+    }
+    this.#answer = { status, rawHeaders, statusText: statusText ?? '', headers, encoding };
     if (status >= 400) return true;
     const step = this.#attempts.answered(status, { headers });
     if (step !== 'stream') {
@@ -149,19 +185,18 @@ class Try {
     const bytes = Buffer.concat(this.#chunks);
     const answer = this.#answer;
     if (this.#mode === 'answer') {
-      const encoding = answer.headers.find(([k]) => k.toLowerCase() === 'content-encoding')?.[1];
-      answer.step = this.#attempts.answered(answer.status, { headers: answer.headers, body: bodyText(bytes, encoding) });
+      answer.step = this.#attempts.answered(answer.status, { headers: answer.headers, body: bodyText(bytes, answer.encoding) });
     }
     this.#settle({ ...answer, bytes });
   }
 
   onError(err) {
-    const kind = this.#signal.aborted ? null : failureOf(err);
+    const kind = this.#cancel.aborted ? null : failureOf(err);
     if (this.#mode === 'stream') {
-      this.#attempts.finished(this.#signal.aborted ? null : (kind ?? 'connection_reset'));
-      return this.#h.onError(this.#signal.aborted ? this.#signal.reason : err);
+      this.#attempts.finished(this.#cancel.aborted ? null : (kind ?? 'connection_reset'));
+      return this.#h.onError(this.#cancel.aborted ? this.#cancel.reason : err);
     }
-    if (kind === null) return this.#fail(this.#signal.aborted ? this.#signal.reason : err);
+    if (kind === null) return this.#fail(this.#cancel.aborted ? this.#cancel.reason : err);
     this.#settle({ step: this.#attempts.failed(kind), error: err });
   }
 }
@@ -209,31 +244,32 @@ class ReputeDispatcher extends Dispatcher {
   }
 
   async #run(opts, h) {
-    const controller = new AbortController();
+    const cancel = new Cancel();
     /** The inner request's abort, while one is in flight. @type {((reason: any) => void) | null} */
     let inFlight = null;
     h.onConnect?.((reason) => {
-      if (controller.signal.aborted) return;
-      controller.abort(reason ?? new undiciErrors.RequestAbortedError());
-      inFlight?.(controller.signal.reason);
+      if (cancel.aborted) return;
+      cancel.abort(reason ?? new undiciErrors.RequestAbortedError());
+      inFlight?.(cancel.reason);
     });
     let attempts = null;
     /** The last result: an error answer read whole, or a transport error. @type {any} */
     let last = null;
     try {
       if (opts.upgrade) throw new undiciErrors.NotSupportedError('upgrade is not carried by the pool');
-      const body = await replayable(opts.body);
+      const body = opts.body === undefined || opts.body === null ? null : await replayable(opts.body);
       const origin = String(opts.origin);
       attempts = this.#plan.start(this.#contextFor(opts, origin, body));
       for (;;) {
         let route;
         try {
-          route = await attempts[kNextRoute](controller.signal);
+          if (cancel.aborted) throw cancel.reason;
+          route = attempts[kTryRoute]() ?? (await attempts[kNextRoute](cancel.signal));
         } catch (e) {
           if (last !== null && (e instanceof NoResourceAvailableError || e instanceof RateLimitedError)) break;
           throw e;
         }
-        const tried = new Try(attempts, h, controller.signal, (abort) => (inFlight = abort));
+        const tried = new Try(attempts, h, cancel, (abort) => (inFlight = abort));
         this.#route(route).dispatch(this.#request(route, opts, origin, body), tried);
         const result = await tried.done;
         // A streamed body's request stays abortable by the caller until it ends.
@@ -244,7 +280,7 @@ class ReputeDispatcher extends Dispatcher {
       }
     } catch (e) {
       attempts?.end();
-      h.onError(controller.signal.aborted ? controller.signal.reason : e);
+      h.onError(cancel.aborted ? cancel.reason : e);
       return;
     }
     attempts.end();
@@ -263,18 +299,21 @@ class ReputeDispatcher extends Dispatcher {
 
   /** The dispatch options of one try along `route`: the credential header set, the body replayable. */
   #request(route, opts, origin, body) {
-    let headers = requestHeaders(opts.headers);
-    if (body !== null) headers = headers.filter(([k]) => !/^(content-length|transfer-encoding)$/i.test(k));
-    if (route.via === 'header') {
-      const name = String(route.name).toLowerCase();
-      headers = headers.filter(([k]) => k.toLowerCase() !== name);
-      headers.push([name, route.value]);
+    const credential = route.via === 'header' ? String(route.name).toLowerCase() : null;
+    /** Flat name, value, name, value, ... as undici takes them. */
+    const headers = [];
+    for (const [k, v] of requestHeaders(opts.headers)) {
+      if (body !== null && /^(content-length|transfer-encoding)$/i.test(k)) continue;
+      if (credential !== null && k.toLowerCase() === credential) continue;
+      if (Array.isArray(v)) for (const x of v) headers.push(k, String(x));
+      else headers.push(k, String(v));
     }
+    if (credential !== null) headers.push(credential, String(route.value));
     return {
       origin,
       path: opts.path,
       method: opts.method,
-      headers: headers.flatMap(([k, v]) => (Array.isArray(v) ? v.flatMap((x) => [k, String(x)]) : [k, String(v)])),
+      headers,
       body,
       query: opts.query,
       headersTimeout: opts.headersTimeout,

@@ -16,6 +16,7 @@ const kReport = Symbol('repute.report');
 const kNativePool = Symbol('repute.nativePool');
 const kAcquireFor = Symbol('repute.acquireFor');
 const kNextFor = Symbol('repute.nextFor');
+const kTryNextFor = Symbol('repute.tryNextFor');
 const kChanged = Symbol('repute.changed');
 /** A lease's native handle, for an attempt to begin on. */
 const kNativeLease = Symbol('repute.nativeLease');
@@ -196,6 +197,7 @@ module.exports = {
   kNativePool,
   kAcquireFor,
   kNextFor,
+  kTryNextFor,
   kChanged,
   kNativeLease,
   ignore,

@@ -4,7 +4,7 @@
 const native = require('../repute.node');
 const { NoResourceAvailableError, LeaseExpiredError, RateLimitedError } = require('./errors');
 const { invalidArg, str, optStr, num, optNum, uint, obj, optStrings, bigint, optBigint } = require('./checks');
-const { Lease, kAdopt, kRenew, kRelease, kReconcile, kReport, kNativePool, kAcquireFor, kNextFor, kChanged, ignore } = require('./lease');
+const { Lease, kAdopt, kRenew, kRelease, kReconcile, kReport, kNativePool, kAcquireFor, kNextFor, kTryNextFor, kChanged, ignore } = require('./lease');
 const { selectorOptions, labelsOption, limitsOption, groupLimitsOption, holdOptions, httpSpec, nativeConfig } = require('./options');
 const { startProber } = require('./prober');
 const { EventFeed } = require('./events');
@@ -255,6 +255,23 @@ class Pool {
   [kNextFor](attempts, signal) {
     if (this.#durable || this.#link) return this[kAcquireFor](attempts, signal).then((lease) => this.#call(() => attempts.begin(lease)));
     return this.#granting(attempts, signal, () => this.#call(() => attempts.nextNow()));
+  }
+
+  /**
+   * `kNextFor`'s first try, on this thread and without a promise: the
+   * route, or null when the pool refused (the caller then waits with
+   * `kNextFor`, which tries again at once) or acquires off the JS thread.
+   * @param {import('../repute.node').NativeAttempts} attempts
+   * @returns {import('../repute.node').RouteData | null}
+   */
+  [kTryNextFor](attempts) {
+    if (this.#durable || this.#link) return null;
+    try {
+      return this.#call(() => attempts.nextNow());
+    } catch (e) {
+      if (e instanceof NoResourceAvailableError || e instanceof RateLimitedError) return null;
+      throw e;
+    }
   }
 
   /**

@@ -2,6 +2,8 @@
 // local provider in OpenAI's documented format: which key carried each
 // attempt, what the pool was told, which leases are still held.
 import { test, before, after } from 'node:test';
+import { createServer } from 'node:http';
+import { gzipSync } from 'node:zlib';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
 import * as repute from '../index.js';
@@ -107,6 +109,36 @@ test('a request aborted while it waits for a key, or while its answer streams, l
     api.finishStream();
   } finally {
     await f.dispatcher.close();
+  }
+});
+
+test("an error's compressed body and its rate-limit headers, in any case, are read: a spent quota pauses the key for its Retry-After, a spent window for its reset", async () => {
+  // A provider of its own: gzip-encoded errors, and headers among others the profile does not read.
+  const server = createServer((req, res) => {
+    const key = req.headers.authorization;
+    const answer = (status, headers, error) =>
+      res.writeHead(status, { 'content-type': 'application/json', 'content-encoding': 'gzip', 'X-Request-Id': 'req-1', ...headers }).end(gzipSync(JSON.stringify({ error })));
+    if (key === 'Bearer sk-spent') answer(429, { 'Retry-After': '120' }, { message: 'You exceeded your current quota.', type: 'insufficient_quota', code: 'insufficient_quota' });
+    else if (key === 'Bearer sk-window')
+      answer(429, { 'X-RateLimit-Remaining-Requests': '0', 'X-RateLimit-Reset-Requests': '20s' }, { message: 'Rate limit reached.', type: 'requests', code: 'rate_limit_exceeded' });
+    else res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}');
+  });
+  const url = `${await listen(server)}/v1/chat/completions`;
+  const pool = keys('spent', 'window', 'ok');
+  const f = repute.fetch(pool, { kind: 'openai', attempts: 3 });
+  try {
+    const res = await f(url, chat('hi'));
+    assert.deepEqual(await res.json(), { ok: true });
+    const now = pool.now();
+    const spent = pool.cells('openai', 'k-spent').find((c) => c.context === undefined);
+    assert.equal(spent.cause, 'quota_exhausted', 'the body, read through its gzip, named the spent quota');
+    assert.ok(Math.abs(spent.coolingUntilMs - now - 120_000) < 2_000, `paused for Retry-After: ${spent.coolingUntilMs - now} ms`);
+    const window = cell(pool, 'window');
+    assert.equal(window.cause, 'rate_limited');
+    assert.ok(Math.abs(window.coolingUntilMs - now - 20_000) < 2_000, `paused until the window resets: ${window.coolingUntilMs - now} ms`);
+  } finally {
+    await f.dispatcher.close();
+    server.close();
   }
 });
 
