@@ -1,8 +1,10 @@
 //! A vector for a big tenant's per-resource and per-cell state: elements
-//! in fixed-size chunks that never move. A `Vec` of them costs up to twice
-//! their bytes after a doubling, and each growth copies them and leaves
-//! the old buffer behind in a wasm memory that never shrinks; here the
-//! unused room is at most one chunk and a growth copies nothing.
+//! in chunks of `N` that never move once full. A `Vec` of them costs up to
+//! twice their bytes after a doubling, and each growth copies them and
+//! leaves the old buffer behind in a wasm memory that never shrinks; here
+//! the unused room is at most one chunk and a growth past the first chunk
+//! copies nothing. The first chunk grows as a `Vec` does, up to `N`, so a
+//! small tenant (a shard holds many) pays for what it holds, not a chunk.
 
 use alloc::vec::Vec;
 use core::mem::size_of;
@@ -33,7 +35,7 @@ impl<T, const N: usize> Chunks<T, N> {
         match self.chunks.get_mut(self.len / N) {
             Some(chunk) => chunk.push(value),
             None => {
-                let mut chunk = Vec::with_capacity(N);
+                let mut chunk = if self.chunks.is_empty() { Vec::new() } else { Vec::with_capacity(N) };
                 chunk.push(value);
                 self.chunks.push(chunk);
             }
@@ -113,5 +115,20 @@ mod tests {
             }
             prop_assert_eq!(chunks.get(model.len()), None);
         }
+    }
+
+    #[test]
+    fn a_few_elements_take_a_few_elements_room_and_full_chunks_hold_n() {
+        let mut chunks: Chunks<u64, 512> = Chunks::default();
+        for v in 0..3 {
+            chunks.push(v);
+        }
+        assert!(chunks.heap_bytes() <= 4 * 8 + size_of::<Vec<u64>>() * 4, "{} bytes", chunks.heap_bytes());
+        for v in 3..1100 {
+            chunks.push(v);
+        }
+        let capacities: Vec<usize> = chunks.chunks.iter().map(Vec::capacity).collect();
+        assert_eq!(capacities, [512, 512, 512]);
+        assert!(chunks.iter().copied().eq(0..1100));
     }
 }
