@@ -210,19 +210,19 @@ impl Attempts {
 
     /// An acquire for the next attempt was refused with `e`: wait, try
     /// again, or stop (when the request's time is up, or the refusal is
-    /// settled past it: nothing can be granted in time). When only what
-    /// this request tried is left, the request may go back to it (its cooldown or pause is then the wait),
-    /// except while a suspect result waits for a second resource to judge it.
+    /// settled past it: nothing can be granted in time). When nothing this
+    /// request has not tried can be granted, it goes back to what it tried
+    /// (one of them may be free now; else their cooldowns and pauses are
+    /// the wait), rather than wait for the others while a tried one sits
+    /// idle; except while a suspect result waits for a second resource to
+    /// judge it.
     pub fn refused(&mut self, e: &Error) -> Refused {
-        let tried = self.selector.exclude.len() > self.excluded;
         match e {
-            Error::NoResourceAvailable(r) if r.registered == 0 && tried => {
-                if self.held_back.is_some() {
-                    return Refused::GiveUp;
-                }
+            Error::NoResourceAvailable(_) if self.goes_back() => {
                 self.selector.exclude.truncate(self.excluded);
                 Refused::Again
             }
+            Error::NoResourceAvailable(r) if r.registered == 0 && self.tried() => Refused::GiveUp,
             _ => match refusal_hint(e) {
                 Some(hint) if !self.holder.waiting(self.remaining()).gives_up(hint, self.holder.now()) => {
                     Refused::Wait(hint.retry_after)
@@ -232,13 +232,26 @@ impl Attempts {
         }
     }
 
+    /// Whether this request excludes resources it tried.
+    fn tried(&self) -> bool {
+        self.selector.exclude.len() > self.excluded
+    }
+
+    /// Whether a refusal of what this request has not tried sends it back
+    /// to what it tried (see [`Self::refused`]).
+    fn goes_back(&self) -> bool {
+        self.tried() && self.held_back.is_none()
+    }
+
     /// The lease for the next attempt, waiting as [`Holder::acquire`] does
     /// (with `between` run between waits) until the request's time is up;
     /// the refusal when it stops. For front ends that block a thread.
     pub fn acquire<E: From<Error>>(&mut self, mut between: impl FnMut() -> Result<(), E>) -> Result<Arc<HeldLease>, E> {
         loop {
-            let tried = self.selector.exclude.len() > self.excluded;
-            let worth_waiting = |e: &Error| !(tried && matches!(e, Error::NoResourceAvailable(r) if r.registered == 0));
+            let (tried, back) = (self.tried(), self.goes_back());
+            // A refusal `refused` answers without waiting is not waited out here.
+            let worth_waiting =
+                |e: &Error| !matches!(e, Error::NoResourceAvailable(r) if back || (tried && r.registered == 0));
             let got =
                 self.holder.acquire_waiting(&self.context, &self.selector, self.remaining(), worth_waiting, || {
                     between().map_err(Stop::Caller)

@@ -172,6 +172,36 @@ fn with_only_tried_resources_left_the_request_waits_for_them_within_its_time() {
 }
 
 #[test]
+fn when_nothing_it_has_not_tried_is_free_the_request_goes_back_to_what_it_tried() {
+    let (holder, _clock) = pool("proxy", &["a", "b"]);
+    let plan = Plan { timeout: Some(10 * SECOND), ..Plan::default() }.checked(holder.clone()).unwrap();
+    let mut a = plan.start("example.com");
+    let first = next(&mut a);
+    assert_eq!(value(&first), "a");
+    let other = holder.acquire_now("example.com", &Selector::default()).unwrap();
+    assert_eq!(value(&other), "b", "another request holds b");
+    a.begin(first).unwrap();
+    assert_eq!(a.failed(FailureKind::ConnectionReset).unwrap(), Step::Retry);
+    // Only b is untried, and it is held: `a` is free again and is taken at
+    // once, not waited past while the request's time runs out.
+    let refusal = a.next_now().unwrap_err();
+    assert_eq!(a.refused(&refusal), Refused::Again);
+    assert!(a.selector().exclude.is_empty());
+    a.next_now().unwrap();
+    assert_eq!(a.resource().map(ResourceId::value), Some("a"));
+    assert_eq!(a.answered(200, vec![], None).unwrap(), Step::Stream);
+    a.finished(None).unwrap();
+
+    // The waiting acquire goes back alike.
+    let mut a = plan.start("example.com");
+    let first = next(&mut a);
+    a.begin(first).unwrap();
+    assert_eq!(a.failed(FailureKind::ConnectionReset).unwrap(), Step::Retry);
+    assert_eq!(value(&next(&mut a)), "a");
+    drop(other);
+}
+
+#[test]
 fn attempts_and_time_bound_the_request() {
     let (holder, clock) = pool("proxy", &["a", "b", "c", "d"]);
     let plan = Plan { attempts: 2, ..Plan::default() };
