@@ -103,7 +103,7 @@ impl ContextCell {
     }
 }
 
-/// Resources per chunk of the slots (some 128 KiB each).
+/// Resources per chunk of the slots (150-190 KiB each).
 const SLOT_CHUNK: usize = 256;
 
 /// The registered resources by slot. A slot's index names the resource to
