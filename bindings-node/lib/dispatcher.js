@@ -13,9 +13,8 @@ const { Dispatcher, Agent, ProxyAgent, fetch: undiciFetch, errors: undiciErrors 
 // request(), fetch() and this class deliver to.
 const UnwrapHandler = require('undici/lib/handler/unwrap-handler');
 const zlib = require('node:zlib');
-const { Pool } = require('./pool');
+const { Pool, isRefusal } = require('./pool');
 const { Plan, contextOf, kNextRoute, kTryRoute, READ_HEADERS } = require('./attempts');
-const { NoResourceAvailableError, RateLimitedError } = require('./errors');
 const { invalidArg, optStr, optUint, obj } = require('./checks');
 
 /** Proxies whose agent (and connections) stay open, least recently used first out. */
@@ -266,7 +265,7 @@ class ReputeDispatcher extends Dispatcher {
           if (cancel.aborted) throw cancel.reason;
           route = attempts[kTryRoute]() ?? (await attempts[kNextRoute](cancel.signal));
         } catch (e) {
-          if (last !== null && (e instanceof NoResourceAvailableError || e instanceof RateLimitedError)) break;
+          if (last !== null && isRefusal(e)) break;
           throw e;
         }
         const tried = new Try(attempts, h, cancel, (abort) => (inFlight = abort));

@@ -19,10 +19,9 @@
 
 const { Readable } = require('node:stream');
 const { HttpProxyAgent, HttpsProxyAgent } = require('hpagent');
-const { Pool } = require('./pool');
+const { Pool, isRefusal } = require('./pool');
 const { Plan, contextOf, kNextRoute } = require('./attempts');
 const { failureOf } = require('./dispatcher');
-const { NoResourceAvailableError, RateLimitedError } = require('./errors');
 const { invalidArg, optStr, optUint, obj } = require('./checks');
 
 /** The request's attempts in got's per-request `context` (shallow-copied into each retry's options). */
@@ -124,7 +123,7 @@ function gotOptions(pool, options = {}) {
       route = await followed.attempts[kNextRoute](options.signal ?? undefined);
     } catch (e) {
       followed.end();
-      const refused = e instanceof NoResourceAvailableError || e instanceof RateLimitedError;
+      const refused = isRefusal(e);
       if (refused && followed.last?.bytes) return replay(followed.last);
       throw refused && followed.last?.error ? followed.last.error : e;
     }

@@ -10,6 +10,15 @@ const { startProber } = require('./prober');
 const { EventFeed } = require('./events');
 
 /**
+ * Whether `e` is an acquire's refusal (nothing selectable, or the pool's
+ * rate limit): what a waiting acquire waits out and an adapter gives up on.
+ * @param {unknown} e
+ */
+function isRefusal(e) {
+  return e instanceof NoResourceAvailableError || e instanceof RateLimitedError;
+}
+
+/**
  * A refused acquire's error as the attempt protocol reads it (absent fields undefined).
  * @param {any} err @returns {import('../repute.node').RefusalSpec}
  */
@@ -207,7 +216,7 @@ class Pool {
       try {
         return this.#adopt(await this.#acquireOnce(context, selector), hold);
       } catch (e) {
-        if (!(e instanceof NoResourceAvailableError || e instanceof RateLimitedError)) throw e;
+        if (!isRefusal(e)) throw e;
         err = e;
       }
       const wait = waiting.next(err.retryAfterMs ?? undefined, err.settled);
@@ -269,7 +278,7 @@ class Pool {
     try {
       return this.#call(() => attempts.nextNow());
     } catch (e) {
-      if (e instanceof NoResourceAvailableError || e instanceof RateLimitedError) return null;
+      if (isRefusal(e)) return null;
       throw e;
     }
   }
@@ -291,7 +300,7 @@ class Pool {
       try {
         return await once();
       } catch (e) {
-        if (!(e instanceof NoResourceAvailableError || e instanceof RateLimitedError)) throw e;
+        if (!isRefusal(e)) throw e;
         err = e;
       }
       const { step, hintMs } = attempts.refused(refusalOf(err));
@@ -560,4 +569,4 @@ class Pool {
   }
 }
 
-module.exports = { Pool };
+module.exports = { Pool, isRefusal };
