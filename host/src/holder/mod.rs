@@ -11,7 +11,7 @@ mod options;
 mod waiting;
 mod watch;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -48,6 +48,9 @@ pub struct Holder {
     pool: Mutex<Option<Open>>,
     /// Signalled whenever a permit may have come free here.
     freed: Condvar,
+    /// Acquires waiting on `freed` now: a release with none to wake makes
+    /// no syscall (a release per request, between real requests).
+    sleepers: AtomicUsize,
     clock: Arc<dyn Clock>,
     /// Fixed margin before a lease's TTL runs out; `None` is a tenth of the TTL.
     margin: Option<u64>,
@@ -81,6 +84,7 @@ impl Holder {
         Ok(Arc::new(Holder {
             pool: Mutex::new(Some(Open { pool, last_checkpoint })),
             freed: Condvar::new(),
+            sleepers: AtomicUsize::new(0),
             clock,
             margin: resolved.margin,
             closed: AtomicBool::new(false),
@@ -154,7 +158,12 @@ impl Holder {
 
     /// Wakes waiting acquires: call after anything that may free a permit.
     pub fn notify_freed(&self) {
-        self.freed.notify_all();
+        // A sleeper counts itself under the pool's lock before it waits,
+        // and a release frees its permit under that lock before this
+        // reads: either the sleeper saw the permit free, or this sees it.
+        if self.sleepers.load(Ordering::SeqCst) > 0 {
+            self.freed.notify_all();
+        }
     }
 
     /// The holder's local deadline for a lease sent at `sent` (I7).
@@ -245,7 +254,9 @@ impl Holder {
                 return Err(refusal.into());
             };
             let Some(wait) = waiting.next(hint, self.now()) else { return Err(refusal.into()) };
+            self.sleepers.fetch_add(1, Ordering::SeqCst);
             drop(self.freed.wait_timeout(guard, wait).unwrap_or_else(|p| p.into_inner()));
+            self.sleepers.fetch_sub(1, Ordering::SeqCst);
             between()?;
         }
     }
@@ -257,7 +268,7 @@ impl Holder {
     pub fn close(&self, checkpoint: bool) -> Result<()> {
         let open = self.lock().take();
         self.closed.store(true, Ordering::SeqCst);
-        self.notify_freed();
+        self.freed.notify_all();
         self.watch.close();
         let Some(mut open) = open else { return Ok(()) };
         let saved = if checkpoint && open.last_checkpoint {
