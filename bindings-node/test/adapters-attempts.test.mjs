@@ -50,16 +50,28 @@ test("a key's route is its credential header, as its provider documents it", asy
   assert.equal(p.stats().liveLeases, 0, 'end releases the lease in flight');
 });
 
-test('the same 500 on two keys is delivered unreported; a 400 no second key could judge is reported at the end', async () => {
+test("the same 400 on two keys is delivered unreported; a provider's 500 is retried while attempts last; a 400 no second key could judge is reported at the end", async () => {
   const p = pool('api-key', ['k1', 'k2'], { secret: 's' });
   const a = new Attempts(p, { context: 'm' });
   a.begin(await a.acquire());
-  assert.equal(a.answered(500, { body: 'upstream down' }), 'retry');
+  assert.equal(a.answered(400, { body: '{"error":{"message":"bad field"}}' }), 'retry');
   const second = await a.acquire();
   assert.equal(second.value, 'k2');
   a.begin(second);
-  assert.equal(a.answered(500, { body: 'upstream down' }), 'deliver');
+  assert.equal(a.answered(400, { body: '{"error":{"message":"bad field"}}' }), 'deliver');
   a.end();
+  assert.deepEqual([p.stats().liveLeases, observations(p, 'api-key', 'k1', 'm'), observations(p, 'api-key', 'k2', 'm')], [0, 0, 0]);
+
+  const down = new Attempts(p, { context: 'm' });
+  const tried = [];
+  for (const step of ['retry', 'retry', 'deliver']) {
+    const lease = await down.acquire();
+    tried.push(lease.value);
+    down.begin(lease);
+    assert.equal(down.answered(500, { body: '{"error":{"type":"server_error"}}' }), step);
+  }
+  down.end();
+  assert.deepEqual(tried.slice(0, 2).sort(), ['k1', 'k2'], 'another key first, then back to a tried one');
   assert.deepEqual([p.stats().liveLeases, observations(p, 'api-key', 'k1', 'm'), observations(p, 'api-key', 'k2', 'm')], [0, 0, 0]);
 
   const lone = pool('api-key', ['k'], { secret: 's' });

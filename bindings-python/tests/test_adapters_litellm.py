@@ -230,7 +230,7 @@ def test_concurrent_calls_spread_over_the_keys_and_each_reports_its_own(provider
     assert pool.stats().live_leases == 0
 
 
-def test_the_same_500_on_two_keys_is_the_requests_and_blames_neither(provider: Provider) -> None:
+def test_a_500_on_every_key_is_the_providers_and_blames_none(provider: Provider) -> None:
     pool = repute.Pool(strategy="first")
     r = router(provider, "sk-a", "sk-b", "sk-c", model="broken", retries=1)
     logger = adopt(pool, r)

@@ -16,20 +16,23 @@ pub enum Judged {
     /// connection): report the outcome at once and try another resource.
     Resource(Outcome),
     /// Maybe the request's own fault (a 4xx the table reads as the
-    /// resource working, a 5xx, a provider unreachable for an API key):
+    /// resource working, a proxied site's 5xx, a provider unreachable for
+    /// an API key):
     /// what the profile would report, held back until a second resource
     /// shows whether the fault repeats.
     Suspect(Option<Outcome>),
-    /// Neither the resource's fault nor the request's: the upstream says it
-    /// is overloaded, or its gateway failed (a 502, 503, 504 or Anthropic's
-    /// 529 the profile reads as no resource's doing). Nothing is reported
-    /// and the request tries again while it may, as the providers' docs
-    /// ask of these; a repeat proves nothing about the request.
-    Overloaded,
+    /// Neither the resource's fault nor the request's: the upstream failed
+    /// for a moment (an API provider's 408, 500, 502, 503, 504 or
+    /// Anthropic's 529, which the profile reads as no key's doing).
+    /// Nothing is reported and the request tries again while it may, as
+    /// the providers' docs ask of these: every key reaches the same
+    /// provider, so a repeat proves nothing about the request.
+    Upstream,
 }
 
-/// Statuses that, read as no resource's fault, say the upstream is overloaded.
-const OVERLOADED: [u16; 4] = [502, 503, 504, 529];
+/// Statuses that, read as no resource's fault, are the upstream's passing
+/// failure: the ones OpenAI, Anthropic and Google document as retryable.
+const PASSING: [u16; 6] = [408, 500, 502, 503, 504, 529];
 
 /// An answer as the protocol counts it.
 pub fn answer(profile: Profile, answer: &HttpAnswer) -> Result<Judged> {
@@ -38,7 +41,7 @@ pub fn answer(profile: Profile, answer: &HttpAnswer) -> Result<Judged> {
     Ok(match outcome {
         Some(o @ Outcome::Success { .. }) if status < 400 => Judged::Worked(o),
         Some(o @ Outcome::Success { .. }) => Judged::Suspect(Some(o)),
-        None if OVERLOADED.contains(&status) => Judged::Overloaded,
+        None if PASSING.contains(&status) => Judged::Upstream,
         None => Judged::Suspect(None),
         Some(o @ Outcome::Failure { kind: FailureKind::ConnectionReset, .. }) if status >= 500 => {
             Judged::Suspect(Some(o))

@@ -9,13 +9,14 @@
 //! Whom to blame. A result the profile reads as the resource's (a 429, a
 //! ban, a dead key, a refused connection) is reported at once and the
 //! request moves to another resource. A result that may be the request's
-//! own (a 4xx the table reads as the resource working, a 5xx, an API's
-//! provider unreachable) is held back while one other resource tries:
-//! when that one gives the same status, the request is at fault, neither
-//! resource is reported and the answer is the caller's; when it answers
-//! otherwise, the held result is reported as the profile reads it. An
-//! upstream that says it is overloaded (a 503, Anthropic's 529) blames
-//! no one: the request tries again while its attempts and time last.
+//! own (a 4xx the table reads as the resource working, a proxied site's
+//! 5xx, an API's provider unreachable) is held back while one other
+//! resource tries: when that one gives the same status, the request is at
+//! fault, neither resource is reported and the answer is the caller's;
+//! when it answers otherwise, the held result is reported as the profile
+//! reads it. An API provider's passing failure (a 500, a 503, Anthropic's
+//! 529) blames no one: the request tries again while its attempts and
+//! time last.
 //!
 //! A success is delivered with its lease still held ([`Step::Stream`]), so
 //! a streamed body keeps its resource's permit until the caller has read or
@@ -395,8 +396,8 @@ impl Attempts {
                 reported?;
                 self.report_held_back()?;
             }
-            // What is held back stays so: an overload tells nothing of it.
-            Judged::Overloaded => {
+            // What is held back stays so: the upstream's failure tells nothing of it.
+            Judged::Upstream => {
                 lease.release()?;
             }
             Judged::Suspect(outcome) => {

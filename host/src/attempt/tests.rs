@@ -238,9 +238,11 @@ fn an_api_key_carries_its_secret_where_the_provider_reads_it_and_a_provider_outa
     assert_eq!(a.answered(529, vec![], Some(overloaded.into())).unwrap(), Step::Retry);
     let second = next(&mut a);
     a.begin(second).unwrap();
-    // The same overload on a second key is still the provider's, not the
-    // request's: it tries again, on the first key once both were tried.
-    assert_eq!(a.answered(503, vec![], Some(overloaded.into())).unwrap(), Step::Retry);
+    // A second failure of the provider on a second key is still the
+    // provider's, not the request's (a 500 too: every key reaches the same
+    // servers): it tries again, on the first key once both were tried.
+    let internal = r#"{"type":"error","error":{"type":"api_error","message":"Internal server error"}}"#;
+    assert_eq!(a.answered(500, vec![], Some(internal.into())).unwrap(), Step::Retry);
     let third = next(&mut a);
     a.begin(third).unwrap();
     assert_eq!(a.answered(529, vec![], Some(overloaded.into())).unwrap(), Step::Deliver, "attempts spent");
@@ -249,20 +251,24 @@ fn an_api_key_carries_its_secret_where_the_provider_reads_it_and_a_provider_outa
     for v in ["k1", "k2"] {
         assert_eq!(observed(&holder, "anthropic", v, "claude-sonnet-4"), 0);
     }
-    // An overload between a suspect and its second opinion leaves it held.
+    // The provider's failure between a suspect and its second opinion leaves it held.
     let registration = Registration { secret: Some(Secret::new("sk-three").unwrap()), ..Registration::new(1) };
     holder.with(|p| p.register_with("anthropic", "k3", &registration)).unwrap();
     let mut a = attempts(&holder, "claude-sonnet-4");
+    let bad = r#"{"type":"error","error":{"type":"invalid_request_error","message":"messages: field required"}}"#;
     let first = next(&mut a);
     a.begin(first).unwrap();
-    assert_eq!(a.answered(500, vec![], Some("{}".into())).unwrap(), Step::Retry);
+    assert_eq!(a.answered(400, vec![], Some(bad.into())).unwrap(), Step::Retry);
     let second = next(&mut a);
     a.begin(second).unwrap();
-    assert_eq!(a.answered(529, vec![], Some(overloaded.into())).unwrap(), Step::Retry);
+    assert_eq!(a.answered(500, vec![], Some(internal.into())).unwrap(), Step::Retry);
     let third = next(&mut a);
     a.begin(third).unwrap();
-    assert_eq!(a.answered(500, vec![], Some("{}".into())).unwrap(), Step::Deliver, "the 500 repeated");
+    assert_eq!(a.answered(400, vec![], Some(bad.into())).unwrap(), Step::Deliver, "the 400 repeated");
     a.end().unwrap();
+    for v in ["k1", "k2", "k3"] {
+        assert_eq!(observed(&holder, "anthropic", v, "claude-sonnet-4"), 0, "{v}: neither 400 is the key's");
+    }
 
     // A dead key is the key's: reported, and the request moves on.
     let mut a = attempts(&holder, "claude-sonnet-4");

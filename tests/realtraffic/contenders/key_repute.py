@@ -31,8 +31,7 @@ class KeyRepute:
             await self._pool.register(self._kind, name, permits=16, secret=secret, per_context={"rpm": rpm})
 
     async def serve(self, request: UserRequest, deadline: float) -> Outcome:
-        registered = len(self._keys)
-        return await through_pool(self._pool, self._kind, registered, _secret, self._clients.complete, request, deadline)
+        return await through_pool(self._pool, self._kind, _secret, self._clients.complete, request, deadline)
 
     async def close(self) -> None:
         self._pool.pool.close()

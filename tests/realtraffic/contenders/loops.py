@@ -28,7 +28,6 @@ async def round_robin(choices: Iterator[str], attempt: Attempt, request: UserReq
 async def through_pool(
     pool: repute.AsyncPool,
     kind: str,
-    registered: int,
     target: Callable[[repute.Lease], str],
     attempt: Attempt,
     request: UserRequest,
@@ -37,14 +36,15 @@ async def through_pool(
     """repute's loop: a lease for the request's context (waiting until the
     deadline), one attempt on `target(lease)`, every answer reported as it
     came (status, headers, body, latency; a transport error as a failure),
-    and a retry that excludes what this request already tried, while
-    something of the `registered` resources is left untried."""
+    and a retry on what this request has not tried yet when one of those
+    is free now, else on the first of them all to come free (one it tried
+    may be back before the others are)."""
     attempts = 0
     tried: list[str] = []
     while attempts < MAX_ATTEMPTS and deadline - now() > 0:
-        exclude = tried if len(tried) < registered else []
         try:
-            held = await pool.acquire(request.context, timeout=deadline - now(), kind=kind, exclude=exclude)
+            held = await pool.try_acquire(request.context, kind=kind, exclude=tried) if tried else None
+            held = held or await pool.acquire(request.context, timeout=deadline - now(), kind=kind)
         except repute.ReputeError:
             break  # nothing became available before the deadline
         lease = held.lease

@@ -29,10 +29,7 @@ class ProxyRepute:
             await self._pool.register("proxy", proxy, permits=4)
 
     async def serve(self, request: UserRequest, deadline: float) -> Outcome:
-        registered = len(self._proxies)
-        return await through_pool(
-            self._pool, "proxy", registered, lambda lease: lease.value, self._web.get, request, deadline
-        )
+        return await through_pool(self._pool, "proxy", lambda lease: lease.value, self._web.get, request, deadline)
 
     async def close(self) -> None:
         self._pool.pool.close()
