@@ -91,6 +91,10 @@ pool_ops! {
         /// (`kind`, `labels`, `exclude`, `prefer`, `affinity`, `cost`; see
         /// [`crate::selector_error`] for the front ends' names).
         fn acquire_with(&mut self, context: &str, selector: &Selector) -> Result<Lease>;
+        /// `acquire_with`, and the granted resource's secret as `secret` gives
+        /// it, in one call: what a holder that sends the request with the
+        /// secret acquires by, crossing into the pool once per attempt.
+        fn acquire_with_secret(&mut self, context: &str, selector: &Selector) -> Result<(Lease, Option<Secret>)>;
         /// `acquire_with` of the default selector: any resource.
         fn acquire(&mut self, context: &str) -> Result<Lease> {
             self.acquire_with(context, &Selector::default())

@@ -12,7 +12,7 @@ use super::convert::{
 };
 use super::exports::repute::pool::api::{Guest, GuestPool, Options, Pool as PoolHandle};
 use super::{journal_err, prepare, wit, Component, GuestState, ImportedStorage};
-use crate::{Journal, Pool, Settled};
+use crate::{Journal, Lease, Pool, Settled};
 
 // Without std nothing links wasi-libc, yet compiled code still calls
 // `memcpy` & co. Only those string routines are taken from it; they import
@@ -119,10 +119,15 @@ impl GuestPool for GuestState {
     }
 
     fn acquire(&self, context: String, selector: wit::Selector) -> Result<wit::Grant, wit::Error> {
-        let known = self.journal.borrow().pool().known_context(&context);
-        let context = known.map_or_else(|| ctx_in(&context), Ok)?;
-        let selector = selector_in(selector);
-        self.op(|p, now| p.acquire_with(&context, &selector, now).map(|l| grant_out(p, &l))).map_err(err_out)
+        self.granting(context, selector, grant_out)
+    }
+
+    fn acquire_with_secret(
+        &self,
+        context: String,
+        selector: wit::Selector,
+    ) -> Result<(wit::Grant, Option<String>), wit::Error> {
+        self.granting(context, selector, |p, l| (grant_out(p, l), p.lease_secret(l.id).map(|s| s.expose().into())))
     }
 
     fn propose(
@@ -319,6 +324,21 @@ impl GuestPool for GuestState {
 
     fn checkpoint(&self, with_leases: bool) -> Result<u64, wit::Error> {
         self.journal.borrow_mut().checkpoint(with_leases).map_err(wit::Error::Storage)
+    }
+}
+
+impl GuestState {
+    /// An acquire's grant, as `out` gives it from the pool and the lease.
+    fn granting<T>(
+        &self,
+        context: String,
+        selector: wit::Selector,
+        out: impl FnOnce(&Pool, &Lease) -> T,
+    ) -> Result<T, wit::Error> {
+        let known = self.journal.borrow().pool().known_context(&context);
+        let context = known.map_or_else(|| ctx_in(&context), Ok)?;
+        let selector = selector_in(selector);
+        self.op(|p, now| p.acquire_with(&context, &selector, now).map(|l| out(p, &l))).map_err(err_out)
     }
 }
 

@@ -296,6 +296,13 @@ impl Pool {
         Some(ResourceKey { slot, serial: self.registry.res(slot).serial })
     }
 
+    /// The secret of the resource a live lease holds: an acquire hands it
+    /// out with the grant, so the holder need not ask by the resource's id.
+    pub fn lease_secret(&self, lease: u64) -> Option<&Secret> {
+        let slot = self.leases.live.get(&lease)?.slot;
+        self.registry.res(slot).secret.as_ref()
+    }
+
     /// The resource `key` names, while that registration lasts.
     pub fn resource_at(&self, key: ResourceKey) -> Option<&ResourceId> {
         match self.registry.get(key.slot) {

@@ -211,8 +211,10 @@ fn a_secret_is_kept_and_handed_back_but_never_shown() {
     assert_eq!(p.secret_of(&id).unwrap().map(Secret::expose), Some(secret));
     assert_eq!(p.secret_of(&rid("nope")), Err(Error::UnknownResource));
     let l = p.acquire(&ctx("site"), 0).unwrap();
+    assert_eq!(p.lease_secret(l.id).map(Secret::expose), Some(secret), "handed out with the grant");
     p.report(&id, &ctx("site"), fail(FailureKind::RateLimited), 0).unwrap();
     p.release(l.id, l.token, 0).unwrap();
+    assert_eq!(p.lease_secret(l.id), None, "only while the lease lives");
     let shown = format!("{:?} {:?} {:?}", p.drain_events(), p.resources(), p.leases());
     let json = p.snapshot_json(0, true);
     assert!(!shown.contains(secret) && !json.contains(secret), "{shown}\n{json}");

@@ -117,9 +117,9 @@ pub struct HeldLease {
     /// Serialises renewals and the release of this handle, so that a
     /// renewal in flight cannot resurrect a lease released meanwhile.
     op: Mutex<()>,
-    /// The resource's secret, once asked for: most leases are of resources
-    /// without one, or of holders that never ask, so a grant does not
-    /// fetch it.
+    /// The resource's secret: brought by the holder's own acquires, asked
+    /// for on first use by a lease adopted from elsewhere (a probe, a
+    /// resume, a grant over a front end's own connection).
     secret: OnceLock<Option<Secret>>,
 }
 
@@ -154,6 +154,15 @@ impl HeldLease {
         Arc::new(HeldLease { holder, lease, state: Mutex::new(state), op: Mutex::new(()), secret: OnceLock::new() })
     }
 
+    /// A lease granted with its resource's secret
+    /// ([`crate::PoolOps::acquire_with_secret`]): [`Self::secret`] asks the
+    /// pool nothing more.
+    pub(crate) fn with_secret(holder: Arc<Holder>, lease: Lease, sent: u64, secret: Option<Secret>) -> Arc<HeldLease> {
+        let held = HeldLease::new(holder, lease, sent);
+        held.secret.get_or_init(|| secret);
+        held
+    }
+
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -172,8 +181,8 @@ impl HeldLease {
     }
 
     /// The secret the lease's resource was registered with (an API key,
-    /// say), if any: asked of the pool on the first call, then kept, so it
-    /// stays readable after the lease ends. An error (the resource was
+    /// say), if any: as the acquire brought it, or asked of the pool on the
+    /// first call, then kept, so it stays readable after the lease ends. An error (the resource was
     /// unregistered first, the pool closed) is not kept: a later call asks
     /// again.
     pub fn secret(&self) -> Result<Option<Secret>> {

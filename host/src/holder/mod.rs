@@ -189,9 +189,13 @@ impl Holder {
     /// The best lease for `context` among the resources `selector` admits,
     /// now; a refusal (nothing selectable among them included) is the
     /// error. A bad selector is refused naming its label filters `where`,
-    /// as every front end spells them ([`selector_error`]).
+    /// as every front end spells them ([`selector_error`]). The grant
+    /// brings the resource's secret along, so a holder that sends the
+    /// request with it crosses into the pool once.
     pub fn acquire_now(self: &Arc<Self>, context: &str, selector: &Selector) -> Result<Arc<HeldLease>> {
-        self.grant(|p| p.acquire_with(context, selector)).map_err(selector_error)
+        let sent = self.now();
+        let (lease, secret) = self.with(|p| p.acquire_with_secret(context, selector)).map_err(selector_error)?;
+        Ok(HeldLease::with_secret(self.clone(), lease, sent, secret))
     }
 
     /// `acquire_now`, with `None` when nothing `selector` admits is selectable.
@@ -240,13 +244,13 @@ impl Holder {
             let mut guard = self.lock();
             let sent = self.now();
             let answer = match guard.as_mut() {
-                Some(open) => open.pool.serve().and_then(|p| p.acquire_with(context, selector)),
+                Some(open) => open.pool.serve().and_then(|p| p.acquire_with_secret(context, selector)),
                 None => Err(Error::Closed),
             };
             let refusal = match answer {
-                Ok(lease) => {
+                Ok((lease, secret)) => {
                     drop(guard);
-                    return Ok(self.adopt(lease, sent));
+                    return Ok(HeldLease::with_secret(self.clone(), lease, sent, secret));
                 }
                 Err(e) => selector_error(e),
             };
@@ -352,6 +356,28 @@ mod tests {
         assert!(refusal.retry_after.is_some_and(|wait| wait >= 3_000 * SECOND), "{refusal:?}");
         let other = holder.try_acquire("gpt-4o", &Selector::default()).unwrap().unwrap();
         assert_eq!(other.lease().resource.value(), "a", "a resource outside the project serves on");
+    }
+
+    /// The secret comes with the grant, not from a later call: a lease
+    /// whose resource is gone before its secret is read still has it.
+    #[test]
+    fn a_lease_the_holder_acquires_brings_its_secret_along() {
+        use repute_core::{Registration, Secret};
+        let clock = ManualClock::new(0);
+        let holder = pool(&clock);
+        let registration = Registration { secret: Some(Secret::new("sk-one").unwrap()), ..Registration::new(1) };
+        holder.with(|p| p.register_with("openai", "key-1", &registration)).unwrap();
+        let openai = Selector { kind: Some("openai".into()), ..Selector::default() };
+        let now = holder.acquire_now("gpt-4o", &openai).unwrap();
+        now.release().unwrap();
+        let waited = holder.acquire("gpt-4o", &openai, Some(SECOND), || Ok::<(), Error>(())).unwrap();
+        waited.release().unwrap();
+        holder.with(|p| p.unregister("openai", "key-1", false)).unwrap();
+        for lease in [now, waited] {
+            assert_eq!(lease.secret().unwrap().as_ref().map(Secret::expose), Some("sk-one"));
+        }
+        let proxy = holder.acquire_now("gpt-4o", &Selector::default()).unwrap();
+        assert_eq!(proxy.secret(), Ok(None), "a resource without one");
     }
 
     #[test]

@@ -59,6 +59,16 @@ pub(crate) fn acquire_with(pool: &mut LinkedPool, context: &str, selector: &Sele
     pool.run(|p, now| p.acquire_with(&context, selector, now))
 }
 
+pub(crate) fn acquire_with_secret(
+    pool: &mut LinkedPool,
+    context: &str,
+    selector: &Selector,
+) -> Result<(Lease, Option<Secret>)> {
+    let lease = acquire_with(pool, context, selector)?;
+    let secret = pool.journal.pool().lease_secret(lease.id).cloned();
+    Ok((lease, secret))
+}
+
 pub(crate) fn secret(pool: &mut LinkedPool, kind: &str, value: &str) -> Result<Option<Secret>> {
     let id = id(kind, value)?;
     Ok(pool.journal.pool().secret_of(&id)?.cloned())

@@ -45,6 +45,18 @@ impl Shard {
         self.lease_from(t, grant, context)
     }
 
+    pub(crate) fn acquire_with_secret(
+        &mut self,
+        t: usize,
+        context: &str,
+        selector: &Selector,
+    ) -> Result<(repute_core::Lease, Option<Secret>)> {
+        let selector = convert::selector_out(selector);
+        let (grant, secret) = op!(self, t, |s, p, h| p.call_acquire_with_secret(s, h, context, &selector))?;
+        let context = self.context(t, context)?;
+        Ok((self.lease_from(t, grant, context)?, convert::secret_in(secret)?))
+    }
+
     pub(crate) fn propose(
         &mut self,
         t: usize,
