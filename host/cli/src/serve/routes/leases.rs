@@ -143,8 +143,8 @@ pub(super) async fn acquire(
     let pool = state.pool(&t, By::Context(&b.context));
     let granted = state
         .call(&pool, move |p| {
-            let lease = p.acquire_with(&b.context, &selector).map_err(selector_error)?;
-            with_secret(p, lease, &*clock)
+            let (lease, secret) = p.acquire_with_secret(&b.context, &selector).map_err(selector_error)?;
+            Ok(Granted { lease, secret, now: clock.now() })
         })
         .await?;
     created(granted)
