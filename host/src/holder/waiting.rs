@@ -14,11 +14,19 @@ const MIN_BACKOFF: Duration = Duration::from_millis(1);
 const MAX_BACKOFF: Duration = Duration::from_millis(50);
 /// Shorter waits cost more in wakeups than they save in latency.
 const MIN_WAIT: Duration = Duration::from_micros(50);
+/// Waits aimed at the instant the pool said something frees end up to this
+/// much after it, the longer-waiting acquires first (see [`Waiting::next`]).
+const MAX_STAGGER: Duration = Duration::from_millis(1);
+/// How long waiting counts towards going first: a plan waiting this long
+/// or longer wakes at the freeing instant itself.
+const STAGGER_SPAN: Duration = Duration::from_secs(10);
 
 /// One acquire's waiting state: its deadline on the pool's clock (so a
 /// `ManualClock` pool waits for its clock, not for real time) and its backoff.
 #[derive(Debug, Clone)]
 pub struct Waiting {
+    /// When the plan was made: the acquire's first refusal.
+    since: u64,
     until: Option<u64>,
     backoff: Duration,
     /// Whether a settled hint can be trusted: the pool is its tenant's only
@@ -63,7 +71,7 @@ impl Waiting {
     /// (`None`: without limit), on a pool that is (`sole_writer`) or is not
     /// its tenant's only writer.
     pub fn new(now: u64, timeout: Option<u64>, sole_writer: bool) -> Waiting {
-        Waiting { until: timeout.map(|t| now.saturating_add(t)), backoff: MIN_BACKOFF, sole_writer }
+        Waiting { since: now, until: timeout.map(|t| now.saturating_add(t)), backoff: MIN_BACKOFF, sole_writer }
     }
 
     /// Whether an acquire refused with `hint` at `now` stops: its time is
@@ -77,17 +85,37 @@ impl Waiting {
     /// After a refusal with the pool's `hint`: how long to sleep before the
     /// next attempt, or `None` once it [gives up](Waiting::gives_up) (the
     /// refusal is then the answer).
+    ///
+    /// Every acquire the pool refuses with one hint (a key's pace admits
+    /// its next grant then) wakes at that instant, and which of them the
+    /// event loop or the scheduler runs first would get the grant: the
+    /// order of a lottery, whose slowest requests wait many rounds. So a
+    /// wait aimed at the hint ends a little after it, less so the longer
+    /// its acquire has waited: at the freeing instant the oldest tries
+    /// first, and an event loop runs timers in the order they are due.
     pub fn next(&mut self, hint: Hint, now: u64) -> Option<Duration> {
         if self.gives_up(hint, now) {
             return None;
         }
         let remaining = self.remaining(now);
-        let mut wait = self.backoff.min(hint.retry_after.map_or(MAX_BACKOFF, Duration::from_nanos)).max(MIN_WAIT);
+        let aimed = hint.retry_after.map(Duration::from_nanos).filter(|&h| h <= self.backoff);
+        let mut wait = match aimed {
+            Some(h) => h + self.stagger(now, h),
+            None => self.backoff.min(hint.retry_after.map_or(MAX_BACKOFF, Duration::from_nanos)),
+        }
+        .max(MIN_WAIT);
         if let Some(remaining) = remaining {
             wait = wait.min(remaining);
         }
         self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
         Some(wait)
+    }
+
+    /// How long after the freeing instant, `wait` from `now`, this plan tries:
+    /// [`MAX_STAGGER`] for one just made, nothing after [`STAGGER_SPAN`].
+    fn stagger(&self, now: u64, wait: Duration) -> Duration {
+        let waited = Duration::from_nanos(now.saturating_sub(self.since)) + wait;
+        MAX_STAGGER.mul_f64(1.0 - waited.min(STAGGER_SPAN).as_secs_f64() / STAGGER_SPAN.as_secs_f64())
     }
 
     /// The time left at `now`; `None` without a deadline.
@@ -99,6 +127,7 @@ impl Waiting {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use repute_core::SECOND;
 
     fn hint(retry_after: Option<u64>) -> Hint {
         Hint { retry_after, settled: false }
@@ -110,13 +139,33 @@ mod tests {
         let mut w = Waiting::new(0, None, true);
         let waits: Vec<_> = (0..8).map(|_| w.next(hint(None), 0).unwrap()).collect();
         assert_eq!(waits, [ms(1), ms(2), ms(4), ms(8), ms(16), ms(32), ms(50), ms(50)]);
-        assert_eq!(w.next(hint(Some(3_000_000)), 0), Some(ms(3)));
-        assert_eq!(w.next(hint(Some(0)), 0), Some(MIN_WAIT));
+        // Aimed at the hint, and a stagger after it (below).
+        assert_eq!(w.next(hint(Some(3_000_000)), 0), Some(ms(3) + Duration::from_nanos(999_700)));
+        assert_eq!(w.next(hint(Some(0)), 20 * SECOND), Some(MIN_WAIT));
 
         let mut w = Waiting::new(1_000, Some(10_000_000), true);
         assert_eq!(w.next(hint(None), 1_000), Some(ms(1)));
         assert_eq!(w.next(hint(None), 9_500_000), Some(Duration::from_nanos(501_000)));
         assert_eq!(w.next(hint(None), 10_001_000), None);
+    }
+
+    #[test]
+    fn at_the_freeing_instant_the_longer_waiting_acquire_tries_first() {
+        let us = |n: u64| Duration::from_nanos(n * 1_000);
+        let (mut older, mut younger) = (Waiting::new(0, None, true), Waiting::new(2 * SECOND, None, true));
+        // Both refused at 3 s; something frees 1 ms later.
+        let freeing = hint(Some(1_000_000));
+        let (first, second) = (older.next(freeing, 3 * SECOND).unwrap(), younger.next(freeing, 3 * SECOND).unwrap());
+        assert_eq!(
+            (first, second),
+            (us(1_000) + Duration::from_nanos(699_900), us(1_000) + Duration::from_nanos(899_900))
+        );
+        // One that has waited the whole span tries at the instant itself;
+        // a wait the hint does not bound (it is past the backoff) has no stagger.
+        assert_eq!(Waiting::new(0, None, true).next(freeing, 10 * SECOND), Some(us(1_000)));
+        assert_eq!(Waiting::new(0, None, true).next(hint(Some(5_000_000)), 0), Some(us(1_000)));
+        // Nor does it outlast the deadline.
+        assert_eq!(Waiting::new(0, Some(1_200_000), true).next(freeing, 0), Some(us(1_200)));
     }
 
     #[test]
