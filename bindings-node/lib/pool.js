@@ -190,7 +190,7 @@ class Pool {
    * A lease for `context`, waiting up to `timeoutMs` (default: without
    * limit, as in Python; 0 tries once; `signal` aborts) for one to free up. Waits
    * follow the pool's plan (the same as every front end's: from 1 ms up to
-   * 50 ms, never past the pool's `retryAfterMs`, on the pool's clock) and
+   * 50 ms, at most 1 ms past the pool's `retryAfterMs`, on the pool's clock) and
    * end early when this pool releases or changes anything. Rejects with the
    * last NoResourceAvailableError / RateLimitedError on timeout. Only
    * resources of `kind`, whose labels match `where` (label name to a value
