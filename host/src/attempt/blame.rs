@@ -17,9 +17,8 @@ pub enum Judged {
     Resource(Outcome),
     /// Maybe the request's own fault (a 4xx the table reads as the
     /// resource working, a proxied site's 5xx, a provider unreachable for
-    /// an API key):
-    /// what the profile would report, held back until a second resource
-    /// shows whether the fault repeats.
+    /// an API key): what the profile would report, held back until a
+    /// second resource shows whether the fault repeats.
     Suspect(Option<Outcome>),
     /// Neither the resource's fault nor the request's: the upstream failed
     /// for a moment (an API provider's 408, 500, 502, 503, 504 or

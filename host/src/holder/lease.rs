@@ -182,9 +182,9 @@ impl HeldLease {
 
     /// The secret the lease's resource was registered with (an API key,
     /// say), if any: as the acquire brought it, or asked of the pool on the
-    /// first call, then kept, so it stays readable after the lease ends. An error (the resource was
-    /// unregistered first, the pool closed) is not kept: a later call asks
-    /// again.
+    /// first call, then kept, so it stays readable after the lease ends.
+    /// An error (the resource was unregistered first, the pool closed) is
+    /// not kept: a later call asks again.
     pub fn secret(&self) -> Result<Option<Secret>> {
         if let Some(secret) = self.secret.get() {
             return Ok(secret.clone());
