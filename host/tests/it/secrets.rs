@@ -33,7 +33,7 @@ fn names(_: Field) -> &'static str {
 }
 
 #[test]
-fn the_holder_of_a_lease_gets_its_resources_secret_once_asked_and_keeps_it() {
+fn the_holder_of_a_lease_gets_its_resources_secret_with_the_grant_and_keeps_it() {
     let holder = Holder::open(OpenOptions::default(), Some(Arc::new(ManualClock::new(0))), names).unwrap();
     holder.with(|p| p.register_with("key", "k1", &with_secret(SECRET))).unwrap();
     holder.with(|p| p.register("key", "k2", 1)).unwrap();
@@ -45,15 +45,22 @@ fn the_holder_of_a_lease_gets_its_resources_secret_once_asked_and_keeps_it() {
     assert_eq!(exposed(k2.secret()), Ok(None));
     k1.release().unwrap();
     holder.with(|p| p.unregister("key", "k1", false)).unwrap();
-    assert_eq!(exposed(k1.secret()), Ok(Some(SECRET.to_owned())), "kept from the first call");
+    assert_eq!(exposed(k1.secret()), Ok(Some(SECRET.to_owned())), "kept");
 
     holder.with(|p| p.register_with("key", "k1", &with_secret("sk-live-second"))).unwrap();
     let again = holder.try_acquire("api", &prefer("k1")).unwrap().unwrap();
     again.release().unwrap();
     holder.with(|p| p.unregister("key", "k1", false)).unwrap();
-    assert_eq!(again.secret(), Err(Error::UnknownResource), "never asked while its resource was there");
+    assert_eq!(exposed(again.secret()), Ok(Some("sk-live-second".to_owned())), "brought by the grant");
     assert_eq!(holder.with(|p| p.secret("key", "k1")), Err(Error::UnknownResource));
-    assert!(!format!("{k1:?} {again:?} {holder:?}").contains("sk-live"));
+
+    // A lease adopted from a grant made elsewhere asks on first use.
+    holder.with(|p| p.register_with("key", "k1", &with_secret("sk-live-third"))).unwrap();
+    let adopted = holder.adopt(holder.with(|p| p.acquire_with("api", &prefer("k1"))).unwrap(), 0);
+    adopted.release().unwrap();
+    holder.with(|p| p.unregister("key", "k1", false)).unwrap();
+    assert_eq!(adopted.secret(), Err(Error::UnknownResource), "never asked while its resource was there");
+    assert!(!format!("{k1:?} {again:?} {adopted:?} {holder:?}").contains("sk-live"));
 }
 
 #[test]
