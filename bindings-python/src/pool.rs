@@ -28,7 +28,7 @@ use crate::views::{Cell, Group, ProbeTarget, Resource, Stats};
 /// One tenant's pool. `store` is "memory", "sqlite:PATH", a "postgres://" or a
 /// "redis://" URL; `mode`, `owner_ttl` and `owners` ("store" or "etcd://HOST:PORT")
 /// matter only for the shared stores.
-#[pyclass(frozen, module = "repute")]
+#[pyclass(frozen, weakref, module = "repute")]
 pub(crate) struct Pool {
     shared: Arc<OpenPool>,
 }

@@ -226,6 +226,47 @@ def test_an_inner_answer_already_read_is_finished_at_once() -> None:
     assert next(c for c in pool.cells("site", "direct") if c.context == SITE).observations == 2
 
 
+def test_the_asyncio_transport_wakes_the_request_waiting_for_the_permit_it_frees(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import repute._freed
+
+    async def until_woken(self: repute._freed.Freed, seconds: float) -> None:
+        woken = asyncio.get_running_loop().create_future()
+        self._sleepers.add(woken)
+        try:
+            await woken
+        finally:
+            self._sleepers.discard(woken)
+
+    monkeypatch.setattr(repute._freed.Freed, "sleep", until_woken)
+    pool = repute.Pool()
+    pool.register("site", "direct")
+    transport = repute.httpx.AsyncTransport(pool, kind="site")
+    answered = asyncio.Event()
+
+    async def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/first":
+            await answered.wait()
+        return httpx.Response(200, content=b"ok")
+
+    transport._direct = httpx.MockTransport(answer)  # type: ignore[assignment]
+
+    async def main() -> list[str]:
+        async with httpx.AsyncClient(transport=transport) as client:
+            first = asyncio.create_task(client.get("http://127.0.0.1/first"))
+            while pool.stats().live_leases == 0:
+                await asyncio.sleep(0)
+            second = asyncio.create_task(client.get("http://127.0.0.1/second"))
+            while not repute._freed.freed(pool)._sleepers:
+                await asyncio.sleep(0)
+            answered.set()
+            return [r.text for r in await asyncio.wait_for(asyncio.gather(first, second), 5.0)]
+
+    assert asyncio.run(main()) == ["ok", "ok"]
+    assert pool.stats().live_leases == 0
+
+
 def test_a_streamed_response_let_go_of_unread_gives_its_lease_back(
     pool: repute.Pool, proxies: Proxies, target: Target
 ) -> None:

@@ -64,6 +64,41 @@ def test_waiting_does_not_block_the_event_loop() -> None:
     asyncio.run(main())
 
 
+def test_an_asyncio_release_wakes_the_pools_sleeping_acquires(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sleeps that only a wake ends: a waiter gets the permit because the
+    release woke it, not because its backoff ran out."""
+    import repute._freed
+
+    async def until_woken(self: repute._freed.Freed, seconds: float) -> None:
+        woken = asyncio.get_running_loop().create_future()
+        self._sleepers.add(woken)
+        try:
+            await woken
+        finally:
+            self._sleepers.discard(woken)
+
+    monkeypatch.setattr(repute._freed.Freed, "sleep", until_woken)
+
+    async def main() -> None:
+        native = repute.Pool()
+        pool, other = repute.AsyncPool(native), repute.AsyncPool(native)
+        await pool.register("proxy", "a")
+        held = await pool.acquire("shop")
+        waiters = [asyncio.create_task(other.acquire("shop", timeout=30.0).__aenter__()) for _ in range(2)]
+        while len(repute._freed.freed(native)._sleepers) < 2:
+            await asyncio.sleep(0)
+        await held.release()  # one AsyncPool's release wakes the other's waiters
+        done, asleep = await asyncio.wait(waiters, timeout=5.0, return_when=asyncio.FIRST_COMPLETED)
+        assert len(done) == 1 and len(asleep) == 1, "one got the permit, the other sleeps again"
+        async with done.pop().result():
+            pass  # leaving the block releases: the second is woken
+        second = await asyncio.wait_for(asleep.pop(), 5.0)
+        assert second.token == 3
+        await second.release()
+
+    asyncio.run(main())
+
+
 def test_timeout_and_cancellation_leave_nothing_held() -> None:
     async def main() -> None:
         pool = repute.AsyncPool(repute.Pool())

@@ -8,9 +8,11 @@ that wait for a network store (PostgreSQL, Redis; ``Pool.waits_on_network``)
 run on one IO thread of the pool's own, never on the loop's default
 executor; the native call releases the GIL, so the loop keeps running
 meanwhile. Waiting for a free permit is a loop of single attempts separated
-by ``asyncio.sleep`` for as long as the pool's waiting plan says (the same
-plan as the blocking ``Pool.acquire``, on the pool's clock), so it never
-holds an executor thread while it waits and a cancelled waiter stops at once.
+by sleeps on the loop for as long as the pool's waiting plan says (the same
+plan as the blocking ``Pool.acquire``, on the pool's clock), cut short when
+an asyncio release of this process frees a permit (:mod:`repute._freed`),
+so it never holds an executor thread while it waits and a cancelled waiter
+stops at once.
 
 Usage::
 
@@ -34,6 +36,7 @@ from ._aio_calls import _call, _Hold, _release_orphan, _run, _Selector
 from ._aio_forwards import _PoolCalls
 from ._aio_lease import AsyncLease
 from ._aio_link import _Link
+from ._freed import freed
 from ._native import Lease, ManualClock, NoResourceAvailableError, Pool, RateLimitedError
 from ._types import Profile
 
@@ -86,6 +89,7 @@ class AsyncPool(_PoolCalls):
         )
         native = pool._link()
         self._link = None if native is None else _Link(native)
+        self._freed = freed(pool)
 
     @classmethod
     async def open(
@@ -167,7 +171,7 @@ class AsyncPool(_PoolCalls):
         lease = await _call(
             self._io, self._pool.try_acquire, context, **selector, auto_renew=auto_renew, max_hold=max_hold
         )
-        return None if lease is None else AsyncLease(lease, self._io, self._link)
+        return None if lease is None else AsyncLease(lease, self._io, self._link, self._freed)
 
     def acquire(
         self,
@@ -203,7 +207,7 @@ class AsyncPool(_PoolCalls):
         waiting = None if timeout is None else self._pool._waiting(timeout)
         while True:
             try:
-                lease = AsyncLease(await self._attempt(context, selector, hold), self._io, self._link)
+                lease = AsyncLease(await self._attempt(context, selector, hold), self._io, self._link, self._freed)
                 break
             except (NoResourceAvailableError, RateLimitedError) as refusal:
                 if waiting is None:
@@ -211,7 +215,7 @@ class AsyncPool(_PoolCalls):
                 wait = waiting.next(refusal.retry_after, refusal.settled)
                 if wait is None:
                     raise
-                await asyncio.sleep(wait)
+                await self._freed.sleep(wait)
         if hold.cancel_on_loss:
             loop = asyncio.get_running_loop()
             task = asyncio.current_task()
@@ -236,10 +240,12 @@ class AsyncPool(_PoolCalls):
             raise
 
     async def acquire_for_probe(self, kind: str, value: str, context: str) -> AsyncLease:
-        return AsyncLease(await _call(self._io, self._pool.acquire_for_probe, kind, value, context), self._io, self._link)
+        lease = await _call(self._io, self._pool.acquire_for_probe, kind, value, context)
+        return AsyncLease(lease, self._io, self._link, self._freed)
 
     async def resume(self, lease_id: int, token: int) -> AsyncLease:
-        return AsyncLease(await _call(self._io, self._pool.resume, lease_id, token), self._io, self._link)
+        lease = await _call(self._io, self._pool.resume, lease_id, token)
+        return AsyncLease(lease, self._io, self._link, self._freed)
 
     async def close(self, checkpoint: bool = True) -> None:
         if self._link is not None:

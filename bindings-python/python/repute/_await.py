@@ -14,6 +14,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ._aio import AsyncPool
 from ._aio_calls import _call, _ignore_result, _run
+from ._freed import freed
 from ._native import Lease, NoResourceAvailableError, Pool, RateLimitedError, _Attempts
 from ._types import _Route
 
@@ -29,18 +30,26 @@ class Acquirer:
         self._pool = native
         self._io = pool._io if isinstance(pool, AsyncPool) else None
         self._offload = self._io is None and native.waits_on_network
+        self._freed = freed(native)
 
     async def call(self, fn: Callable[..., _T], *args: Any) -> _T:
-        """``fn(*args)``, one of the attempts' calls that may wait on the store."""
+        """``fn(*args)``, one of the attempts' calls that may wait on the
+        store; then the pool's sleepers are woken, unless it answered
+        ``stream`` (a success that keeps its lease)."""
         if self._offload:
-            return await _run(fn, *args)
-        return await _call(self._io, fn, *args)
+            done = await _run(fn, *args)
+        else:
+            done = await _call(self._io, fn, *args)
+        if done != "stream":
+            self._freed.wake()
+        return done
 
     def soon(self, fn: Callable[..., Any], *args: Any) -> None:
         """``call`` from code that cannot wait (a library's synchronous
         close): inline, or started on the IO thread and not waited for."""
         if not (self._offload or self._io is not None):
             fn(*args)
+            self._freed.wake()
             return
         done = asyncio.get_running_loop().run_in_executor(self._io, functools.partial(fn, *args))
         done.add_done_callback(_ignore_result)
@@ -74,7 +83,7 @@ class Acquirer:
                 wait = waiting.next(hint)
                 if wait is None:
                     raise
-                await asyncio.sleep(wait)
+                await self._freed.sleep(wait)
 
 
 def split_credentials(proxy: str) -> tuple[str, str | None]:
