@@ -66,11 +66,13 @@ mod tests {
     #[test]
     fn now_pairs_the_pool_clock_with_the_system_time() {
         let clock = ManualClock::new(42_000_000_000);
-        let before = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs_f64();
+        // In ns: float seconds from two conversions can round apart.
+        let unix_ns = || SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as i128;
+        let before = unix_ns();
         let wall = Wall::now(&clock);
-        let after = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs_f64();
-        let now = wall.unix_secs(42_000_000_000);
+        let after = unix_ns();
+        let now = wall.unix_ns(42_000_000_000);
         assert!(before <= now && now <= after, "{before} <= {now} <= {after}");
-        assert!((wall.unix_secs(43_000_000_000) - now - 1.0).abs() < 1e-6);
+        assert_eq!(wall.unix_ns(43_000_000_000) - now, 1_000_000_000);
     }
 }
