@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 import repute
+import repute._freed
 
 
 @pytest.fixture
@@ -14,3 +17,19 @@ def clock() -> repute.ManualClock:
 def pool(clock: repute.ManualClock) -> repute.Pool:
     """A memory pool on a manual clock with deterministic selection."""
     return repute.Pool(clock=clock, strategy="first", seed=7)
+
+
+@pytest.fixture
+def sleeps_until_woken(monkeypatch: pytest.MonkeyPatch) -> None:
+    """asyncio waits for a permit that only a wake ends, never their backoff:
+    a waiter that gets a permit got it because a release woke it."""
+
+    async def until_woken(self: repute._freed.Freed, seconds: float) -> None:
+        woken = asyncio.get_running_loop().create_future()
+        self._sleepers.add(woken)
+        try:
+            await woken
+        finally:
+            self._sleepers.discard(woken)
+
+    monkeypatch.setattr(repute._freed.Freed, "sleep", until_woken)

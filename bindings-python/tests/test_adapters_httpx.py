@@ -11,6 +11,7 @@ import pytest
 from adapter_world import Answer, Proxies, Target, free_port
 
 import repute
+import repute._freed
 import repute.httpx
 
 SITE = "127.0.0.1"
@@ -226,20 +227,8 @@ def test_an_inner_answer_already_read_is_finished_at_once() -> None:
     assert next(c for c in pool.cells("site", "direct") if c.context == SITE).observations == 2
 
 
-def test_the_asyncio_transport_wakes_the_request_waiting_for_the_permit_it_frees(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    import repute._freed
-
-    async def until_woken(self: repute._freed.Freed, seconds: float) -> None:
-        woken = asyncio.get_running_loop().create_future()
-        self._sleepers.add(woken)
-        try:
-            await woken
-        finally:
-            self._sleepers.discard(woken)
-
-    monkeypatch.setattr(repute._freed.Freed, "sleep", until_woken)
+@pytest.mark.usefixtures("sleeps_until_woken")
+def test_the_asyncio_transport_wakes_the_request_waiting_for_the_permit_it_frees() -> None:
     pool = repute.Pool()
     pool.register("site", "direct")
     transport = repute.httpx.AsyncTransport(pool, kind="site")

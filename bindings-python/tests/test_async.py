@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import repute
+import repute._freed
 
 
 def test_async_with_and_await(clock: repute.ManualClock) -> None:
@@ -64,21 +65,8 @@ def test_waiting_does_not_block_the_event_loop() -> None:
     asyncio.run(main())
 
 
-def test_an_asyncio_release_wakes_the_pools_sleeping_acquires(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Sleeps that only a wake ends: a waiter gets the permit because the
-    release woke it, not because its backoff ran out."""
-    import repute._freed
-
-    async def until_woken(self: repute._freed.Freed, seconds: float) -> None:
-        woken = asyncio.get_running_loop().create_future()
-        self._sleepers.add(woken)
-        try:
-            await woken
-        finally:
-            self._sleepers.discard(woken)
-
-    monkeypatch.setattr(repute._freed.Freed, "sleep", until_woken)
-
+@pytest.mark.usefixtures("sleeps_until_woken")
+def test_an_asyncio_release_wakes_the_pools_sleeping_acquires() -> None:
     async def main() -> None:
         native = repute.Pool()
         pool, other = repute.AsyncPool(native), repute.AsyncPool(native)
