@@ -141,6 +141,17 @@ pub enum Refused {
     GiveUp,
 }
 
+/// What [`Attempts::refused`] answers to `e` without waiting: go back to
+/// what the request tried (`back`), or give up when nothing is registered
+/// beyond what it `tried`; `None`: the refusal's hint decides.
+fn at_once(e: &Error, back: bool, tried: bool) -> Option<Refused> {
+    match e {
+        Error::NoResourceAvailable(_) if back => Some(Refused::Again),
+        Error::NoResourceAvailable(r) if r.registered == 0 && tried => Some(Refused::GiveUp),
+        _ => None,
+    }
+}
+
 /// What was seen on a resource, to tell whether a second one sees the same.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Seen {
@@ -218,13 +229,13 @@ impl Attempts {
     /// idle; except while a suspect result waits for a second resource to
     /// judge it.
     pub fn refused(&mut self, e: &Error) -> Refused {
-        match e {
-            Error::NoResourceAvailable(_) if self.goes_back() => {
+        match at_once(e, self.goes_back(), self.tried()) {
+            Some(Refused::Again) => {
                 self.selector.exclude.truncate(self.excluded);
                 Refused::Again
             }
-            Error::NoResourceAvailable(r) if r.registered == 0 && self.tried() => Refused::GiveUp,
-            _ => match refusal_hint(e) {
+            Some(answer) => answer,
+            None => match refusal_hint(e) {
                 Some(hint) if !self.holder.waiting(self.remaining()).gives_up(hint, self.holder.now()) => {
                     Refused::Wait(hint.retry_after)
                 }
@@ -249,10 +260,9 @@ impl Attempts {
     /// the refusal when it stops. For front ends that block a thread.
     pub fn acquire<E: From<Error>>(&mut self, mut between: impl FnMut() -> Result<(), E>) -> Result<Arc<HeldLease>, E> {
         loop {
-            let (tried, back) = (self.tried(), self.goes_back());
+            let (back, tried) = (self.goes_back(), self.tried());
             // A refusal `refused` answers without waiting is not waited out here.
-            let worth_waiting =
-                |e: &Error| !matches!(e, Error::NoResourceAvailable(r) if back || (tried && r.registered == 0));
+            let worth_waiting = |e: &Error| at_once(e, back, tried).is_none();
             let got =
                 self.holder.acquire_waiting(&self.context, &self.selector, self.remaining(), worth_waiting, || {
                     between().map_err(Stop::Caller)
