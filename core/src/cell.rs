@@ -128,6 +128,15 @@ impl Cell {
         }
     }
 
+    /// An answer counted and timed, nothing more. Every answer but a
+    /// provider's wait counts so; a failure the context's outage explains
+    /// counts only so, which keeps every acknowledged report in the count.
+    pub fn observed(&mut self, outcome: &Outcome) {
+        let latency = outcome.latency_ms();
+        self.latency_ms = if self.observations == 0 { latency } else { 0.8 * self.latency_ms + 0.2 * latency };
+        self.observations += 1;
+    }
+
     /// Folds one outcome in. `gated` is false for the global layer, which keeps
     /// score and counters but never cools: it informs, it does not gate.
     pub fn apply(&mut self, outcome: &Outcome, now: u64, policy: &Policy, gated: bool) -> Transition {
@@ -170,9 +179,7 @@ impl Cell {
             None => self.successes += 1.0,
             Some(_) => self.failures += 1.0,
         }
-        let latency = outcome.latency_ms();
-        self.latency_ms = if self.observations == 0 { latency } else { 0.8 * self.latency_ms + 0.2 * latency };
-        self.observations += 1;
+        self.observed(outcome);
 
         // A refused credential blocks the resource (the pool does that); it is no strike.
         if kind == Some(FailureKind::AuthFailed) {

@@ -67,6 +67,16 @@ impl FailureKind {
         !matches!(self, FailureKind::RateLimited | FailureKind::QuotaExhausted | FailureKind::AuthFailed)
     }
 
+    /// The failures that say the request did not get through, for reasons
+    /// that come and go (a reset, a handshake, a timeout, a late answer):
+    /// the kinds a context's outage can explain.
+    pub fn is_transient(self) -> bool {
+        matches!(
+            self,
+            FailureKind::ConnectionReset | FailureKind::TlsHandshake | FailureKind::Timeout | FailureKind::Slow
+        )
+    }
+
     /// The kinds that pause for a provider-given time instead of cooling.
     pub fn takes_retry_after(self) -> bool {
         matches!(self, FailureKind::RateLimited | FailureKind::QuotaExhausted)

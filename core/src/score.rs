@@ -67,6 +67,15 @@ pub(crate) fn posterior(context: Option<&Cell>, global: &Cell, now: u64) -> (f64
     (1.0 + s + PRIOR_STRENGTH * p_global, 1.0 + f + STREAK_WEIGHT * streak + PRIOR_STRENGTH * (1.0 - p_global))
 }
 
+/// The failure probability a cell's record gives its next answer: the
+/// posterior's mean without the streak, which says how the current run of
+/// failures is weighed, not how often the cell fails.
+pub(crate) fn expected_failure(context: &Cell, global: &Cell) -> f64 {
+    let p_global = (1.0 + global.successes) / (2.0 + global.successes + global.failures);
+    (1.0 + context.failures + PRIOR_STRENGTH * (1.0 - p_global))
+        / (2.0 + context.successes + context.failures + PRIOR_STRENGTH)
+}
+
 /// Thompson utility: the sampled success probability, shaded by latency so that
 /// between equally reliable resources the faster one wins (a 1 s EWMA costs 5%).
 pub(crate) fn utility(theta: f64, latency_ms: f64) -> f64 {

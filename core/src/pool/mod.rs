@@ -23,6 +23,7 @@ use crate::policy::Policy;
 use crate::ratelimit::Bucket;
 use crate::rng::Rng;
 use events::Events;
+use outage::Outages;
 
 mod acquire;
 mod affinity;
@@ -31,6 +32,7 @@ mod cells;
 mod contexts;
 mod events;
 mod leases;
+mod outage;
 mod quota;
 mod registry;
 mod reports;
@@ -79,6 +81,7 @@ pub struct Pool {
     pub(crate) index: Index,
     pub(crate) affinities: Affinities,
     pub(crate) events: Events,
+    pub(crate) outages: Outages,
 }
 
 impl Pool {
@@ -105,6 +108,7 @@ impl Pool {
             index: Index::new(),
             affinities: Affinities::default(),
             events: Events::default(),
+            outages: Outages::default(),
         }
     }
 

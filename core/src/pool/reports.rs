@@ -8,7 +8,10 @@ use crate::error::Result;
 use crate::event::EventKind;
 use crate::id::{Context, ResourceId};
 use crate::outcome::{FailureKind, Outcome};
+use crate::policy::Recovery;
+use crate::score::expected_failure;
 
+use super::outage::Answer;
 use super::{Block, Pool, Timer};
 
 impl Pool {
@@ -19,6 +22,11 @@ impl Pool {
         let slot = self.registry.slot_of(id)?;
         let ctx = self.cell_for(slot, context)?;
         let now = self.now;
+        if self.context_failed(slot, ctx, &outcome) {
+            self.registry.res_mut(slot).global.observed(&outcome);
+            self.cells.get_mut(&(slot, ctx)).expect("cell exists").cell.observed(&outcome);
+            return Ok(());
+        }
         let policy = &self.policy;
         let r = self.registry.res_mut(slot);
         r.global.apply(&outcome, now, policy, false);
@@ -64,5 +72,23 @@ impl Pool {
         }
         self.reindex(slot);
         Ok(())
+    }
+
+    /// Remembers an answer in its context's latest; whether it is a
+    /// transient failure the context's outage explains (see `outage`).
+    /// The classic recovery keeps the 0.5.0 rules: every failure is the
+    /// resource's.
+    fn context_failed(&mut self, slot: u32, ctx: u32, outcome: &Outcome) -> bool {
+        if self.policy.recovery == Recovery::Classic {
+            return false;
+        }
+        let failed = match outcome.kind() {
+            None => false,
+            Some(kind) if kind.is_transient() => true,
+            Some(_) => return false,
+        };
+        let cell = &self.cells.get(&(slot, ctx)).expect("cell exists").cell;
+        let expected = expected_failure(cell, &self.registry.res(slot).global) as f32;
+        self.outages.heard(ctx, Answer { slot, at: self.now, failed, expected })
     }
 }

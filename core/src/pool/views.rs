@@ -216,6 +216,7 @@ impl Pool {
             + btree::<(u32, u32)>(self.probe_due.len())
             + self.index.heap_bytes()
             + self.affinities.heap_bytes()
+            + self.outages.heap_bytes()
             + vec::<Event>(self.events.pending.capacity());
         total as u64
     }

@@ -160,6 +160,75 @@ fn three_failures_cool_with_doubling_per_kind() {
     }
 }
 
+/// Six exits with a record of twenty answers through each on "shop".
+fn six_exits_with_a_record() -> (Pool, Vec<ResourceId>, u64) {
+    let mut pool = first_pool();
+    let exits: Vec<ResourceId> = ["a", "b", "c", "d", "e", "f"].into_iter().map(rid).collect();
+    let mut t = 0;
+    for e in &exits {
+        pool.register(e.clone(), 1, 0).unwrap();
+    }
+    for _ in 0..20 {
+        for e in &exits {
+            pool.report(e, &ctx("shop"), ok(), t).unwrap();
+            t += S / 100;
+        }
+    }
+    (pool, exits, t)
+}
+
+#[test]
+fn a_site_failing_through_every_exit_cools_none_of_them() {
+    let (mut pool, exits, mut t) = six_exits_with_a_record();
+    pool.drain_events();
+    // The site fails every other answer through b–f, and three in a row
+    // through a: each would cool a alone.
+    for _ in 0..3 {
+        for e in &exits[1..] {
+            pool.report(e, &ctx("shop"), fail(FailureKind::ConnectionReset), t).unwrap();
+            pool.report(e, &ctx("shop"), ok(), t + S / 10).unwrap();
+            t += S / 5;
+        }
+        pool.report(&exits[0], &ctx("shop"), fail(FailureKind::ConnectionReset), t).unwrap();
+    }
+    assert!(cooled(&pool.drain_events()).is_empty());
+    // The first failure through a came before the others' made an outage
+    // plain; the two after it were the site's: observed, not held against a.
+    let a = &pool.cells(&exits[0], t).unwrap()[1];
+    assert_eq!((a.state, a.consecutive_failures, a.observations), (CellState::Healthy, 1, 23));
+    let overall = &pool.cells(&exits[0], t).unwrap()[0];
+    assert_eq!((overall.consecutive_failures, overall.observations), (1, 23));
+    // The same three through a while the others answer cool it.
+    let (mut pool, exits, mut t) = six_exits_with_a_record();
+    pool.drain_events();
+    for _ in 0..3 {
+        for e in &exits[1..] {
+            pool.report(e, &ctx("shop"), ok(), t).unwrap();
+            t += S / 5;
+        }
+        pool.report(&exits[0], &ctx("shop"), fail(FailureKind::ConnectionReset), t).unwrap();
+    }
+    assert_eq!(cooled(&pool.drain_events()).len(), 1);
+}
+
+#[test]
+fn exits_that_die_together_cool_while_the_others_answer() {
+    let (mut pool, exits, mut t) = six_exits_with_a_record();
+    pool.drain_events();
+    // d, e and f die; a, b and c go on answering.
+    for _ in 0..3 {
+        for (i, e) in exits.iter().enumerate() {
+            let outcome = if i < 3 { ok() } else { fail(FailureKind::ConnectionReset) };
+            pool.report(e, &ctx("shop"), outcome, t).unwrap();
+            t += S / 5;
+        }
+    }
+    assert_eq!(cooled(&pool.drain_events()).len(), 3);
+    for e in &exits[3..] {
+        assert_eq!(pool.cells(e, t).unwrap()[1].state, CellState::Cooling, "{e:?}");
+    }
+}
+
 #[test]
 fn failure_while_cooling_moves_score_only() {
     let mut pool = classic_pool();
