@@ -164,6 +164,10 @@ impl Checker {
                 if self.pool.report(&id, &ctx(CONTEXTS[c]), outcome, now).is_ok() {
                     let before = before.unwrap();
                     let after = self.pool.cells(&id, now).unwrap();
+                    // Every report but a provider's wait is an observation,
+                    // a failure a context's outage explains included.
+                    let counted = u64::from(!k.is_some_and(FailureKind::takes_retry_after));
+                    assert_eq!(after[0].observations, before[0].observations + counted, "{outcome:?}");
                     let pick = |cells: &[repute_core::CellView]| {
                         cells
                             .iter()
