@@ -8,8 +8,7 @@
 //! time. So each context keeps its latest answers, each with the failure
 //! probability its resource's record gave it, and a transient failure is
 //! the context's, held against no cell (it counts as an observation only),
-//! when in the last `WINDOW` the other
-//! resources that got answers through:
+//! when in the last `WINDOW` the other resources that got answers through:
 //! - failed, at least `WITNESSES` of them and at least half of them, and
 //! - failed more often than their records make plausible: the chance of as
 //!   many failures, Poisson with the predicted number as mean, is under
@@ -18,9 +17,9 @@
 //! Only a resource that got an answer through is a witness, so exits that
 //! died together (a subnet) never excuse each other: a dead exit succeeds
 //! at nothing. Several exits going bad at once through every site are not
-//! excused either while the others still work: fewer than half fail. What
-//! is lost is the memory of a restore, which starts with none (it rebuilds
-//! within `KEPT` answers).
+//! excused either while the others still work: fewer than half fail. The
+//! answers are kept in no snapshot: after a restore, until a context has
+//! some again, a failure is the resource's.
 
 use alloc::vec::Vec;
 
