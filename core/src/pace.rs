@@ -7,16 +7,13 @@
 //!
 //! The rate is measured, not guessed. A limit met by a request sent at `t`
 //! with a wait `w` ends a window that closes at `t + w` and opens at the
-//! first answer since the last window, or at `t - w` if that is later,
-//! but no later than the last answer that got through before `t`:
+//! first answer since the last window, or at `t - w` if that is later:
 //! providers count in fixed slices and answer Retry-After up to the slice's
 //! end (the quantized limits of OpenAI's documentation and of most sites),
 //! so a burst that begins a slice and meets its limit spans the slice, and
 //! a limit met early in a slice has `w` close to the slice's length, so
 //! that `t - w` bounds how much of a stretch the cell underused the window
-//! takes in. A paced cell meets its limit late in a slice, with a short
-//! `w`, after the answer that filled the slice: the window reaches back to
-//! that answer. The answers that got through, sent in the
+//! takes in. The answers that got through, sent in the
 //! window, over its length, are what the provider let through; a window
 //! that holds more answers than the cell remembers is measured over the
 //! span of the ones it does. Answers are placed by when their request was
@@ -100,17 +97,12 @@ impl Pace {
             return;
         }
         let wait = end.saturating_sub(sent);
-        // The window reaches back as far as the wait reaches forward, and
-        // further to the latest answer that got through (a limit met late
-        // in its slice has a short wait, and the answers that filled the
-        // slice came before it), but not past the first answer since the
-        // last window: the burst that met this limit may have begun the
-        // slice.
+        // The window reaches back as far as the wait reaches forward, but
+        // not past the first answer since the last window: the burst that
+        // met this limit may have begun the slice.
         let after = self.learned.map_or(0, |w| w.end);
-        let since = || self.recent[..usize::from(self.recent_len)].iter().copied().filter(move |&t| t >= after);
-        let latest = since().filter(|&t| t < sent).max().unwrap_or(u64::MAX);
-        let first = since().min().unwrap_or(0).min(sent);
-        let start = sent.saturating_sub(wait).min(latest).max(first);
+        let first = self.recent[..usize::from(self.recent_len)].iter().copied().filter(|&t| t >= after).min();
+        let start = sent.saturating_sub(wait).max(first.unwrap_or(0).min(sent));
         self.pending = Some(Window { start, end });
         self.settle(now);
     }
@@ -248,20 +240,6 @@ mod tests {
         pace.limited(62 * S, 63 * S, 62 * S + MS);
         pace.interval(63 * S);
         assert_eq!(pace.learned, Some(Window { start: 61 * S, end: 63 * S }));
-    }
-
-    #[test]
-    fn a_limit_met_late_in_its_slice_reaches_back_to_the_answer_that_filled_it() {
-        let mut pace = Pace::default();
-        // One per 10 s: answers sent at 11 s and 21 s got through; one sent
-        // at 29.3 s is told to wait 0.7 s, for the slice's end at 30 s.
-        pace.passed(11 * S, 11 * S + 100 * MS);
-        pace.passed(21 * S, 21 * S + 100 * MS);
-        pace.limited(29300 * MS, 30 * S, 29400 * MS);
-        pace.interval(30 * S);
-        // [21 s, 30 s), not [28.6 s, 30 s) with nothing in it.
-        assert_eq!(pace.learned, Some(Window { start: 21 * S, end: 30 * S }));
-        assert_eq!(pace.rate, Some(0.9 * 1.0 / 9.0));
     }
 
     #[test]
