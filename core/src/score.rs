@@ -55,9 +55,14 @@ pub(crate) fn blended(context: Option<&Cell>, global: &Cell, window: u32) -> i32
     }
 }
 
+/// The resource's success rate over every context, the prior of each cell.
+fn global_mean(global: &Cell) -> f64 {
+    (1.0 + global.successes) / (2.0 + global.successes + global.failures)
+}
+
 /// Beta posterior parameters for Thompson sampling.
 pub(crate) fn posterior(context: Option<&Cell>, global: &Cell, now: u64) -> (f64, f64) {
-    let p_global = (1.0 + global.successes) / (2.0 + global.successes + global.failures);
+    let p_global = global_mean(global);
     // The cooldown was the price of the streak that caused it: once it has
     // ended the cell is judged on its record, so its one trial comes soon.
     let streak = |c: &Cell| if c.cooled_out(now).is_some() { 0 } else { c.consecutive_failures };
@@ -71,7 +76,7 @@ pub(crate) fn posterior(context: Option<&Cell>, global: &Cell, now: u64) -> (f64
 /// posterior's mean without the streak, which says how the current run of
 /// failures is weighed, not how often the cell fails.
 pub(crate) fn expected_failure(context: &Cell, global: &Cell) -> f64 {
-    let p_global = (1.0 + global.successes) / (2.0 + global.successes + global.failures);
+    let p_global = global_mean(global);
     (1.0 + context.failures + PRIOR_STRENGTH * (1.0 - p_global))
         / (2.0 + context.successes + context.failures + PRIOR_STRENGTH)
 }
