@@ -13,7 +13,10 @@
 //! so a burst that begins a slice and meets its limit spans the slice, and
 //! a limit met early in a slice has `w` close to the slice's length, so
 //! that `t - w` bounds how much of a stretch the cell underused the window
-//! takes in. The answers that got through, sent in the
+//! takes in. A paced cell meets its limit late in a slice, with a short `w`,
+//! after the answers that filled the slice: when nothing that got through
+//! was sent in `[t - w, t + w)`, the window opens at the first answer since
+//! the last window instead. The answers that got through, sent in the
 //! window, over its length, are what the provider let through; a window
 //! that holds more answers than the cell remembers is measured over the
 //! span of the ones it does. Answers are placed by when their request was
@@ -47,6 +50,24 @@ pub(crate) const RECENT: usize = 8;
 pub(crate) struct Window {
     pub start: u64,
     pub end: u64,
+    /// Where the window opens when nothing that got through was sent in
+    /// `[start, end)`: the first answer since the last window (`start`
+    /// when none was in when the limit was met).
+    pub reach: u64,
+}
+
+impl Window {
+    /// A window read back from a snapshot. The format keeps no `reach`, so
+    /// a window restored with nothing in it measures as it did before there
+    /// was one; a pool's persisted state stays readable.
+    pub fn restored(start: u64, end: u64) -> Self {
+        Window { start, end, reach: start }
+    }
+
+    /// Whether an answer sent at `sent` is one this window may count.
+    fn holds(&self, sent: u64) -> bool {
+        self.start.min(self.reach) <= sent && sent < self.end
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -81,7 +102,7 @@ impl Pace {
         // slow exit answers after the slice has ended): it teaches that
         // window's rate after the fact.
         if let (Some(w), Some(_)) = (self.learned, self.rate) {
-            if w.start <= sent && sent < w.end {
+            if w.holds(sent) {
                 self.rate = Some(self.measure(w));
             }
         }
@@ -103,7 +124,7 @@ impl Pace {
         let after = self.learned.map_or(0, |w| w.end);
         let first = self.recent[..usize::from(self.recent_len)].iter().copied().filter(|&t| t >= after).min();
         let start = sent.saturating_sub(wait).max(first.unwrap_or(0).min(sent));
-        self.pending = Some(Window { start, end });
+        self.pending = Some(Window { start, end, reach: first.map_or(start, |f| f.min(start)) });
         self.settle(now);
     }
 
@@ -117,17 +138,24 @@ impl Pace {
 
     /// What got through in `w`, per second, a tenth under.
     fn measure(&self, w: Window) -> f64 {
+        let sent = &self.recent[..usize::from(self.recent_len)];
+        // A limit met late in its slice (a paced cell's is) has a short
+        // wait, and the answers that filled the slice were sent before
+        // `start`: with none in `[start, end)` the window opens at `reach`.
+        // Measured again as late answers sent in it come in: a slow exit's
+        // answers may still be in flight when the limit is met.
+        let from = if sent.iter().any(|&t| w.start <= t && t < w.end) { w.start } else { w.reach.min(w.start) };
         let inside: &mut [u64; RECENT] = &mut [0; RECENT];
         let mut n = 0;
-        for &sent in &self.recent[..usize::from(self.recent_len)] {
-            if w.start <= sent && sent < w.end {
-                inside[n] = sent;
+        for &t in sent {
+            if from <= t && t < w.end {
+                inside[n] = t;
                 n += 1;
             }
         }
         // More got through than the cell remembers: measure over the span
         // of those it does.
-        let start = if n == RECENT { inside.iter().copied().min().unwrap_or(w.start) } else { w.start };
+        let start = if n == RECENT { inside.iter().copied().min().unwrap_or(from) } else { from };
         let seconds = (w.end.saturating_sub(start).max(1)) as f64 / SECOND as f64;
         // At least the one request a window lets through, even when none did.
         MARGIN * (n.max(1) as f64) / seconds
@@ -183,7 +211,7 @@ mod tests {
         assert_eq!(pace.rate, None, "learned when the wait ends");
         // 2 answers in 1 s.
         assert_eq!(pace.interval(11 * S), Some(555_555_556));
-        assert_eq!(pace.learned, Some(Window { start: 10 * S, end: 11 * S }));
+        assert_eq!(pace.learned, Some(Window { start: 10 * S, end: 11 * S, reach: 10 * S }));
     }
 
     #[test]
@@ -232,14 +260,58 @@ mod tests {
         pace.passed(58 * S, 58 * S + MS);
         pace.limited(59 * S, 60 * S, 59 * S + MS);
         pace.interval(60 * S);
-        assert_eq!(pace.learned, Some(Window { start: 58 * S, end: 60 * S }));
+        assert_eq!(pace.learned, Some(Window { start: 58 * S, end: 60 * S, reach: S }));
         assert_eq!(pace.rate, Some(0.9 * 1.0 / 2.0));
         // The next window opens at the first answer after this one closed.
         pace.passed(61 * S, 61 * S + MS);
         pace.passed(61 * S + 500 * MS, 61 * S + 501 * MS);
         pace.limited(62 * S, 63 * S, 62 * S + MS);
         pace.interval(63 * S);
-        assert_eq!(pace.learned, Some(Window { start: 61 * S, end: 63 * S }));
+        assert_eq!(pace.learned, Some(Window { start: 61 * S, end: 63 * S, reach: 61 * S }));
+    }
+
+    #[test]
+    fn a_limit_met_late_in_its_slice_opens_at_the_first_answer_since_the_last_window() {
+        let mut pace = Pace::default();
+        // One per 10 s: a paced cell's answer sent at 21 s got through; one
+        // sent at 29.3 s is told to wait 0.7 s, for the slice's end at 30 s.
+        pace.passed(21 * S, 21 * S + 100 * MS);
+        pace.limited(29300 * MS, 30 * S, 29400 * MS);
+        pace.interval(30 * S);
+        // [21 s, 30 s), not [28.6 s, 30 s) with nothing in it: one per 9 s,
+        // not one per 1.4 s.
+        assert_eq!(pace.learned, Some(Window { start: 28600 * MS, end: 30 * S, reach: 21 * S }));
+        assert_eq!(pace.rate, Some(0.9 * 1.0 / 9.0));
+    }
+
+    #[test]
+    fn answers_in_flight_when_a_late_limit_was_met_count_when_they_come_in() {
+        let mut pace = Pace::default();
+        pace.passed(21 * S, 21 * S + 100 * MS);
+        pace.limited(29300 * MS, 30 * S, 29400 * MS);
+        pace.interval(30 * S);
+        // A slow exit's answer to a request sent at 25 s comes in at 31 s:
+        // two got through in [21 s, 30 s).
+        pace.passed(25 * S, 31 * S);
+        assert_eq!(pace.rate, Some(0.9 * 2.0 / 9.0));
+        // One sent after the window teaches it nothing.
+        pace.passed(30 * S + MS, 31 * S);
+        assert_eq!(pace.rate, Some(0.9 * 2.0 / 9.0));
+    }
+
+    #[test]
+    fn a_late_limit_with_no_answer_in_since_the_last_window_keeps_its_short_window() {
+        let mut pace = Pace::default();
+        burst(&mut pace);
+        pace.interval(11 * S);
+        // Nothing that got through since 11 s is in when a limit is met at
+        // 19.5 s until 20 s: [19 s, 20 s), and an answer sent before it,
+        // coming in late, is not counted.
+        pace.limited(19500 * MS, 20 * S, 19600 * MS);
+        pace.interval(20 * S);
+        assert_eq!(pace.learned, Some(Window { start: 19 * S, end: 20 * S, reach: 19 * S }));
+        pace.passed(15 * S, 21 * S);
+        assert_eq!(pace.rate, Some(0.9));
     }
 
     #[test]

@@ -103,12 +103,8 @@ fn pace_in(p: Option<PaceRecord>, now: u64) -> Result<Pace, SnapshotError> {
     }
     Ok(Pace {
         rate: p.rate,
-        learned: p
-            .learned
-            .map(|(start, end)| Window { start: now.saturating_sub(start), end: now.saturating_sub(end) }),
-        pending: p
-            .pending
-            .map(|(start, end)| Window { start: now.saturating_sub(start), end: now.saturating_add(end) }),
+        learned: p.learned.map(|(start, end)| Window::restored(now.saturating_sub(start), now.saturating_sub(end))),
+        pending: p.pending.map(|(start, end)| Window::restored(now.saturating_sub(start), now.saturating_add(end))),
         recent,
         recent_len: p.recent.len() as u8,
     })
