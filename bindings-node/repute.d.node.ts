@@ -5,6 +5,12 @@ export declare class NativeAttempts {
   get context(): string
   /** Attempts begun so far. */
   get made(): number
+  /**
+   * What the next try asks the pool for, as a key: tries with the same
+   * wish are refused or granted alike (a wake is handed on only to a
+   * sleeper that wishes otherwise).
+   */
+  get wish(): string
   /** Time left for the request (ms); null: no limit. */
   remainingMs(): number | null
   /** The next acquire's selector: the caller's, without what was tried. */

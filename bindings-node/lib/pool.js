@@ -8,6 +8,7 @@ const { Lease, kAdopt, kRenew, kRelease, kReconcile, kReport, kNativePool, kAcqu
 const { selectorOptions, labelsOption, limitsOption, groupLimitsOption, holdOptions, httpSpec, nativeConfig } = require('./options');
 const { startProber } = require('./prober');
 const { EventFeed } = require('./events');
+const { Line } = require('./line');
 
 /**
  * Whether `e` is an acquire's refusal (nothing selectable, or the pool's
@@ -37,6 +38,16 @@ function refusalOf(err) {
   };
 }
 
+/**
+ * What an acquire asks the pool for, as a key: acquires that ask alike are
+ * answered alike (`prefer` and `affinity` only order the choice).
+ * @param {string} context @param {Record<string, unknown>} selector
+ */
+function wishOf(context, selector) {
+  const { prefer: _prefer, affinity: _affinity, ...admits } = selector;
+  return JSON.stringify([context, admits], (_key, v) => (typeof v === 'bigint' ? v.toString() : v));
+}
+
 /** The public type (index.d.ts) this class implements. @typedef {import('../index').Pool} PoolApi */
 
 /**
@@ -49,8 +60,8 @@ class Pool {
   #durable;
   /** On Redis: acquires and releases run on the pool's own connection on the event loop. */
   #link;
-  /** Sleeping `acquire` calls, woken early by anything that may free a permit. */
-  #waiters = new Set();
+  /** Sleeping `acquire` calls, woken early by anything that may free a permit (lib/line.js). */
+  #line = new Line();
   /** Open `events()` iterators. */
   #feed;
 
@@ -65,7 +76,7 @@ class Pool {
     this.#durable = this.#native.durable;
     this.#link = this.#native.hasLink;
     this.#feed = new EventFeed(this.#native);
-    this.#prober = startProber(this.#native, obj('options', options), config.recovery, () => this.#changed(true));
+    this.#prober = startProber(this.#native, obj('options', options), config.recovery, () => this.#changed('all'));
   }
 
   /** The probe loop's timer (`recovery: 'probe'` with a `probe`), until `close`. */
@@ -83,7 +94,10 @@ class Pool {
     return this.#native.nowMs();
   }
 
-  /** Runs a call that may write to durable storage off the JS thread. */
+  /**
+   * Runs a call that may write to durable storage off the JS thread.
+   * @param {false | 'one' | 'all'} frees @param {string} name @param {...any} args
+   */
   async #maybeAsync(frees, name, ...args) {
     try {
       return this.#durable ? await this.#native[`${name}Async`](...args) : this.#native[name](...args);
@@ -93,10 +107,12 @@ class Pool {
   }
 
   /**
-   * Runs a native call, then `#changed`. `frees` marks calls
-   * that can make a resource selectable (release, register, unblock,
-   * report, restore): they wake sleeping `acquire` calls. Failed acquires
-   * must not, or waiters would wake each other in a loop.
+   * Runs a native call, then `#changed`. `frees` marks calls that can
+   * make a resource selectable: `'one'` (a release, a report: one permit
+   * or one resource) wakes the first sleeping `acquire` in line that may
+   * use it, `'all'` (a register, an unblock, a restore) wakes them all.
+   * Failed acquires must not, or waiters would wake each other in a loop.
+   * @param {() => any} f @param {false | 'one' | 'all'} [frees]
    */
   #call(f, frees = false) {
     try {
@@ -106,13 +122,14 @@ class Pool {
     }
   }
 
-  /** After any call: deliver events to iterators; maybe wake sleeping acquires. */
+  /**
+   * After any call: deliver events to iterators; maybe wake sleeping acquires.
+   * @param {false | 'one' | 'all'} frees
+   */
   #changed(frees) {
     this.#feed.pump();
-    if (frees && this.#waiters.size !== 0) {
-      for (const wake of this.#waiters) wake();
-      this.#waiters.clear();
-    }
+    if (frees === 'one') this.#line.wakeOne();
+    else if (frees === 'all') this.#line.wakeAll();
   }
 
   /**
@@ -135,7 +152,7 @@ class Pool {
     const groups = optStrings('groups', o.groups);
     return this.#call(
       () => this.#native.register(str('kind', kind), str('value', value), permits, limits, labels, secret, groups),
-      true,
+      'all',
     );
   }
 
@@ -149,7 +166,7 @@ class Pool {
    */
   setGroup(name, limits = {}) {
     const spec = groupLimitsOption(limits);
-    return this.#call(() => this.#native.setGroup(str('name', name), spec), true);
+    return this.#call(() => this.#native.setGroup(str('name', name), spec), 'all');
   }
 
   /** Every quota group with members or limits, sorted by name. */
@@ -191,7 +208,8 @@ class Pool {
    * limit, as in Python; 0 tries once; `signal` aborts) for one to free up. Waits
    * follow the pool's plan (the same as every front end's: from 1 ms up to
    * 50 ms, at most 1 ms past the pool's `retryAfterMs`, on the pool's clock) and
-   * end early when this pool releases or changes anything. Rejects with the
+   * end early when this pool releases or changes anything (a release wakes
+   * the longest-waiting acquire that may use it, lib/line.js). Rejects with the
    * last NoResourceAvailableError / RateLimitedError on timeout. Only
    * resources of `kind`, whose labels match `where` (label name to a value
    * or an array of values) and whose value is not in `exclude` are chosen;
@@ -210,18 +228,28 @@ class Pool {
     const timeoutMs = optNum('timeoutMs', o.timeoutMs);
     const signal = o.signal;
     const waiting = this.#native.waiting(timeoutMs);
-    for (;;) {
-      signal?.throwIfAborted();
-      let err;
-      try {
-        return this.#adopt(await this.#acquireOnce(context, selector), hold);
-      } catch (e) {
-        if (!isRefusal(e)) throw e;
-        err = e;
+    let place = null;
+    let wish = '';
+    try {
+      for (;;) {
+        signal?.throwIfAborted();
+        let err;
+        try {
+          const lease = this.#adopt(await this.#acquireOnce(context, selector), hold);
+          place?.granted();
+          return lease;
+        } catch (e) {
+          if (!isRefusal(e)) throw e;
+          err = e;
+        }
+        const wait = waiting.next(err.retryAfterMs ?? undefined, err.settled);
+        if (wait === null) throw err;
+        if (place === null) [place, wish] = [this.#line.place(), wishOf(context, selector)];
+        place.refused();
+        await place.sleep(wait, wish, signal);
       }
-      const wait = waiting.next(err.retryAfterMs ?? undefined, err.settled);
-      if (wait === null) throw err;
-      await this.#sleep(wait, signal);
+    } finally {
+      place?.refused();
     }
   }
 
@@ -294,21 +322,30 @@ class Pool {
    */
   async #granting(attempts, signal, once) {
     let waiting = null;
-    for (;;) {
-      signal?.throwIfAborted();
-      let err;
-      try {
-        return await once();
-      } catch (e) {
-        if (!isRefusal(e)) throw e;
-        err = e;
+    let place = null;
+    try {
+      for (;;) {
+        signal?.throwIfAborted();
+        let err;
+        try {
+          const granted = await once();
+          place?.granted();
+          return granted;
+        } catch (e) {
+          if (!isRefusal(e)) throw e;
+          err = e;
+        }
+        const { step, hintMs } = attempts.refused(refusalOf(err));
+        if (step === 'again') continue;
+        waiting ??= this.#native.waiting(attempts.remainingMs());
+        const wait = step === 'wait' ? waiting.next(hintMs ?? undefined) : null;
+        if (wait === null) throw err;
+        place ??= this.#line.place();
+        place.refused();
+        await place.sleep(wait, attempts.wish, signal);
       }
-      const { step, hintMs } = attempts.refused(refusalOf(err));
-      if (step === 'again') continue;
-      waiting ??= this.#native.waiting(attempts.remainingMs());
-      const wait = step === 'wait' ? waiting.next(hintMs ?? undefined) : null;
-      if (wait === null) throw err;
-      await this.#sleep(wait, signal);
+    } finally {
+      place?.refused();
     }
   }
 
@@ -318,23 +355,9 @@ class Pool {
 
   /** After an attempt reported or released: events out, sleeping acquires woken. */
   [kChanged]() {
-    this.#changed(true);
+    this.#changed('one');
   }
 
-  /** @param {number} ms @param {AbortSignal} [signal] @returns {Promise<void>} */
-  #sleep(ms, signal) {
-    return new Promise((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        this.#waiters.delete(done);
-        signal?.removeEventListener('abort', done);
-        resolve();
-      };
-      const timer = setTimeout(done, ms);
-      this.#waiters.add(done);
-      signal?.addEventListener('abort', done, { once: true });
-    });
-  }
 
   /**
    * Acquires a lease (options as for `acquire`), runs `fn(lease, signal)`
@@ -406,7 +429,7 @@ class Pool {
     } catch (e) {
       return Promise.reject(e);
     } finally {
-      this.#changed(true);
+      this.#changed('one');
     }
   }
 
@@ -414,7 +437,7 @@ class Pool {
     try {
       await (this.#durable ? n.reconcileAsync(used) : n.reconcile(used));
     } finally {
-      this.#changed(true);
+      this.#changed('all');
     }
   }
 
@@ -425,7 +448,7 @@ class Pool {
     try {
       await (this.#durable ? n.reportAsync({ ...spec, latencyMs }, usage) : n.report({ ...spec, latencyMs }, usage));
     } finally {
-      this.#changed(true);
+      this.#changed('one');
     }
   }
 
@@ -445,7 +468,7 @@ class Pool {
 
   async #report(kind, value, context, spec, options) {
     const latencyMs = num('latencyMs', obj('options', options).latencyMs ?? 0);
-    await this.#maybeAsync(true, 'report', str('kind', kind), str('value', value), str('context', context), { ...spec, latencyMs });
+    await this.#maybeAsync('one', 'report', str('kind', kind), str('value', value), str('context', context), { ...spec, latencyMs });
   }
 
   /** Blocks a resource everywhere, or in one `context`; for `durationMs` or until unblocked. */
@@ -465,7 +488,7 @@ class Pool {
   /** Lifts a block; true if one was in place. */
   unblock(kind, value, options = {}) {
     const o = obj('options', options);
-    return this.#call(() => this.#native.unblock(str('kind', kind), str('value', value), optStr('context', o.context)), true);
+    return this.#call(() => this.#native.unblock(str('kind', kind), str('value', value), optStr('context', o.context)), 'all');
   }
 
   dueForProbe() {
@@ -497,7 +520,7 @@ class Pool {
   /** Replaces the state with a snapshot; a refused one changes nothing. */
   restore(bytes) {
     if (!(bytes instanceof Uint8Array)) throw invalidArg('bytes', 'must be a Buffer or Uint8Array');
-    this.#call(() => this.#native.restore(bytes), true);
+    this.#call(() => this.#native.restore(bytes), 'all');
   }
 
   snapshotJson(options = {}) {
@@ -505,7 +528,7 @@ class Pool {
   }
 
   restoreJson(state) {
-    this.#call(() => this.#native.restoreJson(typeof state === 'string' ? state : JSON.stringify(state)), true);
+    this.#call(() => this.#native.restoreJson(typeof state === 'string' ? state : JSON.stringify(state)), 'all');
   }
 
   /** Saves a checkpoint to the store (off the JS thread); resolves to its version. */
@@ -521,12 +544,12 @@ class Pool {
    * JS thread; `syncAsync()` waits on the libuv thread pool.
    */
   sync() {
-    return this.#call(() => this.#native.sync(), true);
+    return this.#call(() => this.#native.sync(), 'all');
   }
 
   /** `sync()` off the JS thread. */
   syncAsync() {
-    return this.#maybeAsync(true, 'sync');
+    return this.#maybeAsync('all', 'sync');
   }
 
   /** Events since the last drain, oldest first. */
@@ -560,7 +583,7 @@ class Pool {
       this.#native.close(checkpoint);
     } finally {
       this.#feed.end();
-      this.#changed(true);
+      this.#changed('all');
     }
   }
 

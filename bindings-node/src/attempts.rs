@@ -138,6 +138,14 @@ impl NativeAttempts {
         self.attempts.made()
     }
 
+    /// What the next try asks the pool for, as a key: tries with the same
+    /// wish are refused or granted alike (a wake is handed on only to a
+    /// sleeper that wishes otherwise).
+    #[napi(getter)]
+    pub fn wish(&self) -> String {
+        format!("{:016x}", self.attempts.wish())
+    }
+
     /// Time left for the request (ms); null: no limit.
     #[napi]
     pub fn remaining_ms(&self) -> Option<f64> {

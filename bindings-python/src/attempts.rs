@@ -107,6 +107,14 @@ impl Attempts {
         self.inner().made()
     }
 
+    /// What the next try asks the pool for, hashed: tries with the same
+    /// wish are refused or granted alike (the asyncio line hands a wake on
+    /// only to a sleeper that wishes otherwise).
+    #[getter]
+    fn wish(&self) -> u64 {
+        self.inner().wish()
+    }
+
     /// Seconds left for the request; None: no limit.
     #[getter]
     fn remaining(&self) -> Option<f64> {

@@ -247,7 +247,7 @@ def test_the_asyncio_transport_wakes_the_request_waiting_for_the_permit_it_frees
             while pool.stats().live_leases == 0:
                 await asyncio.sleep(0)
             second = asyncio.create_task(client.get("http://127.0.0.1/second"))
-            while not repute._freed.freed(pool)._sleepers:
+            while not repute._freed.freed(pool)._line:
                 await asyncio.sleep(0)
             answered.set()
             return [r.text for r in await asyncio.wait_for(asyncio.gather(first, second), 5.0)]

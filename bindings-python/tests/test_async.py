@@ -73,7 +73,7 @@ def test_an_asyncio_release_wakes_the_pools_sleeping_acquires() -> None:
         await pool.register("proxy", "a")
         held = await pool.acquire("shop")
         waiters = [asyncio.create_task(other.acquire("shop", timeout=30.0).__aenter__()) for _ in range(2)]
-        while len(repute._freed.freed(native)._sleepers) < 2:
+        while len(repute._freed.freed(native)._line) < 2:
             await asyncio.sleep(0)
         await held.release()  # one AsyncPool's release wakes the other's waiters
         done, asleep = await asyncio.wait(waiters, timeout=5.0, return_when=asyncio.FIRST_COMPLETED)
@@ -83,6 +83,98 @@ def test_an_asyncio_release_wakes_the_pools_sleeping_acquires() -> None:
         second = await asyncio.wait_for(asleep.pop(), 5.0)
         assert second.token == 3
         await second.release()
+
+    asyncio.run(main())
+
+
+def counting_attempts(pool: repute.AsyncPool) -> list[str]:
+    """The contexts of ``pool``'s single tries, in order."""
+    tried: list[str] = []
+    attempt = pool._attempt
+
+    async def counted(context: str, *rest: object) -> repute.Lease:
+        tried.append(context)
+        return await attempt(context, *rest)  # type: ignore[arg-type]
+
+    pool._attempt = counted  # type: ignore[method-assign]
+    return tried
+
+
+async def asleep(native: repute.Pool, n: int) -> None:
+    while len(repute._freed.freed(native)._line) < n:
+        await asyncio.sleep(0)
+
+
+@pytest.mark.usefixtures("sleeps_until_woken")
+def test_a_release_wakes_the_first_in_line_alone() -> None:
+    async def main() -> None:
+        native = repute.Pool()
+        pool = repute.AsyncPool(native)
+        await pool.register("proxy", "a")
+        held = await pool.acquire("shop")
+        tried = counting_attempts(pool)
+        waiters = []
+        for i in range(5):
+            waiters.append(asyncio.create_task(pool.acquire(f"site{i}", timeout=30.0).__aenter__()))
+            await asleep(native, i + 1)
+        assert len(tried) == 5
+        await held.release()
+        first = await asyncio.wait_for(waiters[0], 5.0)
+        assert first.context == "site0", "the longest in line"
+        assert len(tried) == 6, "one release, one attempt: the others sleep on"
+        assert not any(w.done() for w in waiters[1:])
+        await first.release()
+        second = await asyncio.wait_for(waiters[1], 5.0)
+        assert (second.context, len(tried)) == ("site1", 7)
+        for waiter in waiters[2:]:
+            waiter.cancel()
+        await second.release()
+
+    asyncio.run(main())
+
+
+@pytest.mark.usefixtures("sleeps_until_woken")
+def test_a_wake_the_first_in_line_cannot_use_is_handed_on() -> None:
+    async def main() -> None:
+        native = repute.Pool()
+        pool = repute.AsyncPool(native)
+        await pool.register("proxy", "a")
+        await pool.register("key", "k")
+        proxy, key = await pool.acquire("shop", kind="proxy"), await pool.acquire("shop", kind="key")
+        tried = counting_attempts(pool)
+        wants_key = asyncio.create_task(pool.acquire("first", kind="key", timeout=30.0).__aenter__())
+        await asleep(native, 1)
+        wants_proxy = asyncio.create_task(pool.acquire("second", kind="proxy", timeout=30.0).__aenter__())
+        await asleep(native, 2)
+        await proxy.release()
+        granted = await asyncio.wait_for(wants_proxy, 5.0)
+        assert granted.value == "a"
+        assert tried == ["first", "second", "first", "second"], "woken first, the key's waiter handed it on"
+        assert not wants_key.done()
+        await key.release()
+        assert (await asyncio.wait_for(wants_key, 5.0)).value == "k"
+
+    asyncio.run(main())
+
+
+@pytest.mark.usefixtures("sleeps_until_woken")
+def test_a_waiter_cancelled_after_its_wake_hands_it_on() -> None:
+    async def main() -> None:
+        native = repute.Pool()
+        pool = repute.AsyncPool(native)
+        await pool.register("proxy", "a")
+        held = await pool.acquire("shop")
+        first = asyncio.create_task(pool.acquire("shop", timeout=30.0).__aenter__())
+        await asleep(native, 1)
+        second = asyncio.create_task(pool.acquire("shop", timeout=30.0).__aenter__())
+        await asleep(native, 2)
+        await held.release()  # wakes the first, which is cancelled before it can try
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        lease = await asyncio.wait_for(second, 5.0)
+        assert lease.token == 2
+        await lease.release()
 
     asyncio.run(main())
 

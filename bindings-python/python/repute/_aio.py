@@ -32,7 +32,7 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from types import TracebackType
 from typing import Any, Callable, Generator, Iterable, Literal, Mapping, Sequence
 
-from ._aio_calls import _call, _Hold, _release_orphan, _run, _Selector
+from ._aio_calls import _call, _Hold, _release_orphan, _run, _Selector, selector_wish
 from ._aio_forwards import _PoolCalls
 from ._aio_lease import AsyncLease
 from ._aio_link import _Link
@@ -205,17 +205,27 @@ class AsyncPool(_PoolCalls):
         # before the pool is touched; without one it is made at the first
         # refusal, so a grant at once costs nothing more.
         waiting = None if timeout is None else self._pool._waiting(timeout)
-        while True:
-            try:
-                lease = AsyncLease(await self._attempt(context, selector, hold), self._io, self._link, self._freed)
-                break
-            except (NoResourceAvailableError, RateLimitedError) as refusal:
-                if waiting is None:
-                    waiting = self._pool._waiting(None)
-                wait = waiting.next(refusal.retry_after, refusal.settled)
-                if wait is None:
-                    raise
-                await self._freed.sleep(wait)
+        place = None
+        try:
+            while True:
+                try:
+                    lease = AsyncLease(await self._attempt(context, selector, hold), self._io, self._link, self._freed)
+                    break
+                except (NoResourceAvailableError, RateLimitedError) as refusal:
+                    if waiting is None:
+                        waiting = self._pool._waiting(None)
+                    wait = waiting.next(refusal.retry_after, refusal.settled)
+                    if wait is None:
+                        raise
+                    if place is None:
+                        place, wish = self._freed.place(), (context, selector_wish(selector))
+                    place.refused()
+                    await place.sleep(wait, wish)
+            if place is not None:
+                place.granted()
+        finally:
+            if place is not None:
+                place.refused()
         if hold.cancel_on_loss:
             loop = asyncio.get_running_loop()
             task = asyncio.current_task()

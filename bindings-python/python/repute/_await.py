@@ -67,23 +67,32 @@ class Acquirer:
         """``one_try()`` until it is granted, waiting between refusals as
         ``attempts.refused()`` says."""
         waiting = None
-        while True:
-            try:
-                if self._offload:
-                    return await _run(one_try)
-                return await _call(self._io, one_try)
-            except (NoResourceAvailableError, RateLimitedError):
-                what, hint = attempts.refused()
-                if what == "again":
-                    continue
-                if what == "give_up":
-                    raise
-                if waiting is None:
-                    waiting = self._pool._waiting(attempts.remaining)
-                wait = waiting.next(hint)
-                if wait is None:
-                    raise
-                await self._freed.sleep(wait)
+        place = None
+        try:
+            while True:
+                try:
+                    granted = await _run(one_try) if self._offload else await _call(self._io, one_try)
+                    if place is not None:
+                        place.granted()
+                    return granted
+                except (NoResourceAvailableError, RateLimitedError):
+                    what, hint = attempts.refused()
+                    if what == "again":
+                        continue
+                    if what == "give_up":
+                        raise
+                    if waiting is None:
+                        waiting = self._pool._waiting(attempts.remaining)
+                    wait = waiting.next(hint)
+                    if wait is None:
+                        raise
+                    if place is None:
+                        place = self._freed.place()
+                    place.refused()
+                    await place.sleep(wait, attempts.wish)
+        finally:
+            if place is not None:
+                place.refused()
 
 
 def split_credentials(proxy: str) -> tuple[str, str | None]:

@@ -937,6 +937,13 @@ class _Attempts:
         `try_acquire` then `begin`, in one call: the next attempt's route,
         or the refusal raised, and `refused()` says what to do.
         """
+    @property
+    def wish(self, /) -> int:
+        """
+        What the next try asks the pool for, hashed: tries with the same
+        wish are refused or granted alike (the asyncio line hands a wake on
+        only to a sleeper that wishes otherwise).
+        """
 
 @final
 class _Plan:

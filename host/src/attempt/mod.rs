@@ -30,6 +30,7 @@ mod target;
 #[cfg(test)]
 mod tests;
 
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -214,6 +215,20 @@ impl Attempts {
     /// Attempts begun so far.
     pub fn made(&self) -> u32 {
         self.made
+    }
+
+    /// What the next acquire asks the pool for, hashed: two requests with
+    /// the same wish are refused or granted alike, so a front end that woke
+    /// one for a freed permit, and saw it refused, need not wake the other
+    /// (`prefer` and `affinity` only order the choice and are left out).
+    pub fn wish(&self) -> u64 {
+        let mut h = DefaultHasher::new();
+        let s = &self.selector;
+        (&self.context, &s.kind, &s.exclude, s.cost, self.goes_back()).hash(&mut h);
+        for filter in &s.labels {
+            (&filter.name, &filter.values).hash(&mut h);
+        }
+        h.finish()
     }
 
     fn may_retry(&self) -> bool {

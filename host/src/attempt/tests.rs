@@ -439,3 +439,25 @@ fn next_acquires_and_begins_in_one_call_and_next_now_returns_the_refusal() {
     other.end().unwrap();
     assert_eq!(live(&holder), 0);
 }
+
+#[test]
+fn requests_wish_alike_until_what_they_ask_for_differs() {
+    let (holder, _clock) = pool("proxy", &["a", "b"]);
+    let (mut one, two) = (attempts(&holder, "example.com"), attempts(&holder, "example.com"));
+    assert_eq!(one.wish(), two.wish(), "the same plan and context: answered alike");
+    assert_ne!(one.wish(), attempts(&holder, "other.example").wish(), "another context");
+    let kind = Plan { selector: Selector { kind: Some("key".into()), ..Default::default() }, ..Default::default() };
+    assert_ne!(one.wish(), kind.checked(holder.clone()).unwrap().start("example.com").wish(), "another kind");
+    let prefer = Plan { selector: Selector { prefer: Some("b".into()), ..Default::default() }, ..Default::default() };
+    assert_eq!(
+        one.wish(),
+        prefer.checked(holder.clone()).unwrap().start("example.com").wish(),
+        "a preference only orders the choice"
+    );
+
+    let first = next(&mut one);
+    one.begin(first).unwrap();
+    assert_eq!(one.answered(429, retry_after("30"), None).unwrap(), Step::Retry);
+    assert_ne!(one.wish(), two.wish(), "one has tried a and no longer asks for it");
+    one.end().unwrap();
+}
