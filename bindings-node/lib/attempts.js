@@ -129,7 +129,7 @@ class Attempts {
 
   /** `begin` on a native lease from `kNextLease`. @param {import('../repute.node').NativeLease} n */
   [kBeginOn](n) {
-    return /** @type {import('../index').Route} */ (this.#after(() => this.#n.begin(n)));
+    return /** @type {import('../index').Route} */ (this.#after(() => this.#n.begin(n), false));
   }
 
   /**
@@ -162,12 +162,18 @@ class Attempts {
     this.#after(() => this.#n.end());
   }
 
-  /** @template T @param {() => T} f @returns {T} */
-  #after(f) {
+  /**
+   * `f()`, then events out and, when it may have freed a permit (not a
+   * `begin`, not a success that keeps its lease), the first sleeper woken.
+   * @template T @param {() => T} f @param {boolean} [frees] @returns {T}
+   */
+  #after(f, frees = true) {
+    let done;
     try {
-      return f();
+      done = f();
+      return done;
     } finally {
-      this.#pool[kChanged]();
+      this.#pool[kChanged](frees && done !== 'stream');
     }
   }
 }

@@ -353,9 +353,13 @@ class Pool {
     return this.#native;
   }
 
-  /** After an attempt reported or released: events out, sleeping acquires woken. */
-  [kChanged]() {
-    this.#changed('one');
+  /**
+   * After an attempt's call: events out, and the first sleeping acquire in
+   * line woken when it may have freed a permit.
+   * @param {boolean} frees
+   */
+  [kChanged](frees) {
+    this.#changed(frees ? 'one' : false);
   }
 
 

@@ -34,15 +34,23 @@ class Acquirer:
 
     async def call(self, fn: Callable[..., _T], *args: Any) -> _T:
         """``fn(*args)``, one of the attempts' calls that may wait on the
-        store; then the pool's sleepers are woken, unless it answered
-        ``stream`` (a success that keeps its lease)."""
-        if self._offload:
-            done = await _run(fn, *args)
-        else:
-            done = await _call(self._io, fn, *args)
+        store and may free a permit; then the pool's first sleeper in line
+        is woken, unless it answered ``stream`` (a success that keeps its
+        lease)."""
+        done = await self._invoke(fn, *args)
         if done != "stream":
             self._freed.wake()
         return done
+
+    async def begin(self, attempts: _Attempts, lease: Lease) -> _Route:
+        """``attempts.begin(lease)``, as :meth:`call` but waking no one: it
+        frees nothing."""
+        return await self._invoke(attempts.begin, lease)
+
+    async def _invoke(self, fn: Callable[..., _T], *args: Any) -> _T:
+        if self._offload:
+            return await _run(fn, *args)
+        return await _call(self._io, fn, *args)
 
     def soon(self, fn: Callable[..., Any], *args: Any) -> None:
         """``call`` from code that cannot wait (a library's synchronous
