@@ -169,7 +169,8 @@ impl RedisLink {
                 Ok((done, holds))
             })
             .map_err(|f: Failure| to_py(py, f))?;
-        self.shared.holder.notify_freed();
+        // One feed may end several releases.
+        self.shared.holder.notify_changed();
         self.settled(py, done, holds)
     }
 

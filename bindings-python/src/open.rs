@@ -75,14 +75,15 @@ impl OpenPool {
         py.detach(|| self.with(f)).map_err(|e| to_py(py, e))
     }
 
-    /// Runs a host operation that may free a permit, then wakes waiters.
+    /// Runs a host operation that may make resources selectable (a
+    /// register, an unblock, a restore), then wakes every waiter.
     pub(crate) fn call_freeing<T: Send>(
         &self,
         py: Python<'_>,
         f: impl FnOnce(&mut HostPool) -> repute_host::Result<T> + Send,
     ) -> PyResult<T> {
         let r = self.call(py, f);
-        self.holder.notify_freed();
+        self.holder.notify_changed();
         r
     }
 

@@ -223,11 +223,7 @@ impl Attempts {
     /// (`prefer` and `affinity` only order the choice and are left out).
     pub fn wish(&self) -> u64 {
         let mut h = DefaultHasher::new();
-        let s = &self.selector;
-        (&self.context, &s.kind, &s.exclude, s.cost, self.goes_back()).hash(&mut h);
-        for filter in &s.labels {
-            (&filter.name, &filter.values).hash(&mut h);
-        }
+        (crate::holder::wish(&self.context, &self.selector), self.goes_back()).hash(&mut h);
         h.finish()
     }
 

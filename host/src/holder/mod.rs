@@ -7,15 +7,17 @@
 //! so both behave alike: same defaults, same waits, same errors.
 
 mod lease;
+mod line;
 mod options;
 mod waiting;
 mod watch;
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 pub use lease::{HeldLease, Loss, Released};
+pub use line::wish;
 pub use options::{hold, Cooldown, Field, Names, OpenOptions, DEFAULT_OWNER_TTL};
 pub use waiting::{refusal_hint, Hint, Waiting};
 
@@ -46,11 +48,8 @@ struct Open {
 pub struct Holder {
     /// `None` once closed.
     pool: Mutex<Option<Open>>,
-    /// Signalled whenever a permit may have come free here.
-    freed: Condvar,
-    /// Acquires waiting on `freed` now: a release with none to wake makes
-    /// no syscall (a release per request, between real requests).
-    sleepers: AtomicUsize,
+    /// Acquires waiting for a permit freed here, in line.
+    line: line::Line,
     clock: Arc<dyn Clock>,
     /// Fixed margin before a lease's TTL runs out; `None` is a tenth of the TTL.
     margin: Option<u64>,
@@ -83,8 +82,7 @@ impl Holder {
         let pool = EmbeddedPool::open(&*store, &resolved.sharing, &resolved.tenant, resolved.config, clock.clone())?;
         Ok(Arc::new(Holder {
             pool: Mutex::new(Some(Open { pool, last_checkpoint })),
-            freed: Condvar::new(),
-            sleepers: AtomicUsize::new(0),
+            line: line::Line::default(),
             clock,
             margin: resolved.margin,
             closed: AtomicBool::new(false),
@@ -156,14 +154,18 @@ impl Holder {
         self.lock().as_ref().and_then(|open| open.pool.wire().cloned())
     }
 
-    /// Wakes waiting acquires: call after anything that may free a permit.
+    /// Wakes the first waiting acquire in line that may use a permit just
+    /// freed (a release). A waiter joins the line under the pool's lock,
+    /// and a release frees its permit under that lock before this runs:
+    /// either the waiter saw the permit free, or this finds it in line.
     pub fn notify_freed(&self) {
-        // A sleeper counts itself under the pool's lock before it waits,
-        // and a release frees its permit under that lock before this
-        // reads: either the sleeper saw the permit free, or this sees it.
-        if self.sleepers.load(Ordering::SeqCst) > 0 {
-            self.freed.notify_all();
-        }
+        self.line.wake_one();
+    }
+
+    /// Wakes every waiting acquire: call after anything that may make more
+    /// than one resource selectable (a register, an unblock, a restore).
+    pub fn notify_changed(&self) {
+        self.line.wake_all();
     }
 
     /// The holder's local deadline for a lease sent at `sent` (I7).
@@ -240,6 +242,7 @@ impl Holder {
         mut between: impl FnMut() -> Result<(), E>,
     ) -> Result<Arc<HeldLease>, E> {
         let mut waiting = self.waiting(timeout);
+        let mut place: Option<line::Place<'_>> = None;
         loop {
             let mut guard = self.lock();
             let sent = self.now();
@@ -250,6 +253,9 @@ impl Holder {
             let refusal = match answer {
                 Ok((lease, secret)) => {
                     drop(guard);
+                    if let Some(place) = place.as_mut() {
+                        place.granted();
+                    }
                     return Ok(HeldLease::with_secret(self.clone(), lease, sent, secret));
                 }
                 Err(e) => selector_error(e),
@@ -258,9 +264,11 @@ impl Holder {
                 return Err(refusal.into());
             };
             let Some(wait) = waiting.next(hint, self.now()) else { return Err(refusal.into()) };
-            self.sleepers.fetch_add(1, Ordering::SeqCst);
-            drop(self.freed.wait_timeout(guard, wait).unwrap_or_else(|p| p.into_inner()));
-            self.sleepers.fetch_sub(1, Ordering::SeqCst);
+            let place = place.get_or_insert_with(|| self.line.place(wish(context, selector)));
+            place.refused();
+            let bell = place.lie_down();
+            drop(guard);
+            place.sleep(bell, wait);
             between()?;
         }
     }
@@ -272,7 +280,7 @@ impl Holder {
     pub fn close(&self, checkpoint: bool) -> Result<()> {
         let open = self.lock().take();
         self.closed.store(true, Ordering::SeqCst);
-        self.freed.notify_all();
+        self.line.wake_all();
         self.watch.close();
         let Some(mut open) = open else { return Ok(()) };
         let saved = if checkpoint && open.last_checkpoint {
