@@ -86,6 +86,31 @@ export declare class NativeLease {
   reportAsync(spec: OutcomeSpec, usage?: bigint | undefined | null): Promise<void>
 }
 
+export declare class NativeLine {
+  constructor()
+  /** A place in line for one acquire, behind every one before it. */
+  place(): number
+  /** `place` waits, wishing `wish` (what its next try asks for). */
+  lieDown(place: number, wish: string): void
+  /** `place` stops waiting without a wake; false when a wake took it out. */
+  leave(place: number): boolean
+  /** A permit was freed: the place woken for it, if any waits. */
+  wakeOne(): number | null
+  /** Anything may have become selectable: every place in line, woken. */
+  wakeAll(): Array<number>
+  /** `place`'s try after its wake got its permit. */
+  granted(place: number): void
+  /** `place`'s try after its wake got nothing: the place the wake goes to. */
+  refused(place: number): number | null
+  /**
+   * `place`'s acquire ended before it tried with its wake: the place the
+   * wake goes to.
+   */
+  left(place: number): number | null
+  /** How many wait. */
+  get length(): number
+}
+
 /**
  * A plan checked once, when an adapter (or `new Attempts`) is made; each
  * request's attempts start from it with their context, so a request

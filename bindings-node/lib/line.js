@@ -1,120 +1,94 @@
 'use strict';
-// Acquires of one pool asleep between tries, in line.
-//
-// A release frees one permit, so it wakes one sleeper: the one longest in
-// line (a place is taken at an acquire's first refusal and kept until it
-// ends). A sleeper that cannot use what was freed (another acquire took it
-// first, or it is not what this one's context and selector admit) hands the
-// wake on to the next in line that wishes for something else and has not
-// tried since that release: the permit reaches whoever can take it, and
-// sleepers that wish alike (answered alike) cost one try a release between
-// them, where waking them all cost each a try. A change that may make more
-// than one resource selectable (a register, an unblock, a restore) wakes
-// them all. A change this pool does not see (another process, an expiry)
-// wakes no one: the sleep's backoff bounds that wait.
+// Acquires of one pool asleep between tries, in line: the event-loop form
+// of the blocking acquire's line. A release frees one permit, so it wakes
+// one sleeper; one that cannot use it hands the wake on. Who is woken is
+// the host's (NativeLine: the first in line, then the next that wishes for
+// something else and has not tried since the release); this keeps the
+// timers and promises, keyed by place. A change that may make more than one
+// resource selectable (a register, an unblock, a restore) wakes them all. A
+// change this pool does not see (another process, an expiry) wakes no one:
+// the sleep's backoff bounds that wait.
 
-/** @typedef {{ release: number, refused: Set<string> }} Wake */
-/** @typedef {{ end: (wake: Wake | null) => void, seen: number, wish: string }} Sleeper */
+const { NativeLine } = require('../repute.node');
 
 class Line {
-  #places = 0;
-  /** Wakes made, counted. */
-  #releases = 0;
-  /** @type {Map<number, Sleeper>} */
+  #order = new NativeLine();
+  /** How each sleeping place ends its sleep. @type {Map<number, () => void>} */
   #sleeping = new Map();
-  /** The places of the sleepers, ascending. @type {number[]} */
-  #order = [];
 
   /** A place in line for one acquire, behind every one before it. */
   place() {
-    return new Place(this, this.#places++);
+    return new Place(this, this.#order.place());
   }
 
-  /** One permit was freed: the first in line that may use it tries for it. */
+  /** One permit was freed: the first in line tries for it. */
   wakeOne() {
-    if (this.#order.length === 0) return;
-    this.hand({ release: ++this.#releases, refused: new Set() }, -1);
+    if (this.#sleeping.size !== 0) this.#ring(this.#order.wakeOne());
   }
 
   /** Anything may have become selectable: every sleeper tries. */
   wakeAll() {
-    if (this.#order.length === 0) return;
-    this.#releases++;
-    for (const sleeper of [...this.#sleeping.values()]) sleeper.end(null);
+    if (this.#sleeping.size === 0) return;
+    for (const place of this.#order.wakeAll()) this.#ring(place);
+  }
+
+  /** @param {number | null} place */
+  #ring(place) {
+    if (place === null) return;
+    const end = this.#sleeping.get(place);
+    this.#sleeping.delete(place);
+    end?.();
   }
 
   /**
-   * Wakes the first sleeper behind place `after` that may use what `wake`
-   * freed: one that has not tried since and does not wish for what was
-   * refused. None: every one has, or wishes so.
-   * @param {Wake} wake @param {number} after
-   */
-  hand(wake, after) {
-    for (let i = this.#after(after); i < this.#order.length; i++) {
-      const sleeper = /** @type {Sleeper} */ (this.#sleeping.get(this.#order[i]));
-      if (sleeper.seen < wake.release && !wake.refused.has(sleeper.wish)) {
-        sleeper.end(wake);
-        return;
-      }
-    }
-  }
-
-  /**
-   * Sleeps `ms` at `place`, or until a wake, or until `signal` aborts: the
-   * wake that ended it, or null.
+   * Sleeps `ms` at `place`, or until a wake, or until `signal` aborts.
    * @param {number} place @param {number} ms @param {string} wish @param {AbortSignal} [signal]
-   * @returns {Promise<Wake | null>}
+   * @returns {Promise<void>}
    */
   sleep(place, ms, wish, signal) {
     return new Promise((resolve) => {
-      let ended = false;
-      /** @param {Wake | null} wake */
-      const end = (wake) => {
-        if (ended) return;
-        ended = true;
+      const end = () => {
         clearTimeout(timer);
-        signal?.removeEventListener('abort', aborted);
-        this.#sleeping.delete(place);
-        this.#order.splice(this.#after(place) - 1, 1);
-        resolve(wake);
+        signal?.removeEventListener('abort', leave);
+        resolve();
       };
-      const aborted = () => end(null);
-      const timer = setTimeout(aborted, ms);
-      this.#sleeping.set(place, { end, seen: this.#releases, wish });
-      this.#order.splice(this.#after(place), 0, place);
-      signal?.addEventListener('abort', aborted, { once: true });
+      // Time up or aborted: out of line at once, so no wake goes to it.
+      const leave = () => {
+        this.#sleeping.delete(place);
+        this.#order.leave(place);
+        end();
+      };
+      const timer = setTimeout(leave, ms);
+      this.#sleeping.set(place, end);
+      this.#order.lieDown(place, wish);
+      signal?.addEventListener('abort', leave, { once: true });
     });
+  }
+
+  /** @param {number} place */
+  granted(place) {
+    this.#order.granted(place);
+  }
+
+  /** @param {number} place @param {boolean} tried */
+  hand(place, tried) {
+    this.#ring(tried ? this.#order.refused(place) : this.#order.left(place));
   }
 
   /** How many sleepers are in line. */
   get length() {
     return this.#order.length;
   }
-
-  /** The index of the first place in line after `place`. @param {number} place */
-  #after(place) {
-    let lo = 0;
-    let hi = this.#order.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (this.#order[mid] <= place) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo;
-  }
 }
 
 /**
- * One acquire's place in its pool's line, and the wake it holds: a wake it
- * could not use is handed on, whether the acquire tries again, gives up or
- * is aborted.
+ * One acquire's place in its pool's line: a wake it could not use is handed
+ * on, whether the acquire tries again (`refused` after each refused try) or
+ * ends (`left`).
  */
 class Place {
   #line;
   #place;
-  /** @type {Wake | null} */
-  #wake = null;
-  #wish = '';
 
   /** @param {Line} line @param {number} place */
   constructor(line, place) {
@@ -127,23 +101,23 @@ class Place {
    * asks for (tries that ask alike are answered alike).
    * @param {number} ms @param {string} wish @param {AbortSignal} [signal]
    */
-  async sleep(ms, wish, signal) {
-    this.#wish = wish;
-    this.#wake = await this.#line.sleep(this.#place, ms, wish, signal);
+  sleep(ms, wish, signal) {
+    return this.#line.sleep(this.#place, ms, wish, signal);
   }
 
   /** The try after the sleep got its permit: the wake is used. */
   granted() {
-    this.#wake = null;
+    this.#line.granted(this.#place);
   }
 
-  /** The try after the sleep got nothing, or the acquire ends without one: the wake goes on. */
+  /** The try after the sleep got nothing: a wake it holds goes to the next that wishes otherwise. */
   refused() {
-    const wake = this.#wake;
-    if (wake === null) return;
-    this.#wake = null;
-    wake.refused.add(this.#wish);
-    this.#line.hand(wake, this.#place);
+    this.#line.hand(this.#place, true);
+  }
+
+  /** The acquire ends: a wake it holds and did not try goes to the next in line. */
+  left() {
+    this.#line.hand(this.#place, false);
   }
 }
 

@@ -242,14 +242,14 @@ class Pool {
           if (!isRefusal(e)) throw e;
           err = e;
         }
+        place?.refused();
         const wait = waiting.next(err.retryAfterMs ?? undefined, err.settled);
         if (wait === null) throw err;
         if (place === null) [place, wish] = [this.#line.place(), wishOf(context, selector)];
-        place.refused();
         await place.sleep(wait, wish, signal);
       }
     } finally {
-      place?.refused();
+      place?.left();
     }
   }
 
@@ -335,17 +335,17 @@ class Pool {
           if (!isRefusal(e)) throw e;
           err = e;
         }
+        place?.refused();
         const { step, hintMs } = attempts.refused(refusalOf(err));
         if (step === 'again') continue;
         waiting ??= this.#native.waiting(attempts.remainingMs());
         const wait = step === 'wait' ? waiting.next(hintMs ?? undefined) : null;
         if (wait === null) throw err;
         place ??= this.#line.place();
-        place.refused();
         await place.sleep(wait, attempts.wish, signal);
       }
     } finally {
-      place?.refused();
+      place?.left();
     }
   }
 

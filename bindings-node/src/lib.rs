@@ -16,6 +16,7 @@ mod clock;
 pub mod errors;
 mod events;
 mod lease;
+mod line;
 mod link;
 mod outcome;
 /// Public: its free functions are entry points of the addon (`partitionOf`).

@@ -12,6 +12,7 @@ mod errors;
 mod events;
 mod fork;
 mod lease;
+mod line;
 mod link;
 mod open;
 mod outcome;
@@ -75,6 +76,8 @@ mod _native {
     use super::lease::Lease;
     #[pymodule_export]
     use super::lease::Waiting;
+    #[pymodule_export]
+    use super::line::Line;
     #[pymodule_export]
     use super::link::RedisLink;
     #[pymodule_export]

@@ -212,6 +212,8 @@ class AsyncPool(_PoolCalls):
                     lease = AsyncLease(await self._attempt(context, selector, hold), self._io, self._link, self._freed)
                     break
                 except (NoResourceAvailableError, RateLimitedError) as refusal:
+                    if place is not None:
+                        place.refused()
                     if waiting is None:
                         waiting = self._pool._waiting(None)
                     wait = waiting.next(refusal.retry_after, refusal.settled)
@@ -219,13 +221,12 @@ class AsyncPool(_PoolCalls):
                         raise
                     if place is None:
                         place, wish = self._freed.place(), (context, selector_wish(selector))
-                    place.refused()
                     await place.sleep(wait, wish)
             if place is not None:
                 place.granted()
         finally:
             if place is not None:
-                place.refused()
+                place.left()
         if hold.cancel_on_loss:
             loop = asyncio.get_running_loop()
             task = asyncio.current_task()

@@ -84,6 +84,8 @@ class Acquirer:
                         place.granted()
                     return granted
                 except (NoResourceAvailableError, RateLimitedError):
+                    if place is not None:
+                        place.refused()
                     what, hint = attempts.refused()
                     if what == "again":
                         continue
@@ -96,11 +98,10 @@ class Acquirer:
                         raise
                     if place is None:
                         place = self._freed.place()
-                    place.refused()
                     await place.sleep(wait, attempts.wish)
         finally:
             if place is not None:
-                place.refused()
+                place.left()
 
 
 def split_credentials(proxy: str) -> tuple[str, str | None]:

@@ -946,6 +946,45 @@ class _Attempts:
         """
 
 @final
+class _Line:
+    def __len__(self, /) -> int: ...
+    def __new__(cls, /) -> _Line: ...
+    def granted(self, /, place: SupportsIndex) -> None:
+        """
+        `place`'s try after its wake got its permit.
+        """
+    def leave(self, /, place: SupportsIndex) -> bool:
+        """
+        `place` stops waiting without a wake; False when a wake took it out.
+        """
+    def left(self, /, place: SupportsIndex) -> int | None:
+        """
+        `place`'s acquire ended before it tried with its wake: the place the
+        wake goes to, if any.
+        """
+    def lie_down(self, /, place: SupportsIndex, wish: SupportsIndex) -> None:
+        """
+        `place` waits, wishing `wish` (what its next try asks for, hashed).
+        """
+    def place(self, /) -> int:
+        """
+        A place in line for one acquire, behind every one before it.
+        """
+    def refused(self, /, place: SupportsIndex) -> int | None:
+        """
+        `place`'s try after its wake got nothing: the place the wake goes
+        to, if any.
+        """
+    def wake_all(self, /) -> list[int]:
+        """
+        Anything may have become selectable: every place in line, woken.
+        """
+    def wake_one(self, /) -> int | None:
+        """
+        A permit was freed: the place woken for it, if any waits.
+        """
+
+@final
 class _Plan:
     """
     A request plan checked once, when an adapter is made: each request's

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 pub use lease::{HeldLease, Loss, Released};
-pub use line::wish;
+pub use line::{wish, Order};
 pub use options::{hold, Cooldown, Field, Names, OpenOptions, DEFAULT_OWNER_TTL};
 pub use waiting::{refusal_hint, Hint, Waiting};
 
@@ -260,15 +260,17 @@ impl Holder {
                 }
                 Err(e) => selector_error(e),
             };
+            if let Some(place) = place.as_mut() {
+                place.refused();
+            }
             let Some(hint) = refusal_hint(&refusal).filter(|_| worth_waiting(&refusal)) else {
                 return Err(refusal.into());
             };
             let Some(wait) = waiting.next(hint, self.now()) else { return Err(refusal.into()) };
             let place = place.get_or_insert_with(|| self.line.place(wish(context, selector)));
-            place.refused();
             let bell = place.lie_down();
             drop(guard);
-            place.sleep(bell, wait);
+            place.sleep(&bell, wait);
             between()?;
         }
     }
