@@ -235,8 +235,11 @@ async def keys_row(world: str, name: str, seed: int, args: argparse.Namespace, c
     if name in ("litellm", "repute-adapter"):
         # LiteLLM's router and repute's adapters call the provider
         # themselves: every answer after the first, in flight or not, is
-        # all the provider can tell.
+        # all the provider can tell. repute's own events tell which grants
+        # came after it knew the key revoked.
         row.after_401 = per_key.get(revoked.name, {}).get("after_first_401", 0)
+        if name == "repute-adapter":
+            row.after_401 = _after_blocked(contender, revoked.name, per_key)
         row.after_quota = max(0, per_key.get(no_quota.name, {}).get("insufficient_quota", 0) - 1)
     else:
         row.after_401 = clients.after_told[(revoked.secret, "401")]
@@ -247,6 +250,16 @@ async def keys_row(world: str, name: str, seed: int, args: argparse.Namespace, c
     attempts = truth["attempts"] + [0] * max(0, len(requests) - len(truth["attempts"]))
     row.median_attempts = statistics.median(attempts)
     return row
+
+
+def _after_blocked(contender: Contender, revoked: str, per_key: dict[str, Any]) -> int:
+    """Grants of the revoked key after the adapter's pool blocked it."""
+    from contenders.key_adapter import KeyAdapter
+
+    assert isinstance(contender, KeyAdapter)
+    if per_key.get(revoked, {}).get("401", 0) > 0:
+        assert contender.blocked(revoked), "a 401 answered and the key never blocked"
+    return contender.after_blocked[revoked]
 
 
 def _p95_served(row: Row) -> str:

@@ -79,7 +79,7 @@ class Acquirer:
         try:
             while True:
                 try:
-                    granted = await _run(one_try) if self._offload else await _call(self._io, one_try)
+                    granted = await self._invoke(one_try)
                     if place is not None:
                         place.granted()
                     return granted

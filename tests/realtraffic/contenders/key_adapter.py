@@ -5,12 +5,17 @@ keys, registered as the README's API-key tour does (kind "openai" or
 a key per attempt, sets its credential and moves the request on as the
 answer says; the SDK's own retries are off, as for every contender; its `deadline` is
 the harness's per-request budget.
-Attempts, and attempts on a key after it was known revoked or out of
-quota, are counted where they arrive, at the provider."""
+Attempts, and attempts on the out-of-quota key after its quota error, are
+counted where they arrive, at the provider. Attempts on a key after the
+pool knew it revoked are counted in the pool's own events: a key granted
+after its resource-wide block (the 401's report). The provider cannot tell
+one the adapter chose after that from one it sent before the 401 came back,
+on another model of the same key."""
 
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from typing import Any
 
 import anthropic
@@ -42,10 +47,32 @@ class KeyAdapter:
                 self._pool, "openai", attempts=MAX_ATTEMPTS, deadline=deadline, base_url=f"{base_url}/v1", max_retries=0
             )
         self._client = client
+        self._blocked: set[str] = set()
+        self.after_blocked: Counter[str] = Counter()
+        """Grants of a key after its resource-wide block, by key name."""
+        self._reader: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         for name, secret, rpm in self._keys:
             self._pool.register(self._format, name, permits=16, secret=secret, per_context={"rpm": rpm})
+        self._reader = asyncio.create_task(self._read_events())
+
+    async def _read_events(self) -> None:
+        while True:
+            self._seen()
+            await asyncio.sleep(0.05)
+
+    def blocked(self, name: str) -> bool:
+        """Whether the pool blocked key `name` everywhere."""
+        return name in self._blocked
+
+    def _seen(self) -> None:
+        """Folds the pool's events since the last call, oldest first."""
+        for event in self._pool.events():
+            if isinstance(event, repute.BlocklistedEvent) and event.context is None:
+                self._blocked.add(event.value)
+            elif isinstance(event, repute.LeasedEvent) and event.value in self._blocked:
+                self.after_blocked[event.value] += 1
 
     async def serve(self, request: UserRequest, deadline: float) -> Outcome:
         remaining = deadline - now()
@@ -66,5 +93,9 @@ class KeyAdapter:
         return Outcome(True, 0)
 
     async def close(self) -> None:
+        if self._reader is not None:
+            self._reader.cancel()
+        self._seen()
+        assert self._pool.dropped_events() == 0, "every grant was seen"
         await self._client.close()
         self._pool.close()
