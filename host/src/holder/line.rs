@@ -353,11 +353,13 @@ mod tests {
             });
             lying.wait();
         }
+        // A wake that never comes fails the test instead of hanging it.
+        let next = || rx.recv_timeout(Duration::from_secs(60)).expect("a waiter woken");
         line.wake_one();
-        assert_eq!(rx.recv().unwrap(), 0);
-        assert_eq!(rx.recv().unwrap(), 2, "handed past the one that wishes alike");
+        assert_eq!(next(), 0);
+        assert_eq!(next(), 2, "handed past the one that wishes alike");
         assert_eq!(line.state().order.len(), 1);
         line.wake_all();
-        assert_eq!(rx.recv().unwrap(), 1);
+        assert_eq!(next(), 1);
     }
 }
