@@ -176,6 +176,12 @@ export declare class NativePool {
   acquireForProbe(kind: string, value: string, context: string): NativeLease
   /** A handle on a live lease from its id and token: renews it under that token. */
   resume(id: bigint, token: bigint): NativeLease
+  /**
+   * What an acquire in `context` with `selector` asks the pool for, as a
+   * key (`repute_host::holder::wish`): the line hands a wake only to a
+   * sleeper that wishes otherwise.
+   */
+  wish(context: string, selector: SelectorSpec): string
   /** The waiting plan of an acquire that may wait `timeoutMs` (null: without limit). */
   waiting(timeoutMs?: number | undefined | null): NativeWaiting
   /** The live lease with this id, if any. */

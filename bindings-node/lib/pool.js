@@ -38,16 +38,6 @@ function refusalOf(err) {
   };
 }
 
-/**
- * What an acquire asks the pool for, as a key: acquires that ask alike are
- * answered alike (`prefer` and `affinity` only order the choice).
- * @param {string} context @param {Record<string, unknown>} selector
- */
-function wishOf(context, selector) {
-  const { prefer: _prefer, affinity: _affinity, ...admits } = selector;
-  return JSON.stringify([context, admits], (_key, v) => (typeof v === 'bigint' ? v.toString() : v));
-}
-
 /** The public type (index.d.ts) this class implements. @typedef {import('../index').Pool} PoolApi */
 
 /**
@@ -245,7 +235,7 @@ class Pool {
         place?.refused();
         const wait = waiting.next(err.retryAfterMs ?? undefined, err.settled);
         if (wait === null) throw err;
-        if (place === null) [place, wish] = [this.#line.place(), wishOf(context, selector)];
+        if (place === null) [place, wish] = [this.#line.place(), this.#native.wish(context, selector)];
         await place.sleep(wait, wish, signal);
       }
     } finally {

@@ -281,6 +281,15 @@ impl NativePool {
         self.grant(|p| p.renew(id, token))
     }
 
+    /// What an acquire in `context` with `selector` asks the pool for, as a
+    /// key (`repute_host::holder::wish`): the line hands a wake only to a
+    /// sleeper that wishes otherwise.
+    #[napi]
+    pub fn wish(&self, context: String, selector: SelectorSpec) -> napi::Result<String> {
+        let selector = Selector::try_from(selector).or_throw()?;
+        Ok(format!("{:016x}", repute_host::holder::wish(&context, &selector)))
+    }
+
     /// The waiting plan of an acquire that may wait `timeoutMs` (null: without limit).
     #[napi]
     pub fn waiting(&self, timeout_ms: Option<f64>) -> napi::Result<NativeWaiting> {

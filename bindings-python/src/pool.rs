@@ -330,6 +330,29 @@ impl Pool {
         Ok(crate::lease::Waiting::new(self.shared.clone(), timeout))
     }
 
+    /// What an acquire in `context` with this selector asks the pool for,
+    /// hashed (`repute_host::holder::wish`): the asyncio line hands a wake
+    /// only to a sleeper that wishes otherwise.
+    #[pyo3(signature = (
+        context, *, kind = None, r#where: "_Where | None" = None, exclude: "Iterable[str] | None" = None,
+        prefer = None, affinity = None, cost: "int | None" = None,
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn _wish(
+        &self,
+        py: Python<'_>,
+        context: &str,
+        kind: Option<&str>,
+        r#where: Option<Bound<'_, PyAny>>,
+        exclude: Option<Bound<'_, PyAny>>,
+        prefer: Option<&str>,
+        affinity: Option<&str>,
+        cost: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<u64> {
+        let selector = selector::selector(kind, r#where.as_ref(), exclude.as_ref(), prefer, affinity, cost.as_ref());
+        Ok(repute_host::holder::wish(context, &selector.map_err(|f| to_py(py, f))?))
+    }
+
     /// Reports a successful use of a resource in `context`; `latency` in seconds.
     fn report_success(&self, py: Python<'_>, kind: &str, value: &str, context: &str, latency: f64) -> PyResult<()> {
         self.shared.report(py, (kind, value, context), outcome::outcome(None, latency, None))

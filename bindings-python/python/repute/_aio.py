@@ -32,7 +32,7 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from types import TracebackType
 from typing import Any, Callable, Generator, Iterable, Literal, Mapping, Sequence
 
-from ._aio_calls import _call, _Hold, _release_orphan, _run, _Selector, selector_wish
+from ._aio_calls import _call, _Hold, _release_orphan, _run, _Selector
 from ._aio_forwards import _PoolCalls
 from ._aio_lease import AsyncLease
 from ._aio_link import _Link
@@ -220,7 +220,7 @@ class AsyncPool(_PoolCalls):
                     if wait is None:
                         raise
                     if place is None:
-                        place, wish = self._freed.place(), (context, selector_wish(selector))
+                        place, wish = self._freed.place(), self._pool._wish(context, **selector)
                     await place.sleep(wait, wish)
             if place is not None:
                 place.granted()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from concurrent.futures import Executor
-from typing import Any, Callable, Hashable, Iterable, Mapping, Sequence, TypedDict, TypeVar
+from typing import Any, Callable, Iterable, Mapping, Sequence, TypedDict, TypeVar
 
 from ._native import Lease, ReputeError
 
@@ -56,17 +56,6 @@ class _Selector(TypedDict):
     prefer: str | None
     affinity: str | None
     cost: int | None
-
-
-def selector_wish(selector: _Selector) -> Hashable:
-    """What ``selector`` admits, as a key: acquires that ask alike are
-    answered alike (``prefer`` and ``affinity`` only order the choice)."""
-    where = selector["where"]
-    filters = () if where is None else tuple(
-        sorted((name, values if isinstance(values, str) else tuple(values)) for name, values in where.items())
-    )
-    exclude = selector["exclude"]
-    return (selector["kind"], filters, None if exclude is None else frozenset(exclude), selector["cost"])
 
 
 class _Hold:

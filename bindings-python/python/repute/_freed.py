@@ -21,12 +21,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import weakref
-from collections.abc import Hashable
-
 from ._native import Pool, _Line
-
-#: Wishes are the host's 64-bit hashes.
-_U64 = (1 << 64) - 1
 
 
 class Freed:
@@ -110,11 +105,11 @@ class Place:
         self._freed = freed
         self._place = place
 
-    async def sleep(self, seconds: float, wish: Hashable) -> None:
+    async def sleep(self, seconds: float, wish: int) -> None:
         """Sleeps ``seconds``, or until a release wakes it; ``wish`` is what
-        its next try asks for (tries that ask alike are answered alike)."""
-        wish = wish if isinstance(wish, int) else hash(wish)
-        await self._freed._sleep(self._place, seconds, wish & _U64)
+        its next try asks for, as the host hashes it (``Pool._wish``,
+        ``_Attempts.wish``): tries that ask alike are answered alike."""
+        await self._freed._sleep(self._place, seconds, wish)
 
     def granted(self) -> None:
         """The try after the sleep got its permit: the wake is used."""

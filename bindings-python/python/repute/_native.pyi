@@ -476,6 +476,12 @@ class Pool:
         The waiting plan of an acquire that may wait `timeout` seconds, for
         the asyncio layer, which sleeps on its event loop.
         """
+    def _wish(self, /, context: str, *, kind: str | None = None, where: _Where | None = None, exclude: Iterable[str] | None = None, prefer: str | None = None, affinity: str | None = None, cost: int | None = None) -> int:
+        """
+        What an acquire in `context` with this selector asks the pool for,
+        hashed (`repute_host::holder::wish`): the asyncio line hands a wake
+        only to a sleeper that wishes otherwise.
+        """
     def acquire(self, /, context: str, timeout: SupportsFloat | SupportsIndex | None = None, *, kind: str | None = None, where: _Where | None = None, exclude: Iterable[str] | None = None, prefer: str | None = None, affinity: str | None = None, cost: int | None = None, auto_renew: bool = False, max_hold: SupportsFloat | SupportsIndex | None = None) -> Lease:
         """
         The best lease for `context`, waiting up to `timeout` seconds (None:
