@@ -62,6 +62,8 @@ export class NoResourceAvailableError extends ReputeError {
   readonly code: 'no_resource_available';
   /** When the first resource holding it back may free up, if known. */
   readonly retryAfterMs: number | null;
+  /** As `retryAfterMs`, but a ban's early trial, which mostly finds the ban still on, does not count. */
+  readonly expectedAfterMs: number | null;
   /** Each registered resource is counted once, under the first reason that holds it back. */
   readonly noneRegistered: boolean;
   readonly blocked: number;

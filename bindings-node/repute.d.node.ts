@@ -225,10 +225,12 @@ export declare class NativePool {
 export declare class NativeWaiting {
   /**
    * After a refusal whose hint is `retryAfterMs`, `settled` if nothing
-   * can free a resource sooner: the ms to sleep before the next attempt,
-   * or null once the time is up or cannot bring one.
+   * can free a resource sooner, and whose `expectedAfterMs`
+   * (`retryAfterMs` when not given) is when one is expected to: the ms to
+   * sleep before the next attempt, or null once the time is up or is not
+   * expected to bring one.
    */
-  next(retryAfterMs?: number | undefined | null, settled?: boolean | undefined | null): number | null
+  next(retryAfterMs?: number | undefined | null, settled?: boolean | undefined | null, expectedAfterMs?: number | undefined | null): number | null
 }
 
 /**
@@ -514,6 +516,7 @@ export interface RefusalSpec {
   leased?: number
   limited?: number
   retryAfterMs?: number
+  expectedAfterMs?: number
   settled?: boolean
 }
 

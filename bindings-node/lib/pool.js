@@ -233,7 +233,7 @@ class Pool {
           err = e;
         }
         place?.refused();
-        const wait = waiting.next(err.retryAfterMs ?? undefined, err.settled);
+        const wait = waiting.next(err.retryAfterMs ?? undefined, err.settled, err.expectedAfterMs ?? undefined);
         if (wait === null) throw err;
         if (place === null) [place, wish] = [this.#line.place(), this.#native.wish(context, selector)];
         await place.sleep(wait, wish, signal);

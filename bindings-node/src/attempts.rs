@@ -39,6 +39,7 @@ pub struct RefusalSpec {
     pub leased: Option<u32>,
     pub limited: Option<u32>,
     pub retry_after_ms: Option<f64>,
+    pub expected_after_ms: Option<f64>,
     pub settled: Option<bool>,
 }
 
@@ -109,6 +110,7 @@ fn step_name(step: Step) -> &'static str {
 /// The host's error behind a refusal's fields, for [`Attempts::refused`].
 fn refusal(spec: &RefusalSpec) -> Result<Error, Error> {
     let retry_after = spec.retry_after_ms.map(|ms| ms_to_ns("retryAfterMs", ms)).transpose()?;
+    let expected_after = spec.expected_after_ms.map(|ms| ms_to_ns("expectedAfterMs", ms)).transpose()?.or(retry_after);
     Ok(match spec.code.as_str() {
         "rate_limited" => Error::RateLimited { retry_after: retry_after.unwrap_or(0) },
         "no_resource_available" => Error::NoResourceAvailable(Refusal {
@@ -119,6 +121,7 @@ fn refusal(spec: &RefusalSpec) -> Result<Error, Error> {
             leased: spec.leased.unwrap_or(0),
             limited: spec.limited.unwrap_or(0),
             retry_after,
+            expected_after,
             settled: spec.settled.unwrap_or(false),
         }),
         _ => return Err(invalid("error", "must be a refused acquire's error")),

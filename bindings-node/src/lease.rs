@@ -193,12 +193,21 @@ impl NativeWaiting {
 #[napi]
 impl NativeWaiting {
     /// After a refusal whose hint is `retryAfterMs`, `settled` if nothing
-    /// can free a resource sooner: the ms to sleep before the next attempt,
-    /// or null once the time is up or cannot bring one.
+    /// can free a resource sooner, and whose `expectedAfterMs`
+    /// (`retryAfterMs` when not given) is when one is expected to: the ms to
+    /// sleep before the next attempt, or null once the time is up or is not
+    /// expected to bring one.
     #[napi]
-    pub fn next(&mut self, retry_after_ms: Option<f64>, settled: Option<bool>) -> napi::Result<Option<f64>> {
-        let retry_after = retry_after_ms.map(|ms| ms_to_ns("retryAfterMs", ms)).transpose().or_throw()?;
-        let hint = Hint { retry_after, settled: settled.unwrap_or(false) };
+    pub fn next(
+        &mut self,
+        retry_after_ms: Option<f64>,
+        settled: Option<bool>,
+        expected_after_ms: Option<f64>,
+    ) -> napi::Result<Option<f64>> {
+        let ns = |field, ms: Option<f64>| ms.map(|ms| ms_to_ns(field, ms)).transpose().or_throw();
+        let retry_after = ns("retryAfterMs", retry_after_ms)?;
+        let expected_after = ns("expectedAfterMs", expected_after_ms)?.or(retry_after);
+        let hint = Hint { retry_after, expected_after, settled: settled.unwrap_or(false) };
         Ok(self.plan.next(hint, self.holder.now()).map(|d| d.as_secs_f64() * 1e3))
     }
 }

@@ -132,7 +132,10 @@ test('a request the pool knows cannot be served in time gives up at once', async
   const next = new Attempts(p, { context: 'site', timeoutMs: 5_000 });
   const refusal = await next.acquire().catch((e) => e);
   assert.ok(refusal instanceof NoResourceAvailableError, String(refusal));
-  assert.deepEqual([refusal.cooling, refusal.retryAfterMs, refusal.settled], [1, 10_000, true]);
+  assert.deepEqual(
+    [refusal.cooling, refusal.retryAfterMs, refusal.expectedAfterMs, refusal.settled],
+    [1, 10_000, 300_000, true],
+  );
   next.end();
 });
 

@@ -31,7 +31,7 @@ import {
 const native = createRequire(import.meta.url)('../repute.node');
 
 /** `retry_after` → `retryAfterMs` (a duration), `none_registered` → `noneRegistered`. */
-const camel = (name) => name.replace(/_(.)/g, (_, c) => c.toUpperCase()) + (name === 'retry_after' ? 'Ms' : '');
+const camel = (name) => name.replace(/_(.)/g, (_, c) => c.toUpperCase()) + (name.endsWith('_after') ? 'Ms' : '');
 
 function memoryPool(options = {}) {
   const clock = new ManualClock();
@@ -87,6 +87,7 @@ test('every code of the host table is thrown as its class, with its fields, buil
       name: 'NoResourceAvailableError',
       code: 'no_resource_available',
       retryAfterMs: 1500,
+      expectedAfterMs: 290_000,
       noneRegistered: false,
       blocked: 1,
       rateLimited: 1,
@@ -96,7 +97,7 @@ test('every code of the host table is thrown as its class, with its fields, buil
       settled: true,
     },
   );
-  assert.equal(byCode.no_resource_available.message, 'no resource available (1 blocked, 1 rate limited, 1 cooling; retry after 1500 ms)');
+  assert.equal(byCode.no_resource_available.message, 'no resource available (1 blocked, 1 rate limited, 1 cooling; retry after 1500 ms, expected after 290000 ms)');
   assert.equal(byCode.rate_limited.retryAfterMs, 250);
   assert.equal(byCode.rate_limited.settled, true);
   assert.equal(byCode.rate_limited.message, 'rate limited (retry after 250 ms)');

@@ -158,6 +158,7 @@ pub(crate) fn _absent_fields(py: Python<'_>) -> Vec<Py<PyAny>> {
     let refusals = Error::examples().into_iter().filter_map(|e| match e {
         Error::NoResourceAvailable(mut refusal) => {
             refusal.retry_after = None;
+            refusal.expected_after = None;
             Some(Error::NoResourceAvailable(refusal))
         }
         _ => None,

@@ -342,11 +342,21 @@ impl Waiting {
 #[pymethods]
 impl Waiting {
     /// After a refusal whose `retry_after` (seconds) is the pool's hint,
-    /// `settled` if nothing can free a resource sooner: the seconds to sleep
-    /// before the next attempt, or None once time is up or cannot bring one.
-    #[pyo3(signature = (retry_after, settled = false))]
-    fn next(&mut self, py: Python<'_>, retry_after: Option<f64>, settled: bool) -> PyResult<Option<f64>> {
-        let retry_after = retry_after.map(|s| secs_to_ns("retry_after", s)).transpose().map_err(|f| to_py(py, f))?;
-        Ok(self.plan.next(Hint { retry_after, settled }, self.shared.now()).map(|d| d.as_secs_f64()))
+    /// `settled` if nothing can free a resource sooner, and whose
+    /// `expected_after` (seconds; `retry_after` when not given) is when one
+    /// is expected to: the seconds to sleep before the next attempt, or None
+    /// once time is up or is not expected to bring one.
+    #[pyo3(signature = (retry_after, settled = false, expected_after = None))]
+    fn next(
+        &mut self,
+        py: Python<'_>,
+        retry_after: Option<f64>,
+        settled: bool,
+        expected_after: Option<f64>,
+    ) -> PyResult<Option<f64>> {
+        let ns = |field, s: Option<f64>| s.map(|s| secs_to_ns(field, s)).transpose().map_err(|f| to_py(py, f));
+        let retry_after = ns("retry_after", retry_after)?;
+        let expected_after = ns("expected_after", expected_after)?.or(retry_after);
+        Ok(self.plan.next(Hint { retry_after, expected_after, settled }, self.shared.now()).map(|d| d.as_secs_f64()))
     }
 }

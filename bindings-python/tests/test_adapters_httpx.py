@@ -287,5 +287,6 @@ def test_a_request_the_pool_knows_cannot_be_served_in_time_fails_at_once(proxies
             client.get(f"{target.url}/b")
     # Every site ban's first early trial is 10 s away, past the 5 s timeout.
     assert (refused.value.cooling, refused.value.retry_after, refused.value.settled) == (3, 10.0, True)
+    assert refused.value.expected_after == 300.0, "a ban is expected to hold to its end"
     assert [path for path, _ in target.hits] == ["/a"] * len(proxies.proxies)
     pool.close()

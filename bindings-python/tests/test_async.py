@@ -291,13 +291,20 @@ def test_a_wait_the_pool_knows_cannot_end_in_time_is_refused_at_once(clock: repu
         await pool.register("proxy", "a")
         async with pool.acquire("shop") as lease:
             await lease.report_http(403)
-        # A site's ban: 300 s, tried early after 10 s; nothing else can free it.
-        for acquire in (lambda: pool.acquire("shop", timeout=5.0), lambda: asyncio.to_thread(pool.pool.acquire, "shop", 5.0)):
-            with pytest.raises(repute.NoResourceAvailableError) as caught:
-                await acquire()
-            assert (caught.value.cooling, caught.value.retry_after, caught.value.settled) == (1, 10.0, True)
-        # A deadline past the early trial waits for it.
-        waiting = asyncio.ensure_future(pool.acquire("shop", timeout=60.0))
+        # A site's ban: 300 s, tried early after 10 s; nothing else can free
+        # it. A trial mostly finds the ban still on: a deadline before the
+        # ban's end gives up at once, even one the trial comes within.
+        for timeout in (5.0, 60.0):
+            for acquire in (
+                lambda: pool.acquire("shop", timeout=timeout),
+                lambda: asyncio.to_thread(pool.pool.acquire, "shop", timeout),
+            ):
+                with pytest.raises(repute.NoResourceAvailableError) as caught:
+                    await acquire()
+                refusal = caught.value
+                assert (refusal.cooling, refusal.retry_after, refusal.expected_after, refusal.settled) == (1, 10.0, 300.0, True)
+        # A deadline past the ban's end waits, and takes the early trial.
+        waiting = asyncio.ensure_future(pool.acquire("shop", timeout=400.0))
         await asyncio.sleep(0.05)
         assert not waiting.done()
         clock.advance(10.0)

@@ -24,9 +24,11 @@ def test_every_code_maps_to_its_class_with_its_fields() -> None:
     by_code = {e.code: e for e in examples}
     refusal = by_code["no_resource_available"]
     assert isinstance(refusal, repute.NoResourceAvailableError)
-    assert (refusal.retry_after, refusal.none_registered, refusal.blocked, refusal.rate_limited) == (1.5, False, 1, 1)
-    assert (refusal.cooling, refusal.leased, refusal.limited) == (1, 0, 0)
-    assert str(refusal) == "no resource available (1 blocked, 1 rate limited, 1 cooling; retry after 1.5 s)"
+    assert (refusal.retry_after, refusal.expected_after, refusal.none_registered) == (1.5, 290.0, False)
+    assert (refusal.blocked, refusal.rate_limited, refusal.cooling, refusal.leased, refusal.limited) == (1, 1, 1, 0, 0)
+    assert str(refusal) == (
+        "no resource available (1 blocked, 1 rate limited, 1 cooling; retry after 1.5 s, expected after 290 s)"
+    )
     rate = by_code["rate_limited"]
     assert isinstance(rate, repute.RateLimitedError)
     assert rate.retry_after == 0.25 and str(rate) == "rate limited (retry after 0.25 s)"

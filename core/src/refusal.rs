@@ -26,6 +26,13 @@ pub struct Refusal {
     pub limited: u32,
     /// Nanoseconds until the first of them may free up, when any end is known.
     pub retry_after: Option<u64>,
+    /// Nanoseconds until the first of them is expected to free up: as
+    /// `retry_after`, but a ban's early trial does not count (most find the
+    /// ban still on; see `Pool::early_due`), its ban's end does. A waiting
+    /// acquire sleeps until `retry_after`, so it may take the trial; it gives
+    /// up at once when its time ends before a settled `expected_after`,
+    /// rather than hold its caller for a trial that will likely fail.
+    pub expected_after: Option<u64>,
     /// Nothing this pool knows of can free one sooner than `retry_after`:
     /// none is leased (a release can come at any moment), none waits for a
     /// probe, no lease in flight in this context can report on one, and none
@@ -36,12 +43,24 @@ pub struct Refusal {
 }
 
 impl Refusal {
+    /// One resource may free up `at`, as expected.
     pub(crate) fn soonest(&mut self, at: Option<u64>, now: u64) {
         if let Some(at) = at {
             let wait = at.saturating_sub(now);
-            self.retry_after = Some(self.retry_after.map_or(wait, |r| r.min(wait)));
+            self.retry_after = Some(earliest(self.retry_after, wait));
+            self.expected_after = Some(earliest(self.expected_after, wait));
         }
     }
+
+    /// One resource may free up `at` by a ban's early trial, which is not
+    /// expected to succeed.
+    pub(crate) fn chance(&mut self, at: u64, now: u64) {
+        self.retry_after = Some(earliest(self.retry_after, at.saturating_sub(now)));
+    }
+}
+
+fn earliest(known: Option<u64>, wait: u64) -> u64 {
+    known.map_or(wait, |r| r.min(wait))
 }
 
 impl fmt::Display for Refusal {
@@ -66,6 +85,9 @@ impl fmt::Display for Refusal {
         }
         if let Some(ns) = self.retry_after {
             write!(f, "; retry after {} ms", ns.div_ceil(1_000_000))?;
+        }
+        if let Some(ns) = self.expected_after.filter(|&e| Some(e) != self.retry_after) {
+            write!(f, ", expected after {} ms", ns.div_ceil(1_000_000))?;
         }
         Ok(())
     }

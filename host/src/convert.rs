@@ -527,6 +527,7 @@ pub(crate) fn err_in(e: wit::Error) -> Error {
             leased: r.leased,
             limited: r.limited,
             retry_after: r.retry_after,
+            expected_after: r.expected_after,
             settled: r.settled,
         }),
         wit::Error::Leased(live) => Error::Leased { live },

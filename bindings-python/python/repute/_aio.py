@@ -216,7 +216,7 @@ class AsyncPool(_PoolCalls):
                         place.refused()
                     if waiting is None:
                         waiting = self._pool._waiting(None)
-                    wait = waiting.next(refusal.retry_after, refusal.settled)
+                    wait = waiting.next(refusal.retry_after, refusal.settled, getattr(refusal, "expected_after", None))
                     if wait is None:
                         raise
                     if place is None:

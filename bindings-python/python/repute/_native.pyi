@@ -36,6 +36,7 @@ class NoResourceAvailableError(ReputeError):
     """No resource available."""
 
     retry_after: float | None
+    expected_after: float | None
     none_registered: bool
     blocked: int
     rate_limited: int
@@ -861,11 +862,13 @@ class Waiting:
     The host's waiting plan for one asyncio acquire: how long to sleep on
     the event loop after each refusal, on the pool's clock.
     """
-    def next(self, /, retry_after: SupportsFloat | SupportsIndex | None, settled: bool = False) -> float | None:
+    def next(self, /, retry_after: SupportsFloat | SupportsIndex | None, settled: bool = False, expected_after: SupportsFloat | SupportsIndex | None = None) -> float | None:
         """
         After a refusal whose `retry_after` (seconds) is the pool's hint,
-        `settled` if nothing can free a resource sooner: the seconds to sleep
-        before the next attempt, or None once time is up or cannot bring one.
+        `settled` if nothing can free a resource sooner, and whose
+        `expected_after` (seconds; `retry_after` when not given) is when one
+        is expected to: the seconds to sleep before the next attempt, or None
+        once time is up or is not expected to bring one.
         """
 
 @final

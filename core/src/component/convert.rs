@@ -218,6 +218,7 @@ pub(super) fn err_out(e: Error) -> wit::Error {
             leased: r.leased,
             limited: r.limited,
             retry_after: r.retry_after,
+            expected_after: r.expected_after,
             settled: r.settled,
         }),
         Error::Leased { live } => wit::Error::Leased(live),

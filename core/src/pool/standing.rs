@@ -79,11 +79,14 @@ impl Pool {
                 if until.is_none() || early == Some(None) {
                     refusal.settled = false;
                 }
-                let at = match (until, early) {
-                    (Some(until), Some(Some(early))) => Some(until.min(early)),
-                    (until, _) => until,
-                };
-                refusal.soonest(at, now);
+                match (until, early) {
+                    (Some(until), Some(Some(early))) if self.banned_in(slot, ctx) => {
+                        refusal.soonest(Some(until), now);
+                        refusal.chance(early, now);
+                    }
+                    (Some(until), Some(Some(early))) => refusal.soonest(Some(until.min(early)), now),
+                    (until, _) => refusal.soonest(until, now),
+                }
             }
             Standing::Leased(until) => {
                 refusal.leased += 1;
@@ -127,6 +130,13 @@ impl Pool {
     fn next_early_trial(&self, slot: u32, ctx: Option<u32>) -> Option<Option<u64>> {
         let due = self.early_due(self.cells.get(&(slot, ctx?))?)?;
         Some(Some(due).filter(|&at| at > self.now))
+    }
+
+    /// Whether `slot` is cooling in `ctx` for a site's refusal (`blocked`),
+    /// whose early trials mostly find the ban still on.
+    fn banned_in(&self, slot: u32, ctx: Option<u32>) -> bool {
+        ctx.and_then(|c| self.cells.get(&(slot, c)))
+            .is_some_and(|cc| matches!(cc.cell.phase, Phase::Cooling { cause: FailureKind::Blocked, .. }))
     }
 
     /// Where `slot` stands for a grant of `cost` tokens.

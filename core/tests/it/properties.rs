@@ -127,11 +127,17 @@ impl Checker {
             Cmd::Unregister(r, force) => {
                 let _ = self.pool.unregister(&rid(RESOURCES[r]), force, now);
             }
-            Cmd::Acquire(c) => {
-                if let Ok(l) = self.pool.acquire(&ctx(CONTEXTS[c]), now) {
-                    self.grant(l, c);
-                }
-            }
+            Cmd::Acquire(c) => match self.pool.acquire(&ctx(CONTEXTS[c]), now) {
+                Ok(l) => self.grant(l, c),
+                // A ban's early trial only ever brings the retry sooner
+                // than what a refusal expects.
+                Err(Error::NoResourceAvailable(r)) => match (r.retry_after, r.expected_after) {
+                    (Some(retry), Some(expected)) => assert!(retry <= expected, "{r:?}"),
+                    (None, None) => {}
+                    _ => panic!("a retry without an expected end or the reverse: {r:?}"),
+                },
+                Err(_) => {}
+            },
             Cmd::Probe(r, c) => {
                 if let Ok(l) = self.pool.acquire_for_probe(&rid(RESOURCES[r]), &ctx(CONTEXTS[c]), now) {
                     self.grant(l, c);

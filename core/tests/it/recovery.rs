@@ -83,7 +83,14 @@ fn every_cause_comes_back_through_one_trial_lease_at_a_time() {
         pool.block(&rid("b"), None, None, None, end).unwrap();
         assert_eq!(
             refusal(&mut pool, "x", end),
-            Refusal { registered: 2, blocked: 1, cooling: 1, retry_after: Some(30 * S), ..Refusal::default() }
+            Refusal {
+                registered: 2,
+                blocked: 1,
+                cooling: 1,
+                retry_after: Some(30 * S),
+                expected_after: Some(30 * S),
+                ..Refusal::default()
+            }
         );
         pool.report(&rid("a"), &ctx("x"), ok(), end).unwrap();
         pool.release(trial.id, trial.token, end).unwrap();
@@ -146,7 +153,7 @@ fn probe_recovery_lists_every_cause_and_gives_clients_no_trial() {
     assert_eq!(pool.due_for_probe(end), vec![(rid("a"), ctx("x")), (rid("b"), ctx("x"))]);
     assert_eq!(
         refusal(&mut pool, "x", end),
-        Refusal { registered: 2, cooling: 2, retry_after: None, ..Refusal::default() }
+        Refusal { registered: 2, cooling: 2, retry_after: None, expected_after: None, ..Refusal::default() }
     );
     let probe = pool.acquire_for_probe(&rid("a"), &ctx("x"), end).unwrap();
     assert_eq!(probe.kind, LeaseKind::Probe);
@@ -178,7 +185,14 @@ fn rate_limited_pauses_only_its_cell_for_exactly_the_wait_with_no_strike() {
     );
     assert_eq!(
         refusal(&mut pool, "x", 31 * S - 1),
-        Refusal { registered: 1, rate_limited: 1, retry_after: Some(1), settled: true, ..Refusal::default() }
+        Refusal {
+            registered: 1,
+            rate_limited: 1,
+            retry_after: Some(1),
+            expected_after: Some(1),
+            settled: true,
+            ..Refusal::default()
+        }
     );
     // Another context of the same resource is not affected.
     assert_eq!(pool.acquire(&ctx("y"), 2 * S).unwrap().kind, LeaseKind::Client);
@@ -241,6 +255,7 @@ fn quota_exhausted_pauses_the_resource_everywhere() {
             blocked: 1,
             rate_limited: 1,
             retry_after: Some(99 * S),
+            expected_after: Some(99 * S),
             settled: true,
             ..Refusal::default()
         }
@@ -303,8 +318,10 @@ fn fail_open_grants_the_cell_whose_wait_ends_soonest_and_never_crosses_a_block()
             cooling: 1,
             leased: 0,
             limited: 0,
-            // a's ban (300 s) takes an early trial after a thirtieth of it.
+            // a's ban (300 s) takes an early trial after a thirtieth of it;
+            // b's pause (100 s) is expected to end first.
             retry_after: Some(9 * S),
+            expected_after: Some(99 * S),
             // The fail-open leases of a and b are live in x.
             settled: false,
         }
@@ -329,6 +346,7 @@ fn a_refusal_is_settled_only_when_nothing_it_knows_of_frees_a_resource_sooner() 
             rate_limited: 1,
             cooling: 1,
             retry_after: Some(9 * S),
+            expected_after: Some(99 * S),
             settled: true,
             ..Refusal::default()
         }
@@ -400,8 +418,10 @@ fn a_ban_takes_an_early_trial_after_a_thirtieth_of_it_and_backs_off_as_it_double
     let mut pool = pool_with(Policy::default(), &["a", "b"]);
     pool.report(&rid("a"), &ctx("x"), fail(FailureKind::Blocked), 0).unwrap();
     pool.report(&rid("b"), &ctx("x"), wait(FailureKind::RateLimited, 1000), 0).unwrap();
+    // The trial is a chance, not an expectation: the ban is expected to
+    // hold to its end (300 s), sooner than b's pause (1000 s).
     let r = refusal(&mut pool, "x", 10 * S - 1);
-    assert_eq!((r.cooling, r.rate_limited, r.retry_after), (1, 1, Some(1)));
+    assert_eq!((r.cooling, r.rate_limited, r.retry_after, r.expected_after), (1, 1, Some(1), Some(290 * S + 1)));
     let trial = pool.acquire(&ctx("x"), 10 * S).unwrap();
     assert_eq!((trial.resource.value(), trial.kind), ("a", LeaseKind::Trial));
     // Still banned: the ban doubles from now, and so does the wait for the next trial.
@@ -409,7 +429,7 @@ fn a_ban_takes_an_early_trial_after_a_thirtieth_of_it_and_backs_off_as_it_double
     pool.release(trial.id, trial.token, 11 * S).unwrap();
     assert_eq!(pool.cells(&rid("a"), 11 * S).unwrap()[1].cooling_until, Some(611 * S));
     let r = refusal(&mut pool, "x", 30 * S);
-    assert_eq!((r.cooling, r.retry_after), (1, Some(S)));
+    assert_eq!((r.cooling, r.retry_after, r.expected_after), (1, Some(S), Some(581 * S)));
     let trial = pool.acquire(&ctx("x"), 31 * S).unwrap();
     assert_eq!(trial.kind, LeaseKind::Trial);
     // The ban was lifted: a success ends the streak.
@@ -486,7 +506,14 @@ fn pauses_survive_a_snapshot_rebased_on_the_restoring_clock() {
     assert_eq!(restored.cells(&rid("b"), 1000 * S).unwrap()[0].cooling_until, Some(1040 * S));
     assert_eq!(
         refusal(&mut restored, "x", 1019 * S),
-        Refusal { registered: 2, rate_limited: 2, retry_after: Some(S), settled: true, ..Refusal::default() }
+        Refusal {
+            registered: 2,
+            rate_limited: 2,
+            retry_after: Some(S),
+            expected_after: Some(S),
+            settled: true,
+            ..Refusal::default()
+        }
     );
     assert_eq!(restored.acquire(&ctx("x"), 1020 * S).unwrap().resource, rid("a"));
     let mut json = Pool::new(Policy::default(), 0).unwrap();

@@ -61,7 +61,17 @@ pub const NO_RESOURCE_AVAILABLE: Code = Code {
     status: 409,
     title: "No resource available",
     class: "NoResourceAvailableError",
-    fields: &["retry_after", "none_registered", "blocked", "rate_limited", "cooling", "leased", "limited", "settled"],
+    fields: &[
+        "retry_after",
+        "expected_after",
+        "none_registered",
+        "blocked",
+        "rate_limited",
+        "cooling",
+        "leased",
+        "limited",
+        "settled",
+    ],
 };
 pub const LEASED: Code =
     Code { code: "leased", status: 409, title: "Resource is leased", class: "LeasedError", fields: &["live"] };

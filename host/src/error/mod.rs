@@ -143,6 +143,7 @@ impl Error {
             Error::InvalidInput { field, rule } => vec![("field", Text(field)), ("rule", Text(rule))],
             Error::NoResourceAvailable(r) => vec![
                 ("retry_after", Duration(r.retry_after)),
+                ("expected_after", Duration(r.expected_after)),
                 ("none_registered", Flag(r.registered == 0)),
                 ("blocked", Count(r.blocked.into())),
                 ("rate_limited", Count(r.rate_limited.into())),
@@ -194,9 +195,13 @@ impl Error {
             Error::LeaseExpired => "lease expired".into(),
             Error::Blocked => "resource is blocklisted".into(),
             Error::NoResourceAvailable(r) => {
-                let counts = Refusal { retry_after: None, ..*r };
+                let counts = Refusal { retry_after: None, expected_after: None, ..*r };
+                let expected = match r.expected_after.filter(|&e| Some(e) != r.retry_after) {
+                    Some(ns) => format!(", expected after {}", unit.show(ns)),
+                    None => String::new(),
+                };
                 match r.retry_after {
-                    Some(ns) => format!("no resource available ({counts}; retry after {})", unit.show(ns)),
+                    Some(ns) => format!("no resource available ({counts}; retry after {}{expected})", unit.show(ns)),
                     None => format!("no resource available ({counts})"),
                 }
             }
@@ -225,6 +230,7 @@ impl Error {
             leased: 0,
             limited: 0,
             retry_after: Some(1_500_000_000),
+            expected_after: Some(290_000_000_000),
             settled: true,
         };
         vec![
@@ -440,11 +446,11 @@ mod tests {
         let none = &Error::examples()[6];
         assert_eq!(
             none.message(Unit::Seconds),
-            "no resource available (1 blocked, 1 rate limited, 1 cooling; retry after 1.5 s)"
+            "no resource available (1 blocked, 1 rate limited, 1 cooling; retry after 1.5 s, expected after 290 s)"
         );
         assert_eq!(
             none.message(Unit::Millis),
-            "no resource available (1 blocked, 1 rate limited, 1 cooling; retry after 1500 ms)"
+            "no resource available (1 blocked, 1 rate limited, 1 cooling; retry after 1500 ms, expected after 290000 ms)"
         );
         for e in Error::examples() {
             for unit in [Unit::Seconds, Unit::Millis] {

@@ -36,11 +36,13 @@ pub struct Waiting {
 }
 
 /// What a refusal tells a waiting acquire: when to try again, if the pool
-/// knows, and whether that is certain (the refusal is settled: nothing
-/// the pool knows of can free a resource sooner).
+/// knows, when a resource is expected to free up (a ban's early trial may
+/// come sooner, and mostly fails), and whether that is certain (the refusal
+/// is settled: nothing the pool knows of can free a resource sooner).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Hint {
     pub retry_after: Option<u64>,
+    pub expected_after: Option<u64>,
     pub settled: bool,
 }
 
@@ -48,21 +50,23 @@ pub struct Hint {
 /// out (nothing selectable, or the rate limit); `None` for any other error.
 /// A rate limit's wait is settled: its tokens come back with time only.
 pub fn refusal_hint(e: &Error) -> Option<Hint> {
-    let retry_after = match e {
-        Error::NoResourceAvailable(refusal) => refusal.retry_after,
-        Error::RateLimited { retry_after } => Some(*retry_after),
+    let (retry_after, expected_after) = match e {
+        Error::NoResourceAvailable(refusal) => (refusal.retry_after, refusal.expected_after),
+        Error::RateLimited { retry_after } => (Some(*retry_after), Some(*retry_after)),
         _ => return None,
     };
-    Some(Hint { retry_after, settled: e.settled()? })
+    Some(Hint { retry_after, expected_after, settled: e.settled()? })
 }
 
 impl Hint {
-    /// Whether nothing can be granted within `remaining`: a settled wait
-    /// that ends after it. Waiting it out would only hold the caller (and,
-    /// on a busy loop, a worker) until the timeout for the same refusal.
+    /// Whether nothing is expected to be granted within `remaining`: a
+    /// settled wait that is expected to end after it. Waiting it out would
+    /// only hold the caller (and, on a busy loop, a worker) until the
+    /// timeout for the same refusal, or for a ban's trial that finds the
+    /// ban still on.
     pub fn outlasts(&self, remaining: Option<Duration>) -> bool {
         self.settled
-            && matches!((self.retry_after, remaining), (Some(after), Some(left)) if Duration::from_nanos(after) > left)
+            && matches!((self.expected_after, remaining), (Some(after), Some(left)) if Duration::from_nanos(after) > left)
     }
 }
 
@@ -130,7 +134,7 @@ mod tests {
     use repute_core::SECOND;
 
     fn hint(retry_after: Option<u64>) -> Hint {
-        Hint { retry_after, settled: false }
+        Hint { retry_after, expected_after: retry_after, settled: false }
     }
 
     #[test]
@@ -171,7 +175,7 @@ mod tests {
     #[test]
     fn gives_up_at_once_when_a_settled_wait_outlasts_the_deadline() {
         let ms = |n: u64| Duration::from_millis(n);
-        let settled = |ns: u64| Hint { retry_after: Some(ns), settled: true };
+        let settled = |ns: u64| Hint { retry_after: Some(ns), expected_after: Some(ns), settled: true };
         let mut w = Waiting::new(0, Some(10_000_000), true);
         assert_eq!(w.next(settled(10_000_001), 0), None);
         // An unsettled hint (a lease may be released) keeps waiting.
@@ -183,5 +187,15 @@ mod tests {
         assert_eq!(Waiting::new(0, None, true).next(settled(u64::MAX), 0), Some(ms(1)));
         // Nor when other processes write the tenant too.
         assert_eq!(Waiting::new(0, Some(10_000_000), false).next(settled(10_000_001), 0), Some(ms(1)));
+    }
+
+    #[test]
+    fn a_ban_trial_in_time_keeps_no_one_waiting_for_a_ban_that_ends_too_late() {
+        let trial = |expected_after| Hint { retry_after: Some(2_000_000), expected_after, settled: true };
+        // The trial comes in time, the ban's end does not: give up at once.
+        assert_eq!(Waiting::new(0, Some(10_000_000), true).next(trial(Some(10_000_001)), 0), None);
+        // The ban ends in time: sleep until the trial, which may take it back sooner.
+        let waited = Waiting::new(0, Some(10_000_000), true).next(trial(Some(10_000_000)), 0);
+        assert_eq!(waited, Some(Duration::from_millis(1)));
     }
 }

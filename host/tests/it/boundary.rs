@@ -108,6 +108,7 @@ fn lease_misuse_is_typed() {
             registered: 1,
             leased: 1,
             retry_after: Some(30_000_000_000),
+            expected_after: Some(30_000_000_000),
             ..Refusal::default()
         }))
     );

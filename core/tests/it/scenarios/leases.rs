@@ -36,6 +36,7 @@ fn expiry_frees_the_permit_and_emits_lease_expired() {
                 registered: 1,
                 leased: 1,
                 retry_after: Some(S),
+                expected_after: Some(S),
                 ..Refusal::default()
             }))
     );
@@ -92,6 +93,7 @@ fn a_context_block_placed_after_the_grant_stops_the_renewal() {
             registered: 1,
             leased: 1,
             retry_after: Some(28 * S),
+            expected_after: Some(28 * S),
             ..Refusal::default()
         })
     );

@@ -32,6 +32,11 @@ pub struct ProblemBody {
     /// in whole seconds)
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retry_after_ms: Option<f64>,
+    /// Milliseconds until a resource is expected to free up: as
+    /// `retry_after_ms`, but a ban's early trial, which mostly finds the ban
+    /// still on, does not count
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expected_after_ms: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
     /// Why an acquire found nothing: each registered resource counted once,
@@ -86,6 +91,7 @@ impl ProblemBody {
             field: None,
             rule: None,
             retry_after_ms: None,
+            expected_after_ms: None,
             owner: None,
             reasons: None,
         }
@@ -145,6 +151,7 @@ fn request_field(pool_field: &str) -> &str {
         "resource.value" => "value",
         "latency" => "latency_ms",
         "retry_after" => "retry_after_ms",
+        "expected_after" => "expected_after_ms",
         "duration" => "duration_ms",
         "failure.kind" => "outcome",
         "status" => "http_status",
@@ -175,6 +182,7 @@ impl From<repute_host::Error> for Problem {
             E::InvalidInput { field, rule } => ProblemBody::invalid(request_field(&field), rule),
             E::NoResourceAvailable(refusal) => ProblemBody {
                 retry_after_ms: refusal.retry_after.map(millis),
+                expected_after_ms: refusal.expected_after.map(millis),
                 reasons: Some(Reasons::from(&refusal)),
                 ..base
             },

@@ -28,7 +28,7 @@ pub(super) fn routes() -> Vec<Route> {
                 .body::<AcquireIn>()
                 .json::<LeaseOut>(201, "Granted")
                 .header("Location", "/v1/leases/{id}", "string")
-                .problem(409, "Nothing available: `reasons` counts each resource under what holds it back (`limited`: over a usage limit or retired by one), `retry_after_ms` says when the first may free up")
+                .problem(409, "Nothing available: `reasons` counts each resource under what holds it back (`limited`: over a usage limit or retired by one), `retry_after_ms` says when the first may free up, `expected_after_ms` when one is expected to (a ban's early trial mostly fails)")
                 .header("Retry-After", "Seconds until a retry may succeed", "integer")
                 .problem(429, "Rate limited")
                 .header("Retry-After", "Seconds until a retry may succeed", "integer")),
