@@ -39,6 +39,13 @@ fn an_answer_is_read_by_the_profile_of_its_kind() {
         .map(|r| r["resource"]["value"].clone())
         .collect();
     assert_eq!(blocked, [json!("a1")], "only the generic kind is blocked everywhere: {resources}");
+    // The site's ban (300 s) takes an early trial after 10 s, which a
+    // client may retry for; it is expected to hold to its end.
+    let r = call("POST", &s.url("/v1/leases"), NONE, Some(json!({"context": "shop", "kind": "proxy"})));
+    let p = r.problem(409, "no_resource_available");
+    let ms = |field: &str| p[field].as_f64().unwrap_or_else(|| panic!("{field}: {p}"));
+    assert!((9_000.0..=10_000.0).contains(&ms("retry_after_ms")), "{p}");
+    assert!((299_000.0..=300_000.0).contains(&ms("expected_after_ms")), "{p}");
 
     let quota = r#"{"error": {"message": "You exceeded your current quota.", "type": "insufficient_quota", "code": "insufficient_quota"}}"#;
     let r = report(json!({"kind": "openai", "value": "k1", "context": "gpt-4o", "http_status": 429, "body": quota}));
