@@ -15,11 +15,13 @@
 //! that `t - w` bounds how much of a stretch the cell underused the window
 //! takes in. A paced cell meets its limit late in a slice, with a short `w`,
 //! after the answers that filled the slice: when nothing that got through
-//! was sent in `[t - w, t + w)`, the window opens at the first answer since
-//! the last window instead. The answers that got through, sent in the
-//! window, over its length, are what the provider let through; a window
-//! that holds more answers than the cell remembers is measured over the
-//! span of the ones it does. Answers are placed by when their request was
+//! was sent in `[t - w, t + w)`, or more got through per second from the
+//! first answer since the last window (a whole-second Retry-After makes
+//! `w` longer than what is left of a short slice, and the window then holds
+//! one answer), the window opens at that answer instead. The answers that
+//! got through, sent in the window, over its length, are what the provider
+//! let through; a window that holds more answers than the cell remembers is
+//! measured over the span of the ones it does. Answers are placed by when their request was
 //! sent (`now - latency`), so requests in flight across the limit neither
 //! count twice nor end a second window, and a slow exit's late answer
 //! raises the rate of the window it was sent in. The learned rate is a
@@ -140,15 +142,26 @@ impl Pace {
     fn measure(&self, w: Window) -> f64 {
         let sent = &self.recent[..usize::from(self.recent_len)];
         // A limit met late in its slice (a paced cell's is) has a short
-        // wait, and the answers that filled the slice were sent before
-        // `start`: with none in `[start, end)` the window opens at `reach`.
-        // Measured again as late answers sent in it come in: a slow exit's
-        // answers may still be in flight when the limit is met.
-        let from = if sent.iter().any(|&t| w.start <= t && t < w.end) { w.start } else { w.reach.min(w.start) };
+        // wait, and most of the answers that filled the slice were sent
+        // before `start`: with none in `[start, end)` the window opens at
+        // `reach`, and with some, at `reach` if more got through per second
+        // from there. Measured again as late answers sent in it come in: a
+        // slow exit's answers may still be in flight when the limit is met.
+        let reach = self.measure_from(w.reach.min(w.start), w.end);
+        if sent.iter().any(|&t| w.start <= t && t < w.end) {
+            self.measure_from(w.start, w.end).max(reach)
+        } else {
+            reach
+        }
+    }
+
+    /// What got through from `from` to `end`, per second, a tenth under.
+    fn measure_from(&self, from: u64, end: u64) -> f64 {
+        let sent = &self.recent[..usize::from(self.recent_len)];
         let inside: &mut [u64; RECENT] = &mut [0; RECENT];
         let mut n = 0;
         for &t in sent {
-            if from <= t && t < w.end {
+            if from <= t && t < end {
                 inside[n] = t;
                 n += 1;
             }
@@ -156,7 +169,7 @@ impl Pace {
         // More got through than the cell remembers: measure over the span
         // of those it does.
         let start = if n == RECENT { inside.iter().copied().min().unwrap_or(from) } else { from };
-        let seconds = (w.end.saturating_sub(start).max(1)) as f64 / SECOND as f64;
+        let seconds = (end.saturating_sub(start).max(1)) as f64 / SECOND as f64;
         // At least the one request a window lets through, even when none did.
         MARGIN * (n.max(1) as f64) / seconds
     }
@@ -282,6 +295,22 @@ mod tests {
         // not one per 1.4 s.
         assert_eq!(pace.learned, Some(Window { start: 28600 * MS, end: 30 * S, reach: 21 * S }));
         assert_eq!(pace.rate, Some(0.9 * 1.0 / 9.0));
+    }
+
+    #[test]
+    fn a_late_limit_with_few_answers_in_its_window_reaches_back_when_more_got_through_from_there() {
+        let mut pace = Pace::default();
+        // Four per 5 s slice: a paced cell's answers sent at 35, 36.1, 37.2
+        // and 38.5 s got through; one sent at 39.4 s is told to wait a whole
+        // second (the slice ends at 40 s), so [38.4 s, 40.4 s) holds one
+        // answer: one per 2 s, where four got through in 5.4 s.
+        for ms in [35_000, 36_100, 37_200, 38_500] {
+            pace.passed(ms * MS, ms * MS + 50 * MS);
+        }
+        pace.limited(39_400 * MS, 40_400 * MS, 39_450 * MS);
+        pace.interval(40_400 * MS);
+        assert_eq!(pace.learned, Some(Window { start: 38_400 * MS, end: 40_400 * MS, reach: 35 * S }));
+        assert_eq!(pace.rate, Some(0.9 * 4.0 / 5.4));
     }
 
     #[test]
