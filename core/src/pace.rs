@@ -21,11 +21,11 @@
 //! one answer), the window opens at that answer instead. The answers that
 //! got through, sent in the window, over its length, are what the provider
 //! let through; a window that holds more answers than the cell remembers is
-//! measured over the span of the ones it does. Answers are placed by when their request was
-//! sent (`now - latency`), so requests in flight across the limit neither
-//! count twice nor end a second window, and a slow exit's late answer
-//! raises the rate of the window it was sent in. The learned rate is a
-//! tenth under the measured one.
+//! measured over the span of the ones it does. Answers are placed by when
+//! their request was sent (`now - latency`), so requests in flight across
+//! the limit neither count twice nor end a second window, and a slow exit's
+//! late answer raises the rate of the window it was sent in. The learned
+//! rate is a tenth under the measured one.
 //!
 //! It then creeps back up, a tenth of itself per minute without a limit met,
 //! and is forgotten when it has doubled: a multiplicative decrease to what
