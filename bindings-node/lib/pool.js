@@ -34,6 +34,7 @@ function refusalOf(err) {
     leased: n(err.leased),
     limited: n(err.limited),
     retryAfterMs: n(err.retryAfterMs),
+    expectedAfterMs: n(err.expectedAfterMs),
     settled: n(err.settled),
   };
 }
@@ -233,7 +234,9 @@ class Pool {
           err = e;
         }
         place?.refused();
-        const wait = waiting.next(err.retryAfterMs ?? undefined, err.settled, err.expectedAfterMs ?? undefined);
+        // A rate limit's wait is what is expected; a refusal says its own.
+        const expected = err instanceof NoResourceAvailableError ? err.expectedAfterMs : err.retryAfterMs;
+        const wait = waiting.next(err.retryAfterMs ?? undefined, err.settled, expected ?? undefined);
         if (wait === null) throw err;
         if (place === null) [place, wish] = [this.#line.place(), this.#native.wish(context, selector)];
         await place.sleep(wait, wish, signal);

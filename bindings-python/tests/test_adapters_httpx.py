@@ -288,5 +288,10 @@ def test_a_request_the_pool_knows_cannot_be_served_in_time_fails_at_once(proxies
     # Every site ban's first early trial is 10 s away, past the 5 s timeout.
     assert (refused.value.cooling, refused.value.retry_after, refused.value.settled) == (3, 10.0, True)
     assert refused.value.expected_after == 300.0, "a ban is expected to hold to its end"
+    # A timeout the early trials come within, but not the bans' end: a trial
+    # mostly finds the ban still on, so the request fails at once too.
+    longer = repute.httpx.Transport(pool, kind="proxy", attempts=len(proxies.proxies), timeout=60.0)
+    with httpx.Client(transport=longer) as client, pytest.raises(repute.NoResourceAvailableError):
+        client.get(f"{target.url}/c")
     assert [path for path, _ in target.hits] == ["/a"] * len(proxies.proxies)
     pool.close()
