@@ -37,9 +37,9 @@ def drive(per_slice: int, slice_s: float, latency: float, seconds: float) -> tup
         due = [f for f in in_flight if f[0] <= now]
         for f in due:
             in_flight.remove(f)
-            _, lease, status, wait = f
-            lease.report_http(status, latency, {"Retry-After": str(wait)} if status == 429 else None)
-            lease.release()
+            _, done, status, wait = f
+            done.report_http(status, latency, {"Retry-After": str(wait)} if status == 429 else None)
+            done.release()
         while (lease := pool.try_acquire("site")) is not None:
             slice_no = math.floor(now / slice_s)
             if through.get(slice_no, 0) < per_slice:
