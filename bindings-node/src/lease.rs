@@ -206,8 +206,7 @@ impl NativeWaiting {
     ) -> napi::Result<Option<f64>> {
         let ns = |field, ms: Option<f64>| ms.map(|ms| ms_to_ns(field, ms)).transpose().or_throw();
         let retry_after = ns("retryAfterMs", retry_after_ms)?;
-        let expected_after = ns("expectedAfterMs", expected_after_ms)?.or(retry_after);
-        let hint = Hint { retry_after, expected_after, settled: settled.unwrap_or(false) };
+        let hint = Hint::from_fields(retry_after, ns("expectedAfterMs", expected_after_ms)?, settled.unwrap_or(false));
         Ok(self.plan.next(hint, self.holder.now()).map(|d| d.as_secs_f64() * 1e3))
     }
 }

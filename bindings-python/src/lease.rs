@@ -356,7 +356,7 @@ impl Waiting {
     ) -> PyResult<Option<f64>> {
         let ns = |field, s: Option<f64>| s.map(|s| secs_to_ns(field, s)).transpose().map_err(|f| to_py(py, f));
         let retry_after = ns("retry_after", retry_after)?;
-        let expected_after = ns("expected_after", expected_after)?.or(retry_after);
-        Ok(self.plan.next(Hint { retry_after, expected_after, settled }, self.shared.now()).map(|d| d.as_secs_f64()))
+        let hint = Hint::from_fields(retry_after, ns("expected_after", expected_after)?, settled);
+        Ok(self.plan.next(hint, self.shared.now()).map(|d| d.as_secs_f64()))
     }
 }

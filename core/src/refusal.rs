@@ -57,6 +57,12 @@ impl Refusal {
     pub(crate) fn chance(&mut self, at: u64, now: u64) {
         self.retry_after = Some(earliest(self.retry_after, at.saturating_sub(now)));
     }
+
+    /// `expected_after` where it says more than `retry_after` (a ban's
+    /// early trial comes first): what a message names.
+    pub fn expected_later(&self) -> Option<u64> {
+        self.expected_after.filter(|&e| Some(e) != self.retry_after)
+    }
 }
 
 fn earliest(known: Option<u64>, wait: u64) -> u64 {
@@ -86,7 +92,7 @@ impl fmt::Display for Refusal {
         if let Some(ns) = self.retry_after {
             write!(f, "; retry after {} ms", ns.div_ceil(1_000_000))?;
         }
-        if let Some(ns) = self.expected_after.filter(|&e| Some(e) != self.retry_after) {
+        if let Some(ns) = self.expected_later() {
             write!(f, ", expected after {} ms", ns.div_ceil(1_000_000))?;
         }
         Ok(())

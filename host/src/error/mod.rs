@@ -196,7 +196,7 @@ impl Error {
             Error::Blocked => "resource is blocklisted".into(),
             Error::NoResourceAvailable(r) => {
                 let counts = Refusal { retry_after: None, expected_after: None, ..*r };
-                let expected = match r.expected_after.filter(|&e| Some(e) != r.retry_after) {
+                let expected = match r.expected_later() {
                     Some(ns) => format!(", expected after {}", unit.show(ns)),
                     None => String::new(),
                 };

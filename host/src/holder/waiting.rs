@@ -59,6 +59,12 @@ pub fn refusal_hint(e: &Error) -> Option<Hint> {
 }
 
 impl Hint {
+    /// A hint from a refusal's fields as a front end holds them: a rate
+    /// limit's refusal has no `expected_after`, its wait is the expected one.
+    pub fn from_fields(retry_after: Option<u64>, expected_after: Option<u64>, settled: bool) -> Hint {
+        Hint { retry_after, expected_after: expected_after.or(retry_after), settled }
+    }
+
     /// Whether nothing is expected to be granted within `remaining`: a
     /// settled wait that is expected to end after it. Waiting it out would
     /// only hold the caller (and, on a busy loop, a worker) until the
