@@ -12,9 +12,9 @@ use napi_derive::napi;
 use repute_host::holder::{hold, Field, Hint, Released, Waiting};
 use repute_host::{Error, HeldLease, Holder, Wall};
 
+use crate::args::{field_name, u64_arg};
 use crate::errors::OrThrow;
 use crate::outcome::{self, OutcomeSpec, Report};
-use crate::pool::{field_name, u64_arg};
 use crate::task::Job;
 use crate::units::ms_to_ns;
 use crate::views::LeaseData;

@@ -9,6 +9,7 @@
 //! acquire and release run on the pool's own connection from the event
 //! loop instead (see [`link`]).
 
+mod args;
 /// Public: its free functions are entry points of the addon (`readHeaders`).
 pub mod attempts;
 mod clock;

@@ -6,8 +6,8 @@
 use napi::bindgen_prelude::BigInt;
 use napi_derive::napi;
 
+use crate::args::u64_arg;
 use crate::errors::OrThrow;
-use crate::pool::u64_arg;
 
 /// The partition, of `partitions` (1 to 64), that holds `context`.
 #[napi]

@@ -19,6 +19,7 @@ use repute_host::{
     finish_probe, start_probes, Clock, Error, GroupLimits, Holder, Lease, Pool, PoolOps, Selector, Verdict, Wall,
 };
 
+use crate::args::{field_name, u64_arg};
 use crate::clock::NativeClock;
 use crate::errors::{invalid, OrThrow};
 use crate::events::EventData;
@@ -65,34 +66,6 @@ pub struct RateLimitConfig {
     /// Acquires per second.
     pub rate: f64,
     pub burst: u32,
-}
-
-/// The JavaScript spelling of the options the host validates.
-pub(crate) fn field_name(field: Field) -> &'static str {
-    match field {
-        Field::Store => "store",
-        Field::Tenant => "tenant",
-        Field::Mode => "mode",
-        Field::OwnerTtl => "ownerTtlMs",
-        Field::Owners => "owners",
-        Field::LeaseTtl => "leaseTtlMs",
-        Field::ProbeTtl => "probeTtlMs",
-        Field::Strategy => "strategy",
-        Field::RenewMargin => "renewMarginMs",
-        Field::Recovery => "recovery",
-        Field::RateLimitRate => "rateLimit.rate",
-        Field::RateLimitBurst => "rateLimit.burst",
-        Field::AutoRenew => "autoRenew",
-        Field::MaxHold => "maxHoldMs",
-        Field::Profiles => "profiles",
-    }
-}
-
-pub(crate) fn u64_arg(field: &str, n: &BigInt) -> Result<u64, Error> {
-    match n.get_u64() {
-        (false, v, true) => Ok(v),
-        _ => Err(invalid(field, "must be an integer in 0..2^64")),
-    }
 }
 
 fn open(config: PoolConfig, clock: Option<&NativeClock>) -> Result<Arc<Holder>, Error> {

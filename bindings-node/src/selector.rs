@@ -15,7 +15,7 @@ use repute_host::{
     ContextLimits, Error, GroupLimits, GroupName, LabelFilter, Labels, Limits, Registration, Secret, Selector,
 };
 
-use crate::pool::u64_arg;
+use crate::args::u64_arg;
 use crate::units::ms_to_ns;
 
 /// Label `name` must have one of `values`.

@@ -8,7 +8,7 @@ use pyo3::exceptions::PyBaseException;
 use pyo3::prelude::*;
 use pyo3::types::PyType;
 use repute_host::holder::{Hint, Released, Waiting as HostWaiting};
-use repute_host::{HeldLease, Outcome, Wall};
+use repute_host::{HeldLease, Outcome, Pool as HostPool, Wall};
 
 use crate::errors::{to_py, Failure};
 use crate::open::OpenPool;
@@ -42,6 +42,21 @@ impl Lease {
             held.auto_renew(max_hold);
         }
         Lease::new(shared, held)
+    }
+
+    /// A grant by `f` on `shared`'s pool as a `Lease`.
+    pub(crate) fn grant(
+        shared: &Arc<OpenPool>,
+        py: Python<'_>,
+        f: impl FnOnce(&mut HostPool) -> repute_host::Result<repute_host::Lease> + Send,
+    ) -> PyResult<Lease> {
+        let held = py
+            .detach(|| {
+                shared.check()?;
+                shared.holder.grant(f).map_err(Failure::from)
+            })
+            .map_err(|f| to_py(py, f))?;
+        Ok(Lease::new(shared.clone(), held))
     }
 
     pub(crate) fn held_lease(&self) -> &Arc<HeldLease> {

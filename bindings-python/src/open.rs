@@ -9,7 +9,6 @@ use repute_host::holder::Field;
 use repute_host::{Holder, Outcome, Pool as HostPool, PoolOps};
 
 use crate::errors::{to_py, Failure};
-use crate::lease::Lease;
 use crate::time::secs_to_ns;
 
 /// The Python spelling of the options the host validates.
@@ -95,21 +94,6 @@ impl OpenPool {
     ) -> PyResult<()> {
         let outcome = outcome.map_err(|f| to_py(py, f))?;
         self.call(py, |p| p.report(kind, value, context, &outcome))
-    }
-
-    /// A grant by `f` as a `Lease`, auto-renewed if asked.
-    pub(crate) fn grant(
-        self: &Arc<Self>,
-        py: Python<'_>,
-        f: impl FnOnce(&mut HostPool) -> repute_host::Result<repute_host::Lease> + Send,
-    ) -> PyResult<Lease> {
-        let held = py
-            .detach(|| {
-                self.check()?;
-                self.holder.grant(f).map_err(Failure::from)
-            })
-            .map_err(|f| to_py(py, f))?;
-        Ok(Lease::new(self.clone(), held))
     }
 }
 

@@ -305,14 +305,14 @@ impl Pool {
 
     /// A probe lease on a cell that `due_for_probe` lists.
     fn acquire_for_probe(&self, py: Python<'_>, kind: &str, value: &str, context: &str) -> PyResult<Lease> {
-        self.shared.grant(py, |p| p.acquire_for_probe(kind, value, context))
+        Lease::grant(&self.shared, py, |p| p.acquire_for_probe(kind, value, context))
     }
 
     /// A handle on a live lease from its id and fencing token (handed over
     /// from another thread or task): renews it under that token, so a wrong
     /// token raises `StaleLease` and an ended lease `LeaseExpired`.
     fn resume(&self, py: Python<'_>, lease_id: u64, token: u64) -> PyResult<Lease> {
-        self.shared.grant(py, |p| p.renew(lease_id, token))
+        Lease::grant(&self.shared, py, |p| p.renew(lease_id, token))
     }
 
     /// The pool's grants and revokes as bytes for the asyncio layer's own
