@@ -86,11 +86,12 @@ impl Attempts {
         py: Python<'_>,
         f: impl FnOnce(&mut HostAttempts) -> repute_host::Result<T> + Send,
     ) -> PyResult<T> {
-        py.detach(|| {
-            self.shared.check()?;
-            f(&mut self.inner()).map_err(Failure::from)
-        })
-        .map_err(|f| to_py(py, f))
+        self.shared
+            .detach(py, || {
+                self.shared.check()?;
+                f(&mut self.inner()).map_err(Failure::from)
+            })
+            .map_err(|f| to_py(py, f))
     }
 }
 
@@ -165,13 +166,14 @@ impl Attempts {
     /// begun: its route, as `begin` gives it. Raises the refusal when it stops.
     #[pyo3(signature = () -> "_Route")]
     fn next(&self, py: Python<'_>) -> PyResult<RouteTuple> {
-        py.detach(|| {
-            self.shared.check()?;
-            let between = || Python::attach(|py| py.check_signals()).map_err(Failure::Python);
-            let mut a = self.inner();
-            a.next(between).map(|r| route_tuple(&a, r))
-        })
-        .map_err(|f| to_py(py, f))
+        self.shared
+            .detach(py, || {
+                self.shared.check()?;
+                let between = || Python::attach(|py| py.check_signals()).map_err(Failure::Python);
+                let mut a = self.inner();
+                a.next(between).map(|r| route_tuple(&a, r))
+            })
+            .map_err(|f| to_py(py, f))
     }
 
     /// `try_acquire` then `begin`, in one call: the next attempt's route,

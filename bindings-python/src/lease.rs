@@ -64,11 +64,12 @@ impl Lease {
     }
 
     fn run<T: Send>(&self, py: Python<'_>, f: impl FnOnce(&HeldLease) -> repute_host::Result<T> + Send) -> PyResult<T> {
-        py.detach(|| {
-            self.shared.check()?;
-            f(&self.held).map_err(Failure::from)
-        })
-        .map_err(|f| to_py(py, f))
+        self.shared
+            .detach(py, || {
+                self.shared.check()?;
+                f(&self.held).map_err(Failure::from)
+            })
+            .map_err(|f| to_py(py, f))
     }
 
     /// Reports `outcome`, first correcting the lease's cost to `usage` tokens if given.

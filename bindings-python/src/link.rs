@@ -138,15 +138,16 @@ impl RedisLink {
     /// whose reply says the revoke ran, or None when nothing is left to
     /// revoke (the release is complete).
     fn release(&self, py: Python<'_>, lease: &Lease) -> PyResult<(Release, Option<u32>)> {
-        py.detach(|| {
-            self.shared.check()?;
-            let mut state = self.state();
-            let op = state.op();
-            let exchange = &mut state.exchange;
-            let (how, sent) = lease.held_lease().release_by(|p, l| exchange.release(p, op, l.id, l.token))?;
-            Ok((released_name(how), (sent == Some(true)).then_some(op)))
-        })
-        .map_err(|f: Failure| to_py(py, f))
+        self.shared
+            .detach(py, || {
+                self.shared.check()?;
+                let mut state = self.state();
+                let op = state.op();
+                let exchange = &mut state.exchange;
+                let (how, sent) = lease.held_lease().release_by(|p, l| exchange.release(p, op, l.id, l.token))?;
+                Ok((released_name(how), (sent == Some(true)).then_some(op)))
+            })
+            .map_err(|f: Failure| to_py(py, f))
     }
 
     /// The bytes to write next, in order.

@@ -2,7 +2,8 @@
 //! and the process it was opened in, the detached calls on it, and the
 //! Python names of the options the host validates.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use pyo3::prelude::*;
 use repute_host::holder::Field;
@@ -38,12 +39,23 @@ pub(crate) struct OpenPool {
     pub(crate) holder: Arc<Holder>,
     generation: u64,
     pid: u32,
+    /// The holder's release count the last call here told of.
+    told: AtomicU64,
+    /// Told how many releases each call saw (`repute._freed`: the asyncio
+    /// sleepers, who wait outside the holder's line).
+    on_released: Mutex<Option<Py<PyAny>>>,
 }
 
 impl OpenPool {
     /// The holder of a pool opened in this process now.
     pub(crate) fn new(holder: Arc<Holder>) -> Self {
-        OpenPool { holder, generation: crate::fork::generation(), pid: std::process::id() }
+        OpenPool {
+            holder,
+            generation: crate::fork::generation(),
+            pid: std::process::id(),
+            told: AtomicU64::new(0),
+            on_released: Mutex::new(None),
+        }
     }
 
     /// Refuses calls in a process forked after the pool was opened.
@@ -71,7 +83,32 @@ impl OpenPool {
         py: Python<'_>,
         f: impl FnOnce(&mut HostPool) -> repute_host::Result<T> + Send,
     ) -> PyResult<T> {
-        py.detach(|| self.with(f)).map_err(|e| to_py(py, e))
+        self.detach(py, || self.with(f)).map_err(|e| to_py(py, e))
+    }
+
+    /// Runs `f` detached from the interpreter (a call that may release a
+    /// lease), then tells `on_released` of the releases since the last
+    /// call told: made by this call, by a blocking call on another thread,
+    /// or by a lease's deadline. Told with the interpreter held and no
+    /// lock of the pool's taken, so the listener may call back in.
+    pub(crate) fn detach<T: Send>(&self, py: Python<'_>, f: impl FnOnce() -> T + Send) -> T {
+        let r = py.detach(f);
+        let now = self.holder.releases();
+        let before = self.told.fetch_max(now, Ordering::SeqCst);
+        if now > before {
+            let listener = self.on_released.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|l| l.clone_ref(py));
+            if let Some(listener) = listener {
+                if let Err(e) = listener.call1(py, (now - before,)) {
+                    e.write_unraisable(py, Some(listener.bind(py)));
+                }
+            }
+        }
+        r
+    }
+
+    /// Sets who `detach` tells of releases.
+    pub(crate) fn on_released(&self, listener: Py<PyAny>) {
+        *self.on_released.lock().unwrap_or_else(|e| e.into_inner()) = Some(listener);
     }
 
     /// Runs a host operation that may make resources selectable (a

@@ -330,6 +330,14 @@ impl Pool {
         Ok(crate::lease::Waiting::new(self.shared.clone(), timeout))
     }
 
+    /// Calls `callback(n)` after a call on this pool or its leases that
+    /// saw `n` releases since the last it told of, wherever they were made:
+    /// the asyncio layer's sleepers wait outside the blocking acquire's line.
+    #[pyo3(signature = (callback: "Callable[[int], object]"))]
+    fn _on_released(&self, callback: Py<PyAny>) {
+        self.shared.on_released(callback);
+    }
+
     /// What an acquire in `context` with this selector asks the pool for,
     /// hashed (`repute_host::holder::wish`): the asyncio line hands a wake
     /// only to a sleeper that wishes otherwise.

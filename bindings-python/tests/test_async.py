@@ -87,6 +87,28 @@ def test_an_asyncio_release_wakes_the_pools_sleeping_acquires() -> None:
     asyncio.run(main())
 
 
+@pytest.mark.usefixtures("sleeps_until_woken")
+def test_a_blocking_release_on_another_thread_wakes_one_asyncio_waiter() -> None:
+    async def main() -> None:
+        native = repute.Pool()
+        pool = repute.AsyncPool(native)
+        native.register("proxy", "a")
+        held = native.acquire("shop")  # the blocking API's lease
+        waiters = [asyncio.create_task(pool.acquire("shop", timeout=30.0).__aenter__()) for _ in range(2)]
+        await asleep(native, 2)
+        assert await asyncio.to_thread(held.release) is True
+        done, still = await asyncio.wait(waiters, timeout=5.0, return_when=asyncio.FIRST_COMPLETED)
+        assert len(done) == 1 and len(still) == 1, "the one permit freed woke one waiter"
+        first = done.pop().result()
+        assert first.token == 2
+        await asyncio.to_thread(first.lease.release)
+        second = await asyncio.wait_for(still.pop(), 5.0)
+        assert second.token == 3
+        await second.release()
+
+    asyncio.run(main())
+
+
 def counting_attempts(pool: repute.AsyncPool) -> list[str]:
     """The contexts of ``pool``'s single tries, in order."""
     tried: list[str] = []

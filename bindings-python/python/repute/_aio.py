@@ -10,7 +10,7 @@ executor; the native call releases the GIL, so the loop keeps running
 meanwhile. Waiting for a free permit is a loop of single attempts separated
 by sleeps on the loop for as long as the pool's waiting plan says (the same
 plan as the blocking ``Pool.acquire``, on the pool's clock), cut short when
-an asyncio release of this process frees a permit (:mod:`repute._freed`),
+a release in this process frees a permit (:mod:`repute._freed`),
 so it never holds an executor thread while it waits and a cancelled waiter
 stops at once.
 
@@ -171,7 +171,7 @@ class AsyncPool(_PoolCalls):
         lease = await _call(
             self._io, self._pool.try_acquire, context, **selector, auto_renew=auto_renew, max_hold=max_hold
         )
-        return None if lease is None else AsyncLease(lease, self._io, self._link, self._freed)
+        return None if lease is None else AsyncLease(lease, self._io, self._link)
 
     def acquire(
         self,
@@ -209,7 +209,7 @@ class AsyncPool(_PoolCalls):
         try:
             while True:
                 try:
-                    lease = AsyncLease(await self._attempt(context, selector, hold), self._io, self._link, self._freed)
+                    lease = AsyncLease(await self._attempt(context, selector, hold), self._io, self._link)
                     break
                 except (NoResourceAvailableError, RateLimitedError) as refusal:
                     if place is not None:
@@ -252,11 +252,11 @@ class AsyncPool(_PoolCalls):
 
     async def acquire_for_probe(self, kind: str, value: str, context: str) -> AsyncLease:
         lease = await _call(self._io, self._pool.acquire_for_probe, kind, value, context)
-        return AsyncLease(lease, self._io, self._link, self._freed)
+        return AsyncLease(lease, self._io, self._link)
 
     async def resume(self, lease_id: int, token: int) -> AsyncLease:
         lease = await _call(self._io, self._pool.resume, lease_id, token)
-        return AsyncLease(lease, self._io, self._link, self._freed)
+        return AsyncLease(lease, self._io, self._link)
 
     async def close(self, checkpoint: bool = True) -> None:
         if self._link is not None:

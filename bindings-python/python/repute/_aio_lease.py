@@ -8,7 +8,6 @@ from typing import Callable, Iterable, Mapping
 
 from ._aio_calls import _call
 from ._aio_link import _Link
-from ._freed import Freed
 from ._native import Lease, ReputeError
 from ._types import FailureKind
 
@@ -16,13 +15,10 @@ from ._types import FailureKind
 class AsyncLease:
     """The asyncio handle of a :class:`Lease`; ``async with`` releases it."""
 
-    def __init__(
-        self, lease: Lease, io: Executor | None = None, link: _Link | None = None, freed: Freed | None = None
-    ) -> None:
+    def __init__(self, lease: Lease, io: Executor | None = None, link: _Link | None = None) -> None:
         self._lease = lease
         self._io = io
         self._link = link
-        self._freed = freed
 
     @property
     def lease(self) -> Lease:
@@ -103,23 +99,13 @@ class AsyncLease:
         """True if the lease was held up to now; False if it had been lost
         (its grant is still revoked at the authority)."""
         if self._link is None and self._io is None:
-            held = self._lease.release()
-            self._wake()
-            return held
+            return self._lease.release()
         return await self._release_as() == "held"
 
     async def _release_as(self) -> str:
         if self._link is not None:
-            released = await self._link.release(self._lease)
-        else:
-            released = await _call(self._io, self._lease._release_as)
-        self._wake()
-        return released
-
-    def _wake(self) -> None:
-        """The permit is free: the pool's sleeping acquires try again."""
-        if self._freed is not None:
-            self._freed.wake()
+            return await self._link.release(self._lease)
+        return await _call(self._io, self._lease._release_as)
 
     async def reconcile(self, used: int) -> None:
         """The lease used ``used`` tokens instead of the ``cost`` it reserved."""

@@ -33,21 +33,10 @@ class Acquirer:
         self._freed = freed(native)
 
     async def call(self, fn: Callable[..., _T], *args: Any) -> _T:
-        """``fn(*args)``, one of the attempts' calls that may wait on the
-        store and may free a permit; then the pool's first sleeper in line
-        is woken, unless it answered ``stream`` (a success that keeps its
-        lease)."""
-        done = await self._invoke(fn, *args)
-        if done != "stream":
-            self._freed.wake()
-        return done
-
-    async def begin(self, attempts: _Attempts, lease: Lease) -> _Route:
-        """``attempts.begin(lease)``, as :meth:`call` but waking no one: it
-        frees nothing."""
-        return await self._invoke(attempts.begin, lease)
-
-    async def _invoke(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """``fn(*args)``, one of the attempts' calls, which may wait on the
+        store: on the IO thread when it may, inline else. A release it makes
+        wakes the pool's first sleeper in line (the native pool tells
+        :mod:`repute._freed`)."""
         if self._offload:
             return await _run(fn, *args)
         return await _call(self._io, fn, *args)
@@ -57,7 +46,6 @@ class Acquirer:
         close): inline, or started on the IO thread and not waited for."""
         if not (self._offload or self._io is not None):
             fn(*args)
-            self._freed.wake()
             return
         done = asyncio.get_running_loop().run_in_executor(self._io, functools.partial(fn, *args))
         done.add_done_callback(_ignore_result)
@@ -79,7 +67,7 @@ class Acquirer:
         try:
             while True:
                 try:
-                    granted = await self._invoke(one_try)
+                    granted = await self.call(one_try)
                     if place is not None:
                         place.granted()
                     return granted

@@ -1,19 +1,19 @@
-"""Acquires of one pool asleep on an event loop, woken when an asyncio call
-of this process may have freed a permit: the asyncio form of the blocking
-acquire's line.
+"""Acquires of one pool asleep on an event loop, woken when a permit is
+freed: the asyncio form of the blocking acquire's line.
 
 Without it a waiter slept out its whole backoff (up to 50 ms) beside a
 permit released a moment after it lay down, and a pool whose permits are
-the limit served at well under half its rate. A lease released by the
-asyncio forms (``AsyncLease.release``, ``async with``) or by an adapter's
-request frees one permit, so it wakes one sleeper; one that cannot use it
-hands the wake on. Who is woken is the host's line (``_Line``: the first
-in line, then the next that wishes for something else and has not tried
-since the release); this module keeps the futures, keyed by place. Waking
-every sleeper cost each an attempt per release (at 400 acquires over 4
-permits, 21 times the CPU of a grant nobody waits for; 2.4 times in line). A release the
-event loop does not see (a blocking ``Lease.release()``, an expiry) wakes
-no one: the backoff bounds that wait.
+the limit served at well under half its rate. A release frees one permit,
+so it wakes one sleeper; one that cannot use it hands the wake on. The
+native pool counts releases wherever they are made (an asyncio form, an
+adapter's request, a blocking ``Lease.release()`` on another thread) and,
+after each call that saw some, tells :meth:`Freed.released` how many. Who
+is woken is the host's line (``_Line``: the first in line, then the next
+that wishes for something else and has not tried since the release); this
+module keeps the futures, keyed by place. Waking every sleeper cost each an
+attempt per release (at 400 acquires over 4 permits, 21 times the CPU of a
+grant nobody waits for; 2.4 times in line). A permit no call releases (a
+lease left to expire) wakes no one: the backoff bounds that wait.
 """
 
 from __future__ import annotations
@@ -37,12 +37,14 @@ class Freed:
         """A place in line for one acquire, behind every one before it."""
         return Place(self, self._line.place())
 
-    def wake(self) -> None:
-        """A permit was freed: the first in line tries for it."""
+    def released(self, permits: int) -> None:
+        """``permits`` were freed (the native pool tells, after a call that
+        saw them released): as many first in line try for them."""
         if not self._sleeping:
             return
         with self._lock:
-            self._ring(self._line.wake_one())
+            for _ in range(permits):
+                self._ring(self._line.wake_one())
 
     def _ring(self, place: int | None) -> None:
         """Ends the sleep of ``place``, just woken (under ``_lock``)."""
@@ -139,4 +141,5 @@ def freed(pool: Pool) -> Freed:
     sleepers = _BY_POOL.get(pool)
     if sleepers is None:
         sleepers = _BY_POOL[pool] = Freed()
+        pool._on_released(sleepers.released)
     return sleepers

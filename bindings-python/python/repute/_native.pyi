@@ -472,6 +472,12 @@ class Pool:
         The pool's grants and revokes as bytes for the asyncio layer's own
         connection, on a plain-TCP Redis store; None elsewhere.
         """
+    def _on_released(self, /, callback: Callable[[int], object]) -> None:
+        """
+        Calls `callback(n)` after a call on this pool or its leases that
+        saw `n` releases since the last it told of, wherever they were made:
+        the asyncio layer's sleepers wait outside the blocking acquire's line.
+        """
     def _waiting(self, /, timeout: SupportsFloat | SupportsIndex | None = None) -> Waiting:
         """
         The waiting plan of an acquire that may wait `timeout` seconds, for

@@ -117,7 +117,7 @@ class Proxies:
         except BaseException:  # a refusal, or cancelled: Crawlee's retry starts over
             self._end(request)
             raise
-        how, value, _ = await self._acquirer.begin(followed.attempts, lease)
+        how, value, _ = await self._acquirer.call(followed.attempts.begin, lease)
         if how != "proxy":
             self._end(request)
             raise invalid("kind", f"must name proxy resources (a {self._kind!r} lease routes by {how})")

@@ -262,7 +262,7 @@ class Logger(CustomLogger):
         try:
             for _ in range(_MAX_PASSED):
                 lease = await self._acquirer.acquire(call.attempts)
-                await self._acquirer.begin(call.attempts, lease)
+                await self._acquirer.call(call.attempts.begin, lease)
                 chosen = by_id.get(lease.value)
                 if chosen is not None:
                     call.leased = lease.value

@@ -12,7 +12,7 @@ mod options;
 mod waiting;
 mod watch;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -50,6 +50,8 @@ pub struct Holder {
     pool: Mutex<Option<Open>>,
     /// Acquires waiting for a permit freed here, in line.
     line: line::Line,
+    /// Releases here since open (see [`Holder::releases`]).
+    releases: AtomicU64,
     clock: Arc<dyn Clock>,
     /// Fixed margin before a lease's TTL runs out; `None` is a tenth of the TTL.
     margin: Option<u64>,
@@ -83,6 +85,7 @@ impl Holder {
         Ok(Arc::new(Holder {
             pool: Mutex::new(Some(Open { pool, last_checkpoint })),
             line: line::Line::default(),
+            releases: AtomicU64::new(0),
             clock,
             margin: resolved.margin,
             closed: AtomicBool::new(false),
@@ -159,7 +162,17 @@ impl Holder {
     /// and a release frees its permit under that lock before this runs:
     /// either the waiter saw the permit free, or this finds it in line.
     pub fn notify_freed(&self) {
+        self.releases.fetch_add(1, Ordering::SeqCst);
         self.line.wake_one();
+    }
+
+    /// How many releases have freed a permit here since open, whoever made
+    /// them. A front end whose acquires wait outside the holder's line (on
+    /// an event loop) reads it after its calls, so that a release made
+    /// anywhere (a blocking call on another thread, a lease dropped
+    /// unreleased) wakes one of them too, once.
+    pub fn releases(&self) -> u64 {
+        self.releases.load(Ordering::SeqCst)
     }
 
     /// Wakes every waiting acquire: call after anything that may make more
@@ -388,6 +401,25 @@ mod tests {
         }
         let proxy = holder.acquire_now("gpt-4o", &Selector::default()).unwrap();
         assert_eq!(proxy.secret(), Ok(None), "a resource without one");
+    }
+
+    /// An event loop's waiters learn of releases from this count: a release
+    /// counts once, a second call on the same lease does not, and an
+    /// expired lease's release does (it frees the permit at the authority).
+    #[test]
+    fn releases_count_each_lease_released_once() {
+        let clock = ManualClock::new(0);
+        let holder = pool(&clock);
+        assert_eq!(holder.releases(), 0);
+        let lease = holder.try_acquire("c", &Selector::default()).unwrap().expect("a is free");
+        assert_eq!(holder.releases(), 0, "a grant frees nothing");
+        assert_eq!(lease.release(), Ok(Released::Held));
+        assert_eq!(lease.release(), Ok(Released::Held), "again: nothing more");
+        assert_eq!(holder.releases(), 1);
+        let lost = holder.try_acquire("c", &Selector::default()).unwrap().expect("a is free again");
+        clock.advance(20 * SECOND);
+        assert_eq!(lost.release(), Ok(Released::LostUnseen));
+        assert_eq!(holder.releases(), 2, "an expired lease's release still frees its permit");
     }
 
     #[test]
