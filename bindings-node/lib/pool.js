@@ -219,31 +219,19 @@ class Pool {
     const timeoutMs = optNum('timeoutMs', o.timeoutMs);
     const signal = o.signal;
     const waiting = this.#native.waiting(timeoutMs);
-    let place = null;
-    let wish = '';
-    try {
-      for (;;) {
-        signal?.throwIfAborted();
-        let err;
-        try {
-          const lease = this.#adopt(await this.#acquireOnce(context, selector), hold);
-          place?.granted();
-          return lease;
-        } catch (e) {
-          if (!isRefusal(e)) throw e;
-          err = e;
-        }
-        place?.refused();
+    let wish = null;
+    return this.#untilGranted(
+      async () => this.#adopt(await this.#acquireOnce(context, selector), hold),
+      (err) => {
         // A rate limit's wait is what is expected; a refusal says its own.
         const expected = err instanceof NoResourceAvailableError ? err.expectedAfterMs : err.retryAfterMs;
-        const wait = waiting.next(err.retryAfterMs ?? undefined, err.settled, expected ?? undefined);
-        if (wait === null) throw err;
-        if (place === null) [place, wish] = [this.#line.place(), this.#native.wish(context, selector)];
-        await place.sleep(wait, wish, signal);
-      }
-    } finally {
-      place?.left();
-    }
+        const waitMs = waiting.next(err.retryAfterMs ?? undefined, err.settled, expected ?? undefined);
+        if (waitMs === null) return null;
+        wish ??= this.#native.wish(context, selector);
+        return { waitMs, wish };
+      },
+      signal,
+    );
   }
 
   /** A JS lease over a native one, auto-renewed when asked. */
@@ -313,8 +301,33 @@ class Pool {
    * @param {() => T | Promise<T>} once
    * @returns {Promise<T>}
    */
-  async #granting(attempts, signal, once) {
+  #granting(attempts, signal, once) {
     let waiting = null;
+    return this.#untilGranted(
+      once,
+      (err) => {
+        const { step, hintMs } = attempts.refused(refusalOf(err));
+        if (step === 'again') return 'again';
+        waiting ??= this.#native.waiting(attempts.remainingMs());
+        const waitMs = step === 'wait' ? waiting.next(hintMs ?? undefined) : null;
+        return waitMs === null ? null : { waitMs, wish: attempts.wish };
+      },
+      signal,
+    );
+  }
+
+  /**
+   * The one waiting loop: `once()` until it is granted. After each refusal
+   * `next(err)` says what follows: a sleep of `waitMs` before a try that
+   * asks for `wish`, in this pool's line (lib/line.js: a release may end it
+   * early), `'again'` (a try at once) or null (the refusal is thrown).
+   * @template T
+   * @param {() => T | Promise<T>} once
+   * @param {(err: import('../index').NoResourceAvailableError | import('../index').RateLimitedError) => { waitMs: number, wish: string } | 'again' | null} next
+   * @param {AbortSignal | undefined} signal
+   * @returns {Promise<T>}
+   */
+  async #untilGranted(once, next, signal) {
     let place = null;
     try {
       for (;;) {
@@ -329,13 +342,11 @@ class Pool {
           err = e;
         }
         place?.refused();
-        const { step, hintMs } = attempts.refused(refusalOf(err));
-        if (step === 'again') continue;
-        waiting ??= this.#native.waiting(attempts.remainingMs());
-        const wait = step === 'wait' ? waiting.next(hintMs ?? undefined) : null;
-        if (wait === null) throw err;
+        const then = next(err);
+        if (then === null) throw err;
+        if (then === 'again') continue;
         place ??= this.#line.place();
-        await place.sleep(wait, attempts.wish, signal);
+        await place.sleep(then.waitMs, then.wish, signal);
       }
     } finally {
       place?.left();
