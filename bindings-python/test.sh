@@ -21,8 +21,8 @@ export PATH="$venv/bin:$PATH"
 # LiteLLM alone would pull a newer openai. tinyproxy, which the adapter tests
 # start, comes from the system's packages.
 "$py" -m pip install --quiet --disable-pip-version-check \
-    httpx==0.29.0 openai==3.57.0 anthropic==2.16.0 aiohttp==3.14.5 "requests>=2.32,<3" "types-requests>=2.32,<3" \
-    litellm==1.110.2 scrapy==2.19.0 crawlee==1.11.0
+    httpx==0.29.0 openai==3.57.0 anthropic==2.16.0 google-genai==3.3.0 aiohttp==3.14.5 "requests>=2.32,<3" \
+    "types-requests>=2.32,<3" litellm==1.110.2 scrapy==2.19.0 crawlee==1.11.0
 # maturin is already in the venv, so no isolated build environment is needed;
 # it builds in release, sharing the workspace target directory with cargo.
 # With the `etcd` feature, as every build of the test command, for the etcd

@@ -1,7 +1,7 @@
 """Real components for the adapter tests: tinyproxy processes, each leaving
 from its own loopback address, a target site that answers by the address a
-request came from, and a provider that speaks the OpenAI and Anthropic
-formats and answers by the key a request carries. All on 127.x, each
+request came from, and a provider that speaks the OpenAI, Anthropic and
+Gemini formats and answers by the key a request carries. All on 127.x, each
 server on its own thread, each proxy killed by its pid."""
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 
 def free_port() -> int:
@@ -155,14 +156,31 @@ def _anthropic_error(status: int, type_: str, message: str) -> tuple[int, dict[s
     return status, {"type": "error", "error": {"type": type_, "message": message}}
 
 
+def _google_error(status: int, state: str, message: str, *details: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    return status, {"error": {"code": status, "message": message, "status": state, "details": list(details)}}
+
+
+def _quota_failure(model: str, quota_id: str) -> dict[str, Any]:
+    return {
+        "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+        "violations": [{
+            "quotaMetric": "generativelanguage.googleapis.com/generate_content_free_tier_requests",
+            "quotaId": quota_id, "quotaDimensions": {"location": "global", "model": model}, "quotaValue": "10",
+        }],
+    }  # fmt: skip
+
+
 class Provider(_Server):
-    """An LLM API in the OpenAI (`/v1/chat/completions`) and Anthropic
-    (`/v1/messages`) formats, answering by the key a request carries:
-    `sk-dead` is refused (401), `sk-broke` is out of quota, `sk-busy` is
-    rate limited for 30 s (429 + retry-after), any other key answers, the
-    model `bad` is a request the API refuses whatever the key (400), and
-    `"stream": true` streams the answer as server-sent events. `keys`
-    lists the key of every request in arrival order."""
+    """An LLM API in the OpenAI (`/v1/chat/completions`), Anthropic
+    (`/v1/messages`) and Gemini (`/v1beta/models/M:generateContent`)
+    formats, answering by the key a request carries: `sk-dead` is refused
+    (401; Gemini: 400 `API_KEY_INVALID`), `sk-broke` is out of quota
+    (Gemini: its per-day quota), `sk-busy` is rate limited for 30 s (429 +
+    retry-after; Gemini: the body's `RetryInfo`), any other key answers, the
+    model `bad` is a request the API refuses whatever the key (400; Gemini:
+    404), and `"stream": true` (Gemini: `:streamGenerateContent?alt=sse`)
+    streams the answer as server-sent events. `keys` lists the key of every
+    request in arrival order."""
 
     def __init__(self) -> None:
         self.keys: list[str] = []
@@ -179,6 +197,8 @@ class _ProviderHandler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("content-length", "0"))
         payload = json.loads(self.rfile.read(length) or b"{}")
+        if "/models/" in self.path:
+            return self._gemini()
         anthropic = self.path.endswith("/messages")
         key = self.headers.get("x-api-key") if anthropic else self.headers.get("authorization", "")[len("Bearer ") :]
         key = key or ""
@@ -228,6 +248,48 @@ class _ProviderHandler(BaseHTTPRequestHandler):
                 return _anthropic_error(429, "rate_limit_error", "Number of requests has exceeded your rate limit.")
             return _openai_error(429, "Rate limit reached.", "requests", "rate_limit_exceeded")
         return None
+
+    def _gemini(self) -> None:
+        """Google's Gemini API: the key in `x-goog-api-key` (or `?key=`),
+        the model in the path."""
+        url = urlsplit(self.path)
+        model, method = url.path.rsplit("/models/", 1)[1].split(":", 1)
+        key = self.headers.get("x-goog-api-key") or parse_qs(url.query).get("key", [""])[0]
+        with self.world.lock:
+            self.world.keys.append(key)
+        error = None
+        if key == "sk-dead":
+            reason = {"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "API_KEY_INVALID",
+                      "domain": "googleapis.com", "metadata": {"service": "generativelanguage.googleapis.com"}}  # fmt: skip
+            error = _google_error(400, "INVALID_ARGUMENT", "API key not valid. Please pass a valid API key.", reason)
+        elif key in ("sk-broke", "sk-busy"):
+            per = "Day" if key == "sk-broke" else "Minute"
+            details = [_quota_failure(model, f"GenerateRequestsPer{per}PerProjectPerModel-FreeTier")]
+            if key == "sk-busy":
+                details.append({"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "30s"})
+            message = "You exceeded your current quota, please check your plan and billing details."
+            error = _google_error(429, "RESOURCE_EXHAUSTED", message, *details)
+        elif model == "bad":
+            message = "models/bad is not found for API version v1beta, or is not supported for generateContent."
+            error = _google_error(404, "NOT_FOUND", message)
+        if error is not None:
+            return self._json(*error, {})
+        chunks = ["hel", "lo"] if method.startswith("stream") else [f"hello from {key}"]
+        bodies = [
+            {"candidates": [{"content": {"parts": [{"text": text}], "role": "model"}, "finishReason": "STOP",
+                             "index": 0}],
+             "usageMetadata": {"promptTokenCount": 3, "candidatesTokenCount": 4, "totalTokenCount": 7},
+             "modelVersion": model, "responseId": "r1"}
+            for text in chunks
+        ]  # fmt: skip
+        if not method.startswith("stream"):
+            return self._json(200, bodies[0], {})
+        data = "".join(f"data: {json.dumps(b)}\r\n\r\n" for b in bodies).encode()
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
     def _json(self, status: int, body: dict[str, Any], headers: dict[str, str]) -> None:
         data = json.dumps(body).encode()

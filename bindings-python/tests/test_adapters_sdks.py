@@ -1,5 +1,5 @@
-"""repute.openai and repute.anthropic: the real SDKs, over a pool of keys,
-against a local provider that speaks their formats."""
+"""repute.openai, repute.anthropic and repute.genai: the real SDKs, over a
+pool of keys, against a local provider that speaks their formats."""
 
 from __future__ import annotations
 
@@ -7,12 +7,16 @@ import asyncio
 from typing import Iterator
 
 import anthropic
+import httpx2
 import openai
 import pytest
 from adapter_world import Provider
+from google.genai import errors as genai_errors
+from google.genai import types as genai_types
 
 import repute
 import repute.anthropic
+import repute.genai
 import repute.openai
 
 HI = [{"role": "user", "content": "hi"}]
@@ -92,6 +96,53 @@ def test_anthropic_moves_past_a_dead_key_and_a_spent_balance(provider: Provider)
     assert provider.keys[3:] == ["sk-ok"]
 
 
+def test_gemini_moves_past_an_invalid_key_a_spent_day_and_a_rate_limit(provider: Provider) -> None:
+    pool = keys("gemini", "sk-dead", "sk-broke", "sk-busy", "sk-ok")
+    client = repute.genai.client(pool, attempts=4, http_options={"base_url": provider.url})
+    done = client.models.generate_content(model="gemini-x", contents="hi")
+    assert done.text == "hello from sk-ok"
+    assert provider.keys == ["sk-dead", "sk-broke", "sk-busy", "sk-ok"]
+    assert client.models.generate_content(model="gemini-x", contents="hi").text == "hello from sk-ok"
+    assert provider.keys[4:] == ["sk-ok"], "the invalid, spent and limited keys are not tried again"
+    dead = cells(pool, "gemini", "key-dead")[None]
+    assert dead.blocked and dead.blocked_until is None, "Google's 400 API_KEY_INVALID: the key is dead"
+    busy = cells(pool, "gemini", "key-busy")["gemini-x"]
+    assert busy.cause == "rate_limited" and busy.cooling_until is not None
+    assert 25 < busy.cooling_until - pool.now <= 30, "paused for the body's RetryInfo delay"
+    broke = cells(pool, "gemini", "key-broke")[None]
+    assert broke.cause == "quota_exhausted" and broke.cooling_until is not None
+    assert broke.cooling_until - pool.now > 60, "a spent day pauses the key everywhere until the quota resets"
+    text = "".join(c.text or "" for c in client.models.generate_content_stream(model="gemini-x", contents="hi"))
+    assert text == "hello"
+    assert pool.stats().live_leases == 0
+
+
+def test_gemini_a_404_on_two_keys_is_the_requests(provider: Provider) -> None:
+    pool = keys("gemini", "sk-a", "sk-b", "sk-c")
+    client = repute.genai.client(pool, http_options={"base_url": provider.url})
+    with pytest.raises(genai_errors.ClientError) as refused:
+        client.models.generate_content(model="bad", contents="hi")
+    assert refused.value.code == 404 and refused.value.status == "NOT_FOUND"
+    assert provider.keys == ["sk-a", "sk-b"]
+    for value in ("key-a", "key-b"):
+        assert all(c.observations == 0 for c in pool.cells("gemini", value))
+
+
+def test_gemini_over_an_asyncio_pool(provider: Provider) -> None:
+    async def run() -> None:
+        pool = await repute.AsyncPool.open(strategy="first")
+        await pool.register("gemini", "key-dead", secret="sk-dead")
+        await pool.register("gemini", "key-ok", secret="sk-ok")
+        client = repute.genai.client(pool, http_options=genai_types.HttpOptions(base_url=provider.url))
+        done = await client.aio.models.generate_content(model="gemini-x", contents="hi")
+        assert done.text == "hello from sk-ok"
+        assert (await pool.stats()).live_leases == 0
+        await pool.close()
+
+    asyncio.run(run())
+    assert provider.keys == ["sk-dead", "sk-ok"]
+
+
 def test_the_asyncio_clients(provider: Provider) -> None:
     async def run() -> None:
         pool = await repute.AsyncPool.open(strategy="first")
@@ -121,6 +172,9 @@ def test_the_helpers_check_their_options() -> None:
         ("attempts", lambda: repute.anthropic.client(pool, attempts=0)),
         ("http_client", lambda: repute.openai.client(pool, http_client=None)),
         ("pool", lambda: repute.anthropic.async_client(None)),  # type: ignore[arg-type]
+        ("http_options.httpx_client", lambda: repute.genai.client(pool, http_options={"httpx_client": httpx2.Client()})),
+        ("http_options", lambda: repute.genai.client(pool, http_options=3)),
+        ("deadline", lambda: repute.genai.client(pool, deadline=-1)),
     ]:
         with pytest.raises(repute.InvalidInputError) as error:
             make()

@@ -65,14 +65,16 @@ def test_adapters_are_typed(tmp_path: Path) -> None:
     good = tmp_path / "good.py"
     good.write_text(
         "import aiohttp, httpx, httpx2, requests, openai, anthropic\n"
+        "from google import genai\n"
         "import repute, repute.httpx, repute.httpx2, repute.requests, repute.aiohttp\n"
-        "import repute.openai, repute.anthropic\n"
+        "import repute.openai, repute.anthropic, repute.genai\n"
         "pool = repute.Pool()\n"
         "client = httpx.Client(transport=repute.httpx.Transport(pool, kind='proxy', where={'tier': 'a'}))\n"
         "aclient = httpx.AsyncClient(transport=repute.httpx.AsyncTransport(pool, context=lambda r: r.url.host))\n"
         "client2 = httpx2.Client(transport=repute.httpx2.Transport(pool, attempts=2, timeout=5.0))\n"
         "gpt: openai.OpenAI = repute.openai.client(pool, base_url='http://127.0.0.1/v1')\n"
         "claude: anthropic.AsyncAnthropic = repute.anthropic.async_client(pool, deadline=30.0)\n"
+        "gemini: genai.Client = repute.genai.client(pool, http_options={'base_url': 'http://127.0.0.1'})\n"
         "session = requests.Session()\n"
         "session.mount('https://', repute.requests.Adapter(pool, kind='proxy', max_proxies=8))\n"
         "mw: aiohttp.ClientMiddlewareType = repute.aiohttp.middleware(pool, kind='proxy')\n"
@@ -80,17 +82,18 @@ def test_adapters_are_typed(tmp_path: Path) -> None:
     bad = tmp_path / "bad_adapters.py"
     bad.write_text(
         "import httpx, requests\n"
-        "import repute, repute.httpx, repute.httpx2, repute.requests, repute.aiohttp, repute.openai\n"
+        "import repute, repute.httpx, repute.httpx2, repute.requests, repute.aiohttp, repute.openai, repute.genai\n"
         "pool = repute.Pool()\n"
         "repute.httpx.Transport(pool, attempts='3')\n"
         "repute.httpx2.Transport(pool, context=5)\n"
         "repute.requests.Adapter(pool, kind=1)\n"
         "repute.aiohttp.middleware(pool, timeout='soon')\n"
         "repute.openai.client('memory')\n"
+        "repute.genai.client(pool, deadline='soon')\n"
         "httpx.Client(transport=repute.httpx2.Transport(pool))\n"
     )
     # One run for both files: mypy reads the SDKs' types once.
     done = _mypy(str(good), str(bad))
     assert done.returncode == 1
     errors = [line for line in done.stdout.splitlines() if "error:" in line]
-    assert len(errors) == 6 and all(line.startswith(str(bad)) for line in errors), done.stdout
+    assert len(errors) == 7 and all(line.startswith(str(bad)) for line in errors), done.stdout

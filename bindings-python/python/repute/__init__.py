@@ -128,7 +128,9 @@ __all__ = [
 #: The adapters, one optional extra each (``pip install "repute[httpx]"``):
 #: imported on first use, so ``import repute`` needs none of their libraries
 #: and ``repute.httpx.Transport`` works after it alone.
-_ADAPTERS = frozenset({"aiohttp", "anthropic", "crawlee", "httpx", "httpx2", "litellm", "openai", "requests", "scrapy"})
+_ADAPTERS = frozenset(
+    {"aiohttp", "anthropic", "crawlee", "genai", "httpx", "httpx2", "litellm", "openai", "requests", "scrapy"}
+)
 
 
 def __getattr__(name: str) -> ModuleType:
