@@ -219,7 +219,7 @@ async def keys_row(world: str, name: str, seed: int, args: argparse.Namespace, c
     clients = clients_for(format, base_url)
     try:
         command = [sys.executable, "-m", "world.provider", "--seed", str(seed), "--port", str(port)]
-        children.start([*command, "--format", format], cwd=HERE)
+        children.start([*command, "--format", format, "--slice", str(args.slice)], cwd=HERE)
         await wait_for_port("127.0.0.1", port)
         contender = _key_contender(name, seed, base_url, clients, args.deadline)
         run, truth = await _race(contender, requests, args, port)
@@ -337,6 +337,9 @@ def main() -> None:
     parser.add_argument("--deadline", type=float, default=10.0, help="seconds each user request may take")
     parser.add_argument("--run-limit", type=float, default=30.0, help="seconds after which a run takes no new request")
     parser.add_argument("--proxies", type=int, default=10)
+    parser.add_argument(
+        "--slice", type=float, default=1.0, help="seconds the keys world's provider counts a slice of rpm/60 in (60: whole minutes)"
+    )
     parser.add_argument(
         "--check", action="store_true", help="exit 1 unless repute meets the checks of checks.py (needs every contender)"
     )

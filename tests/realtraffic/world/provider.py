@@ -55,7 +55,8 @@ MODELS: dict[str, tuple[tuple[str, float], ...]] = {
 """Models asked for per format, with their share of the requests."""
 
 SLICE = 1.0
-"""Seconds of one enforcement slice: rpm R allows ceil(R/60) per slice."""
+"""Seconds of one enforcement slice by default: rpm R allows ceil(R/60) per
+slice. ``--slice 60`` is a provider that counts whole minutes only."""
 
 
 @dataclass(frozen=True)
@@ -123,10 +124,11 @@ class Verdict:
 
 
 class Slices:
-    """OpenAI's requests per minute, enforced quantized: ceil(rpm/60) per
-    1 s slice, and rpm per 60 s."""
+    """OpenAI's requests per minute, enforced quantized: ceil(rpm/60 × slice)
+    per slice (1 s unless told), and rpm per 60 s."""
 
-    def __init__(self) -> None:
+    def __init__(self, slice: float = SLICE) -> None:
+        self.slice = slice
         self.slices: dict[tuple[str, str, int], int] = defaultdict(int)
         self.minute: dict[tuple[str, str], deque[float]] = defaultdict(deque)
 
@@ -139,9 +141,9 @@ class Slices:
     def take(self, key: Key, model: str, now: float) -> float | None:
         """Counts a request; the wait until one fits when it does not."""
         window = self._window(key, model, now)
-        n = int(now // SLICE)
-        if self.slices[(key.name, model, n)] >= math.ceil(key.rpm / 60 * SLICE) or len(window) >= key.rpm:
-            return (n + 1) * SLICE - now if len(window) < key.rpm else window[0] + 60.0 - now
+        n = int(now // self.slice)
+        if self.slices[(key.name, model, n)] >= math.ceil(key.rpm / 60 * self.slice) or len(window) >= key.rpm:
+            return (n + 1) * self.slice - now if len(window) < key.rpm else window[0] + 60.0 - now
         self.slices[(key.name, model, n)] += 1
         window.append(now)
         return None
@@ -182,9 +184,9 @@ class Bucket:
 
 
 class Provider:
-    def __init__(self, seed: int, format: str) -> None:
+    def __init__(self, seed: int, format: str, slice: float = SLICE) -> None:
         self.keys = {k.secret: k for k in draw_keys(seed, format=format)}
-        self.meter: Slices | Bucket = Bucket() if format == "anthropic" else Slices()
+        self.meter: Slices | Bucket = Bucket() if format == "anthropic" else Slices(slice)
         rng = random.Random(f"provider-{seed}")
         self.overload_at = rng.uniform(3.0, 9.0)
         self.rng = random.Random(f"provider-run-{seed}")
@@ -375,8 +377,8 @@ class Provider:
         return web.json_response({"totals": dict(self.truth), "per_key": self.per_key, "attempts": attempts})
 
 
-async def serve(seed: int, port: int, format: str) -> None:
-    provider = Provider(seed, format)
+async def serve(seed: int, port: int, format: str, slice: float) -> None:
+    provider = Provider(seed, format, slice)
     app = web.Application()
     app.router.add_post("/__start", provider.start)
     app.router.add_get("/__truth", provider.report)
@@ -393,8 +395,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--format", choices=("openai", "anthropic"), default="openai")
+    parser.add_argument("--slice", type=float, default=SLICE, help="seconds of an enforcement slice (openai format)")
     args = parser.parse_args()
-    asyncio.run(serve(args.seed, args.port, args.format))
+    asyncio.run(serve(args.seed, args.port, args.format, args.slice))
 
 
 if __name__ == "__main__":
