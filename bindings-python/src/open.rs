@@ -88,9 +88,9 @@ impl OpenPool {
 
     /// Runs `f` detached from the interpreter (a call that may release a
     /// lease), then tells `on_released` of the releases since the last
-    /// call told: made by this call, by a blocking call on another thread,
-    /// or by a lease's deadline. Told with the interpreter held and no
-    /// lock of the pool's taken, so the listener may call back in.
+    /// call told, made by this call or by one on another thread. Told with
+    /// the interpreter held and no lock of the pool's taken, so the
+    /// listener may call back in.
     pub(crate) fn detach<T: Send>(&self, py: Python<'_>, f: impl FnOnce() -> T + Send) -> T {
         let r = py.detach(f);
         let now = self.holder.releases();
