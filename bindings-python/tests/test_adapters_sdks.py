@@ -81,6 +81,26 @@ def test_the_same_400_on_two_keys_is_the_requests_and_blames_neither(provider: P
         assert all(c.observations == 0 for c in pool.cells("openai", value))
 
 
+def test_a_400_is_delivered_at_once_when_the_other_keys_are_paused(provider: Provider) -> None:
+    """No deadline, the one other key paused an hour for its quota: the
+    400 is not held for a second opinion that cannot come sooner."""
+
+    async def run() -> None:
+        pool = keys("openai", "sk-broke", "sk-ok")
+        client = repute.openai.async_client(pool, base_url=f"{provider.url}/v1", max_retries=0)
+        done = await client.chat.completions.create(model="gpt-x", messages=HI)  # type: ignore[arg-type]
+        assert done.choices[0].message.content == "hello from sk-ok"
+        with pytest.raises(openai.BadRequestError):
+            bad = client.chat.completions.create(model="bad", messages=HI)  # type: ignore[arg-type]
+            await asyncio.wait_for(bad, 10.0)
+        ok = cells(pool, "openai", "key-ok")["bad"]
+        assert (ok.cooling_until, ok.blocked, ok.consecutive_failures) == (None, False, 0), "read as the key working"
+        await client.close()
+
+    asyncio.run(run())
+    assert provider.keys == ["sk-broke", "sk-ok", "sk-ok"]
+
+
 def test_anthropic_moves_past_a_dead_key_and_a_spent_balance(provider: Provider) -> None:
     pool = keys("anthropic", "sk-dead", "sk-broke", "sk-ok")
     client = repute.anthropic.client(pool, base_url=provider.url, max_retries=0)

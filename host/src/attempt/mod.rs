@@ -144,11 +144,14 @@ pub enum Refused {
 
 /// What [`Attempts::refused`] answers to `e` without waiting: go back to
 /// what the request tried (`back`), or give up when nothing is registered
-/// beyond what it `tried`; `None`: the refusal's hint decides.
-fn at_once(e: &Error, back: bool, tried: bool) -> Option<Refused> {
+/// beyond what it `tried`, or when a `suspect` result is held back and the
+/// refusal is settled (see [`Attempts::refused`]); `None`: the refusal's
+/// hint decides.
+fn at_once(e: &Error, back: bool, tried: bool, suspect: bool) -> Option<Refused> {
     match e {
         Error::NoResourceAvailable(_) if back => Some(Refused::Again),
         Error::NoResourceAvailable(r) if r.registered == 0 && tried => Some(Refused::GiveUp),
+        _ if suspect && refusal_hint(e).is_some_and(|h| h.settled) => Some(Refused::GiveUp),
         _ => None,
     }
 }
@@ -238,9 +241,13 @@ impl Attempts {
     /// (one of them may be free now; else their cooldowns and pauses are
     /// the wait), rather than wait for the others while a tried one sits
     /// idle; except while a suspect result waits for a second resource to
-    /// judge it.
+    /// judge it. That one waits for a resource another request holds, not
+    /// for one that is cooling or paused (a settled refusal): a second
+    /// opinion on what is most likely the request's own fault (a 400, a
+    /// 404) is not worth a cooldown, which a request with no time limit
+    /// would wait out whole; the suspect result is delivered.
     pub fn refused(&mut self, e: &Error) -> Refused {
-        match at_once(e, self.goes_back(), self.tried()) {
+        match at_once(e, self.goes_back(), self.tried(), self.held_back.is_some()) {
             Some(Refused::Again) => {
                 self.selector.exclude.truncate(self.excluded);
                 Refused::Again
@@ -271,9 +278,9 @@ impl Attempts {
     /// the refusal when it stops. For front ends that block a thread.
     pub fn acquire<E: From<Error>>(&mut self, mut between: impl FnMut() -> Result<(), E>) -> Result<Arc<HeldLease>, E> {
         loop {
-            let (back, tried) = (self.goes_back(), self.tried());
+            let (back, tried, suspect) = (self.goes_back(), self.tried(), self.held_back.is_some());
             // A refusal `refused` answers without waiting is not waited out here.
-            let worth_waiting = |e: &Error| at_once(e, back, tried).is_none();
+            let worth_waiting = |e: &Error| at_once(e, back, tried, suspect).is_none();
             let got =
                 self.holder.acquire_waiting(&self.context, &self.selector, self.remaining(), worth_waiting, || {
                     between().map_err(Stop::Caller)

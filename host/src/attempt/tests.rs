@@ -145,6 +145,43 @@ fn a_suspect_on_the_last_attempt_or_the_only_resource_is_reported_when_the_reque
 }
 
 #[test]
+fn a_suspect_waits_for_a_resource_another_request_holds_but_not_for_a_paused_one() {
+    let quota = r#"{"error":{"type":"insufficient_quota","code":"insufficient_quota"}}"#;
+    let spent =
+        crate::profile::HttpAnswer { body: Some(quota.into()), ..crate::profile::HttpAnswer::status(429, 12.0) };
+    let not_found = Some(r#"{"error":{"message":"The model `bad` does not exist","code":"model_not_found"}}"#.into());
+    for busy in [false, true] {
+        let (holder, _clock) = pool("openai", &["a", "b"]);
+        let other = if busy {
+            let b = Selector { exclude: vec!["a".into()], ..Selector::default() };
+            Some(holder.try_acquire("bad", &b).unwrap().expect("b is free"))
+        } else {
+            holder.report_http("openai", "b", "bad", &spent).unwrap();
+            None
+        };
+        let mut a = attempts(&holder, "bad");
+        a.next_now().unwrap();
+        assert_eq!(a.resource().map(|r| r.value()), Some("a"));
+        assert_eq!(a.answered(404, vec![], not_found.clone()).unwrap(), Step::Retry, "a 404 is a suspect");
+        let refusal = a.next_now().unwrap_err();
+        match (busy, a.refused(&refusal)) {
+            (false, Refused::GiveUp) | (true, Refused::Wait(_)) => {}
+            (_, got) => panic!("b {}: {got:?} for {refusal:?}", if busy { "leased" } else { "paused" }),
+        }
+        if !busy {
+            let blocking = a.acquire(|| Ok::<(), Error>(())).map(drop);
+            assert!(matches!(blocking, Err(Error::NoResourceAvailable(_))), "a blocking acquire gives up too");
+        }
+        a.end().unwrap();
+        assert_eq!(observed(&holder, "openai", "a", "bad"), 1, "the suspect is reported as the profile reads it");
+        if let Some(other) = other {
+            other.release().unwrap();
+        }
+        assert_eq!(live(&holder), 0);
+    }
+}
+
+#[test]
 fn with_only_tried_resources_left_the_request_waits_for_them_within_its_time() {
     let (holder, clock) = pool("proxy", &["a"]);
     let plan = Plan { timeout: Some(10 * SECOND), ..Plan::default() };
