@@ -1,11 +1,13 @@
-// `repute.fetch` and the real openai SDK on a pool of API keys, against a
-// local provider in OpenAI's documented format: which key carried each
-// attempt, what the pool was told, which leases are still held.
+// `repute.fetch` and the real openai and @google/genai SDKs on a pool of
+// API keys, against a local provider in OpenAI's and Gemini's documented
+// formats: which key carried each attempt, what the pool was told, which
+// leases are still held.
 import { test, before, after } from 'node:test';
 import { createServer } from 'node:http';
 import { gzipSync } from 'node:zlib';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
+import { GoogleGenAI } from '@google/genai';
 import * as repute from '../index.js';
 import { provider, listen } from './fixtures/adapters.mjs';
 
@@ -191,6 +193,30 @@ test('the openai SDK through `fetch: repute.fetch(pool, { kind })`: keys rotate 
     const refused = await client.chat.completions.create({ model: 'gpt-test', messages: [{ role: 'user', content: 'malformed' }] }).catch((e) => e);
     assert.ok(refused instanceof OpenAI.BadRequestError, String(refused));
     assert.equal(refused.status, 400);
+  } finally {
+    await f.dispatcher.close();
+  }
+});
+
+test("Google's @google/genai SDK through `httpOptions: { fetch: repute.fetch(pool, { kind: 'gemini' }) }`", async () => {
+  const pool = new Pool({ strategy: 'first' });
+  for (const name of ['dead', 'spent', 'busy', 'ok']) pool.register('gemini', `g-${name}`, { secret: `sk-${name}` });
+  const f = repute.fetch(pool, { kind: 'gemini', attempts: 4 });
+  const ai = new GoogleGenAI({ apiKey: 'placeholder', httpOptions: { baseUrl: base, fetch: f } });
+  try {
+    const from = api.keys.length;
+    const done = await ai.models.generateContent({ model: 'gemini-test', contents: 'hi' });
+    assert.equal(done.text, 'hello from sk-ok');
+    assert.deepEqual(seen(from), ['sk-dead', 'sk-spent', 'sk-busy', 'sk-ok'], 'x-goog-api-key carries each key');
+    const [dead] = pool.resources().filter((r) => r.value === 'g-dead');
+    assert.deepEqual(dead.block, { reason: 'auth_failed' }, "Google's 400 API_KEY_INVALID blocks the key everywhere");
+    const spent = pool.cells('gemini', 'g-spent').find((c) => c.context === undefined);
+    assert.equal(spent.cause, 'quota_exhausted', 'a spent day pauses the key everywhere');
+    const busy = pool.cells('gemini', 'g-busy').find((c) => c.context === 'gemini-test');
+    assert.equal(busy.cause, 'rate_limited');
+    const wait = busy.coolingUntilMs - pool.now();
+    assert.ok(wait > 15_000 && wait <= 20_000, `paused for the body's RetryInfo delay: ${wait} ms`);
+    assert.equal(pool.stats().liveLeases, 0);
   } finally {
     await f.dispatcher.close();
   }
