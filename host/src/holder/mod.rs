@@ -169,8 +169,8 @@ impl Holder {
     /// How many releases have freed a permit here since open, whoever made
     /// them. A front end whose acquires wait outside the holder's line (on
     /// an event loop) reads it after its calls, so that a release made
-    /// anywhere (a blocking call on another thread, a lease dropped
-    /// unreleased) wakes one of them too, once.
+    /// anywhere (a blocking call on another thread, an adapter's attempts
+    /// let go of without an end) wakes one of them too, once.
     pub fn releases(&self) -> u64 {
         self.releases.load(Ordering::SeqCst)
     }
