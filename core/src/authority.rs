@@ -70,6 +70,16 @@ pub trait Authority: Send + core::fmt::Debug {
     /// Ends the lease holding `token`, if it is still the holder.
     fn revoke(&mut self, resource: &ResourceId, permit: u32, token: u64);
 
+    /// How many permits of `resource` from `first` up to `permits` hold a live
+    /// lease, by whoever holds them: asked before logging a change that
+    /// would take those permits away, which every process folds. An
+    /// authority that serves this pool alone has none but the pool's own,
+    /// which the pool counts itself.
+    fn live(&mut self, resource: &ResourceId, first: u32, permits: u32) -> u32 {
+        let _ = (resource, first, permits);
+        0
+    }
+
     /// Spends one acquire of a rate limit that processes serving the tenant
     /// together share; `Some(ns)` refuses it until a token is minted that
     /// much later. The pool's own bucket applies as well, so an authority

@@ -8,6 +8,7 @@ use alloc::vec::Vec;
 
 use serde::{Deserialize, Serialize};
 
+use crate::pool::check_block;
 use crate::{Context, GroupLimits, GroupName, Labels, Limits, Outcome, Pool, Registration, ResourceId, Result, Secret};
 
 /// One logged change to a pool.
@@ -55,26 +56,60 @@ pub enum Command {
     },
 }
 
+impl Command {
+    /// Whether deciding it reads what other writers logged since this pool
+    /// last folded: a change to a registration is checked against the
+    /// newest one (a report, block or group change is not).
+    pub fn reads_registration(&self) -> bool {
+        matches!(self, Command::Register { .. } | Command::Unregister { .. })
+    }
+}
+
 impl Pool {
-    /// Applies one command at `now`: the same call the pool's own method
-    /// makes. `Ok(true)` when a register, unblock or group's limits changed something (the
-    /// other commands always change state when they succeed).
+    /// Decides, before it is logged, whether a change may be: refused when
+    /// invalid, about a resource this pool does not know, or when it would
+    /// take away a permit someone holds, here or anywhere the authority
+    /// knows of (`check_register`, `check_unregister`). `Ok(false)`: it would change nothing, and need
+    /// not be logged.
+    pub fn check(&mut self, command: &Command, now: u64) -> Result<bool> {
+        self.advance(now);
+        match command {
+            Command::Register { resource, permits, limits, labels, secret, groups } => {
+                self.check_register(resource, &registration(*permits, limits, labels, secret, groups))
+            }
+            Command::Unregister { resource, force } => self.check_unregister(resource, *force).map(|()| true),
+            Command::Report { resource, outcome, .. } => {
+                outcome.revalidate()?;
+                self.registry.slot_of(resource).map(|_| true)
+            }
+            Command::Block { resource, duration, reason, .. } => {
+                check_block(*duration, reason.as_deref())?;
+                self.registry.slot_of(resource).map(|_| true)
+            }
+            Command::Unblock { resource, .. } => self.registry.slot_of(resource).map(|_| true),
+            Command::SetGroup { limits, .. } => limits.validate().map(|()| true),
+        }
+    }
+
+    /// Applies one logged command at `now`, as every process that folds the
+    /// log does: what it reads is what every process derives from the log,
+    /// so it changes every copy of the pool alike or none (see `check` for
+    /// what was decided before it was logged). `Ok(true)` when a register,
+    /// unblock or group's limits changed something (the other commands
+    /// always change state when they succeed).
     pub fn apply(&mut self, command: &Command, now: u64) -> Result<bool> {
         match command {
             Command::Report { resource, context, outcome } => {
                 self.report(resource, context, *outcome, now).map(|()| true)
             }
             Command::Register { resource, permits, limits, labels, secret, groups } => {
-                let registration = Registration {
-                    permits: *permits,
-                    limits: *limits,
-                    labels: labels.clone(),
-                    secret: secret.clone(),
-                    groups: groups.clone(),
-                };
-                self.register_with(resource.clone(), registration, now)
+                self.advance(now);
+                self.apply_register(resource.clone(), registration(*permits, limits, labels, secret, groups))
             }
-            Command::Unregister { resource, force } => self.unregister(resource, *force, now).map(|()| true),
+            Command::Unregister { resource, .. } => {
+                self.advance(now);
+                self.apply_unregister(resource).map(|()| true)
+            }
             Command::Block { resource, context, duration, reason } => {
                 self.block(resource, context.as_ref(), *duration, reason.clone(), now).map(|()| true)
             }
@@ -82,4 +117,15 @@ impl Pool {
             Command::SetGroup { name, limits } => self.set_group(name.clone(), *limits, now),
         }
     }
+}
+
+/// The registration a `Register` entry carries.
+fn registration(
+    permits: u32,
+    limits: &Limits,
+    labels: &Labels,
+    secret: &Option<Secret>,
+    groups: &[GroupName],
+) -> Registration {
+    Registration { permits, limits: *limits, labels: labels.clone(), secret: secret.clone(), groups: groups.to_vec() }
 }

@@ -2,14 +2,17 @@
 //! since, the one replication protocol both hosts of the core run (the
 //! component over its storage import, the native double over the host's
 //! providers). Opening loads the newest checkpoint and folds the log after
-//! it; a logged change is appended before it runs, after folding what other
-//! writers appended first, so an acknowledged change is durable and every
-//! copy applies the same changes in the same order.
+//! it; a logged change is decided before it is appended (`Pool::check`:
+//! what it reads is log-derived, or the authority's count of live leases,
+//! which knows every process's), then appended, then applied after what
+//! other writers appended first exactly as every process folds it
+//! (`Pool::apply`), so an acknowledged change is durable and every copy of
+//! the pool reaches the same state (I8).
 
 use alloc::vec::Vec;
 
 use crate::command::Command;
-use crate::error::{Error, Result};
+use crate::error::Error;
 use crate::policy::Policy;
 use crate::pool::Pool;
 
@@ -132,10 +135,16 @@ impl<S: Storage> Journal<S> {
                 if until.is_some_and(|u| seq >= u) {
                     return Ok(folded);
                 }
-                // A refusal here repeats the refusal the writer saw when the
-                // entry was made (see `logged`), so it is skipped, not fatal.
-                if let Some(command) = command {
-                    let _ = self.run(|p, now| p.apply(&command, now));
+                // A refusal here is the refusal the writer saw when it
+                // applied the entry (see `logged`) and every process sees:
+                // applied nowhere, counted everywhere alike.
+                match command {
+                    Some(command) => {
+                        if self.run(|p, now| p.apply(&command, now)).is_err() {
+                            self.pool.count_refused_entry();
+                        }
+                    }
+                    None => self.pool.count_refused_entry(),
                 }
                 self.log_seq = seq;
                 folded += 1;
@@ -146,22 +155,34 @@ impl<S: Storage> Journal<S> {
         }
     }
 
-    /// Runs a change; when logging, `entry` is appended first (after
-    /// folding what other writers appended before it), so an acknowledged
-    /// change is durable. A change the pool then refuses is refused again,
-    /// identically, whenever the log is folded.
-    pub fn logged<T>(
+    /// Runs a change. When logging, it is decided first (`Pool::check`,
+    /// after folding what others logged when the decision reads a
+    /// registration), then `entry` is appended and the change applied after
+    /// what other writers appended before it, as every process applies it
+    /// (`Pool::apply`), so an acknowledged change is durable and a refused
+    /// one is refused alike everywhere. A change `check` finds changes
+    /// nothing is not logged. `Ok(true)` as `Pool::apply` answers.
+    pub fn logged(
         &mut self,
         entry: impl FnOnce() -> S::Entry,
-        f: impl FnOnce(&mut Pool, u64) -> Result<T>,
-    ) -> core::result::Result<T, JournalError<S::Error>> {
+        command: &Command,
+    ) -> core::result::Result<bool, JournalError<S::Error>> {
+        if self.log && command.reads_registration() {
+            self.fold(None).map_err(JournalError::Storage)?;
+        }
+        if !self.run(|p, now| p.check(command, now)).map_err(JournalError::Pool)? {
+            return Ok(false);
+        }
         if !self.log {
-            return self.run(f).map_err(JournalError::Pool);
+            return self.run(|p, now| p.apply(command, now)).map_err(JournalError::Pool);
         }
         let seq = self.storage.append(entry()).map_err(JournalError::Storage)?;
         self.fold(Some(seq)).map_err(JournalError::Storage)?;
-        let out = self.run(f);
+        let out = self.run(|p, now| p.apply(command, now));
         self.log_seq = seq;
+        if out.is_err() {
+            self.pool.count_refused_entry();
+        }
         out.map_err(JournalError::Pool)
     }
 

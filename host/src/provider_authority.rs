@@ -92,6 +92,16 @@ impl Authority for ProviderAuthority {
         }
     }
 
+    /// An unreachable authority counts every permit held: the change is
+    /// refused, and the caller sees the store error.
+    fn live(&mut self, resource: &ResourceId, first: u32, permits: u32) -> u32 {
+        let now = self.clock.now();
+        self.fencing().live(resource.kind(), resource.value(), first, permits, now).unwrap_or_else(|e| {
+            self.fail(e);
+            permits.saturating_sub(first)
+        })
+    }
+
     fn admit(&mut self, limit: &RateLimit) -> Option<u64> {
         self.fencing().admit(limit).unwrap_or_else(|e| {
             self.fail(e);

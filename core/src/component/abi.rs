@@ -6,13 +6,13 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use super::convert::{
-    answer_in, cell_out, ctx_in, err_out, event_out, grant_out, group_limits_in, group_name_in, group_view_out, id_in,
-    id_out, key_in, lease_out, outcome_in, permits_in, policy_in, proposal_in, proposal_out, registration_in,
-    resource_view_out, selector_in, stats_out,
+    answer_in, cell_out, ctx_in, err_out, event_out, grant_out, group_view_out, id_in, id_out, key_in, lease_out,
+    outcome_in, permits_in, policy_in, proposal_in, proposal_out, registration_in, resource_view_out, selector_in,
+    stats_out,
 };
 use super::exports::repute::pool::api::{Guest, GuestPool, Options, Pool as PoolHandle};
 use super::{journal_err, prepare, wit, Component, GuestState, ImportedStorage};
-use crate::{Journal, Lease, Pool, Settled};
+use crate::{Command, Journal, Lease, Pool, Registration, Settled};
 
 // Without std nothing links wasi-libc, yet compiled code still calls
 // `memcpy` & co. Only those string routines are taken from it; they import
@@ -107,15 +107,14 @@ impl GuestPool for GuestState {
         let id = id_in(&resource)?;
         #[cfg(feature = "trap-test")]
         trap_test(id.kind());
-        let parsed = registration_in(&registration)?;
-        let entry = || wit::LogEntry::Register(wit::LoggedRegister { resource, registration });
-        self.logged(entry, |p, now| p.register_with(id, parsed, now))
+        let Registration { permits, limits, labels, secret, groups } = registration_in(&registration)?;
+        let command = Command::Register { resource: id, permits, limits, labels, secret, groups };
+        self.logged(|| wit::LogEntry::Register(wit::LoggedRegister { resource, registration }), &command)
     }
 
     fn unregister(&self, resource: wit::ResourceId, force: bool) -> Result<(), wit::Error> {
-        let id = id_in(&resource)?;
-        let entry = || wit::LogEntry::Unregister(wit::LoggedUnregister { resource, force });
-        self.logged(entry, |p, now| p.unregister(&id, force, now))
+        let command = Command::Unregister { resource: id_in(&resource)?, force };
+        self.logged(|| wit::LogEntry::Unregister(wit::LoggedUnregister { resource, force }), &command).map(drop)
     }
 
     fn acquire(&self, context: String, selector: wit::Selector) -> Result<wit::Grant, wit::Error> {
@@ -190,14 +189,15 @@ impl GuestPool for GuestState {
         let parsed = outcome_in(outcome)?;
         let held = self.op(|p, now| p.held(id, token, now).map(|l| (l.resource.clone(), l.context.clone())));
         let (resource, context) = held.map_err(err_out)?;
+        let (logged, at) = (resource.clone(), context.clone());
         let entry = || {
             wit::LogEntry::Report(wit::LoggedReport {
-                resource: id_out(&resource),
-                context: String::from(context.as_str()),
+                resource: id_out(&logged),
+                context: String::from(at.as_str()),
                 outcome,
             })
         };
-        self.logged(entry, |p, now| p.report(&resource, &context, parsed, now))?;
+        self.logged(entry, &Command::Report { resource, context, outcome: parsed })?;
         self.release(id, token)
     }
 
@@ -226,11 +226,9 @@ impl GuestPool for GuestState {
     }
 
     fn report(&self, resource: wit::ResourceId, context: String, outcome: wit::Outcome) -> Result<(), wit::Error> {
-        let id = id_in(&resource)?;
-        let ctx = ctx_in(&context)?;
-        let parsed = outcome_in(outcome)?;
-        let entry = || wit::LogEntry::Report(wit::LoggedReport { resource, context, outcome });
-        self.logged(entry, |p, now| p.report(&id, &ctx, parsed, now))
+        let command =
+            Command::Report { resource: id_in(&resource)?, context: ctx_in(&context)?, outcome: outcome_in(outcome)? };
+        self.logged(|| wit::LogEntry::Report(wit::LoggedReport { resource, context, outcome }), &command).map(drop)
     }
 
     fn block(
@@ -240,26 +238,16 @@ impl GuestPool for GuestState {
         duration: Option<u64>,
         reason: Option<String>,
     ) -> Result<(), wit::Error> {
-        let id = id_in(&resource)?;
-        let ctx = context.as_deref().map(ctx_in).transpose()?;
-        let logged_reason = reason.clone();
-        let entry = || wit::LogEntry::Block(wit::LoggedBlock { resource, context, duration, reason: logged_reason });
-        self.logged(entry, |p, now| p.block(&id, ctx.as_ref(), duration, reason, now))
+        let entry = wit::LogEntry::Block(wit::LoggedBlock { resource, context, duration, reason });
+        self.logged_entry(entry).map(drop)
     }
 
     fn unblock(&self, resource: wit::ResourceId, context: Option<String>) -> Result<bool, wit::Error> {
-        let id = id_in(&resource)?;
-        let ctx = context.as_deref().map(ctx_in).transpose()?;
-        let entry = || wit::LogEntry::Unblock(wit::LoggedUnblock { resource, context });
-        self.logged(entry, |p, now| p.unblock(&id, ctx.as_ref(), now))
+        self.logged_entry(wit::LogEntry::Unblock(wit::LoggedUnblock { resource, context }))
     }
 
     fn set_group(&self, name: String, limits: wit::GroupLimits) -> Result<bool, wit::Error> {
-        let parsed_name = group_name_in(&name)?;
-        let parsed = group_limits_in(limits);
-        parsed.validate().map_err(err_out)?;
-        let entry = || wit::LogEntry::SetGroup(wit::LoggedGroup { name, limits });
-        self.logged(entry, |p, now| p.set_group(parsed_name, parsed, now))
+        self.logged_entry(wit::LogEntry::SetGroup(wit::LoggedGroup { name, limits }))
     }
 
     fn groups(&self) -> Vec<wit::GroupView> {

@@ -72,6 +72,10 @@ impl Authority for ImportedAuthority {
         fencing::revoke(&id_out(resource), permit, token)
     }
 
+    fn live(&mut self, resource: &ResourceId, first: u32, permits: u32) -> u32 {
+        fencing::live(&id_out(resource), first, permits)
+    }
+
     fn admit(&mut self, limit: &RateLimit) -> Option<u64> {
         fencing::admit(wit::RateLimit { rate: limit.rate, burst: limit.burst })
     }
@@ -121,12 +125,14 @@ impl GuestState {
     }
 
     /// Runs a change through the journal (see `Journal::logged`).
-    fn logged<T>(
-        &self,
-        entry: impl FnOnce() -> wit::LogEntry,
-        f: impl FnOnce(&mut Pool, u64) -> Result<T, crate::Error>,
-    ) -> Result<T, wit::Error> {
-        self.journal.borrow_mut().logged(entry, f).map_err(journal_err)
+    fn logged(&self, entry: impl FnOnce() -> wit::LogEntry, command: &Command) -> Result<bool, wit::Error> {
+        self.journal.borrow_mut().logged(entry, command).map_err(journal_err)
+    }
+
+    /// Runs a change whose entry is what the caller sent, read as its command.
+    fn logged_entry(&self, entry: wit::LogEntry) -> Result<bool, wit::Error> {
+        let command = command_in(&entry)?;
+        self.logged(|| entry, &command)
     }
 }
 

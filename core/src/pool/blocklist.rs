@@ -36,17 +36,7 @@ impl Pool {
         reason: Option<String>,
         now: u64,
     ) -> Result<()> {
-        if duration == Some(0) {
-            return Err(Error::invalid("duration", "must be > 0 (omit it for a permanent block)"));
-        }
-        if let Some(r) = &reason {
-            if r.len() > MAX_REASON_BYTES {
-                return Err(Error::invalid("reason", "must be at most 1024 bytes"));
-            }
-            if r.chars().any(char::is_control) {
-                return Err(Error::invalid("reason", "must not contain control characters"));
-            }
-        }
+        check_block(duration, reason.as_deref())?;
         self.advance(now);
         let slot = self.registry.slot_of(id)?;
         let until = duration.map(|d| self.now.saturating_add(d));
@@ -89,4 +79,20 @@ impl Pool {
         }
         Ok(lifted)
     }
+}
+
+/// The rules a block's duration and reason keep.
+pub(crate) fn check_block(duration: Option<u64>, reason: Option<&str>) -> Result<()> {
+    if duration == Some(0) {
+        return Err(Error::invalid("duration", "must be > 0 (omit it for a permanent block)"));
+    }
+    if let Some(r) = reason {
+        if r.len() > MAX_REASON_BYTES {
+            return Err(Error::invalid("reason", "must be at most 1024 bytes"));
+        }
+        if r.chars().any(char::is_control) {
+            return Err(Error::invalid("reason", "must not contain control characters"));
+        }
+    }
+    Ok(())
 }

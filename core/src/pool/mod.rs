@@ -45,6 +45,7 @@ mod views;
 pub use acquire::{Proposal, Settled};
 pub(crate) use affinity::Affinities;
 pub use affinity::MAX_AFFINITIES;
+pub(crate) use blocklist::check_block;
 pub use blocklist::Block;
 pub(crate) use cells::Cells;
 pub(crate) use contexts::Contexts;
@@ -82,6 +83,10 @@ pub struct Pool {
     pub(crate) affinities: Affinities,
     pub(crate) events: Events,
     pub(crate) outages: Outages,
+    /// Log entries this pool folded or wrote that did not apply (see
+    /// `Journal::fold`): each is refused alike in every process, so every
+    /// process that read the whole log counts the same.
+    refused_entries: u64,
 }
 
 impl Pool {
@@ -109,6 +114,7 @@ impl Pool {
             affinities: Affinities::default(),
             events: Events::default(),
             outages: Outages::default(),
+            refused_entries: 0,
         }
     }
 
@@ -149,6 +155,16 @@ impl Pool {
     /// Events dropped so far because `limit` were already waiting.
     pub fn dropped_events(&self) -> u64 {
         self.events.dropped
+    }
+
+    /// Counts a log entry that did not apply (`Journal`).
+    pub fn count_refused_entry(&mut self) {
+        self.refused_entries += 1;
+    }
+
+    /// Log entries folded or written that did not apply.
+    pub fn refused_entries(&self) -> u64 {
+        self.refused_entries
     }
 
     pub(super) fn emit(&mut self, at: u64, kind: EventKind) {

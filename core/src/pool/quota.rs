@@ -196,22 +196,38 @@ impl Pool {
         self.registry.res(slot).groups.iter().map(|&g| self.quota.group(g).name.clone()).collect()
     }
 
-    /// Makes `slot` a member of each of `names` (it belongs to none and
-    /// holds no lease: registration refuses to move a leased resource).
+    /// Makes `slot` (which belongs to none) a member of each of `names`;
+    /// its live leases count in them from now on.
     pub(crate) fn join_groups(&mut self, slot: u32, names: &[GroupName]) {
+        let held = self.registry.res(slot).permits.held_from(0).count() as u32;
         let mut joined = Vec::with_capacity(names.len());
         for name in names {
             let g = self.quota.intern(name);
-            self.quota.group_mut(g).members.push(slot);
+            let group = self.quota.group_mut(g);
+            group.members.push(slot);
+            group.leased += held;
             joined.push(g);
         }
         self.registry.res_mut(slot).groups = joined;
+        if held > 0 {
+            for &g in &self.registry.res(slot).groups.clone() {
+                self.regate_group(g);
+            }
+        }
     }
 
-    /// Takes `slot` (which holds no lease) out of every group it belongs to.
+    /// Takes `slot` out of every group it belongs to, with its live leases
+    /// (a logged regroup moves a resource this pool holds only when the
+    /// writer found it free at the authority: see `apply_register`).
     pub(super) fn leave_groups(&mut self, slot: u32) {
+        let held = self.registry.res(slot).permits.held_from(0).count() as u32;
         for g in core::mem::take(&mut self.registry.res_mut(slot).groups) {
-            self.quota.group_mut(g).members.retain(|&m| m != slot);
+            let group = self.quota.group_mut(g);
+            group.members.retain(|&m| m != slot);
+            group.leased = group.leased.saturating_sub(held);
+            if held > 0 && group.limits.concurrency.is_some() && group.limited.is_some() {
+                self.regate_group(g);
+            }
             self.quota.drop_if_idle(g);
         }
     }

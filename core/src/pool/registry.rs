@@ -320,15 +320,69 @@ impl Pool {
     /// Registers a resource. Registering an existing resource again replaces
     /// its permits, labels, secret and groups (returns whether anything
     /// changed); lowering the permits is refused while a removed permit is
-    /// leased, changing the groups while any permit is.
+    /// leased, changing the groups while any permit is (`check_register`).
     pub fn register_with(&mut self, id: ResourceId, registration: Registration, now: u64) -> Result<bool> {
-        let Registration { permits, limits, labels, secret, groups } = registration;
-        if !(1..=MAX_PERMITS).contains(&permits) {
-            return Err(Error::invalid("permits", "must be in 1..=1024"));
-        }
-        limits.validate()?;
-        quota::check_names(&groups)?;
         self.advance(now);
+        if !self.check_register(&id, &registration)? {
+            return Ok(false);
+        }
+        self.apply_register(id, registration)
+    }
+
+    /// Whether a registration may be logged, decided before it is: refused
+    /// when invalid, or when it would take away a permit someone holds (a
+    /// lower count takes the permits above it; new groups take every one,
+    /// as a lease counts in the groups it was granted under), held here or,
+    /// by the authority's count, by any process. `Ok(false)`: it changes
+    /// nothing.
+    pub(crate) fn check_register(&mut self, id: &ResourceId, registration: &Registration) -> Result<bool> {
+        validate_registration(registration)?;
+        let Some(slot) = self.registry.find(id) else {
+            return Ok(true);
+        };
+        let r = self.registry.res(slot);
+        let regroup = registration.groups != self.group_names(slot);
+        if registration.permits == r.permits.count() as u32
+            && registration.limits == r.limits
+            && registration.labels == r.labels
+            && registration.secret == r.secret
+            && !regroup
+        {
+            return Ok(false);
+        }
+        self.check_free(slot, if regroup { 0 } else { registration.permits })?;
+        Ok(true)
+    }
+
+    /// Refuses with `Leased` while a permit of `slot` from `from` on is
+    /// held: by a lease of this pool, or at the authority, which knows the
+    /// leases of every process (none but this pool's when it is its own).
+    fn check_free(&mut self, slot: u32, from: u32) -> Result<()> {
+        let r = self.registry.res(slot);
+        let to = r.permits.count() as u32;
+        if from >= to {
+            return Ok(());
+        }
+        let live = r.permits.held_from(from as usize).count() as u32;
+        if live > 0 {
+            return Err(Error::Leased { live });
+        }
+        let id = r.id.clone();
+        match self.authority.live(&id, from, to) {
+            0 => Ok(()),
+            live => Err(Error::Leased { live }),
+        }
+    }
+
+    /// Applies a registration the log carries, in every process alike: it
+    /// reads only what every process folds from the log, so it is refused
+    /// (invalid, over `max_resources`) everywhere or nowhere. A lease of
+    /// this pool on a permit it takes away ends (revoked): the writer found
+    /// the permit free at the authority, so such a lease was granted after
+    /// that check, or has already ended there.
+    pub(crate) fn apply_register(&mut self, id: ResourceId, registration: Registration) -> Result<bool> {
+        validate_registration(&registration)?;
+        let Registration { permits, limits, labels, secret, groups } = registration;
         if let Some(slot) = self.registry.find(&id) {
             let r = self.registry.res(slot);
             let current = r.permits.count() as u32;
@@ -336,17 +390,9 @@ impl Pool {
             if permits == current && limits == r.limits && labels == r.labels && secret == r.secret && !regroup {
                 return Ok(false);
             }
-            let live = r.permits.held_from(permits as usize).count() as u32;
-            if live > 0 {
-                return Err(Error::Leased { live });
-            }
-            // A lease counts in the groups it was granted under: moving a
-            // leased resource would carry it past a group's concurrency.
-            let live = r.permits.held_from(0).count() as u32;
-            if regroup && live > 0 {
-                return Err(Error::Leased { live });
-            }
-            let relabel = labels != r.labels;
+            let removed: Vec<u64> = r.permits.held_from(permits as usize).collect();
+            self.revoke_leases(removed);
+            let relabel = labels != self.registry.res(slot).labels;
             if regroup {
                 self.leave_groups(slot);
                 self.join_groups(slot, &groups);
@@ -420,21 +466,33 @@ impl Pool {
         Ok(self.registry.res(self.registry.slot_of(id)?).secret.as_ref())
     }
 
-    /// Removes a resource and its cells. Refused while leased unless `force`,
-    /// which revokes the leases; fence counters are kept, so a re-registered
-    /// resource continues its token sequence and old holders stay fenced out.
+    /// Removes a resource and its cells. Refused while leased (here, or by
+    /// the authority's count anywhere) unless `force`, which revokes the
+    /// leases; fence counters are kept, so a re-registered resource
+    /// continues its token sequence and old holders stay fenced out.
     pub fn unregister(&mut self, id: &ResourceId, force: bool, now: u64) -> Result<()> {
         self.advance(now);
+        self.check_unregister(id, force)?;
+        self.apply_unregister(id)
+    }
+
+    /// Whether an unregister may be logged: the resource is known, and
+    /// without `force` no permit of it is held anywhere.
+    pub(crate) fn check_unregister(&mut self, id: &ResourceId, force: bool) -> Result<()> {
+        let slot = self.registry.slot_of(id)?;
+        if force {
+            return Ok(());
+        }
+        self.check_free(slot, 0)
+    }
+
+    /// Applies an unregister the log carries, in every process alike: this
+    /// pool's leases of the resource end (revoked), whether the writer forced
+    /// it or found every permit free at the authority.
+    pub(crate) fn apply_unregister(&mut self, id: &ResourceId) -> Result<()> {
         let slot = self.registry.slot_of(id)?;
         let live: Vec<u64> = self.registry.res(slot).permits.held_from(0).collect();
-        if !live.is_empty() && !force {
-            return Err(Error::Leased { live: live.len() as u32 });
-        }
-        for lease in live {
-            let l = &self.leases.live[&lease].lease;
-            self.authority.revoke(&l.resource, l.permit, l.token);
-            self.end_lease(lease, End::Revoked, self.now);
-        }
+        self.revoke_leases(live);
         self.leave_groups(slot);
         let (id, contexts) = self.registry.remove(slot);
         for ctx in contexts {
@@ -447,6 +505,15 @@ impl Pool {
         self.index.leave(slot, &[]);
         self.emit(self.now, EventKind::Unregistered { resource: id });
         Ok(())
+    }
+
+    /// Ends these leases of this pool as revoked, at the authority too.
+    fn revoke_leases(&mut self, leases: Vec<u64>) {
+        for lease in leases {
+            let l = &self.leases.live[&lease].lease;
+            self.authority.revoke(&l.resource, l.permit, l.token);
+            self.end_lease(lease, End::Revoked, self.now);
+        }
     }
 
     /// Whether the cell budget (`max_cells`) admits no new cell.
@@ -471,4 +538,13 @@ impl Pool {
         self.registry.res_mut(slot).contexts.push(c);
         Ok(c)
     }
+}
+
+/// The rules a registration keeps whatever the pool holds.
+fn validate_registration(registration: &Registration) -> Result<()> {
+    if !(1..=MAX_PERMITS).contains(&registration.permits) {
+        return Err(Error::invalid("permits", "must be in 1..=1024"));
+    }
+    registration.limits.validate()?;
+    quota::check_names(&registration.groups)
 }

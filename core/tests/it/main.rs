@@ -4,6 +4,7 @@
 mod common;
 mod footprint;
 mod groups;
+mod journal;
 mod limits;
 mod pace;
 mod properties;

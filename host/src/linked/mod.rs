@@ -101,12 +101,9 @@ impl LinkedPool {
     }
 
     /// Runs a change through the journal, logged first when durable.
-    fn logged<T>(
-        &mut self,
-        command: impl FnOnce() -> Command,
-        f: impl FnOnce(&mut repute_core::Pool, u64) -> repute_core::Result<T>,
-    ) -> Result<T> {
-        let r = match self.journal.logged(command, f) {
+    fn logged(&mut self, command: Command) -> Result<bool> {
+        let entry = command.clone();
+        let r = match self.journal.logged(|| entry, &command) {
             Err(JournalError::Storage(e)) => return Err(e.into()),
             Err(JournalError::Pool(e)) => Err(e),
             Ok(v) => Ok(v),

@@ -36,22 +36,19 @@ pub(crate) fn register_with(
     value: &str,
     registration: &Registration,
 ) -> Result<bool> {
-    let id = id(kind, value)?;
     let command = Command::Register {
-        resource: id.clone(),
+        resource: id(kind, value)?,
         permits: registration.permits,
         limits: registration.limits,
         labels: registration.labels.clone(),
         secret: registration.secret.clone(),
         groups: registration.groups.clone(),
     };
-    pool.logged(|| command, |p, now| p.register_with(id, registration.clone(), now))
+    pool.logged(command)
 }
 
 pub(crate) fn unregister(pool: &mut LinkedPool, kind: &str, value: &str, force: bool) -> Result<()> {
-    let id = id(kind, value)?;
-    let resource = id.clone();
-    pool.logged(|| Command::Unregister { resource, force }, |p, now| p.unregister(&id, force, now))
+    pool.logged(Command::Unregister { resource: id(kind, value)?, force }).map(drop)
 }
 
 pub(crate) fn acquire_with(pool: &mut LinkedPool, context: &str, selector: &Selector) -> Result<Lease> {
@@ -92,8 +89,7 @@ pub(crate) fn report_and_release(pool: &mut LinkedPool, id: u64, token: u64, out
     let outcome = checked(outcome)?;
     let (resource, context) =
         pool.run(|p, now| p.held(id, token, now).map(|l| (l.resource.clone(), l.context.clone())))?;
-    let command = Command::Report { resource: resource.clone(), context: context.clone(), outcome };
-    pool.logged(|| command, |p, now| p.report(&resource, &context, outcome, now))?;
+    pool.logged(Command::Report { resource, context, outcome })?;
     release(pool, id, token)
 }
 
@@ -112,10 +108,8 @@ pub(crate) fn lease(pool: &mut LinkedPool, id: u64) -> Result<Option<Lease>> {
 }
 
 pub(crate) fn report(pool: &mut LinkedPool, kind: &str, value: &str, context: &str, outcome: &Outcome) -> Result<()> {
-    let (id, context) = (id(kind, value)?, ctx(context)?);
-    let outcome = checked(outcome)?;
-    let command = Command::Report { resource: id.clone(), context: context.clone(), outcome };
-    pool.logged(|| command, |p, now| p.report(&id, &context, outcome, now))
+    let (resource, context) = (id(kind, value)?, ctx(context)?);
+    pool.logged(Command::Report { resource, context, outcome: checked(outcome)? }).map(drop)
 }
 
 pub(crate) fn block(
@@ -126,18 +120,14 @@ pub(crate) fn block(
     duration: Option<u64>,
     reason: Option<&str>,
 ) -> Result<()> {
-    let id = id(kind, value)?;
+    let resource = id(kind, value)?;
     let context = context.map(ctx).transpose()?;
-    let reason = reason.map(str::to_owned);
-    let command = Command::Block { resource: id.clone(), context: context.clone(), duration, reason: reason.clone() };
-    pool.logged(|| command, |p, now| p.block(&id, context.as_ref(), duration, reason, now))
+    pool.logged(Command::Block { resource, context, duration, reason: reason.map(str::to_owned) }).map(drop)
 }
 
 pub(crate) fn unblock(pool: &mut LinkedPool, kind: &str, value: &str, context: Option<&str>) -> Result<bool> {
-    let id = id(kind, value)?;
-    let context = context.map(ctx).transpose()?;
-    let command = Command::Unblock { resource: id.clone(), context: context.clone() };
-    pool.logged(|| command, |p, now| p.unblock(&id, context.as_ref(), now))
+    let resource = id(kind, value)?;
+    pool.logged(Command::Unblock { resource, context: context.map(ctx).transpose()? })
 }
 
 pub(crate) fn due_for_probe(pool: &mut LinkedPool) -> Result<Vec<(ResourceId, Context)>> {
@@ -151,10 +141,7 @@ pub(crate) fn cells(pool: &mut LinkedPool, kind: &str, value: &str) -> Result<Ve
 
 /// As the component's: the limits are checked before they are logged.
 pub(crate) fn set_group(pool: &mut LinkedPool, name: &str, limits: &GroupLimits) -> Result<bool> {
-    let name = GroupName::new(name)?;
-    limits.validate()?;
-    let (limits, logged) = (*limits, name.clone());
-    pool.logged(|| Command::SetGroup { name: logged, limits }, |p, now| p.set_group(name, limits, now))
+    pool.logged(Command::SetGroup { name: GroupName::new(name)?, limits: *limits })
 }
 
 pub(crate) fn groups(pool: &mut LinkedPool) -> Result<Vec<GroupView>> {

@@ -69,6 +69,12 @@ pub trait Fencing: Send {
     /// Ends the lease holding `token`, if it still holds the permit.
     fn revoke(&mut self, permit: Permit<'_>, token: u64) -> Result<(), StoreError>;
 
+    /// How many of the resource's permits `first..permits` hold an
+    /// unexpired lease at `now` (the store's own clock for a shared store),
+    /// whoever holds them: asked before a change that would take them away
+    /// is logged, since every process folds it.
+    fn live(&mut self, kind: &str, value: &str, first: u32, permits: u32, now: u64) -> Result<u32, StoreError>;
+
     /// True when this authority knows the lease holding `token` ended: it
     /// was revoked, or a newer token was issued for the permit. Asked at
     /// open for every lease restored from the checkpoint, which can be older
@@ -231,6 +237,13 @@ impl MemoryFencing {
         };
         group.leases.retain(|l| expiry(l).is_some());
         (group.leases.len(), group.leases.iter().filter_map(expiry).min())
+    }
+
+    /// How many of the resource's permits `first..permits` are held at `now`.
+    pub(crate) fn held(&self, kind: &str, value: &str, first: u32, permits: u32, now: u64) -> u32 {
+        let states = self.permits.get(kind).and_then(|v| v.get(value)).map_or(&[][..], Vec::as_slice);
+        let range = states.get(first as usize..(permits as usize).min(states.len())).unwrap_or_default();
+        range.iter().filter(|s| s.held_until.is_some_and(|until| now < until)).count() as u32
     }
 
     /// The resource's own window at `now`, pruned on a copy: reading
@@ -406,5 +419,9 @@ impl Fencing for MemoryFencing {
     fn revoke(&mut self, permit: Permit<'_>, token: u64) -> Result<(), StoreError> {
         MemoryFencing::end(self.state(permit), token);
         Ok(())
+    }
+
+    fn live(&mut self, kind: &str, value: &str, first: u32, permits: u32, now: u64) -> Result<u32, StoreError> {
+        Ok(self.held(kind, value, first, permits, now))
     }
 }

@@ -82,6 +82,17 @@ impl fencing::Host for ShardState {
         }
     }
 
+    /// An unreachable authority counts every permit held: the change is
+    /// refused, and the caller sees the store error.
+    fn live(&mut self, resource: wit::ResourceId, first: u32, permits: u32) -> u32 {
+        let now = self.now();
+        let ctx = self.cur();
+        ctx.providers.fencing.live(&resource.kind, &resource.value, first, permits, now).unwrap_or_else(|e| {
+            ctx.fault = Some(e);
+            permits.saturating_sub(first)
+        })
+    }
+
     /// An unreachable authority refuses, like a grant it cannot make; the
     /// caller sees the store error.
     fn admit(&mut self, limit: wit::RateLimit) -> Option<u64> {

@@ -667,6 +667,10 @@ impl<F: Fencing> Fencing for Shared<F> {
     fn revoke(&mut self, permit: Permit<'_>, token: u64) -> Result<(), StoreError> {
         self.get().revoke(permit, token)
     }
+
+    fn live(&mut self, kind: &str, value: &str, first: u32, permits: u32, now: u64) -> Result<u32, StoreError> {
+        self.get().live(kind, value, first, permits, now)
+    }
 }
 
 /// The in-process authorities judge on the `now` they are given: aging is

@@ -259,6 +259,22 @@ impl Fencing for PgFencing {
         Ok((wait_us > 0).then(|| wait_us as u64 * 1_000))
     }
 
+    /// One statement, on the database clock.
+    fn live(&mut self, kind: &str, value: &str, first: u32, permits: u32, _now: u64) -> Result<u32, StoreError> {
+        let mut inner = lock(&self.inner);
+        let tenant = inner.tenant.clone();
+        let (first, permits) = (first as i32, permits as i32);
+        let row = inner.link.run(|c| {
+            c.query_one(
+                "SELECT count(*) FROM repute_permit
+                 WHERE tenant = $1 AND kind = $2 AND value = $3 AND permit >= $4 AND permit < $5
+                   AND expires_at > now()",
+                &[&tenant, &kind, &value, &first, &permits],
+            )
+        })?;
+        Ok(row.get::<_, i64>(0) as u32)
+    }
+
     fn revoke(&mut self, permit: Permit<'_>, token: u64) -> Result<(), StoreError> {
         let mut inner = lock(&self.inner);
         let tenant = inner.tenant.clone();

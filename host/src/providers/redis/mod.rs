@@ -451,6 +451,17 @@ impl Fencing for RedisFencing {
         Ok(())
     }
 
+    /// One script over the permits' lease keys, on the server's clock.
+    fn live(&mut self, kind: &str, value: &str, first: u32, permits: u32, _now: u64) -> Result<u32, StoreError> {
+        if first >= permits {
+            return Ok(0);
+        }
+        let leases: Vec<String> =
+            (first..permits).map(|index| self.keys.permit(Permit { kind, value, index }).1).collect();
+        let live: i64 = self.link.run(|c, s| s.live.key(&leases[..]).invoke(c))?;
+        Ok(live as u32)
+    }
+
     /// Shared mode only: an owner's own bucket is already exact.
     fn admit(&mut self, limit: &RateLimit) -> Result<Option<u64>, StoreError> {
         if self.epoch != 0 {

@@ -352,6 +352,17 @@ end
 return 0
 ";
 
+/// KEYS: the lease of each permit asked about. Returns how many hold an
+/// unexpired lease on the server's clock.
+const LIVE: &str = "
+local live = 0
+for _, key in ipairs(KEYS) do
+  local held = redis.call('GET', key)
+  if held and tonumber(string.sub(held, string.find(held, ':', 1, true) + 1)) > now then live = live + 1 end
+end
+return live
+";
+
 /// KEYS: rate. ARGV: emission interval µs, tolerance µs (burst × interval).
 /// Returns 0 when admitted, else µs until it would be.
 const ADMIT: &str = "
@@ -413,6 +424,7 @@ pub(super) struct Scripts {
     pub(super) window: Script,
     pub(super) extend: Script,
     pub(super) revoke: Script,
+    pub(super) live: Script,
     pub(super) admit: Script,
     pub(super) append: Script,
     pub(super) save: Script,
@@ -429,6 +441,7 @@ impl Scripts {
             window: timed(WINDOW),
             extend: timed(EXTEND),
             revoke: plain(REVOKE),
+            live: timed(LIVE),
             admit: timed(ADMIT),
             append: plain(APPEND),
             save: plain(SAVE),

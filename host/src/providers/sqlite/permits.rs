@@ -621,6 +621,17 @@ impl Fencing for SqliteFencing {
         Ok(())
     }
 
+    /// Each permit's row is read first where this process has not yet:
+    /// a lease granted before a restart holds its permit until its TTL ends.
+    fn live(&mut self, kind: &str, value: &str, first: u32, permits: u32, now: u64) -> Result<u32, StoreError> {
+        let inner = self.inner.clone();
+        let inner = lock(&inner);
+        for index in first..permits {
+            self.load(&inner, Permit { kind, value, index }, now)?;
+        }
+        Ok(self.permits.held(kind, value, first, permits, now))
+    }
+
     fn ended(&mut self, permit: Permit<'_>, token: u64) -> Result<bool, StoreError> {
         let inner = lock(&self.inner);
         Ok(read_row(&inner, permit)?.is_some_and(|row| row.token > token || (row.token == token && row.released)))

@@ -142,6 +142,13 @@ fn pg_url() -> String {
     })
 }
 
+/// The Redis server of `scripts/services.sh`.
+fn redis_url() -> String {
+    std::env::var("REPUTE_TEST_REDIS_URL").unwrap_or_else(|_| {
+        panic!("REPUTE_TEST_REDIS_URL is not set: run `scripts/services.sh start` and export `scripts/services.sh env`")
+    })
+}
+
 /// A tenant name no other run of the tests uses on the shared database.
 fn unique(prefix: &str) -> String {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();

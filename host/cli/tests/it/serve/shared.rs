@@ -1,11 +1,11 @@
-//! Shared mode on PostgreSQL: every process serves the tenant and folds
-//! what the others log. Needs the database of `scripts/services.sh`.
+//! Shared mode: every process serves the tenant and folds what the others
+//! log. Needs the servers of `scripts/services.sh`.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use serde_json::json;
+use serde_json::{json, Value};
 
-use super::{call, pg_url, tempdir, unique, Server};
+use super::{call, pg_url, redis_url, tempdir, unique, Server};
 
 /// Each process checkpoints the tenant; the store keeps the checkpoint
 /// furthest along the log and refuses one behind it. A process behind
@@ -37,4 +37,83 @@ fn a_checkpoint_behind_another_process_is_no_error() {
     assert!(about("checkpoint not saved") >= 1, "the second process was behind: {lines:#?}");
     assert_eq!(about("checkpoint failed"), 0, "{lines:#?}");
     assert!(lines.iter().all(|l| !l.contains("ERROR")), "{lines:#?}");
+}
+
+/// What `GET /v1/resources` at `server` says of `value`'s groups, once it
+/// has folded what the log holds (it syncs every 0.1 s here): polled until
+/// it says `want` or 5 s pass.
+fn groups_at(server: &Server, t: &[(&str, &str)], value: &str, want: &Value) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let views = call("GET", &server.url("/v1/resources"), t, None).json();
+        let view = views.as_array().unwrap().iter().find(|v| v["resource"]["value"] == value).cloned();
+        let groups = view.map_or(Value::Null, |v| v["groups"].clone());
+        if &groups == want || Instant::now() > deadline {
+            return groups;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// One log, one state (I8), on each shared store: a regroup of a key held
+/// at one process is refused at every process and applied by none; once
+/// it is released, the regroup made at the other process applies at both,
+/// and the key's grants count against its new group's rpm at both.
+fn a_regroup_applies_everywhere_or_nowhere(store: &str) {
+    let args = ["--no-auth", "--store", store, "--mode", "shared", "--sync-every", "0.1"];
+    let dir = tempdir("shared-regroup");
+    let (s1, s2) = (Server::start(&args, &dir), Server::start(&args, &dir));
+    let tenant = unique("regroup");
+    let t = [("Repute-Tenant", tenant.as_str())];
+    let put = call("PUT", &s1.url("/v1/groups/g2/limits"), &t, Some(json!({"rpm": 3})));
+    assert_eq!(put.status, 204, "{}", put.body);
+    let k1 = |groups: &[&str]| json!({"kind": "key", "value": "k1", "groups": groups});
+    assert_eq!(call("POST", &s1.url("/v1/resources"), &t, Some(k1(&["g1"]))).status, 204);
+    assert_eq!(groups_at(&s2, &t, "k1", &json!(["g1"])), json!(["g1"]));
+    let lease = call("POST", &s1.url("/v1/leases"), &t, Some(json!({"context": "chat"})));
+    assert_eq!(lease.status, 201, "{}", lease.body);
+    let lease = lease.json();
+
+    let p = call("POST", &s2.url("/v1/resources"), &t, Some(k1(&["g2"]))).problem(409, "leased");
+    assert_eq!(p["detail"], "resource has 1 live lease(s)", "the store counts the lease held at the other process");
+    call("DELETE", &s2.url("/v1/resources/key/k1"), &t, None).problem(409, "leased");
+    call("POST", &s1.url("/v1/resources"), &t, Some(k1(&["g2"]))).problem(409, "leased");
+    std::thread::sleep(Duration::from_millis(400));
+    for server in [&s1, &s2] {
+        assert_eq!(groups_at(server, &t, "k1", &json!(["g1"])), json!(["g1"]), "refused: applied nowhere");
+    }
+
+    let release = format!("/v1/leases/{}?token={}", lease["id"].as_u64().unwrap(), lease["token"]);
+    assert_eq!(call("DELETE", &s1.url(&release), &t, None).status, 204);
+    assert_eq!(call("POST", &s2.url("/v1/resources"), &t, Some(k1(&["g2"]))).status, 204);
+    for server in [&s1, &s2] {
+        assert_eq!(groups_at(server, &t, "k1", &json!(["g2"])), json!(["g2"]), "accepted: applied everywhere");
+    }
+    let mut granted = 0;
+    for i in 0..10 {
+        let server = [&s1, &s2][i % 2];
+        let r = call("POST", &server.url("/v1/leases"), &t, Some(json!({"context": "chat"})));
+        if r.status == 201 {
+            granted += 1;
+            let l = r.json();
+            let release = format!("/v1/leases/{}?token={}", l["id"].as_u64().unwrap(), l["token"]);
+            assert_eq!(call("DELETE", &server.url(&release), &t, None).status, 204);
+        } else {
+            r.problem(409, "no_resource_available");
+        }
+    }
+    assert_eq!(granted, 3, "g2's rpm of 3 across both processes");
+    for server in [s1, s2] {
+        assert!(server.terminate().success());
+    }
+}
+
+#[test]
+fn a_regroup_applies_everywhere_or_nowhere_on_postgres() {
+    a_regroup_applies_everywhere_or_nowhere(&pg_url());
+}
+
+#[test]
+fn a_regroup_applies_everywhere_or_nowhere_on_redis() {
+    a_regroup_applies_everywhere_or_nowhere(&redis_url());
 }
