@@ -13,9 +13,18 @@ use super::args::ServeMode;
 use super::state::AppState;
 use super::{args, auth, connections, probe, shutdown, ticker, Args};
 
+/// Targets kept at `info` whatever `--log` asks: PostgreSQL's client logs
+/// every statement's parameters at `debug` (a resource's secret among
+/// them) and what it sends and reads at `trace`.
+const QUIET: &[&str] = &["tokio_postgres=info"];
+
 pub fn main(args: &Args) -> Result<(), String> {
+    let mut filter = tracing_subscriber::EnvFilter::try_new(&args.log).map_err(|e| format!("--log: {e}"))?;
+    for directive in QUIET {
+        filter = filter.add_directive(directive.parse().expect("a valid directive"));
+    }
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_new(&args.log).map_err(|e| format!("--log: {e}"))?)
+        .with_env_filter(filter)
         .with_writer(std::io::stderr)
         // Colour codes only for a person at a terminal, never into a log file.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))

@@ -12,7 +12,7 @@ use tokio_stream::wrappers::BroadcastStream;
 use super::table::{route, Route};
 use crate::serve::extract::{App, AppResult, Tenant};
 use crate::serve::openapi::Doc;
-use crate::serve::state::By;
+use crate::serve::state::{blocking, By};
 use crate::serve::units::http_view;
 
 /// This module's rows of the routes table: each route's method, path,
@@ -32,7 +32,9 @@ pub(super) async fn events(
     State(state): State<App>,
     Tenant(t): Tenant,
 ) -> AppResult<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>> {
-    state.ensure_open(&state.pool(&t, By::Home))?;
+    // Opening may wait on the store, whose client blocks: off the runtime.
+    let (opening, pool) = (state.clone(), state.pool(&t, By::Home));
+    blocking(move || opening.ensure_open(&pool)).await?;
     let clock = state.clock.clone();
     let stream = BroadcastStream::new(state.subscribe(&t)).map(move |item| {
         Ok(match item {

@@ -226,3 +226,19 @@ fn a_long_bench_against_a_server_shows_progress_off_a_terminal() {
     assert!(progress[0].ends_with(" pairs/s, errors 0"), "{err}");
     assert!(!err.contains('\u{1b}'), "no bar redraws into a pipe: {err:?}");
 }
+
+/// Opening a tenant on PostgreSQL waits on the database's blocking client:
+/// the event stream, as the first request for a tenant, opens it off the
+/// async runtime (it answered nothing before, the worker thread panicking).
+#[test]
+fn the_event_stream_opens_a_tenant_on_postgres() {
+    let dir = tempdir("sse-pg");
+    let pg = pg_url();
+    let s = Server::start(&["--no-auth", "--store", &pg, "--mode", "shared"], &dir);
+    let tenant = unique("events");
+    let res = ureq::get(&s.url("/v1/events")).set("Repute-Tenant", &tenant).call().unwrap();
+    assert_eq!((res.status(), res.header("content-type")), (200, Some("text/event-stream")));
+    drop(res);
+    let r = call("GET", &s.url("/v1/resources"), &[("Repute-Tenant", tenant.as_str())], None);
+    assert_eq!((r.status, r.body.as_str()), (200, "[]"));
+}

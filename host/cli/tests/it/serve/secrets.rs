@@ -101,3 +101,31 @@ fn only_the_201_of_a_grant_carries_the_secret() {
     assert!(logs.contains("request") && logs.contains("stopped"), "{logs}");
     assert!(!logs.contains("sk-live"), "{logs}");
 }
+
+/// On PostgreSQL at `debug`, where its client logs each statement's
+/// parameters (kept at `info` whatever `--log` says), and a registration's
+/// parameters hold the secret.
+/// A secret with a NUL, which PostgreSQL cannot keep in the log's JSON, is
+/// refused naming `secret` before anything is written.
+#[test]
+fn no_log_line_carries_the_secret_on_postgres() {
+    let dir = tempdir("secrets-pg");
+    let pg = pg_url();
+    let (s, log) = Server::start_logged(&["--no-auth", "--store", &pg, "--mode", "shared"], &dir, "debug");
+    let tenant = unique("secrets");
+    let t = [("Repute-Tenant", tenant.as_str())];
+    let body = json!({"kind": "key", "value": "k1", "secret": SECRET});
+    assert_eq!(call("POST", &s.url("/v1/resources"), &t, Some(body)).status, 204);
+    let lease = call("POST", &s.url("/v1/leases"), &t, Some(json!({"context": "chat"})));
+    assert_eq!((lease.status, lease.json()["secret"].as_str()), (201, Some(SECRET)));
+    let nul = json!({"kind": "key", "value": "k2", "secret": "a\u{0}b"});
+    let p = call("POST", &s.url("/v1/resources"), &t, Some(nul)).problem(400, "invalid_input");
+    assert_eq!(field_rule(&p), some("secret", "must not contain NUL"));
+    let views = call("GET", &s.url("/v1/resources"), &t, None).json();
+    assert_eq!(views.as_array().map(Vec::len), Some(1), "nothing of the refused registration applied");
+    assert!(s.terminate().success());
+    let lines: Vec<String> = log.iter().collect();
+    assert!(!lines.is_empty());
+    let leaked: Vec<&String> = lines.iter().filter(|l| l.contains(SECRET)).collect();
+    assert!(leaked.is_empty(), "{leaked:#?}");
+}

@@ -105,6 +105,7 @@ fn bad_labels_secrets_and_selectors_are_problems_naming_the_request_field() {
     assert_eq!(register(json!({"secret": ""})), some("secret", "must not be empty"));
     assert_eq!(register(json!({"secret": "x".repeat(4097)})), some("secret", "must be at most 4096 bytes"));
     assert_eq!(register(json!({"secret": 7})), some("secret", "invalid type: integer `7`, expected a string"));
+    assert_eq!(register(json!({"secret": "a\u{0}b"})), some("secret", "must not contain NUL"));
 
     let acquire = |extra: Value| {
         let mut body = json!({"context": "c"});
