@@ -1,0 +1,268 @@
+//! One log, one state (I8) under change, load and faults: three `repute
+//! serve --mode shared` processes on one store take random registrations,
+//! regroups, permit changes, unregisters, blocks and group limits at
+//! random processes while workers acquire and release at random processes,
+//! and one process is paused past the lease TTL, one killed and replaced,
+//! the store restarted. At quiescence every process, and a fresh one that
+//! folds the log from its start, must show the same registrations and
+//! groups.
+//!
+//! The checker reads only the HTTP views and compares what every process
+//! derives from the log alone: each resource's permits, labels, limits,
+//! groups and whether it is blocked, and each group's limits. It shares no
+//! code with the pool (the digest is computed here, from JSON).
+//!
+//! `REPUTE_CONVERGENCE_SECONDS` sets how long the mix runs (default 16, the
+//! faults at fixed points in it); a longer run tries more interleavings.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use repute_tests::http::Cluster;
+use repute_tests::proxy::Proxy;
+use repute_tests::server::Server;
+use repute_tests::services::{url_via, Service};
+use repute_tests::unique;
+use serde_json::{json, Value};
+
+/// The stores are shared with every other suite: one scenario at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+const SERVERS: usize = 3;
+const KEYS: usize = 6;
+const WORKERS: usize = 4;
+const LEASE_TTL: &str = "2";
+
+fn run_seconds() -> u64 {
+    std::env::var("REPUTE_CONVERGENCE_SECONDS").map_or(16, |v| v.parse().expect("REPUTE_CONVERGENCE_SECONDS: seconds"))
+}
+
+/// splitmix64, seeded per thread: enough randomness to mix operations.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        (z ^ (z >> 31)) % n
+    }
+}
+
+/// What the mutator and the workers did, as the servers answered.
+#[derive(Default)]
+struct Counts {
+    accepted: AtomicU64,
+    refused: AtomicU64,
+    unanswered: AtomicU64,
+    grants: AtomicU64,
+}
+
+impl Counts {
+    fn count(&self, status: Option<u16>) {
+        let counter = match status {
+            Some(s) if s < 300 => &self.accepted,
+            Some(_) => &self.refused,
+            None => &self.unanswered,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// One request; the status and body, or `None` when no answer came.
+fn send(agent: &ureq::Agent, method: &str, url: &str, tenant: &str, body: Option<Value>) -> Option<(u16, Value)> {
+    let req = agent.request(method, url).set("Repute-Tenant", tenant);
+    let res = match body {
+        Some(b) => req.send_json(b),
+        None => req.call(),
+    };
+    let res = match res {
+        Ok(r) => r,
+        Err(ureq::Error::Status(_, r)) => r,
+        Err(_) => return None,
+    };
+    let status = res.status();
+    Some((status, res.into_json().unwrap_or(Value::Null)))
+}
+
+fn agent() -> ureq::Agent {
+    ureq::AgentBuilder::new().timeout(Duration::from_secs(1)).build()
+}
+
+/// One random change at a random process.
+fn mutate(rng: &mut Rng, cluster: &Cluster, tenant: &str, agent: &ureq::Agent) -> Option<u16> {
+    let server = cluster.get(rng.below(SERVERS as u64) as usize);
+    let key = format!("k{}", rng.below(KEYS as u64));
+    let (method, path, body) = match rng.below(10) {
+        0..=4 => {
+            let groups: Vec<&str> = match rng.below(4) {
+                0 => vec![],
+                1 => vec!["g1"],
+                2 => vec!["g2"],
+                _ => vec!["g1", "g2"],
+            };
+            let tier = ["a", "b"][rng.below(2) as usize];
+            let body = json!({"kind": "key", "value": key, "permits": 1 + rng.below(2), "groups": groups,
+                "labels": {"tier": tier}});
+            ("POST", "/v1/resources".to_owned(), Some(body))
+        }
+        5 => ("DELETE", format!("/v1/resources/key/{key}"), None),
+        // Blocks until unblocked: a timed block ends on the clock of each
+        // process that folds it, so a process opening later holds it longer.
+        6 => ("PUT", format!("/v1/resources/key/{key}/block"), Some(json!({"reason": "mix"}))),
+        7 => ("DELETE", format!("/v1/resources/key/{key}/block"), None),
+        _ => {
+            let group = ["g1", "g2"][rng.below(2) as usize];
+            let rpm = [json!(null), json!(50), json!(500)][rng.below(3) as usize].clone();
+            ("PUT", format!("/v1/groups/{group}/limits"), Some(json!({"rpm": rpm, "concurrency": 4})))
+        }
+    };
+    send(agent, method, &format!("{server}{path}"), tenant, body).map(|(status, _)| status)
+}
+
+/// Acquires at a random process and releases there a moment later.
+fn work(rng: &mut Rng, cluster: &Cluster, tenant: &str, agent: &ureq::Agent, counts: &Counts) {
+    let server = cluster.get(rng.below(SERVERS as u64) as usize);
+    let context = format!("c{}", rng.below(3));
+    let Some((201, lease)) =
+        send(agent, "POST", &format!("{server}/v1/leases"), tenant, Some(json!({"context": context})))
+    else {
+        std::thread::sleep(Duration::from_millis(5));
+        return;
+    };
+    counts.grants.fetch_add(1, Ordering::Relaxed);
+    std::thread::sleep(Duration::from_millis(rng.below(30)));
+    let path = format!("{server}/v1/leases/{}?token={}", lease["id"], lease["token"]);
+    let _ = send(agent, "DELETE", &path, tenant, None);
+}
+
+/// What a process derives from the log alone, as its views show it, in a
+/// form to compare: resources by id, groups by name.
+fn digest(server: &str, tenant: &str) -> BTreeMap<String, Value> {
+    let agent = agent();
+    let read = |path: &str| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match send(&agent, "GET", &format!("{server}{path}"), tenant, None) {
+                Some((200, body)) => return body,
+                other => assert!(Instant::now() < deadline, "{server}{path}: {other:?}"),
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    let mut out = BTreeMap::new();
+    for r in read("/v1/resources").as_array().expect("a list of resources") {
+        let id = format!(
+            "resource {}/{}",
+            r["resource"]["kind"].as_str().unwrap(),
+            r["resource"]["value"].as_str().unwrap()
+        );
+        let kept = json!({"permits": r["permits"], "labels": r["labels"], "limits": r["limits"], "groups": r["groups"],
+            "blocked": !r["block"].is_null()});
+        out.insert(id, kept);
+    }
+    for g in read("/v1/groups").as_array().expect("a list of groups") {
+        out.insert(format!("group {}", g["name"].as_str().unwrap()), g["limits"].clone());
+    }
+    out
+}
+
+fn serve(store: &str, proxy: &Proxy) -> Server {
+    let store = url_via(store, proxy.addr());
+    let args = ["--no-auth", "--store", &store, "--mode", "shared", "--sync-every", "0.1", "--lease-ttl", LEASE_TTL];
+    Server::start(&args.map(str::to_owned))
+}
+
+fn scenario(service: Service) {
+    let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let store = service.url();
+    let tenant = unique(&format!("converge_{service}"));
+    let proxies: Vec<Proxy> = (0..SERVERS).map(|_| Proxy::start(service.addr())).collect();
+    let mut servers: Vec<Server> = proxies.iter().map(|p| serve(&store, p)).collect();
+    let cluster = Cluster::new(servers.iter().map(|s| s.base().to_owned()).collect());
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let (changes, load) = (Arc::new(Counts::default()), Arc::new(Counts::default()));
+    let mut threads = Vec::new();
+    for seed in 0..=WORKERS as u64 {
+        let (stop, cluster, tenant) = (stop.clone(), cluster.clone(), tenant.clone());
+        let (changes, load) = (changes.clone(), load.clone());
+        threads.push(std::thread::spawn(move || {
+            let (mut rng, agent) = (Rng(seed * 7919 + 17), agent());
+            while !stop.load(Ordering::Relaxed) {
+                if seed == 0 {
+                    changes.count(mutate(&mut rng, &cluster, &tenant, &agent));
+                    std::thread::sleep(Duration::from_millis(rng.below(20)));
+                } else {
+                    work(&mut rng, &cluster, &tenant, &agent, &load);
+                }
+            }
+        }));
+    }
+
+    let seconds = run_seconds();
+    let started = Instant::now();
+    let at = |fraction: f64| {
+        let due = started + Duration::from_secs_f64(seconds as f64 * fraction);
+        std::thread::sleep(due.saturating_duration_since(Instant::now()));
+    };
+    let mut faults = Vec::new();
+    at(0.2);
+    servers[1].pause();
+    std::thread::sleep(Duration::from_millis(2500));
+    servers[1].resume();
+    faults.push("a server paused 2.5 s (lease TTL 2 s)");
+    at(0.45);
+    let replacement = serve(&store, &proxies[2]);
+    cluster.replace(2, replacement.base().to_owned());
+    std::mem::replace(&mut servers[2], replacement).kill();
+    faults.push("a server killed and replaced");
+    at(0.7);
+    service.restart();
+    faults.push("the store restarted");
+    at(1.0);
+    stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        t.join().expect("a client thread");
+    }
+
+    // Quiescence: every process synced (every 0.1 s).
+    std::thread::sleep(Duration::from_secs(1));
+    let fresh = serve(&store, &proxies[0]);
+    let expected = digest(fresh.base(), &tenant);
+    let mut compared = 0;
+    for server in &servers {
+        let got = digest(server.base(), &tenant);
+        assert_eq!(got, expected, "{} folded the log to another state than a fresh process", server.base());
+        compared += 1;
+    }
+    let (resources, groups) = (
+        expected.keys().filter(|k| k.starts_with("resource")).count(),
+        expected.keys().filter(|k| k.starts_with("group")).count(),
+    );
+    println!(
+        "convergence on {service}: {} changes accepted, {} refused, {} unanswered; {} grants; faults: {}; \
+         {compared} processes' states equal to a fresh process's ({resources} resources, {groups} groups)",
+        changes.accepted.load(Ordering::Relaxed),
+        changes.refused.load(Ordering::Relaxed),
+        changes.unanswered.load(Ordering::Relaxed),
+        load.grants.load(Ordering::Relaxed),
+        faults.join(", "),
+    );
+    assert!(changes.accepted.load(Ordering::Relaxed) > 50, "the mix changed the pool");
+    assert!(changes.refused.load(Ordering::Relaxed) > 0, "some changes met a leased key");
+    assert!(load.grants.load(Ordering::Relaxed) > 100, "the load ran");
+}
+
+#[test]
+fn postgres_shared_processes_fold_every_change_to_one_state() {
+    scenario(Service::Postgres);
+}
+
+#[test]
+fn redis_shared_processes_fold_every_change_to_one_state() {
+    scenario(Service::Redis);
+}
