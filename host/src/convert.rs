@@ -447,6 +447,7 @@ pub(crate) fn stats_in(s: wit::Stats) -> Stats {
         due_for_probe: s.due_for_probe,
         now: s.now,
         footprint: s.footprint,
+        refused_entries: s.refused_entries,
     }
 }
 

@@ -446,6 +446,7 @@ pub(super) fn stats_out(s: Stats) -> wit::Stats {
         due_for_probe: s.due_for_probe,
         now: s.now,
         footprint: s.footprint,
+        refused_entries: s.refused_entries,
     }
 }
 

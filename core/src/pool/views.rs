@@ -77,6 +77,8 @@ pub struct Stats {
     pub now: u64,
     /// Heap bytes the pool holds (`Pool::footprint`).
     pub footprint: u64,
+    /// Log entries folded or written that did not apply (`Pool::refused_entries`).
+    pub refused_entries: u64,
 }
 
 impl Pool {
@@ -231,6 +233,7 @@ impl Pool {
             available: self.index.available(),
             due_for_probe: self.probe_due.iter().filter(|&&(slot, c)| !self.held_back(slot, c)).count() as u32,
             now: self.now,
+            refused_entries: self.refused_entries(),
         }
     }
 }

@@ -50,6 +50,7 @@ pub struct Metrics {
     live_leases: Family<Labels, Gauge>,
     available: Family<Labels, Gauge>,
     resources: Family<Labels, Gauge>,
+    refused: Family<Labels, Gauge>,
     folded: Family<Labels, Counter>,
     latency: Hist,
 }
@@ -73,6 +74,7 @@ impl Metrics {
             live_leases: Family::default(),
             available: Family::default(),
             resources: Family::default(),
+            refused: Family::default(),
             folded: Family::default(),
             latency: Family::new_with_constructor(latency_histogram as fn() -> Histogram),
             registry: Registry::default(),
@@ -87,6 +89,11 @@ impl Metrics {
         registry.register("leases_live", "Leases held right now (occupancy)", m.live_leases.clone());
         registry.register("resources_available", "Resources with a free permit", m.available.clone());
         registry.register("resources_registered", "Registered resources", m.resources.clone());
+        registry.register(
+            "log_entries_refused",
+            "Log entries the tenant's pool folded or wrote that did not apply (alike in every process)",
+            m.refused.clone(),
+        );
         registry.register(
             "log_entries_folded",
             "Entries other processes logged that this one folded in (shared and partitioned modes)",
@@ -145,14 +152,15 @@ impl Metrics {
     /// The occupancy gauges from every open tenant's stats: one series per
     /// tenant, or their sums.
     pub fn observe_stats(&self, all: &[(String, Stats)]) {
-        let mut totals = [0i64; 3];
+        let mut totals = [0i64; 4];
         for (tenant, s) in all {
-            let figures = [s.live_leases as i64, s.available as i64, s.resources as i64];
+            let figures = [s.live_leases as i64, s.available as i64, s.resources as i64, s.refused_entries as i64];
             if self.per_tenant {
                 let t = self.tenant(tenant);
                 self.live_leases.get_or_create(&t).set(figures[0]);
                 self.available.get_or_create(&t).set(figures[1]);
                 self.resources.get_or_create(&t).set(figures[2]);
+                self.refused.get_or_create(&t).set(figures[3]);
             }
             for (total, f) in totals.iter_mut().zip(figures) {
                 *total += f;
@@ -163,6 +171,7 @@ impl Metrics {
             self.live_leases.get_or_create(&none).set(totals[0]);
             self.available.get_or_create(&none).set(totals[1]);
             self.resources.get_or_create(&none).set(totals[2]);
+            self.refused.get_or_create(&none).set(totals[3]);
         }
     }
 

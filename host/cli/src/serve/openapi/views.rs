@@ -196,6 +196,12 @@ impl JsonSchema for Stats {
                 "due_for_probe": {"type": "integer"},
                 "now": super::schema::Uint64::json_schema(g),
                 "footprint": footprint,
+                "refused_entries": {
+                    "type": "integer",
+                    "description": "Log entries this process folded or wrote that did not apply (an unregister of a \
+                        resource another process removed first, say): refused alike by every process, never skipped \
+                        silently",
+                },
             },
         })
     }

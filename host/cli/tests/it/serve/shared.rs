@@ -103,6 +103,10 @@ fn a_regroup_applies_everywhere_or_nowhere(store: &str) {
         }
     }
     assert_eq!(granted, 3, "g2's rpm of 3 across both processes");
+    for server in [&s1, &s2] {
+        let stats = call("GET", &server.url("/v1/stats"), &t, None).json();
+        assert_eq!(stats["refused_entries"], 0, "every entry applied at {}", server.url(""));
+    }
     for server in [s1, s2] {
         assert!(server.terminate().success());
     }
