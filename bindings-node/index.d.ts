@@ -341,6 +341,8 @@ export interface Stats {
   available: number;
   dueForProbe: number;
   nowMs: number;
+  /** Log entries the pool folded or wrote that did not apply: refused alike by every process. */
+  refusedEntries: number;
 }
 
 export interface ProbeTarget {

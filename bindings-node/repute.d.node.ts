@@ -592,6 +592,8 @@ export interface StatsInfo {
   available: number
   dueForProbe: number
   nowMs: number
+  /** Log entries folded or written that did not apply. */
+  refusedEntries: number
 }
 
 /** What a window holds: grants and the tokens they count. */

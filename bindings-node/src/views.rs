@@ -281,6 +281,8 @@ pub struct StatsInfo {
     pub available: u32,
     pub due_for_probe: u32,
     pub now_ms: f64,
+    /// Log entries folded or written that did not apply.
+    pub refused_entries: i64,
 }
 
 impl From<Stats> for StatsInfo {
@@ -293,6 +295,7 @@ impl From<Stats> for StatsInfo {
             available: s.available,
             due_for_probe: s.due_for_probe,
             now_ms: ns_to_ms(s.now),
+            refused_entries: s.refused_entries.min(i64::MAX as u64) as i64,
         }
     }
 }

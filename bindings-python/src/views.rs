@@ -380,6 +380,7 @@ pub(crate) struct Stats {
     available: u32,
     due_for_probe: u32,
     now: f64,
+    refused_entries: u64,
 }
 
 #[pymethods]
@@ -393,6 +394,7 @@ impl Stats {
             ("available", py_value(py, self.available)?),
             ("due_for_probe", py_value(py, self.due_for_probe)?),
             ("now", py_value(py, self.now)?),
+            ("refused_entries", py_value(py, self.refused_entries)?),
         ];
         repr("Stats", fields)
     }
@@ -408,6 +410,7 @@ impl From<HostStats> for Stats {
             available: s.available,
             due_for_probe: s.due_for_probe,
             now: ns_to_secs(s.now),
+            refused_entries: s.refused_entries,
         }
     }
 }

@@ -219,3 +219,30 @@ def test_the_asyncio_adapters_on_redis_report_and_release_off_the_loop(tenant: s
         assert asyncio.run(main()) == (1, 0, 2)
     finally:
         target.close()
+
+
+@pytest.mark.parametrize("store_env", ["REPUTE_TEST_PG_URL", "REPUTE_TEST_REDIS_URL"])
+def test_a_regroup_applies_in_every_shared_pool_or_in_none(tenant: str, store_env: str) -> None:
+    """One log, one state: a regroup of a key another pool holds is refused
+    (the store counts that pool's lease) and applied by no pool; once the
+    lease is released it is accepted, and every pool folds it the same."""
+    url = env(store_env)
+    with repute.Pool(store=url, tenant=tenant, mode="shared") as a, repute.Pool(
+        store=url, tenant=tenant, mode="shared"
+    ) as b:
+        a.register("api-key", "k1", groups=["g1"])
+        assert b.sync() == 1
+        lease = a.acquire("chat", timeout=0)
+        with pytest.raises(repute.LeasedError) as at_other:
+            b.register("api-key", "k1", groups=["g2"])
+        assert at_other.value.live == 1
+        with pytest.raises(repute.LeasedError):
+            b.unregister("api-key", "k1")
+        with pytest.raises(repute.LeasedError):
+            a.register("api-key", "k1", groups=["g2"])
+        assert b.sync() == 0 and a.sync() == 0, "a refused change is logged nowhere"
+        lease.release()
+        assert b.register("api-key", "k1", groups=["g2"])
+        assert a.sync() == 1
+        assert [r.groups for r in a.resources()] == [r.groups for r in b.resources()] == [["g2"]]
+        assert a.stats().refused_entries == b.stats().refused_entries == 0

@@ -21,7 +21,9 @@ def test_reprs_show_python_values(pool: repute.Pool) -> None:
     assert repr(global_cell).startswith("Cell(context=None, state='healthy', score=")
     assert repr(context_cell).startswith("Cell(context='example.com', state=")
     assert repr(pool.resources()[0]).startswith("Resource(kind='proxy', value='a', permits=1, leased=0, score=")
-    assert repr(pool.stats()) == "Stats(resources=1, cells=1, contexts=1, live_leases=0, available=1, due_for_probe=0, now=0.0)"
+    assert repr(pool.stats()) == (
+        "Stats(resources=1, cells=1, contexts=1, live_leases=0, available=1, due_for_probe=0, now=0.0, refused_entries=0)"
+    )
     registered = next(iter(pool.events()))
     assert repr(registered) == f"RegisteredEvent(type='registered', at={registered.at!r})"
     assert repr(pool) == "Pool(closed=False)"
