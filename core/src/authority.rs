@@ -24,6 +24,17 @@ pub struct Claim {
     pub groups: alloc::vec::Vec<GroupClaim>,
 }
 
+/// What a grant asks of the authority besides the permit.
+#[derive(Debug, Clone, Copy)]
+pub struct GrantRequest<'a> {
+    pub ttl: u64,
+    /// The highest token the pool has seen for the permit.
+    pub last: u64,
+    pub claim: Option<&'a Claim>,
+    /// The log position the pool has folded (0 for a pool that logs nothing).
+    pub view: u64,
+}
+
 /// An authority's answer to a grant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GrantAnswer {
@@ -40,14 +51,21 @@ pub enum GrantAnswer {
     /// The limits of the claim's group at this index admit no grant for
     /// this many ns: none of the group's members may be granted.
     GroupLimited(u32, u64),
+    /// The log holds a change of registrations or groups after the
+    /// position the grant was judged on: the pool folds it and asks again.
+    Stale,
 }
 
 pub trait Authority: Send + core::fmt::Debug {
     /// Grants `permit` of `resource` for `ttl` nanoseconds. `last` is the
     /// highest token this pool has seen for the permit; the token returned
     /// must be greater. With a `claim`, the grant also counts against the
-    /// resource's limits, across every pool the authority serves.
-    fn grant(&mut self, resource: &ResourceId, permit: u32, ttl: u64, last: u64, claim: Option<&Claim>) -> GrantAnswer;
+    /// resource's limits, across every pool the authority serves. `view`
+    /// is the log position the pool has folded: an authority shared by
+    /// processes answers `Stale` while the log holds a change of
+    /// registrations or groups after it, so no grant is judged against
+    /// limits or groups the log has changed.
+    fn grant(&mut self, resource: &ResourceId, permit: u32, grant: GrantRequest<'_>) -> GrantAnswer;
 
     /// The grant holding `token` used `used` tokens, not the `reserved`
     /// ones; `context` when it was counted per context too.
@@ -96,8 +114,8 @@ pub trait Authority: Send + core::fmt::Debug {
 pub struct Local;
 
 impl Authority for Local {
-    fn grant(&mut self, _: &ResourceId, _: u32, _: u64, last: u64, _: Option<&Claim>) -> GrantAnswer {
-        GrantAnswer::Granted(last + 1)
+    fn grant(&mut self, _: &ResourceId, _: u32, grant: GrantRequest<'_>) -> GrantAnswer {
+        GrantAnswer::Granted(grant.last + 1)
     }
 
     fn extend(&mut self, _: &ResourceId, _: u32, _: u64, _: u64) -> bool {

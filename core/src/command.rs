@@ -63,6 +63,14 @@ impl Command {
     pub fn reads_registration(&self) -> bool {
         matches!(self, Command::Register { .. } | Command::Unregister { .. })
     }
+
+    /// Whether it changes what a grant is judged against: a resource's
+    /// permits, limits or groups, or a group's limits. A store several
+    /// processes share refuses a grant judged on a log position before
+    /// the last such entry (`GrantAnswer::Stale`).
+    pub fn changes_grants(&self) -> bool {
+        matches!(self, Command::Register { .. } | Command::Unregister { .. } | Command::SetGroup { .. })
+    }
 }
 
 impl Pool {

@@ -102,6 +102,7 @@ impl<S: Storage> Journal<S> {
         if let Some(c) = checkpoint {
             journal.version = c.version;
             journal.log_seq = c.log_seq;
+            journal.pool.set_view(c.log_seq);
         }
         journal.fold(None).map_err(JournalError::Storage)?;
         Ok(journal)
@@ -119,6 +120,18 @@ impl<S: Storage> Journal<S> {
     pub fn run<T>(&mut self, f: impl FnOnce(&mut Pool, u64) -> T) -> T {
         let now = self.storage.now();
         f(&mut self.pool, now)
+    }
+
+    /// Runs an operation that may grant: when the authority found it judged
+    /// on a view of the log older than the last change of registrations or
+    /// groups, the log is folded and the operation runs once more, on the
+    /// new view (an unreadable log leaves the first answer, a refusal).
+    pub fn granting<T>(&mut self, mut f: impl FnMut(&mut Pool, u64) -> T) -> T {
+        let out = self.run(&mut f);
+        if !self.pool.take_stale() || self.fold(None).is_err() {
+            return out;
+        }
+        self.run(f)
     }
 
     /// Folds the log entries after the last one folded and before `until`
@@ -147,6 +160,7 @@ impl<S: Storage> Journal<S> {
                     None => self.pool.count_refused_entry(),
                 }
                 self.log_seq = seq;
+                self.pool.set_view(seq);
                 folded += 1;
             }
             if !full {
@@ -180,6 +194,7 @@ impl<S: Storage> Journal<S> {
         self.fold(Some(seq)).map_err(JournalError::Storage)?;
         let out = self.run(|p, now| p.apply(command, now));
         self.log_seq = seq;
+        self.pool.set_view(seq);
         if out.is_err() {
             self.pool.count_refused_entry();
         }

@@ -53,7 +53,7 @@ pub mod usage;
 #[cfg(feature = "workload")]
 pub mod workload;
 
-pub use authority::{Authority, Claim, GrantAnswer, Local};
+pub use authority::{Authority, Claim, GrantAnswer, GrantRequest, Local};
 pub use cell::{CellState, MAX_SCORE, MIN_SCORE};
 pub use command::Command;
 pub use error::{Error, Result};

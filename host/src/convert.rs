@@ -194,6 +194,7 @@ pub(crate) fn answer_out(a: GrantAnswer) -> wit::GrantAnswer {
         GrantAnswer::Limited(wait) => wit::GrantAnswer::Limited(wait),
         GrantAnswer::ContextLimited(wait) => wit::GrantAnswer::ContextLimited(wait),
         GrantAnswer::GroupLimited(index, wait) => wit::GrantAnswer::GroupLimited((index, wait)),
+        GrantAnswer::Stale => wit::GrantAnswer::Stale,
     }
 }
 

@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use repute_core::{Authority, Claim, Context, GrantAnswer, RateLimit, ResourceId};
+use repute_core::{Authority, Context, GrantAnswer, GrantRequest, RateLimit, ResourceId};
 
 use crate::error::StoreError;
 use crate::providers::{Clock, Fencing, Permit};
@@ -55,9 +55,10 @@ impl ProviderAuthority {
 }
 
 impl Authority for ProviderAuthority {
-    fn grant(&mut self, resource: &ResourceId, index: u32, ttl: u64, last: u64, claim: Option<&Claim>) -> GrantAnswer {
+    fn grant(&mut self, resource: &ResourceId, index: u32, grant: GrantRequest<'_>) -> GrantAnswer {
         let now = self.clock.now();
-        self.fencing().grant(permit(resource, index), ttl, last, now, claim).unwrap_or_else(|e| {
+        let GrantRequest { ttl, last, claim, view } = grant;
+        self.fencing().grant(permit(resource, index), ttl, last, now, claim, view).unwrap_or_else(|e| {
             self.fail(e);
             GrantAnswer::Held
         })

@@ -44,6 +44,11 @@ impl Proposal {
     pub fn claim(&self) -> Option<Claim> {
         self.inner.claim.clone().map(convert::claim_in)
     }
+
+    /// The log position the pool had folded: the grant's view.
+    pub fn view(&self) -> u64 {
+        self.inner.view
+    }
 }
 
 /// The permits of a caller's proposals that wait for an answer: a pool
@@ -73,8 +78,9 @@ impl InFlight {
 #[derive(Debug, Clone)]
 pub enum Step {
     Granted(Lease),
-    /// Refused: ask the authority about this permit next.
-    Next(Proposal),
+    /// Refused: ask the authority about this permit next. Boxed: a
+    /// proposal with its claim outweighs a lease several times.
+    Next(Box<Proposal>),
 }
 
 /// A lease the pool has ended whose permit the authority still holds: the

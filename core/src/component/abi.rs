@@ -138,7 +138,13 @@ impl GuestPool for GuestState {
         let known = self.journal.borrow().pool().known_context(&context);
         let context = known.map_or_else(|| ctx_in(&context), Ok)?;
         let (selector, in_flight) = (selector_in(selector), permits_in(in_flight));
-        self.op(|p, now| p.propose(&context, &selector, now, &in_flight).map(proposal_out)).map_err(err_out)
+        let mut journal = self.journal.borrow_mut();
+        // A proposal judged stale since: the log is folded first (a log
+        // that cannot be read leaves the next answer stale again).
+        if journal.pool_mut().take_stale() {
+            let _ = journal.fold(None);
+        }
+        journal.run(|p, now| p.propose(&context, &selector, now, &in_flight).map(proposal_out)).map_err(err_out)
     }
 
     fn settle(
@@ -166,7 +172,8 @@ impl GuestPool for GuestState {
     fn acquire_for_probe(&self, resource: wit::ResourceId, context: String) -> Result<wit::Grant, wit::Error> {
         let id = id_in(&resource)?;
         let context = ctx_in(&context)?;
-        self.op(|p, now| p.acquire_for_probe(&id, &context, now).map(|l| grant_out(p, &l))).map_err(err_out)
+        let mut journal = self.journal.borrow_mut();
+        journal.granting(|p, now| p.acquire_for_probe(&id, &context, now).map(|l| grant_out(p, &l))).map_err(err_out)
     }
 
     fn renew(&self, id: u64, token: u64) -> Result<wit::Renewal, wit::Error> {
@@ -321,12 +328,13 @@ impl GuestState {
         &self,
         context: String,
         selector: wit::Selector,
-        out: impl FnOnce(&Pool, &Lease) -> T,
+        out: impl Fn(&Pool, &Lease) -> T,
     ) -> Result<T, wit::Error> {
         let known = self.journal.borrow().pool().known_context(&context);
         let context = known.map_or_else(|| ctx_in(&context), Ok)?;
         let selector = selector_in(selector);
-        self.op(|p, now| p.acquire_with(&context, &selector, now).map(|l| out(p, &l))).map_err(err_out)
+        let mut journal = self.journal.borrow_mut();
+        journal.granting(|p, now| p.acquire_with(&context, &selector, now).map(|l| out(p, &l))).map_err(err_out)
     }
 }
 

@@ -280,6 +280,7 @@ pub(super) fn proposal_out(p: Proposal) -> wit::Proposal {
         refused: p.refused.into_iter().map(|(k, permit)| wit::RefusedPermit { resource: key_out(k), permit }).collect(),
         fail_open: p.fail_open,
         claim: p.claim.as_ref().map(claim_out),
+        view: p.view,
     }
 }
 
@@ -310,6 +311,7 @@ pub(super) fn proposal_in(p: wit::Proposal) -> Proposal {
                 })
                 .collect(),
         }),
+        view: p.view,
     }
 }
 
@@ -365,6 +367,7 @@ pub(super) fn answer_in(a: wit::GrantAnswer) -> GrantAnswer {
         wit::GrantAnswer::Limited(wait) => GrantAnswer::Limited(wait),
         wit::GrantAnswer::ContextLimited(wait) => GrantAnswer::ContextLimited(wait),
         wit::GrantAnswer::GroupLimited((index, wait)) => GrantAnswer::GroupLimited(index, wait),
+        wit::GrantAnswer::Stale => GrantAnswer::Stale,
     }
 }
 

@@ -11,7 +11,7 @@ use alloc::vec::Vec;
 use core::cell::RefCell;
 
 use crate::journal::{Checkpoint, Journal, JournalError, Storage};
-use crate::{Authority, Claim, Command, Context, GrantAnswer, Pool, RateLimit, ResourceId};
+use crate::{Authority, Command, Context, GrantAnswer, GrantRequest, Pool, RateLimit, ResourceId};
 
 mod abi;
 mod convert;
@@ -48,8 +48,9 @@ struct GuestState {
 struct ImportedAuthority;
 
 impl Authority for ImportedAuthority {
-    fn grant(&mut self, resource: &ResourceId, permit: u32, ttl: u64, last: u64, claim: Option<&Claim>) -> GrantAnswer {
-        answer_in(fencing::grant(&id_out(resource), permit, ttl, last, claim.map(claim_out).as_ref()))
+    fn grant(&mut self, resource: &ResourceId, permit: u32, grant: GrantRequest<'_>) -> GrantAnswer {
+        let claim = grant.claim.map(claim_out);
+        answer_in(fencing::grant(&id_out(resource), permit, grant.ttl, grant.last, claim.as_ref(), grant.view))
     }
 
     fn reconcile(

@@ -3,7 +3,7 @@
 
 use alloc::vec::Vec;
 
-use crate::authority::{Claim, GrantAnswer};
+use crate::authority::{Claim, GrantAnswer, GrantRequest};
 use crate::cell::Phase;
 use crate::error::{Error, Result};
 use crate::event::{EventKind, RejectReason};
@@ -44,6 +44,8 @@ pub struct Proposal {
     pub fail_open: bool,
     /// What the grant counts against the resource's limits at the authority.
     pub claim: Option<Claim>,
+    /// The log position the pool had folded (see `GrantRequest::view`).
+    pub view: u64,
 }
 
 /// What the authority's answer to a proposal led to.
@@ -70,8 +72,13 @@ impl Pool {
         let mut proposal = self.propose_in(context, ctx, selector, now, &[])?;
         loop {
             let r = self.registry.res(proposal.resource.slot);
-            let answer =
-                self.authority.grant(&r.id, proposal.permit, proposal.ttl, proposal.last, proposal.claim.as_ref());
+            let request = GrantRequest {
+                ttl: proposal.ttl,
+                last: proposal.last,
+                claim: proposal.claim.as_ref(),
+                view: proposal.view,
+            };
+            let answer = self.authority.grant(&r.id, proposal.permit, request);
             // A proposal this call just made needs no checking.
             let slot = proposal.resource.slot;
             match self.settle_slot(slot, context, ctx, selector, proposal, answer, &[])? {
@@ -171,6 +178,11 @@ impl Pool {
             GrantAnswer::GroupLimited(index, wait) => {
                 self.group_limited_by_authority(slot, index, wait);
                 None
+            }
+            GrantAnswer::Stale => {
+                // Every candidate would be judged on the same old view.
+                self.stale_view();
+                return Err(self.no_candidates(context, selector));
             }
             GrantAnswer::Granted(_) | GrantAnswer::Held => None,
         };
@@ -315,6 +327,7 @@ impl Pool {
             refused,
             fail_open,
             claim: self.claim(slot, context, cost),
+            view: self.log_view(),
         }
     }
 

@@ -3,7 +3,7 @@
 use alloc::collections::VecDeque;
 use hashbrown::{HashMap, HashSet};
 
-use crate::authority::GrantAnswer;
+use crate::authority::{GrantAnswer, GrantRequest};
 use crate::error::{Error, Result};
 use crate::event::EventKind;
 use crate::id::Context;
@@ -103,7 +103,8 @@ impl Pool {
         let r = self.registry.res(slot);
         let permit = r.permits.first_free().expect("selected with a free permit");
         let last = r.permits.fences()[permit];
-        match self.authority.grant(&r.id, permit as u32, ttl, last, claim.as_ref()) {
+        let request = GrantRequest { ttl, last, claim: claim.as_ref(), view: self.log_view() };
+        match self.authority.grant(&r.id, permit as u32, request) {
             GrantAnswer::Granted(token) if token > last => {
                 Ok(self.hold(slot, permit, token, context, ctx, kind, ttl, self.now, 1))
             }
@@ -117,6 +118,10 @@ impl Pool {
             }
             GrantAnswer::GroupLimited(index, wait) => {
                 self.group_limited_by_authority(slot, index, wait);
+                Err(())
+            }
+            GrantAnswer::Stale => {
+                self.stale_view();
                 Err(())
             }
             GrantAnswer::Granted(_) | GrantAnswer::Held => Err(()),

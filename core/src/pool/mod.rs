@@ -87,6 +87,12 @@ pub struct Pool {
     /// `Journal::fold`): each is refused alike in every process, so every
     /// process that read the whole log counts the same.
     refused_entries: u64,
+    /// The log position folded into this pool (`Journal`); each grant names
+    /// it to the authority, which refuses one judged on an older view of
+    /// registrations and groups.
+    view: u64,
+    /// An authority answered `Stale` since the last `take_stale`.
+    stale: bool,
 }
 
 impl Pool {
@@ -115,6 +121,8 @@ impl Pool {
             events: Events::default(),
             outages: Outages::default(),
             refused_entries: 0,
+            view: 0,
+            stale: false,
         }
     }
 
@@ -165,6 +173,26 @@ impl Pool {
     /// Log entries folded or written that did not apply.
     pub fn refused_entries(&self) -> u64 {
         self.refused_entries
+    }
+
+    /// The log position folded into this pool, which its grants name.
+    pub fn set_view(&mut self, view: u64) {
+        self.view = view;
+    }
+
+    pub fn log_view(&self) -> u64 {
+        self.view
+    }
+
+    /// Whether an authority answered `Stale` since the last call: the log
+    /// holds a change this pool has not folded, and its acquire gave up.
+    pub fn take_stale(&mut self) -> bool {
+        core::mem::take(&mut self.stale)
+    }
+
+    /// Notes an authority's `Stale` answer.
+    pub(super) fn stale_view(&mut self) {
+        self.stale = true;
     }
 
     pub(super) fn emit(&mut self, at: u64, kind: EventKind) {

@@ -12,8 +12,8 @@ use crate::common::*;
 use proptest::prelude::*;
 use repute_core::journal::{Checkpoint, Storage};
 use repute_core::{
-    Authority, Claim, Command, Error, GrantAnswer, GroupLimits, GroupName, Journal, Labels, Limits, Policy, Pool,
-    ResourceId, Strategy as Pick,
+    Authority, Command, Error, GrantAnswer, GrantRequest, GroupLimits, GroupName, Journal, Labels, Limits, Policy,
+    Pool, ResourceId, Strategy as Pick,
 };
 
 /// The processes' clock: one reading for every pool of a test.
@@ -30,11 +30,25 @@ impl Clock {
     }
 }
 
-/// The log every pool appends to and folds.
+/// The log every pool appends to and folds, and the position of its last
+/// entry that changes what grants are judged against.
 #[derive(Debug, Clone, Default)]
 struct Log {
     entries: Arc<Mutex<Vec<Command>>>,
+    changed: Arc<AtomicU64>,
     clock: Clock,
+}
+
+impl Log {
+    /// Appends as another writer does once its check passed.
+    fn push(&self, entry: Command) {
+        let mut entries = self.entries.lock().unwrap();
+        let changes = entry.changes_grants();
+        entries.push(entry);
+        if changes {
+            self.changed.store(entries.len() as u64, Ordering::SeqCst);
+        }
+    }
 }
 
 impl Storage for Log {
@@ -54,9 +68,8 @@ impl Storage for Log {
     }
 
     fn append(&mut self, entry: Command) -> Result<u64, ()> {
-        let mut entries = self.entries.lock().unwrap();
-        entries.push(entry);
-        Ok(entries.len() as u64)
+        self.push(entry);
+        Ok(self.entries.lock().unwrap().len() as u64)
     }
 
     fn read_log(&mut self, after: u64, limit: u32) -> Result<Vec<(u64, Option<Command>)>, ()> {
@@ -69,16 +82,32 @@ impl Storage for Log {
 /// The newest token of each permit and until when its lease holds it.
 type Permits = HashMap<(ResourceId, u32), (u64, u64)>;
 
-/// A lease authority every pool shares, as a shared store is.
+/// A lease authority every pool shares, as a shared store is: it counts
+/// the grants of each group the grant's claim names, and refuses a grant
+/// judged on a view of the log behind its last change of what grants are
+/// judged against.
 #[derive(Debug, Clone, Default)]
 struct Shared {
     permits: Arc<Mutex<Permits>>,
+    groups: Arc<Mutex<HashMap<String, u32>>>,
+    changed: Arc<AtomicU64>,
     clock: Clock,
 }
 
 impl Authority for Shared {
-    fn grant(&mut self, resource: &ResourceId, permit: u32, ttl: u64, last: u64, _: Option<&Claim>) -> GrantAnswer {
+    fn grant(&mut self, resource: &ResourceId, permit: u32, grant: GrantRequest<'_>) -> GrantAnswer {
+        if grant.view < self.changed.load(Ordering::SeqCst) {
+            return GrantAnswer::Stale;
+        }
+        let GrantRequest { ttl, last, claim, .. } = grant;
         let now = self.clock.now();
+        let mut groups = self.groups.lock().unwrap();
+        for (i, g) in claim.map_or(&[][..], |c| &c.groups[..]).iter().enumerate() {
+            let rpm = g.limits.rpm.unwrap_or(u32::MAX);
+            if groups.get(g.name.as_str()).copied().unwrap_or(0) >= rpm {
+                return GrantAnswer::GroupLimited(i as u32, 60 * S);
+            }
+        }
         let mut permits = self.permits.lock().unwrap();
         let (token, until) = permits.entry((resource.clone(), permit)).or_default();
         if *until > now {
@@ -86,6 +115,9 @@ impl Authority for Shared {
         }
         *token = (*token).max(last) + 1;
         *until = now + ttl;
+        for g in claim.map_or(&[][..], |c| &c.groups[..]) {
+            *groups.entry(g.name.as_str().to_owned()).or_default() += 1;
+        }
         GrantAnswer::Granted(*token)
     }
 
@@ -126,9 +158,10 @@ impl Tenant {
     fn new() -> Tenant {
         let clock = Clock::default();
         clock.advance(S);
+        let changed = Arc::new(AtomicU64::new(0));
         Tenant {
-            log: Log { entries: Arc::default(), clock: clock.clone() },
-            authority: Shared { permits: Arc::default(), clock },
+            log: Log { entries: Arc::default(), changed: changed.clone(), clock: clock.clone() },
+            authority: Shared { permits: Arc::default(), groups: Arc::default(), changed, clock },
         }
     }
 
@@ -226,14 +259,14 @@ fn a_change_logged_while_this_process_holds_the_key_applies_here_too() {
     assert_eq!(s1.pool().groups(0)[0].leased, 3);
 
     // Entries as another writer logs them once its check passed.
-    tenant.log.entries.lock().unwrap().push(register(&k1, 1, &["g2"]));
+    tenant.log.push(register(&k1, 1, &["g2"]));
     s1.fold(None).unwrap();
     let groups = s1.pool().groups(0);
     assert_eq!((groups[0].leased, groups[1].leased), (1, 1), "the kept lease moved with k1, the other ended");
     let (kept, removed) = if held.permit == 0 { (&held, &held2) } else { (&held2, &held) };
     assert!(s1.run(|p, now| p.lease(kept.id, now)).is_some());
     assert!(s1.run(|p, now| p.lease(removed.id, now)).is_none(), "the lease of a permit taken away ends");
-    tenant.log.entries.lock().unwrap().push(Command::Unregister { resource: k2.clone(), force: false });
+    tenant.log.push(Command::Unregister { resource: k2.clone(), force: false });
     s1.fold(None).unwrap();
     assert_eq!(s1.run(|p, now| p.release(other.id, other.token, now)), Err(Error::UnknownLease));
     assert_eq!(tenant.authority.clone().live(&k2, 0, 1), 0, "the lease of a removed key is revoked");
@@ -254,8 +287,8 @@ fn an_entry_that_cannot_apply_is_refused_and_counted_alike_everywhere() {
     change(&mut s1, register(&k1, 1, &[])).unwrap();
     s2.fold(None).unwrap();
     // Two writers remove k1 at once: the second entry finds it gone.
-    tenant.log.entries.lock().unwrap().push(Command::Unregister { resource: k1.clone(), force: false });
-    tenant.log.entries.lock().unwrap().push(Command::Unregister { resource: k1, force: false });
+    tenant.log.push(Command::Unregister { resource: k1.clone(), force: false });
+    tenant.log.push(Command::Unregister { resource: k1, force: false });
     s1.fold(None).unwrap();
     s2.fold(None).unwrap();
     let fresh = tenant.open();
@@ -377,7 +410,7 @@ proptest! {
                     let _ = change(&mut processes[process], report);
                 }
                 Step::Raced { resource: r, permits, groups } => {
-                    tenant.log.entries.lock().unwrap().push(register(&resource(r), permits, GROUPS[groups]));
+                    tenant.log.push(register(&resource(r), permits, GROUPS[groups]));
                 }
                 Step::Advance { ms } => tenant.log.clock.advance(ms * 1_000_000),
             }
@@ -396,4 +429,34 @@ proptest! {
             }
         }
     }
+}
+
+#[test]
+fn a_pool_that_has_not_folded_a_groups_limits_is_refused_as_stale_and_grants_within_them() {
+    let tenant = Tenant::new();
+    let (mut s1, mut s2) = (tenant.open(), tenant.open());
+    for key in ["k1", "k2", "k3"] {
+        change(&mut s1, register(&rid(key), 1, &["g"])).unwrap();
+    }
+    s2.fold(None).unwrap();
+    let limits = GroupLimits { rpm: Some(2), ..GroupLimits::default() };
+    change(&mut s2, Command::SetGroup { name: GroupName::new("g").unwrap(), limits }).unwrap();
+    // S1 has not folded the limits: its first grant is refused as stale,
+    // and granted once it has folded them, counted in the group.
+    let mut granted = 0;
+    for _ in 0..3 {
+        let lease = s1.granting(|p, now| p.acquire(&ctx("c"), now));
+        if let Ok(l) = lease {
+            granted += 1;
+            s1.run(|p, now| p.release(l.id, l.token, now)).unwrap();
+        }
+    }
+    assert_eq!(granted, 2, "the group's rpm of 2, though S1 had not synced");
+    assert_eq!(s1.pool().groups(0)[0].limits, limits);
+    assert!(!s1.pool_mut().take_stale());
+    // Without the fold a stale pool refuses rather than grant outside them.
+    let mut stale = tenant.open();
+    change(&mut s2, Command::SetGroup { name: GroupName::new("g").unwrap(), limits: GroupLimits::default() }).unwrap();
+    assert!(stale.run(|p, now| p.acquire(&ctx("c"), now)).is_err());
+    assert!(stale.pool_mut().take_stale());
 }

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use crate::common::*;
 use proptest::prelude::*;
 use repute_core::{
-    Authority, Claim, Error, FailureKind, GrantAnswer, LeaseKind, Policy, Pool, Proposal, Refusal, ResourceId,
+    Authority, Error, FailureKind, GrantAnswer, GrantRequest, LeaseKind, Policy, Pool, Proposal, Refusal, ResourceId,
     Selector, Settled, Strategy as Pick,
 };
 
@@ -34,8 +34,8 @@ impl Answers {
 struct Scripted(Arc<Mutex<Answers>>);
 
 impl Authority for Scripted {
-    fn grant(&mut self, resource: &ResourceId, permit: u32, _ttl: u64, last: u64, _: Option<&Claim>) -> GrantAnswer {
-        held_or(self.0.lock().unwrap().answer(resource, permit, last))
+    fn grant(&mut self, resource: &ResourceId, permit: u32, grant: GrantRequest<'_>) -> GrantAnswer {
+        held_or(self.0.lock().unwrap().answer(resource, permit, grant.last))
     }
     fn extend(&mut self, _: &ResourceId, _: u32, _: u64, _: u64) -> bool {
         true

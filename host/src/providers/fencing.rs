@@ -30,7 +30,11 @@ pub trait Fencing: Send {
     /// members, in the same atomic step as the grant (see
     /// `providers::usage` for the rule and the order): `Limited` refuses it
     /// for a while, or for good; `ContextLimited` and `GroupLimited` name
-    /// the scope that refused.
+    /// the scope that refused. `view` is the log position the pool has
+    /// folded: a store that several processes append to answers `Stale`,
+    /// granting and counting nothing, while its log holds a change of
+    /// registrations or groups after it (an authority of one process has
+    /// no other writer, and ignores it).
     fn grant(
         &mut self,
         permit: Permit<'_>,
@@ -38,6 +42,7 @@ pub trait Fencing: Send {
         last: u64,
         now: u64,
         claim: Option<&Claim>,
+        view: u64,
     ) -> Result<GrantAnswer, StoreError>;
 
     /// The grant of `token` on `permit` reserved `reserved` tokens of its
@@ -383,6 +388,7 @@ impl Fencing for MemoryFencing {
         last: u64,
         now: u64,
         claim: Option<&Claim>,
+        _view: u64,
     ) -> Result<GrantAnswer, StoreError> {
         let token = match self.decide(permit, last, now, claim.map(|c| (c, now))) {
             Ok(token) => token,

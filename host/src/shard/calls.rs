@@ -88,7 +88,7 @@ impl Shard {
             }
             wit::Settled::Next(inner) => {
                 let resource = self.resource_of(t, inner.resource)?;
-                Ok(Step::Next(Proposal { inner, resource }))
+                Ok(Step::Next(Box::new(Proposal { inner, resource })))
             }
         }
     }

@@ -27,12 +27,13 @@ impl fencing::Host for ShardState {
         ttl: u64,
         last: u64,
         claim: Option<wit::Claim>,
+        view: u64,
     ) -> wit::GrantAnswer {
         let now = self.now();
         let ctx = self.cur();
         let permit = Permit { kind: &resource.kind, value: &resource.value, index: permit };
         let claim = claim.map(convert::claim_in);
-        match ctx.providers.fencing.grant(permit, ttl, last, now, claim.as_ref()) {
+        match ctx.providers.fencing.grant(permit, ttl, last, now, claim.as_ref(), view) {
             Ok(answer) => convert::answer_out(answer),
             Err(e) => {
                 ctx.fault = Some(e);

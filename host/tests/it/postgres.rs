@@ -181,7 +181,7 @@ fn migrations_run_once() {
     let mut client = ::postgres::Client::connect(&url(), ::postgres::NoTls).unwrap();
     let rows = client.query("SELECT version FROM repute_migrations ORDER BY version", &[]).unwrap();
     let versions: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
-    assert_eq!(versions, vec![1, 2, 3, 4]);
+    assert_eq!(versions, vec![1, 2, 3, 4, 5]);
 }
 
 shared_store_tests!(opener: opener, db: db, grants: 60);

@@ -341,11 +341,11 @@ fn scripts_the_server_lost_are_sent_as_source() {
     let mut driven = Driven::with_one("exchange-noscript");
     driven.exchange.acquire(driven.pool.serve().unwrap(), 1, "shop", &Selector::default()).unwrap();
     let by_hash = driven.exchange.take_output();
-    assert!(by_hash.starts_with(b"*31\r\n$7\r\nEVALSHA\r\n"));
+    assert!(by_hash.starts_with(b"*33\r\n$7\r\nEVALSHA\r\n"));
     let lost = b"-NOSCRIPT No matching script. Please use EVAL.\r\n";
     assert!(driven.exchange.feed(driven.pool.serve().unwrap(), lost).unwrap().is_empty());
     let again = driven.exchange.take_output();
-    assert!(again.starts_with(b"*31\r\n$4\r\nEVAL\r\n"), "{}", String::from_utf8_lossy(&again));
+    assert!(again.starts_with(b"*33\r\n$4\r\nEVAL\r\n"), "{}", String::from_utf8_lossy(&again));
     driven.socket.write_all(&again).unwrap();
     let lease = match driven.pump().as_slice() {
         [Done::Acquired { op: 1, result: Ok(lease) }] => lease.clone(),

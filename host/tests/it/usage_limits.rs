@@ -176,7 +176,7 @@ fn claim_grouped(name: &str, limits: Limits, concurrency: Option<u32>, cost: u64
 
 /// As `ask`, on permit `p`.
 fn ask_at(store: &dyn Store, a: &mut dyn Fencing, p: Permit<'_>, c: &Claim) -> GrantAnswer {
-    let answer = a.grant(p, TTL, 0, store.now(), Some(c)).unwrap();
+    let answer = a.grant(p, TTL, 0, store.now(), Some(c), 0).unwrap();
     if let GrantAnswer::Granted(token) = answer {
         a.revoke(p, token).unwrap();
     }
@@ -193,7 +193,7 @@ fn assert_group_wait(answer: GrantAnswer, group: u32, full: u64, slack: Duration
 /// A grant of `index` that, when granted, is revoked again at once: the
 /// limits alone decide the next answer.
 fn ask(store: &dyn Store, a: &mut dyn Fencing, index: u32, c: &Claim) -> GrantAnswer {
-    let answer = a.grant(permit(index), TTL, 0, store.now(), Some(c)).unwrap();
+    let answer = a.grant(permit(index), TTL, 0, store.now(), Some(c), 0).unwrap();
     if let GrantAnswer::Granted(token) = answer {
         a.revoke(permit(index), token).unwrap();
     }
@@ -305,7 +305,7 @@ pub fn the_window_read_counts_grants_and_costs(store: &dyn Store) {
         first = if cost == 1 { token } else { first };
     }
     a.reconcile(permit(1), None, first, 1, 7).unwrap();
-    let other = b.grant(Permit { kind: "key", value: "k2", index: 0 }, TTL, 0, store.now(), Some(&claim(limits, 9)));
+    let other = b.grant(Permit { kind: "key", value: "k2", index: 0 }, TTL, 0, store.now(), Some(&claim(limits, 9)), 0);
     assert!(matches!(other.unwrap(), GrantAnswer::Granted(_)));
     let expected =
         vec![Window { grants: 5, tokens: 7 + 2 + 3 + 4 + 5 }, Window { grants: 1, tokens: 9 }, Window::default()];
@@ -366,10 +366,10 @@ pub fn a_held_permit_counts_nothing(store: &dyn Store) {
     let mut a = store.connect(&t);
     let c = claim(Limits { rpm: Some(1), max_uses: Some(1), ..Limits::default() }, 1);
     let started = Instant::now();
-    let held = a.grant(permit(0), TTL, 0, store.now(), Some(&c)).unwrap();
+    let held = a.grant(permit(0), TTL, 0, store.now(), Some(&c), 0).unwrap();
     assert_eq!(held, GrantAnswer::Granted(1));
     // Held comes first: the permit is taken, whatever the limits say.
-    assert_eq!(a.grant(permit(0), TTL, 1, store.now(), Some(&c)).unwrap(), GrantAnswer::Held);
+    assert_eq!(a.grant(permit(0), TTL, 1, store.now(), Some(&c), 0).unwrap(), GrantAnswer::Held);
     assert_eq!(ask(store, &mut *a, 1, &c), GrantAnswer::Limited(None), "max_uses, before rpm");
     let c = claim(Limits { rpm: Some(1), ..Limits::default() }, 1);
     assert_wait(ask(store, &mut *a, 1, &c), WINDOW, started.elapsed());
@@ -469,7 +469,7 @@ pub fn a_groups_concurrency_caps_live_leases(store: &dyn Store) {
                 barrier.wait();
                 let p = permit_of(keys[i as usize % 3], i / 3);
                 for _ in 0..10 {
-                    match a.grant(p, TTL, 0, store.now(), Some(c)).unwrap() {
+                    match a.grant(p, TTL, 0, store.now(), Some(c), 0).unwrap() {
                         GrantAnswer::Granted(token) => {
                             let now = live.fetch_add(1, Ordering::SeqCst) + 1;
                             most.fetch_max(now, Ordering::SeqCst);
@@ -489,19 +489,19 @@ pub fn a_groups_concurrency_caps_live_leases(store: &dyn Store) {
     assert!(granted.load(Ordering::SeqCst) >= 2, "some were granted");
     let mut a = store.connect(t);
     let started = Instant::now();
-    let GrantAnswer::Granted(first) = a.grant(permit_of("k1", 0), TTL, 0, store.now(), Some(&c)).unwrap() else {
+    let GrantAnswer::Granted(first) = a.grant(permit_of("k1", 0), TTL, 0, store.now(), Some(&c), 0).unwrap() else {
         panic!("a slot is free")
     };
-    let GrantAnswer::Granted(second) = a.grant(permit_of("k2", 0), TTL, 0, store.now(), Some(&c)).unwrap() else {
+    let GrantAnswer::Granted(second) = a.grant(permit_of("k2", 0), TTL, 0, store.now(), Some(&c), 0).unwrap() else {
         panic!("a second slot is free")
     };
-    let third = a.grant(permit_of("k3", 0), TTL, 0, store.now(), Some(&c)).unwrap();
+    let third = a.grant(permit_of("k3", 0), TTL, 0, store.now(), Some(&c), 0).unwrap();
     assert_group_wait(third, 0, TTL, started.elapsed());
     assert!(a.extend(permit_of("k2", 0), second, TTL, store.now()).unwrap());
-    let third = a.grant(permit_of("k3", 0), TTL, 0, store.now(), Some(&c)).unwrap();
+    let third = a.grant(permit_of("k3", 0), TTL, 0, store.now(), Some(&c), 0).unwrap();
     assert_group_wait(third, 0, TTL, started.elapsed());
     a.revoke(permit_of("k1", 0), first).unwrap();
-    let GrantAnswer::Granted(third) = a.grant(permit_of("k3", 0), TTL, 0, store.now(), Some(&c)).unwrap() else {
+    let GrantAnswer::Granted(third) = a.grant(permit_of("k3", 0), TTL, 0, store.now(), Some(&c), 0).unwrap() else {
         panic!("the revoke freed a slot")
     };
     a.revoke(permit_of("k2", 0), second).unwrap();
@@ -567,7 +567,8 @@ pub fn a_day_window_holds_across_a_restart(store: &dyn Store) {
         let mut a = store.connect(&t);
         assert!(matches!(ask(store, &mut *a, 0, &c(3)), GrantAnswer::Granted(_)));
         assert!(matches!(ask_at(store, &mut *a, permit_of("k2", 0), &c(3)), GrantAnswer::Granted(_)));
-        let GrantAnswer::Granted(held) = a.grant(permit_of("k5", 0), TTL, 0, store.now(), Some(&seats)).unwrap() else {
+        let GrantAnswer::Granted(held) = a.grant(permit_of("k5", 0), TTL, 0, store.now(), Some(&seats), 0).unwrap()
+        else {
             panic!("the group's one slot is free")
         };
         held
@@ -641,8 +642,9 @@ impl<F: Fencing> Fencing for Shared<F> {
         last: u64,
         now: u64,
         claim: Option<&Claim>,
+        view: u64,
     ) -> Result<GrantAnswer, StoreError> {
-        self.get().grant(permit, ttl, last, now, claim)
+        self.get().grant(permit, ttl, last, now, claim, view)
     }
 
     fn reconcile(

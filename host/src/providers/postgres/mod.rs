@@ -47,6 +47,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (2, include_str!("../../../migrations/0002_limits.sql")),
     (3, include_str!("../../../migrations/0003_groups.sql")),
     (4, include_str!("../../../migrations/0004_partitions.sql")),
+    (5, include_str!("../../../migrations/0005_views.sql")),
 ];
 
 /// Any lock number, the same in every process: serialises migrations.

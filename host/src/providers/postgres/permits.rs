@@ -37,7 +37,9 @@ impl Fencing for PgFencing {
     /// one call of `repute_claimed_grant` (see the migrations): the same
     /// grant, judged and counted against the resource's limits (its minute
     /// and day), its context's and its groups' (their minute, day and live
-    /// leases) under their usage rows' locks.
+    /// leases) under their usage rows' locks. Either is refused as stale,
+    /// granting and counting nothing, while `view` is behind the tenant's
+    /// last change of registrations or groups (`repute_viewed_grant`).
     fn grant(
         &mut self,
         permit: Permit<'_>,
@@ -45,25 +47,38 @@ impl Fencing for PgFencing {
         last: u64,
         _now: u64,
         claim: Option<&repute_core::Claim>,
+        view: u64,
     ) -> Result<GrantAnswer, StoreError> {
         let mut inner = lock(&self.inner);
         let (tenant, epoch) = (inner.tenant.clone(), inner.epoch);
-        let (index, last, ttl) = (permit.index as i32, last as i64, micros(ttl));
+        let (index, last, ttl, view) = (permit.index as i32, last as i64, micros(ttl), bigint(view));
         let Some(claim) = claim else {
             let row = inner.link.run(|c| {
-                c.query_opt(
-                    "INSERT INTO repute_permit AS p (tenant, kind, value, permit, token, expires_at)
-                     SELECT $1, $2, $3, $4::integer, $5::bigint + 1, now() + $6::bigint * interval '1 microsecond'
-                     WHERE $7::bigint = 0
-                        OR EXISTS (SELECT 1 FROM repute_tenant t WHERE t.tenant = $1 AND t.epoch = $7::bigint)
-                     ON CONFLICT (tenant, kind, value, permit) DO UPDATE
-                     SET token = greatest(p.token, $5::bigint) + 1, expires_at = EXCLUDED.expires_at
-                     WHERE p.expires_at <= now()
-                     RETURNING token",
-                    &[&tenant, &permit.kind, &permit.value, &index, &last, &ttl, &epoch],
+                c.query_one(
+                    "WITH v AS (
+                         SELECT coalesce((SELECT changed_seq FROM repute_tenant WHERE tenant = $1), 0) > $8::bigint
+                             AS stale
+                     ), g AS (
+                         INSERT INTO repute_permit AS p (tenant, kind, value, permit, token, expires_at)
+                         SELECT $1, $2, $3, $4::integer, $5::bigint + 1, now() + $6::bigint * interval '1 microsecond'
+                         WHERE NOT (SELECT stale FROM v)
+                           AND ($7::bigint = 0
+                             OR EXISTS (SELECT 1 FROM repute_tenant t WHERE t.tenant = $1 AND t.epoch = $7::bigint))
+                         ON CONFLICT (tenant, kind, value, permit) DO UPDATE
+                         SET token = greatest(p.token, $5::bigint) + 1, expires_at = EXCLUDED.expires_at
+                         WHERE p.expires_at <= now()
+                         RETURNING token
+                     )
+                     SELECT (SELECT stale FROM v), (SELECT token FROM g)",
+                    &[&tenant, &permit.kind, &permit.value, &index, &last, &ttl, &epoch, &view],
                 )
             })?;
-            return Ok(row.map_or(GrantAnswer::Held, |r| GrantAnswer::Granted(r.get::<_, i64>(0) as u64)));
+            let (stale, token): (bool, Option<i64>) = (row.get(0), row.get(1));
+            return Ok(match (stale, token) {
+                (true, _) => GrantAnswer::Stale,
+                (false, Some(token)) => GrantAnswer::Granted(token as u64),
+                (false, None) => GrantAnswer::Held,
+            });
         };
         let l = &claim.limits;
         let (rpm, tpm) = (l.rpm.map(|r| r as i32), l.tpm.map(bigint));
@@ -81,8 +96,8 @@ impl Fencing for PgFencing {
         let gconc: Vec<Option<i32>> = groups.iter().map(|g| g.concurrency.map(|c| c as i32)).collect();
         let row = inner.link.run(|c| {
             c.query_one(
-                "SELECT status, found, grp FROM repute_claimed_grant(
-                     $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
+                "SELECT status, found, grp FROM repute_viewed_grant(
+                     $26, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
                      $17, $18, $19, $20, $21, $22, $23, $24, $25)",
                 &[
                     &tenant,
@@ -110,6 +125,7 @@ impl Fencing for PgFencing {
                     &grpd,
                     &gtpd,
                     &gconc,
+                    &view,
                 ],
             )
         })?;
@@ -121,6 +137,7 @@ impl Fencing for PgFencing {
             ("context_limited", Some(wait_us)) => GrantAnswer::ContextLimited(wait(wait_us)),
             ("group_limited", Some(wait_us)) => GrantAnswer::GroupLimited(group.unwrap_or(0) as u32, wait(wait_us)),
             ("spent", _) => GrantAnswer::Limited(None),
+            ("stale", _) => GrantAnswer::Stale,
             _ => GrantAnswer::Held,
         })
     }

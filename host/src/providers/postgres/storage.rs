@@ -62,10 +62,13 @@ impl Storage for PgStorage {
         let entry = encode_command(command)?;
         // The hash as the column holds it: the same 64 bits, signed.
         let hash = context_hash(command).map(|h| h as i64);
+        let changes = command.changes_grants();
         let mut inner = lock(&self.inner);
         let (tenant, owner, epoch) = (inner.tenant.clone(), self.owner(&inner), inner.epoch);
         // The position comes from the tenant row, locked until commit: no
-        // entry becomes visible below one a reader has already seen. An
+        // entry becomes visible below one a reader has already seen. The
+        // row also keeps the position of the last change that grants are
+        // judged against (see the migration `0005_views.sql`). An
         // owner's append is refused once its epoch is no longer that of
         // what it owns (the tenant, or its partition, whose row the append
         // holds shared so a takeover waits for it).
@@ -75,14 +78,16 @@ impl Storage for PgStorage {
                      SELECT 1 FROM repute_tenant WHERE $2::bigint <> 0 AND tenant = $4 AND epoch = $2::bigint
                      FOR SHARE
                  ), pos AS (
-                     INSERT INTO repute_tenant AS t (tenant, log_seq)
-                     SELECT $1, 1 WHERE $2::bigint = 0 OR EXISTS (SELECT 1 FROM owner)
-                     ON CONFLICT (tenant) DO UPDATE SET log_seq = t.log_seq + 1
+                     INSERT INTO repute_tenant AS t (tenant, log_seq, changed_seq)
+                     SELECT $1, 1, CASE WHEN $6 THEN 1 ELSE 0 END
+                     WHERE $2::bigint = 0 OR EXISTS (SELECT 1 FROM owner)
+                     ON CONFLICT (tenant) DO UPDATE SET log_seq = t.log_seq + 1,
+                         changed_seq = CASE WHEN $6 THEN t.log_seq + 1 ELSE t.changed_seq END
                      RETURNING t.log_seq
                  )
                  INSERT INTO repute_log (tenant, seq, entry, ctx_hash)
                  SELECT $1, log_seq, $3::text::jsonb, $5 FROM pos RETURNING seq",
-                &[&tenant, &epoch, &entry, &owner, &hash],
+                &[&tenant, &epoch, &entry, &owner, &hash, &changes],
             )
         })?;
         match row {

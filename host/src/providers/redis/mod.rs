@@ -144,6 +144,8 @@ struct Keys {
     log: String,
     checkpoint: String,
     rate: String,
+    /// The log position of the last change grants are judged against.
+    changed: String,
 }
 
 impl Keys {
@@ -155,6 +157,7 @@ impl Keys {
             log: format!("{prefix}log"),
             checkpoint: format!("{prefix}checkpoint"),
             rate: format!("{prefix}rate"),
+            changed: format!("{prefix}changed"),
             prefix,
         }
     }
@@ -202,6 +205,7 @@ fn grant_call(
     last: u64,
     epoch: u64,
     claim: Option<&Claim>,
+    view: u64,
 ) -> (Vec<String>, Vec<u64>) {
     let (fence, lease) = keys.permit(permit);
     let context = context_args(claim);
@@ -231,6 +235,8 @@ fn grant_call(
             g.concurrency.map_or(0, u64::from),
         ]);
     }
+    k.push(keys.changed.clone());
+    a.push(view);
     (k, a)
 }
 
@@ -291,8 +297,18 @@ impl Storage for RedisStorage {
     fn append(&mut self, command: &Command) -> Result<u64, StoreError> {
         let entry = encode_command(command)?;
         let (keys, epoch, floor) = (&self.keys, self.epoch, self.seen + 1);
+        let changes = u8::from(command.changes_grants());
         let (ok, value): (u64, u64) = self.link.run(|c, s| {
-            s.append.key(&keys.epoch).key(&keys.seq).key(&keys.log).arg(entry).arg(epoch).arg(floor).invoke(c)
+            s.append
+                .key(&keys.epoch)
+                .key(&keys.seq)
+                .key(&keys.log)
+                .key(&keys.changed)
+                .arg(entry)
+                .arg(epoch)
+                .arg(floor)
+                .arg(changes)
+                .invoke(c)
         })?;
         if ok == 0 {
             return Err(StoreError::StaleEpoch { mine: epoch, stored: value });
@@ -359,11 +375,16 @@ pub(super) fn context_args(claim: Option<&Claim>) -> Option<(&str, [u64; 3])> {
     claim.context.as_ref().map(|context| (context.as_str(), args))
 }
 
+/// The grant script's reply when the grant's view is behind the log's last
+/// change of registrations or groups; a wait is never this short.
+const STALE: i64 = -1;
+
 /// The grant script's reply (see `GRANT`).
 pub(super) fn grant_answer(reply: Option<i64>) -> GrantAnswer {
     match reply {
         Some(token) if token > 0 => GrantAnswer::Granted(token as u64),
         Some(0) => GrantAnswer::Limited(None),
+        Some(STALE) => GrantAnswer::Stale,
         Some(wait) => {
             let (wait, code) = (wait.unsigned_abs() / 16, wait.unsigned_abs() % 16);
             let wait_ns = wait.saturating_mul(1_000);
@@ -385,8 +406,9 @@ impl Fencing for RedisFencing {
         last: u64,
         _now: u64,
         claim: Option<&Claim>,
+        view: u64,
     ) -> Result<GrantAnswer, StoreError> {
-        let (keys, args) = grant_call(&self.keys, permit, ttl, last, self.epoch, claim);
+        let (keys, args) = grant_call(&self.keys, permit, ttl, last, self.epoch, claim, view);
         let reply: Option<i64> = self.link.run(|c, s| s.grant.key(&keys[..]).arg(&args[..]).invoke(c))?;
         Ok(grant_answer(reply))
     }

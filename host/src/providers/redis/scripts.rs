@@ -41,7 +41,9 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 /// (or the epoch is stale, or the cost can never fit a tpm or tpd: nothing
 /// counted); 0 when max_uses are spent; a wait as a negative number,
 /// `-(16 µs + code)`: code 0 the resource's limits, 1 the context's, `2 + i`
-/// the claim's group `i`. A group's concurrency counts the leases of its
+/// the claim's group `i`; -1 when the grant's view is stale (the last KEY,
+/// `changed`, holds a log position above the last ARGV, the view: nothing
+/// is read or written then). A group's concurrency counts the leases of its
 /// leases hash whose lease key still holds that token unexpired, dropping
 /// the others. Those lease keys are read by the names the hash holds, not
 /// declared in KEYS: which permits hold a group's leases is only known on
@@ -54,6 +56,7 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 /// not: the pruned costs are gone, and a count still holding them would
 /// refuse the scope until its window expired.
 pub(super) const GRANT: &str = "
+if tonumber(redis.call('GET', KEYS[#KEYS]) or '0') > tonumber(ARGV[#ARGV]) then return -1 end
 if ARGV[3] ~= '0' and redis.call('GET', KEYS[1]) ~= ARGV[3] then return false end
 local held = redis.call('GET', KEYS[3])
 if held then
@@ -374,7 +377,9 @@ redis.call('SET', KEYS[1], int(next))
 return 0
 ";
 
-/// KEYS: epoch, seq, log. ARGV: entry, writer epoch, lowest position allowed.
+/// KEYS: epoch, seq, log, changed. ARGV: entry, writer epoch, lowest
+/// position allowed, `1` when the entry changes what grants are judged
+/// against (its position is then written to `changed`).
 /// Returns {1, seq} or {0, stored epoch}.
 const APPEND: &str = "
 if ARGV[2] ~= '0' then
@@ -387,6 +392,7 @@ if seq < tonumber(ARGV[3]) then
   redis.call('SET', KEYS[2], int(seq))
 end
 redis.call('XADD', KEYS[3], '0-' .. int(seq), 'e', ARGV[1])
+if ARGV[4] == '1' then redis.call('SET', KEYS[4], int(seq)) end
 return {1, seq}
 ";
 

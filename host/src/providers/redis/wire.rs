@@ -97,7 +97,7 @@ impl RedisWire {
     fn grant(&self, out: &mut Vec<u8>, p: &Proposal, by_source: bool) {
         let permit = Permit { kind: p.resource().kind(), value: p.resource().value(), index: p.permit() };
         let claim = p.claim();
-        let (keys, args) = grant_call(&self.keys, permit, p.ttl(), p.last(), self.epoch, claim.as_ref());
+        let (keys, args) = grant_call(&self.keys, permit, p.ttl(), p.last(), self.epoch, claim.as_ref(), p.view());
         self.grant.head(out, by_source, 3 + (keys.len() + args.len()) as u64, keys.len() as u64);
         for key in &keys {
             bulk(out, &[key.as_bytes()]);
@@ -197,7 +197,7 @@ impl Exchange {
     /// rest as `Done`.
     pub fn acquire(&mut self, pool: &mut Pool, op: u32, context: &str, selector: &Selector) -> Result<()> {
         let proposal = pool.propose(context, selector, &self.in_flight).map_err(selector_error)?;
-        self.send_grant(op, context.to_owned(), selector.clone(), proposal, false);
+        self.send_grant(op, context.to_owned(), selector.clone(), Box::new(proposal), false);
         Ok(())
     }
 
@@ -214,10 +214,10 @@ impl Exchange {
         }
     }
 
-    fn send_grant(&mut self, op: u32, context: String, selector: Selector, proposal: Proposal, by_source: bool) {
+    fn send_grant(&mut self, op: u32, context: String, selector: Selector, proposal: Box<Proposal>, by_source: bool) {
         self.wire.grant(&mut self.output, &proposal, by_source);
         self.in_flight.add(&proposal);
-        self.waiting.push_back(Waiting::Grant { op, context, selector, proposal: Box::new(proposal), by_source });
+        self.waiting.push_back(Waiting::Grant { op, context, selector, proposal, by_source });
     }
 
     fn send_revoke(&mut self, op: Option<u32>, revoke: Revoke, by_source: bool) {
@@ -255,7 +255,7 @@ impl Exchange {
             },
             Waiting::Grant { op, context, selector, proposal, by_source: false } if lost_script => {
                 self.in_flight.remove(&proposal);
-                self.send_grant(op, context, selector, *proposal, true);
+                self.send_grant(op, context, selector, proposal, true);
             }
             Waiting::Grant { op, context, selector, proposal, .. } => {
                 self.in_flight.remove(&proposal);
@@ -375,22 +375,23 @@ mod tests {
                 refused: Vec::new(),
                 fail_open: false,
                 claim: Some(wit::Claim { limits, cost: 250, context: context.map(str::to_owned), groups: Vec::new() }),
+                view: 5,
             };
             let proposal = Proposal { inner, resource: ResourceId::new("key", "k1").unwrap() };
             let mut out = Vec::new();
             wire.grant(&mut out, &proposal, false);
             let mut cmd = redis::cmd("EVALSHA");
-            cmd.arg(&wire.grant.sha).arg(11);
+            cmd.arg(&wire.grant.sha).arg(12);
             cmd.arg(&wire.keys.epoch).arg(&fence).arg(&lease).arg(&wire.keys.usage(permit, None)[..]);
             // The context's scope, or the resource's again.
             cmd.arg(&wire.keys.usage(permit, context)[..]);
-            cmd.arg(wire.keys.day(permit)).arg(wire.keys.claimed(permit));
+            cmd.arg(wire.keys.day(permit)).arg(wire.keys.claimed(permit)).arg(&wire.keys.changed);
             // Counted: rpm 60, no tpm, 1.5 µs rounded up to 2, 9 uses, cost 250; permit 3.
             cmd.arg(30_000_000).arg(41).arg(7).arg(&[1u64, 60, 0, 2, 9, 250, 3][..]);
             // Per context: rpm 5, tpm 1000, 2.001 µs rounded up to 3; none without one.
             cmd.arg(&if context.is_some() { [1u64, 5, 1_000, 3] } else { [0; 4] }[..]);
-            // No rpd, no tpd, no groups.
-            cmd.arg(&[0u64, 0, 0][..]);
+            // No rpd, no tpd, no groups; the view.
+            cmd.arg(&[0u64, 0, 0, 5][..]);
             let packed = cmd.get_packed_command();
             assert_eq!(String::from_utf8(out).unwrap(), String::from_utf8(packed).unwrap(), "{context:?}");
         }
@@ -416,5 +417,6 @@ mod tests {
         assert_eq!(grant_answer(Some(-(16 * 2_500_000 + 1))), GrantAnswer::ContextLimited(2_500_000_000));
         assert_eq!(grant_answer(Some(-17)), GrantAnswer::ContextLimited(1_000));
         assert_eq!(grant_answer(Some(-(16 * 3 + 2 + 4))), GrantAnswer::GroupLimited(4, 3_000));
+        assert_eq!(grant_answer(Some(-1)), GrantAnswer::Stale);
     }
 }

@@ -483,6 +483,7 @@ impl Fencing for SqliteFencing {
         last: u64,
         now: u64,
         claim: Option<&Claim>,
+        _view: u64,
     ) -> Result<GrantAnswer, StoreError> {
         let inner = self.inner.clone();
         let inner = lock(&inner);

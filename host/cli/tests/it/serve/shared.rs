@@ -121,3 +121,53 @@ fn a_regroup_applies_everywhere_or_nowhere_on_postgres() {
 fn a_regroup_applies_everywhere_or_nowhere_on_redis() {
     a_regroup_applies_everywhere_or_nowhere(&redis_url());
 }
+
+/// The store judges a grant against the log's last change of what grants
+/// are judged against, whatever the granting process has folded: a process
+/// that does not sync (every 60 s here) grants no more than a group's
+/// limits set at another process a moment before. Its first grant after
+/// the change is refused as stale; it folds the log and asks again.
+fn a_process_that_has_not_synced_grants_within_new_group_limits(store: &str) {
+    let dir = tempdir("shared-stale");
+    let lagging = ["--no-auth", "--store", store, "--mode", "shared", "--sync-every", "60"];
+    let (s1, s2) = (Server::start(&lagging, &dir), Server::start(&lagging, &dir));
+    let tenant = unique("stale");
+    let t = [("Repute-Tenant", tenant.as_str())];
+    for key in ["k1", "k2", "k3"] {
+        let body = json!({"kind": "key", "value": key, "groups": ["g"]});
+        assert_eq!(call("POST", &s1.url("/v1/resources"), &t, Some(body)).status, 204);
+    }
+    // S2 opens the tenant now, folding the registrations; S1 will not fold
+    // what S2 logs next until it is told its view is stale.
+    assert_eq!(call("GET", &s2.url("/v1/resources"), &t, None).json().as_array().map(Vec::len), Some(3));
+    let put = call("PUT", &s2.url("/v1/groups/g/limits"), &t, Some(json!({"rpm": 2})));
+    assert_eq!(put.status, 204, "{}", put.body);
+    let mut granted = 0;
+    for _ in 0..6 {
+        let r = call("POST", &s1.url("/v1/leases"), &t, Some(json!({"context": "chat"})));
+        if r.status == 201 {
+            granted += 1;
+            let l = r.json();
+            let release = format!("/v1/leases/{}?token={}", l["id"].as_u64().unwrap(), l["token"]);
+            assert_eq!(call("DELETE", &s1.url(&release), &t, None).status, 204);
+        } else {
+            r.problem(409, "no_resource_available");
+        }
+    }
+    assert_eq!(granted, 2, "g's rpm of 2, set at the other process");
+    let groups = call("GET", &s1.url("/v1/groups/g"), &t, None).json();
+    assert_eq!(groups["limits"]["rpm"], 2, "S1 folded the change when its grant was refused as stale");
+    for server in [s1, s2] {
+        assert!(server.terminate().success());
+    }
+}
+
+#[test]
+fn a_process_that_has_not_synced_grants_within_new_group_limits_on_postgres() {
+    a_process_that_has_not_synced_grants_within_new_group_limits(&pg_url());
+}
+
+#[test]
+fn a_process_that_has_not_synced_grants_within_new_group_limits_on_redis() {
+    a_process_that_has_not_synced_grants_within_new_group_limits(&redis_url());
+}
