@@ -41,6 +41,35 @@ test('redis shared: two pools never hold one permit together', async () => {
   }
 });
 
+test('redis shared: an acquire on the connection judged on a stale view folds and grants within new group limits', async () => {
+  const store = env('REPUTE_TEST_REDIS_URL');
+  const tenant = newTenant();
+  const lagging = await Pool.open({ store, tenant, mode: 'shared' });
+  const other = await Pool.open({ store, tenant, mode: 'shared' });
+  try {
+    for (const key of ['k1', 'k2', 'k3']) lagging.register('api-key', key, { groups: ['g'] });
+    assert.equal(other.sync(), 3);
+    assert.ok(other.setGroup('g', { rpm: 2 }));
+    // The lagging pool never syncs: Redis refuses its first grant as stale,
+    // and its next proposal is made after folding the new limits.
+    let granted = 0;
+    for (let i = 0; i < 6; i += 1) {
+      try {
+        const lease = await lagging.acquire('chat', { timeoutMs: 0 });
+        granted += 1;
+        await lease.release();
+      } catch (e) {
+        assert.ok(e instanceof NoResourceAvailableError, String(e));
+      }
+    }
+    assert.equal(granted, 2, "g's rpm of 2, set at the other pool");
+    assert.equal(lagging.groups()[0].limits.rpm, 2);
+  } finally {
+    lagging.close();
+    other.close();
+  }
+});
+
 test('redis shared: acquires on the connection choose by selector and hand out a secret registered elsewhere', async () => {
   const store = env('REPUTE_TEST_REDIS_URL');
   const tenant = newTenant();
