@@ -55,6 +55,30 @@ fn groups_at(server: &Server, t: &[(&str, &str)], value: &str, want: &Value) -> 
     }
 }
 
+/// Releases `lease`, a grant's 201 body, at `server`.
+fn release(server: &Server, t: &[(&str, &str)], lease: &Value) {
+    let path = format!("/v1/leases/{}?token={}", lease["id"].as_u64().unwrap(), lease["token"]);
+    assert_eq!(call("DELETE", &server.url(&path), t, None).status, 204);
+}
+
+/// Acquires `times` times at `servers` in turn, releasing each grant at
+/// once; how many were granted (every other acquire is refused 409
+/// `no_resource_available`).
+fn grants(servers: &[&Server], t: &[(&str, &str)], times: usize) -> usize {
+    let mut granted = 0;
+    for i in 0..times {
+        let server = servers[i % servers.len()];
+        let r = call("POST", &server.url("/v1/leases"), t, Some(json!({"context": "chat"})));
+        if r.status == 201 {
+            granted += 1;
+            release(server, t, &r.json());
+        } else {
+            r.problem(409, "no_resource_available");
+        }
+    }
+    granted
+}
+
 /// One log, one state (I8), on each shared store: a regroup of a key held
 /// at one process is refused at every process and applied by none; once
 /// it is released, the regroup made at the other process applies at both,
@@ -83,26 +107,12 @@ fn a_regroup_applies_everywhere_or_nowhere(store: &str) {
         assert_eq!(groups_at(server, &t, "k1", &json!(["g1"])), json!(["g1"]), "refused: applied nowhere");
     }
 
-    let release = format!("/v1/leases/{}?token={}", lease["id"].as_u64().unwrap(), lease["token"]);
-    assert_eq!(call("DELETE", &s1.url(&release), &t, None).status, 204);
+    release(&s1, &t, &lease);
     assert_eq!(call("POST", &s2.url("/v1/resources"), &t, Some(k1(&["g2"]))).status, 204);
     for server in [&s1, &s2] {
         assert_eq!(groups_at(server, &t, "k1", &json!(["g2"])), json!(["g2"]), "accepted: applied everywhere");
     }
-    let mut granted = 0;
-    for i in 0..10 {
-        let server = [&s1, &s2][i % 2];
-        let r = call("POST", &server.url("/v1/leases"), &t, Some(json!({"context": "chat"})));
-        if r.status == 201 {
-            granted += 1;
-            let l = r.json();
-            let release = format!("/v1/leases/{}?token={}", l["id"].as_u64().unwrap(), l["token"]);
-            assert_eq!(call("DELETE", &server.url(&release), &t, None).status, 204);
-        } else {
-            r.problem(409, "no_resource_available");
-        }
-    }
-    assert_eq!(granted, 3, "g2's rpm of 3 across both processes");
+    assert_eq!(grants(&[&s1, &s2], &t, 10), 3, "g2's rpm of 3 across both processes");
     for server in [&s1, &s2] {
         let stats = call("GET", &server.url("/v1/stats"), &t, None).json();
         assert_eq!(stats["refused_entries"], 0, "every entry applied at {}", server.url(""));
@@ -142,19 +152,7 @@ fn a_process_that_has_not_synced_grants_within_new_group_limits(store: &str) {
     assert_eq!(call("GET", &s2.url("/v1/resources"), &t, None).json().as_array().map(Vec::len), Some(3));
     let put = call("PUT", &s2.url("/v1/groups/g/limits"), &t, Some(json!({"rpm": 2})));
     assert_eq!(put.status, 204, "{}", put.body);
-    let mut granted = 0;
-    for _ in 0..6 {
-        let r = call("POST", &s1.url("/v1/leases"), &t, Some(json!({"context": "chat"})));
-        if r.status == 201 {
-            granted += 1;
-            let l = r.json();
-            let release = format!("/v1/leases/{}?token={}", l["id"].as_u64().unwrap(), l["token"]);
-            assert_eq!(call("DELETE", &s1.url(&release), &t, None).status, 204);
-        } else {
-            r.problem(409, "no_resource_available");
-        }
-    }
-    assert_eq!(granted, 2, "g's rpm of 2, set at the other process");
+    assert_eq!(grants(&[&s1], &t, 6), 2, "g's rpm of 2, set at the other process");
     let groups = call("GET", &s1.url("/v1/groups/g"), &t, None).json();
     assert_eq!(groups["limits"]["rpm"], 2, "S1 folded the change when its grant was refused as stale");
     for server in [s1, s2] {
