@@ -20,6 +20,7 @@ export type ErrorCode =
   | 'storage_conflict'
   | 'stale_epoch'
   | 'storage_unavailable'
+  | 'store_recovering'
   | 'not_owner'
   | 'trap'
   | 'runtime'
@@ -97,13 +98,17 @@ export class InvalidSnapshotError extends ReputeError {
   readonly field: string | null;
   readonly rule: string | null;
 }
-/** `storage_conflict` sets `expected`/`found` (checkpoint versions), `stale_epoch` `mine`/`stored` (owner epochs). */
+/**
+ * `storage_conflict` sets `expected`/`found` (checkpoint versions), `stale_epoch` `mine`/`stored` (owner epochs),
+ * `store_recovering` `retryAfterMs` (until the leases a failed-over store may have forgotten have expired).
+ */
 export class StoreError extends ReputeError {
-  readonly code: 'storage_conflict' | 'stale_epoch' | 'storage_unavailable';
+  readonly code: 'storage_conflict' | 'stale_epoch' | 'storage_unavailable' | 'store_recovering';
   readonly expected: number | null;
   readonly found: number | null;
   readonly mine: number | null;
   readonly stored: number | null;
+  readonly retryAfterMs: number | null;
 }
 export class NotOwnerError extends ReputeError {
   readonly code: 'not_owner';

@@ -239,7 +239,8 @@ test('redis shared: a server that goes away fails what is in flight, and the poo
   const port = await freePort();
   let server = await startRedis(port);
   const store = `redis://127.0.0.1:${port}`;
-  const pool = await Pool.open({ store, tenant: newTenant(), mode: 'shared', strategy: 'first' });
+  const leaseTtlMs = 400;
+  const pool = await Pool.open({ store, tenant: newTenant(), mode: 'shared', strategy: 'first', leaseTtlMs });
   try {
     pool.register('proxy', 'a');
     pool.register('proxy', 'b');
@@ -251,10 +252,18 @@ test('redis shared: a server that goes away fails what is in flight, and the poo
     await assert.rejects(held.release(), StoreError, 'nor had the revoke for a');
     assert.equal(held.valid, false);
     server = await startRedis(port);
-    // The server lost everything, the pool did not: a's token goes on.
+    // The server lost everything, the pool did not: the leases the server
+    // may have granted are waited out, and tokens start above its clock.
+    const restarted = BigInt(Date.now()) * 1000n;
+    let waited = 0;
+    await assert.rejects(pool.acquire('shop', { timeoutMs: 0 }), (e) => {
+      waited = e.retryAfterMs;
+      return e instanceof StoreError && e.code === 'store_recovering' && waited > 0 && waited <= leaseTtlMs;
+    });
+    await new Promise((resolve) => setTimeout(resolve, waited + 5));
     const again = await pool.acquire('shop', { timeoutMs: 0 });
     assert.equal(again.value, 'a');
-    assert.equal(again.token, held.token + 1n);
+    assert.ok(again.token > restarted, `${again.token} above the clock at the restart`);
     await again.release();
   } finally {
     pool.close();

@@ -502,6 +502,7 @@ pub(crate) fn store_err_out(e: StoreError) -> wit::StorageError {
         }
         StoreError::StaleEpoch { mine, stored } => wit::StorageError::StaleEpoch(wit::EpochConflict { mine, stored }),
         StoreError::Unavailable(m) => wit::StorageError::Unavailable(m),
+        recovering @ StoreError::Recovering { .. } => wit::StorageError::Unavailable(recovering.to_string()),
     }
 }
 

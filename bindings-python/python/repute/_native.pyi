@@ -76,6 +76,7 @@ class StoreError(ReputeError):
     found: int | None
     mine: int | None
     stored: int | None
+    retry_after: float | None
 
 class NotOwnerError(ReputeError):
     """Not the owner of this tenant."""

@@ -27,7 +27,7 @@ pub struct Code {
     pub fields: &'static [&'static str],
 }
 
-const STORE_FIELDS: &[&str] = &["expected", "found", "mine", "stored"];
+const STORE_FIELDS: &[&str] = &["expected", "found", "mine", "stored", "retry_after"];
 
 pub const INVALID_INPUT: Code = Code {
     code: "invalid_input",
@@ -117,6 +117,13 @@ pub const STORAGE_UNAVAILABLE: Code = Code {
     class: "StoreError",
     fields: STORE_FIELDS,
 };
+pub const STORE_RECOVERING: Code = Code {
+    code: "store_recovering",
+    status: 503,
+    title: "Store refused or failed",
+    class: "StoreError",
+    fields: STORE_FIELDS,
+};
 pub const NOT_OWNER: Code = Code {
     code: "not_owner",
     status: 421,
@@ -146,6 +153,7 @@ pub const CODES: &[Code] = &[
     STORAGE_CONFLICT,
     STALE_EPOCH,
     STORAGE_UNAVAILABLE,
+    STORE_RECOVERING,
     NOT_OWNER,
     TRAP,
     RUNTIME,

@@ -77,6 +77,10 @@ pub enum StoreError {
     StaleEpoch { mine: u64, stored: u64 },
     /// The backend failed (IO, corruption, connection).
     Unavailable(String),
+    /// The store's history changed (a failover, a restart that may have
+    /// lost writes): no permit is granted until every lease the earlier
+    /// history may have granted has expired, `retry_after` ns from now.
+    Recovering { retry_after: u64 },
 }
 
 /// Shorthand used across the host.
@@ -100,6 +104,7 @@ impl Error {
             Error::Store(StoreError::Conflict { .. }) => &codes::STORAGE_CONFLICT,
             Error::Store(StoreError::StaleEpoch { .. }) => &codes::STALE_EPOCH,
             Error::Store(StoreError::Unavailable(_)) => &codes::STORAGE_UNAVAILABLE,
+            Error::Store(StoreError::Recovering { .. }) => &codes::STORE_RECOVERING,
             Error::NotOwner { .. } => &codes::NOT_OWNER,
             Error::Trap { .. } => &codes::TRAP,
             Error::Runtime { .. } => &codes::RUNTIME,
@@ -127,7 +132,7 @@ impl Error {
     pub fn settled(&self) -> Option<bool> {
         match self {
             Error::NoResourceAvailable(r) => Some(r.settled),
-            Error::RateLimited { .. } => Some(true),
+            Error::RateLimited { .. } | Error::Store(StoreError::Recovering { .. }) => Some(true),
             _ => None,
         }
     }
@@ -137,7 +142,13 @@ impl Error {
     pub fn fields(&self) -> Vec<(&'static str, Field<'_>)> {
         use Field::{Absent, Count, Duration, Flag, Text};
         let store = |expected, found, mine, stored| {
-            vec![("expected", expected), ("found", found), ("mine", mine), ("stored", stored)]
+            vec![
+                ("expected", expected),
+                ("found", found),
+                ("mine", mine),
+                ("stored", stored),
+                ("retry_after", Duration(None)),
+            ]
         };
         match self {
             Error::InvalidInput { field, rule } => vec![("field", Text(field)), ("rule", Text(rule))],
@@ -171,6 +182,11 @@ impl Error {
                 store(Absent, Absent, Count(*mine), Count(*stored))
             }
             Error::Store(StoreError::Unavailable(_)) => store(Absent, Absent, Absent, Absent),
+            Error::Store(StoreError::Recovering { retry_after }) => {
+                let mut fields = store(Absent, Absent, Absent, Absent);
+                fields[4].1 = Duration(Some(*retry_after));
+                fields
+            }
             Error::NotOwner { owner } => vec![("owner", Text(owner))],
             Error::UnknownResource
             | Error::UnknownLease
@@ -209,6 +225,11 @@ impl Error {
             Error::BudgetExhausted { budget, limit } => format!("budget {budget} exhausted (limit {limit})"),
             Error::RateLimited { retry_after } => format!("rate limited (retry after {})", unit.show(*retry_after)),
             Error::Snapshot(e) => format!("snapshot refused: {e}"),
+            Error::Store(StoreError::Recovering { retry_after }) => format!(
+                "storage: the store changed its history (a failover or a lossy restart); \
+                 leases it may have forgotten expire first (retry after {})",
+                unit.show(*retry_after)
+            ),
             Error::Store(e) => format!("storage: {e}"),
             Error::NotOwner { owner } => format!("not owner: {owner}"),
             Error::Trap { message } => format!("component trapped (shard rebuilt): {message}"),
@@ -248,6 +269,7 @@ impl Error {
             Error::Store(StoreError::Conflict { expected: 1, found: 2 }),
             Error::Store(StoreError::StaleEpoch { mine: 3, stored: 4 }),
             Error::Store(StoreError::Unavailable("down".into())),
+            Error::Store(StoreError::Recovering { retry_after: 1_200_000_000 }),
             Error::NotOwner { owner: "pid 7".into() },
             Error::Trap { message: "boom".into() },
             Error::Runtime { message: "no engine".into() },
@@ -358,6 +380,9 @@ impl fmt::Display for StoreError {
                 write!(f, "owner epoch {mine} is stale (store has {stored})")
             }
             StoreError::Unavailable(message) => write!(f, "unavailable: {message}"),
+            StoreError::Recovering { retry_after } => {
+                write!(f, "recovering from a change of the store's history ({} ms left)", retry_after / 1_000_000)
+            }
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::error::Error;
+use crate::error::{Error, StoreError};
 
 /// The first wait after a refusal. A release in this process wakes waiters
 /// at once; expiry, cooldown ends and other processes' releases have no
@@ -47,12 +47,15 @@ pub struct Hint {
 }
 
 /// The pool's hint of when to try again, if `e` is a refusal worth waiting
-/// out (nothing selectable, or the rate limit); `None` for any other error.
-/// A rate limit's wait is settled: its tokens come back with time only.
+/// out (nothing selectable, the rate limit, or a store recovering from a
+/// failover); `None` for any other error. A rate limit's wait and a
+/// recovery's are settled: they end with time only.
 pub fn refusal_hint(e: &Error) -> Option<Hint> {
     let (retry_after, expected_after) = match e {
         Error::NoResourceAvailable(refusal) => (refusal.retry_after, refusal.expected_after),
-        Error::RateLimited { retry_after } => (Some(*retry_after), Some(*retry_after)),
+        Error::RateLimited { retry_after } | Error::Store(StoreError::Recovering { retry_after }) => {
+            (Some(*retry_after), Some(*retry_after))
+        }
         _ => return None,
     };
     Some(Hint { retry_after, expected_after, settled: e.settled()? })

@@ -10,10 +10,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use repute_host::providers::{Claim, OwnerStore, Postgres, Storage};
+use repute_host::providers::{Claim, Fencing, OwnerStore, Postgres, Storage};
 use repute_host::{
     partition_of, Command, Context, Error, Outcome, Partition, Policy, Pool, PoolOps, Providers, ResourceId,
-    StoreError, SystemClock, TenantConfig,
+    StoreError, SystemClock, TenantConfig, SECOND,
 };
 
 use crate::shared_store::{shared_store_tests, tenant, Opener};
@@ -181,7 +181,42 @@ fn migrations_run_once() {
     let mut client = ::postgres::Client::connect(&url(), ::postgres::NoTls).unwrap();
     let rows = client.query("SELECT version FROM repute_migrations ORDER BY version", &[]).unwrap();
     let versions: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
-    assert_eq!(versions, vec![1, 2, 3, 4, 5]);
+    assert_eq!(versions, vec![1, 2, 3, 4, 5, 6]);
+}
+
+/// Another server now answers for the data (the generation row names
+/// another postmaster): a promoted standby or a restart, either of which
+/// may have lost the last commits.
+#[test]
+fn a_new_server_waits_out_the_old_leases_and_lifts_the_token_floor() {
+    crate::shared_store::a_new_history_waits_out_its_leases_and_lifts_the_token_floor(&opener(), &|t| {
+        let mut admin = ::postgres::Client::connect(&url(), ::postgres::NoTls).unwrap();
+        let changed = admin
+            .execute("UPDATE repute_generation SET server = 'an earlier server' WHERE tenant = $1", &[&t])
+            .unwrap();
+        assert_eq!(changed, 1, "the tenant's first grant started its generation");
+    });
+}
+
+/// A restored lease granted before the generation's floor is one the
+/// server may have forgotten: it is not brought back.
+#[test]
+fn a_lease_from_before_the_floor_has_ended() {
+    let db = db();
+    let t = tenant("floor");
+    let (_, mut fencing) = db.tenant(&t, 0);
+    let permit = repute_host::providers::Permit { kind: "proxy", value: "p", index: 0 };
+    let mut admin = ::postgres::Client::connect(&url(), ::postgres::NoTls).unwrap();
+    admin
+        .execute(
+            "INSERT INTO repute_generation (tenant, server, floor, resume, ttl) VALUES ($1, repute_server(), 100, 0, 0)",
+            &[&t],
+        )
+        .unwrap();
+    assert!(fencing.ended(permit, 100).unwrap());
+    assert!(!fencing.ended(permit, 101).unwrap());
+    assert!(!fencing.extend(permit, 100, SECOND, 0).unwrap(), "a token at the floor never extends");
+    assert!(fencing.extend(permit, 101, SECOND, 0).unwrap(), "one above it is adopted");
 }
 
 shared_store_tests!(opener: opener, db: db, grants: 60);

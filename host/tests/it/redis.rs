@@ -18,7 +18,7 @@ use std::time::Duration;
 use repute_host::providers::{Address, Done, Exchange, Redis, Storage};
 use repute_host::{
     Backend, EmbeddedPool, Error, Labels, Lease, Limits, Mode, Policy, Pool, PoolOps, Providers, Registration,
-    Selector, Sharing, StoreError, Strategy, SystemClock, TenantConfig, WINDOW,
+    Selector, Sharing, StoreError, Strategy, SystemClock, TenantConfig, SECOND, WINDOW,
 };
 
 use crate::shared_store::{shared_store_tests, tenant, Opener};
@@ -48,11 +48,15 @@ fn opener() -> Opener {
     Arc::new(move |tenant, policy| open_with(&db, tenant, policy))
 }
 
+/// A store that lost everything (a restart without persistence) looks new
+/// but for the log the pool folded: its grants wait out the leases it may
+/// have granted, and its tokens start above the server's clock.
 #[test]
 fn tokens_never_go_back_even_when_redis_loses_its_data() {
     let db = db();
     let t = tenant("loss");
-    let mut pool = open(&db, &t);
+    let ttl = SECOND / 2;
+    let mut pool = open_with(&db, &t, Policy { lease_ttl: ttl, ..Policy::default() });
     pool.register("proxy", "only", 1).unwrap();
     let mut highest = 0;
     for _ in 0..5 {
@@ -60,18 +64,36 @@ fn tokens_never_go_back_even_when_redis_loses_its_data() {
         highest = lease.token;
         pool.release(lease.id, lease.token).unwrap();
     }
+    assert_eq!(highest, 5, "a new tenant's tokens start at 1");
     assert_eq!(pool.checkpoint(false).unwrap(), 1);
-    // The tenant's keys are gone, as after a restart that lost the last writes.
     let mut conn = redis::Client::open(url()).unwrap().get_connection().unwrap();
     let keys: Vec<String> = redis::cmd("KEYS").arg(format!("repute:{{{t}}}:*")).query(&mut conn).unwrap();
     let _: () = redis::cmd("DEL").arg(&keys).query(&mut conn).unwrap();
-    // The pool still knows the highest token it saw: the counter is reseeded above it.
+    let clock = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() as u64;
+    let wait = match pool.acquire("shop") {
+        Err(Error::Store(StoreError::Recovering { retry_after })) => retry_after,
+        other => panic!("the leases the lost data held are waited out first: {other:?}"),
+    };
+    assert!(wait <= ttl, "{wait} ns");
+    std::thread::sleep(Duration::from_nanos(wait));
+    let reseeded = pool.acquire("shop").unwrap();
+    assert!(reseeded.token > clock, "{} above the clock at the loss ({clock} µs)", reseeded.token);
+    pool.release(reseeded.id, reseeded.token).unwrap();
     let lease = pool.acquire("shop").unwrap();
-    assert_eq!(lease.token, highest + 1);
-    pool.release(lease.id, lease.token).unwrap();
-    // And from the reseeded counter on.
-    let lease = pool.acquire("shop").unwrap();
-    assert_eq!(lease.token, highest + 2);
+    assert_eq!(lease.token, reseeded.token + 1);
+}
+
+/// Another server process now answers for the data (its `run_id` is not
+/// the one the tenant's generation record names): a promoted replica or a
+/// restart, either of which may have lost the last grants.
+#[test]
+fn a_new_server_waits_out_the_old_leases_and_lifts_the_token_floor() {
+    let opener = opener();
+    crate::shared_store::a_new_history_waits_out_its_leases_and_lifts_the_token_floor(&opener, &|t| {
+        let mut conn = redis::Client::open(url()).unwrap().get_connection().unwrap();
+        let key = format!("repute:{{{t}}}:generation");
+        let _: () = redis::cmd("HSET").arg(&key).arg("run").arg("an-earlier-server").query(&mut conn).unwrap();
+    });
 }
 
 #[test]
@@ -341,11 +363,11 @@ fn scripts_the_server_lost_are_sent_as_source() {
     let mut driven = Driven::with_one("exchange-noscript");
     driven.exchange.acquire(driven.pool.serve().unwrap(), 1, "shop", &Selector::default()).unwrap();
     let by_hash = driven.exchange.take_output();
-    assert!(by_hash.starts_with(b"*33\r\n$7\r\nEVALSHA\r\n"));
+    assert!(by_hash.starts_with(b"*35\r\n$7\r\nEVALSHA\r\n"));
     let lost = b"-NOSCRIPT No matching script. Please use EVAL.\r\n";
     assert!(driven.exchange.feed(driven.pool.serve().unwrap(), lost).unwrap().is_empty());
     let again = driven.exchange.take_output();
-    assert!(again.starts_with(b"*33\r\n$4\r\nEVAL\r\n"), "{}", String::from_utf8_lossy(&again));
+    assert!(again.starts_with(b"*35\r\n$4\r\nEVAL\r\n"), "{}", String::from_utf8_lossy(&again));
     driven.socket.write_all(&again).unwrap();
     let lease = match driven.pump().as_slice() {
         [Done::Acquired { op: 1, result: Ok(lease) }] => lease.clone(),

@@ -119,8 +119,41 @@ pub fn never_grants_one_permit_twice(open: &Opener, threads: usize, grants: usiz
         sorted.sort_unstable();
         sorted.dedup();
         assert_eq!(sorted.len(), issued.len(), "a token of {resource} was issued twice");
-        assert_eq!(sorted.last(), Some(&(issued.len() as u64)), "{resource}: tokens 1..=n, none skipped");
+        let span = sorted.last().unwrap() - sorted.first().unwrap() + 1;
+        assert_eq!(span, issued.len() as u64, "{resource}: consecutive tokens, none skipped");
     }
+}
+
+/// The store's data carried over to another server (`carry_over`: a
+/// promoted replica, a restart that may have lost the last writes): every
+/// lease the earlier history granted is waited out before a permit is
+/// granted again, its holder cannot renew it, and tokens start above the
+/// server's clock at the change, so none granted before can come again.
+pub fn a_new_history_waits_out_its_leases_and_lifts_the_token_floor(open: &Opener, carry_over: &dyn Fn(&str)) {
+    let t = tenant("history");
+    let ttl = SECOND * 6 / 10;
+    let policy = Policy { lease_ttl: ttl, ..Policy::default() };
+    let mut holder = open(&t, policy.clone());
+    holder.register("proxy", "only", 1).unwrap();
+    let held = holder.acquire("shop").unwrap();
+    let mut other = open(&t, policy);
+
+    carry_over(&t);
+    let changed = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_micros() as u64;
+    let retry_after = match other.acquire("shop") {
+        Err(Error::Store(StoreError::Recovering { retry_after })) => retry_after,
+        refused => panic!("a grant right after the change waits for the old leases to expire: {refused:?}"),
+    };
+    assert!(retry_after > ttl / 2 && retry_after <= ttl, "waits out one lease TTL: {retry_after} ns");
+    let renewed = holder.renew(held.id, held.token);
+    assert!(matches!(renewed, Err(Error::LeaseExpired)), "the old holder learns its lease is gone: {renewed:?}");
+
+    std::thread::sleep(std::time::Duration::from_nanos(retry_after));
+    let lease = other.acquire("shop").unwrap();
+    assert!(lease.token > changed, "token {} starts above the clock at the change ({changed} µs)", lease.token);
+    other.release(lease.id, lease.token).unwrap();
+    let again = other.acquire("shop").unwrap();
+    assert_eq!(again.token, lease.token + 1, "and rises by one from there");
 }
 
 /// Four pools report concurrently; after a sync, they and a fresh pool

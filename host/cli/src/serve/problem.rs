@@ -187,7 +187,9 @@ impl From<repute_host::Error> for Problem {
                 ..base
             },
             E::BudgetExhausted { budget, .. } => ProblemBody { field: Some(budget), ..base },
-            E::RateLimited { retry_after } => ProblemBody { retry_after_ms: Some(millis(retry_after)), ..base },
+            E::RateLimited { retry_after } | E::Store(repute_host::StoreError::Recovering { retry_after }) => {
+                ProblemBody { retry_after_ms: Some(millis(retry_after)), ..base }
+            }
             E::Snapshot(repute_host::SnapshotError::Invalid { field, rule }) => {
                 ProblemBody { field: Some(field), rule: Some(rule), ..base }
             }
@@ -239,5 +241,16 @@ mod tests {
         let res = problem.into_response();
         assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(res.headers()[header::RETRY_AFTER], "2");
+    }
+
+    #[test]
+    fn a_store_recovering_from_a_failover_says_when_to_come_back() {
+        let e = repute_host::Error::Store(repute_host::StoreError::Recovering { retry_after: 2_400_000_000 });
+        let problem = Problem::from(e);
+        assert_eq!(problem.0.kind, "urn:repute:problem:store_recovering");
+        assert_eq!(problem.0.retry_after_ms, Some(2400.0));
+        let res = problem.into_response();
+        assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(res.headers()[header::RETRY_AFTER], "3");
     }
 }

@@ -48,6 +48,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (3, include_str!("../../../migrations/0003_groups.sql")),
     (4, include_str!("../../../migrations/0004_partitions.sql")),
     (5, include_str!("../../../migrations/0005_views.sql")),
+    (6, include_str!("../../../migrations/0006_generations.sql")),
 ];
 
 /// Any lock number, the same in every process: serialises migrations.

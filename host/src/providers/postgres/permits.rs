@@ -30,6 +30,12 @@ fn bigint(n: u64) -> i64 {
     n.min(i64::MAX as u64) as i64
 }
 
+/// The refusal while the tenant's generation waits `wait_us` more µs (see
+/// `repute_generation`).
+fn recovering(wait_us: i64) -> StoreError {
+    StoreError::Recovering { retry_after: (wait_us.max(1) as u64).saturating_mul(1_000) }
+}
+
 impl Fencing for PgFencing {
     /// One statement: free (no unexpired lease) or refused; the new token is
     /// above both the stored one and the pool's `last`. An owner's grant
@@ -58,27 +64,33 @@ impl Fencing for PgFencing {
                     "WITH v AS (
                          SELECT coalesce((SELECT changed_seq FROM repute_tenant WHERE tenant = $1), 0) > $8::bigint
                              AS stale
+                     ), h AS (
+                         SELECT floor, wait FROM repute_generation($1, $6::bigint, $8::bigint)
+                         WHERE NOT (SELECT stale FROM v)
                      ), g AS (
                          INSERT INTO repute_permit AS p (tenant, kind, value, permit, token, expires_at)
-                         SELECT $1, $2, $3, $4::integer, $5::bigint + 1, now() + $6::bigint * interval '1 microsecond'
-                         WHERE NOT (SELECT stale FROM v)
+                         SELECT $1, $2, $3, $4::integer, greatest($5::bigint, h.floor) + 1,
+                                now() + $6::bigint * interval '1 microsecond'
+                         FROM h
+                         WHERE h.wait = 0
                            AND ($7::bigint = 0
                              OR EXISTS (SELECT 1 FROM repute_tenant t WHERE t.tenant = $1 AND t.epoch = $7::bigint))
                          ON CONFLICT (tenant, kind, value, permit) DO UPDATE
-                         SET token = greatest(p.token, $5::bigint) + 1, expires_at = EXCLUDED.expires_at
+                         SET token = greatest(p.token, EXCLUDED.token - 1) + 1, expires_at = EXCLUDED.expires_at
                          WHERE p.expires_at <= now()
                          RETURNING token
                      )
-                     SELECT (SELECT stale FROM v), (SELECT token FROM g)",
+                     SELECT (SELECT stale FROM v), (SELECT token FROM g), coalesce((SELECT wait FROM h), 0)",
                     &[&tenant, &permit.kind, &permit.value, &index, &last, &ttl, &epoch, &view],
                 )
             })?;
-            let (stale, token): (bool, Option<i64>) = (row.get(0), row.get(1));
-            return Ok(match (stale, token) {
-                (true, _) => GrantAnswer::Stale,
-                (false, Some(token)) => GrantAnswer::Granted(token as u64),
-                (false, None) => GrantAnswer::Held,
-            });
+            let (stale, token, wait): (bool, Option<i64>, i64) = (row.get(0), row.get(1), row.get(2));
+            return match (stale, token) {
+                (true, _) => Ok(GrantAnswer::Stale),
+                (false, Some(token)) => Ok(GrantAnswer::Granted(token as u64)),
+                (false, None) if wait > 0 => Err(recovering(wait)),
+                (false, None) => Ok(GrantAnswer::Held),
+            };
         };
         let l = &claim.limits;
         let (rpm, tpm) = (l.rpm.map(|r| r as i32), l.tpm.map(bigint));
@@ -131,6 +143,9 @@ impl Fencing for PgFencing {
         })?;
         let (status, found, group): (String, Option<i64>, Option<i32>) = (row.get(0), row.get(1), row.get(2));
         let wait = |us: i64| (us.max(1) as u64).saturating_mul(1_000);
+        if let ("recovering", Some(wait_us)) = (status.as_str(), found) {
+            return Err(recovering(wait_us));
+        }
         Ok(match (status.as_str(), found) {
             ("granted", Some(token)) => GrantAnswer::Granted(token as u64),
             ("limited", Some(wait_us)) => GrantAnswer::Limited(Some(wait(wait_us))),
@@ -206,7 +221,9 @@ impl Fencing for PgFencing {
 
     /// Extends while `token` is still the permit's newest; a newer token
     /// than any issued is a lease restored from a snapshot and is adopted if
-    /// nobody holds the permit (I5).
+    /// nobody holds the permit (I5). A token below the tenant's generation
+    /// floor was granted in a history the server may have lost, and never
+    /// extends.
     fn extend(&mut self, permit: Permit<'_>, token: u64, ttl: u64, _now: u64) -> Result<bool, StoreError> {
         if token == 0 {
             return Ok(false);
@@ -216,7 +233,9 @@ impl Fencing for PgFencing {
         let row = inner.link.run(|c| {
             c.query_opt(
                 "INSERT INTO repute_permit AS p (tenant, kind, value, permit, token, expires_at)
-                 VALUES ($1, $2, $3, $4::integer, $5::bigint, now() + $6::bigint * interval '1 microsecond')
+                 SELECT $1, $2, $3, $4::integer, $5::bigint, now() + $6::bigint * interval '1 microsecond'
+                 FROM repute_generation($1, $6::bigint, NULL) h
+                 WHERE $5::bigint > h.floor
                  ON CONFLICT (tenant, kind, value, permit) DO UPDATE
                  SET token = EXCLUDED.token, expires_at = EXCLUDED.expires_at
                  WHERE p.token = EXCLUDED.token OR (p.token < EXCLUDED.token AND p.expires_at <= now())
@@ -227,22 +246,25 @@ impl Fencing for PgFencing {
         Ok(row.is_some())
     }
 
-    /// Revoked (its expiry set to `-infinity`), or superseded by a newer
-    /// token: a checkpoint's lease that a new owner must not bring back.
+    /// Revoked (its expiry set to `-infinity`), superseded by a newer
+    /// token, or granted below the tenant's generation floor (in a history
+    /// the server may have lost): a checkpoint's lease that a new owner
+    /// must not bring back.
     fn ended(&mut self, permit: Permit<'_>, token: u64) -> Result<bool, StoreError> {
         let mut inner = lock(&self.inner);
         let tenant = inner.tenant.clone();
         let row = inner.link.run(|c| {
-            c.query_opt(
-                "SELECT token, expires_at = '-infinity' FROM repute_permit
-                 WHERE tenant = $1 AND kind = $2 AND value = $3 AND permit = $4",
+            c.query_one(
+                "SELECT p.token, p.expires_at = '-infinity', (SELECT floor FROM repute_generation($1, 0, NULL))
+                 FROM (SELECT 1) one
+                 LEFT JOIN repute_permit p ON p.tenant = $1 AND p.kind = $2 AND p.value = $3 AND p.permit = $4",
                 &[&tenant, &permit.kind, &permit.value, &(permit.index as i32)],
             )
         })?;
-        Ok(row.is_some_and(|r| {
-            let stored = r.get::<_, i64>(0) as u64;
-            stored > token || (stored == token && r.get::<_, bool>(1))
-        }))
+        let (stored, revoked, floor): (Option<i64>, Option<bool>, i64) = (row.get(0), row.get(1), row.get(2));
+        let below_floor = token as i64 <= floor;
+        Ok(below_floor
+            || stored.is_some_and(|stored| stored as u64 > token || (stored as u64 == token && revoked == Some(true))))
     }
 
     /// Shared mode: one rate limit for every process, as a GCRA on the

@@ -17,12 +17,14 @@
 //! - the shared acquire rate limit: a GCRA on the server clock.
 //!
 //! Durability is Redis's: with `appendonly yes` and `appendfsync always` an
-//! acknowledged grant or report survives a crash; with `everysec` the last
-//! second can be lost. Tokens still never go back after such a loss: every
-//! grant takes the larger of the stored counter and the highest token the
-//! pool itself has seen (from its checkpoint and its own grants), and a
-//! lease restored from a checkpoint re-adopts its permit. Log positions are
-//! likewise never handed out below the highest one this process has seen.
+//! acknowledged grant or report survives a crash; with `everysec`, or on a
+//! replica promoted while it was behind, the last writes can be lost. The
+//! scripts that grant and extend notice: the tenant's generation record
+//! names the server process (`run_id`) that last granted, and when another
+//! one answers, nothing is granted until the leases the lost writes may have
+//! held have expired, tokens start above the server's clock, and no lease
+//! granted before extends (see `scripts::GENERATION`). Log positions are
+//! never handed out below the highest one this process has seen.
 
 mod resp;
 mod scripts;
@@ -44,6 +46,19 @@ pub use wire::{Address, Done, Exchange, RedisWire};
 
 fn unavailable(e: impl std::fmt::Display) -> StoreError {
     StoreError::Unavailable(format!("redis: {e}"))
+}
+
+/// A script's error reply as the store error it stands for: `RECOVERING
+/// <µs>` from a grant while the store's generation waits out the leases an
+/// earlier history may have granted (see `scripts::GENERATION`).
+fn script_error(message: &str) -> StoreError {
+    let (code, detail) = message.split_once(' ').unwrap_or((message, ""));
+    recovering(code, detail).unwrap_or_else(|| unavailable(message))
+}
+
+fn recovering(code: &str, detail: &str) -> Option<StoreError> {
+    let us: u64 = detail.trim().parse().ok().filter(|_| code == "RECOVERING")?;
+    Some(StoreError::Recovering { retry_after: us.saturating_mul(1_000) })
 }
 
 /// A Redis server that tenants live in.
@@ -129,7 +144,10 @@ impl Link {
             if e.is_io_error() || e.is_connection_dropped() || e.is_timeout() || e.is_unrecoverable_error() {
                 self.conn = None;
             }
-            unavailable(e)
+            e.code()
+                .zip(e.detail())
+                .and_then(|(code, detail)| recovering(code, detail))
+                .unwrap_or_else(|| unavailable(e))
         })
     }
 }
@@ -146,6 +164,8 @@ struct Keys {
     rate: String,
     /// The log position of the last change grants are judged against.
     changed: String,
+    /// The store's history as the last grant found it (see `scripts::GENERATION`).
+    generation: String,
 }
 
 impl Keys {
@@ -158,6 +178,7 @@ impl Keys {
             checkpoint: format!("{prefix}checkpoint"),
             rate: format!("{prefix}rate"),
             changed: format!("{prefix}changed"),
+            generation: format!("{prefix}generation"),
             prefix,
         }
     }
@@ -235,6 +256,8 @@ fn grant_call(
             g.concurrency.map_or(0, u64::from),
         ]);
     }
+    k.push(keys.seq.clone());
+    k.push(keys.generation.clone());
     k.push(keys.changed.clone());
     a.push(view);
     (k, a)
@@ -462,8 +485,10 @@ impl Fencing for RedisFencing {
             return Ok(false);
         }
         let (fence, lease) = self.keys.permit(permit);
-        let extended: i64 =
-            self.link.run(|c, s| s.extend.key(&fence).key(&lease).arg(token).arg(micros(ttl)).invoke(c))?;
+        let generation = &self.keys.generation;
+        let extended: i64 = self
+            .link
+            .run(|c, s| s.extend.key(&fence).key(&lease).key(generation).arg(token).arg(micros(ttl)).invoke(c))?;
         Ok(extended == 1)
     }
 

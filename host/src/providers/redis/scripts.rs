@@ -13,6 +13,38 @@ pub(super) const NOW: &str = "local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 ";
 
+/// Defines `generation(key, ttl, lost)`, which every script that grants
+/// or extends runs first: the store's history as this server tells it. The
+/// generation record (a hash at `key`: `run`, `floor`, `resume` µs, `ttl`
+/// µs) names the server process (`run_id`) that last granted. Another one
+/// means the data was carried over by a promotion or a restart, either of
+/// which can lose the last writes (an asynchronous replica, `appendfsync
+/// everysec`); so does a missing record when the caller knows the store
+/// lost what it had (`lost`: the log is behind what the pool folded). Then
+/// leases and tokens granted before may be forgotten: no permit is granted
+/// until the longest lease TTL the record knows has passed (`resume`), and
+/// tokens start at `floor`, the server's clock in µs, above every token a
+/// clock that was behind it can have issued (one grant per µs at most). A
+/// missing record is otherwise a new tenant's, started at no floor; `lost`
+/// is nil when the caller cannot tell, and nothing is started then.
+/// Returns the floor and the µs left to wait.
+pub(super) const GENERATION: &str = "local function generation(key, ttl, lost)
+  local run = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
+  local g = redis.call('HMGET', key, 'run', 'floor', 'resume', 'ttl')
+  local floor, resume, kept = tonumber(g[2] or '0'), tonumber(g[3] or '0'), tonumber(g[4] or '0')
+  local longest = math.max(kept, ttl)
+  if g[1] == run then
+    if longest > kept then redis.call('HSET', key, 'ttl', int(longest)) end
+  elseif g[1] or lost then
+    floor, resume = math.max(now, floor + 1), now + longest
+    redis.call('HSET', key, 'run', run, 'floor', int(floor), 'resume', int(resume), 'ttl', int(longest))
+  elseif lost == false then
+    redis.call('HSET', key, 'run', run, 'floor', '0', 'resume', '0', 'ttl', int(longest))
+  end
+  return floor, math.max(resume - now, 0)
+end
+";
+
 /// KEYS: epoch, fence, lease, then the usage of the resource's own scope
 /// and of the claim's context's (the resource's keys again without a
 /// context; see `Keys::usage`): a scope's usage is three keys, usage (a
@@ -43,7 +75,11 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 /// `-(16 µs + code)`: code 0 the resource's limits, 1 the context's, `2 + i`
 /// the claim's group `i`; -1 when the grant's view is stale (the last KEY,
 /// `changed`, holds a log position above the last ARGV, the view: nothing
-/// is read or written then). A group's concurrency counts the leases of its
+/// is read or written then); the error `RECOVERING <µs>` while the store's
+/// generation (the KEY before `changed`, see `GENERATION`; the one before
+/// it, the log's `seq`, says whether the store lost log entries the view
+/// folded) waits out the leases an earlier history may have granted. A
+/// token is above the generation's floor. A group's concurrency counts the leases of its
 /// leases hash whose lease key still holds that token unexpired, dropping
 /// the others. Those lease keys are read by the names the hash holds, not
 /// declared in KEYS: which permits hold a group's leases is only known on
@@ -58,6 +94,9 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 pub(super) const GRANT: &str = "
 if tonumber(redis.call('GET', KEYS[#KEYS]) or '0') > tonumber(ARGV[#ARGV]) then return -1 end
 if ARGV[3] ~= '0' and redis.call('GET', KEYS[1]) ~= ARGV[3] then return false end
+local lost = tonumber(redis.call('GET', KEYS[#KEYS - 2]) or '0') < tonumber(ARGV[#ARGV])
+local floor, recovering = generation(KEYS[#KEYS - 1], tonumber(ARGV[1]), lost)
+if recovering > 0 then return redis.error_reply('RECOVERING ' .. int(recovering)) end
 local held = redis.call('GET', KEYS[3])
 if held then
   local sep = string.find(held, ':', 1, true)
@@ -229,7 +268,7 @@ for i, g in ipairs(groups) do
   if refused == 'held' then return false end
   if refused then return -(16 * refused + 1 + i) end
 end
-local token = math.max(tonumber(redis.call('GET', KEYS[2]) or '0'), tonumber(ARGV[2])) + 1
+local token = math.max(tonumber(redis.call('GET', KEYS[2]) or '0'), tonumber(ARGV[2]), floor) + 1
 redis.call('SET', KEYS[2], int(token))
 redis.call('SET', KEYS[3], int(token) .. ':' .. int(now + tonumber(ARGV[1])))
 local member = ARGV[10] .. ':' .. int(token)
@@ -326,11 +365,13 @@ end
 return out
 ";
 
-/// KEYS: fence, lease. ARGV: token, ttl µs. The current token extends; a
-/// newer one (a lease restored from a checkpoint) is adopted while the
-/// permit is free.
+/// KEYS: fence, lease, generation. ARGV: token, ttl µs. The current token
+/// extends; a newer one (a lease restored from a checkpoint) is adopted
+/// while the permit is free; one below the generation's floor was granted
+/// in a history the store may have lost, and never extends.
 const EXTEND: &str = "
 local token = tonumber(ARGV[1])
+if token <= generation(KEYS[3], tonumber(ARGV[2]), nil) then return 0 end
 local fence = tonumber(redis.call('GET', KEYS[1]) or '0')
 local free = true
 local held = redis.call('GET', KEYS[2])
@@ -441,11 +482,12 @@ impl Scripts {
     pub(super) fn new() -> Scripts {
         let timed = |body: &str| Script::new(&format!("{PRELUDE}{NOW}{body}"));
         let plain = |body: &str| Script::new(&format!("{PRELUDE}{body}"));
+        let generational = |body: &str| Script::new(&format!("{PRELUDE}{NOW}{GENERATION}{body}"));
         Scripts {
-            grant: timed(GRANT),
+            grant: generational(GRANT),
             reconcile: plain(RECONCILE),
             window: timed(WINDOW),
-            extend: timed(EXTEND),
+            extend: generational(EXTEND),
             revoke: plain(REVOKE),
             live: timed(LIVE),
             admit: timed(ADMIT),

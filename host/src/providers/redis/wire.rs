@@ -11,8 +11,8 @@ use redis::{ConnectionAddr, ConnectionInfo};
 use repute_core::{GrantAnswer, Lease, Selector};
 
 use super::resp::{broken, bulk, digits, number, permit_key, reply, Reply};
-use super::scripts::{GRANT, NOW, PRELUDE, REVOKE};
-use super::{grant_answer, grant_call, Keys};
+use super::scripts::{GENERATION, GRANT, NOW, PRELUDE, REVOKE};
+use super::{grant_answer, grant_call, script_error, Keys};
 use crate::error::{selector_error, Error, Result, StoreError};
 use crate::pool::Pool;
 use crate::providers::Permit;
@@ -83,7 +83,7 @@ impl RedisWire {
             handshake,
             keys,
             epoch,
-            grant: Source::new(format!("{PRELUDE}{NOW}{GRANT}")),
+            grant: Source::new(format!("{PRELUDE}{NOW}{GENERATION}{GRANT}")),
             revoke: Source::new(format!("{PRELUDE}{REVOKE}")),
         })
     }
@@ -263,7 +263,7 @@ impl Exchange {
                     Reply::Int(n) => grant_answer(Some(n)),
                     Reply::Nil => grant_answer(None),
                     Reply::Error(e) => {
-                        done.push(Done::Acquired { op, result: Err(Error::Store(broken(e))) });
+                        done.push(Done::Acquired { op, result: Err(Error::Store(script_error(&e))) });
                         return Ok(());
                     }
                     other => return Err(broken(format!("a grant was answered {other:?}"))),
@@ -381,11 +381,12 @@ mod tests {
             let mut out = Vec::new();
             wire.grant(&mut out, &proposal, false);
             let mut cmd = redis::cmd("EVALSHA");
-            cmd.arg(&wire.grant.sha).arg(12);
+            cmd.arg(&wire.grant.sha).arg(14);
             cmd.arg(&wire.keys.epoch).arg(&fence).arg(&lease).arg(&wire.keys.usage(permit, None)[..]);
             // The context's scope, or the resource's again.
             cmd.arg(&wire.keys.usage(permit, context)[..]);
-            cmd.arg(wire.keys.day(permit)).arg(wire.keys.claimed(permit)).arg(&wire.keys.changed);
+            cmd.arg(wire.keys.day(permit)).arg(wire.keys.claimed(permit));
+            cmd.arg(&wire.keys.seq).arg(&wire.keys.generation).arg(&wire.keys.changed);
             // Counted: rpm 60, no tpm, 1.5 µs rounded up to 2, 9 uses, cost 250; permit 3.
             cmd.arg(30_000_000).arg(41).arg(7).arg(&[1u64, 60, 0, 2, 9, 250, 3][..]);
             // Per context: rpm 5, tpm 1000, 2.001 µs rounded up to 3; none without one.
@@ -418,5 +419,12 @@ mod tests {
         assert_eq!(grant_answer(Some(-17)), GrantAnswer::ContextLimited(1_000));
         assert_eq!(grant_answer(Some(-(16 * 3 + 2 + 4))), GrantAnswer::GroupLimited(4, 3_000));
         assert_eq!(grant_answer(Some(-1)), GrantAnswer::Stale);
+    }
+
+    #[test]
+    fn a_recovering_store_is_told_apart_from_a_broken_one() {
+        assert_eq!(script_error("RECOVERING 1500"), StoreError::Recovering { retry_after: 1_500_000 });
+        assert_eq!(script_error("RECOVERING soon"), StoreError::Unavailable("redis: RECOVERING soon".into()));
+        assert_eq!(script_error("ERR 1500"), StoreError::Unavailable("redis: ERR 1500".into()));
     }
 }
