@@ -33,7 +33,7 @@ RETURNS TABLE (floor bigint, wait bigint) LANGUAGE plpgsql AS $$
 DECLARE
     v_server text := repute_server();
     v_now bigint := (extract(epoch FROM now()) * 1000000)::bigint;
-    v_lost boolean := coalesce((SELECT t.log_seq FROM repute_tenant t WHERE t.tenant = p_tenant), 0) < p_view;
+    v_lost boolean;
     g repute_generation;
 BEGIN
     SELECT * INTO g FROM repute_generation r WHERE r.tenant = p_tenant;
@@ -41,7 +41,11 @@ BEGIN
         IF p_ttl > g.ttl THEN
             UPDATE repute_generation r SET ttl = p_ttl WHERE r.tenant = p_tenant AND r.ttl < p_ttl;
         END IF;
-    ELSIF FOUND OR v_lost THEN
+        RETURN QUERY SELECT g.floor, greatest(g.resume - v_now, 0);
+        RETURN;
+    END IF;
+    v_lost := coalesce((SELECT t.log_seq FROM repute_tenant t WHERE t.tenant = p_tenant), 0) < p_view;
+    IF g.tenant IS NOT NULL OR v_lost THEN
         INSERT INTO repute_generation AS r (tenant, server, floor, resume, ttl)
         VALUES (p_tenant, v_server, v_now, v_now + greatest(coalesce(g.ttl, 0), p_ttl), greatest(coalesce(g.ttl, 0), p_ttl))
         ON CONFLICT (tenant) DO UPDATE

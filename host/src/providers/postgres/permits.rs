@@ -64,15 +64,21 @@ impl Fencing for PgFencing {
                     "WITH v AS (
                          SELECT coalesce((SELECT changed_seq FROM repute_tenant WHERE tenant = $1), 0) > $8::bigint
                              AS stale
+                     ), known AS (
+                         SELECT r.floor, greatest(r.resume - (extract(epoch FROM now()) * 1000000)::bigint, 0) AS wait
+                         FROM repute_generation r
+                         WHERE r.tenant = $1 AND r.server = repute_server() AND r.ttl >= $6::bigint
                      ), h AS (
+                         SELECT floor, wait FROM known
+                         UNION ALL
                          SELECT floor, wait FROM repute_generation($1, $6::bigint, $8::bigint)
-                         WHERE NOT (SELECT stale FROM v)
+                         WHERE NOT (SELECT stale FROM v) AND NOT EXISTS (SELECT 1 FROM known)
                      ), g AS (
                          INSERT INTO repute_permit AS p (tenant, kind, value, permit, token, expires_at)
                          SELECT $1, $2, $3, $4::integer, greatest($5::bigint, h.floor) + 1,
                                 now() + $6::bigint * interval '1 microsecond'
                          FROM h
-                         WHERE h.wait = 0
+                         WHERE h.wait = 0 AND NOT (SELECT stale FROM v)
                            AND ($7::bigint = 0
                              OR EXISTS (SELECT 1 FROM repute_tenant t WHERE t.tenant = $1 AND t.epoch = $7::bigint))
                          ON CONFLICT (tenant, kind, value, permit) DO UPDATE
