@@ -14,6 +14,7 @@ pub mod http;
 pub mod limits;
 pub mod naive_checkpoint;
 pub mod proxy;
+pub mod replicated;
 pub mod server;
 pub mod services;
 pub mod workload;
