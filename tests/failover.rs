@@ -50,8 +50,9 @@ const BEFORE: Duration = Duration::from_secs(2);
 /// What the store loses: the replication link is held this long before
 /// the kill, or the append-only file cut back by this much.
 const LOST: Duration = Duration::from_secs(1);
-/// Load after the fault: past the lease TTL, so every lease the new store
-/// forgot would have expired by then, and a few seconds of grants more.
+/// Load once the servers can reach the new store: past the lease TTL, so
+/// every lease it forgot would have expired by then, and a few seconds of
+/// grants more.
 const AFTER: Duration = Duration::from_millis(4500);
 /// How often the append-only file's size is sampled.
 const SAMPLE_EVERY: Duration = Duration::from_millis(50);
@@ -106,6 +107,8 @@ struct Loss {
     from: Instant,
     /// ...up to here, when the store died.
     killed: Instant,
+    /// When the servers could reach its successor: the load runs `AFTER` from here.
+    restored: Instant,
     /// Bytes of replication stream, append-only file or WAL the store had
     /// acknowledged and its successor lacks (at least).
     bytes: u64,
@@ -156,7 +159,7 @@ impl Store for RedisPair {
         let kept = self.replica.info_number("replication", "master_repl_offset");
         self.replica.call(&["REPLICAOF", "NO", "ONE"]);
         self.endpoint.retarget(self.replica.addr());
-        Loss { from, killed, bytes: acknowledged.saturating_sub(kept) }
+        Loss { from, killed, restored: Instant::now(), bytes: acknowledged.saturating_sub(kept) }
     }
 }
 
@@ -207,7 +210,7 @@ impl Store for RedisAof {
         file.set_len(kept).unwrap_or_else(|e| panic!("truncate {}: {e}", incr.display()));
         drop(file);
         self.redis = Some(Redis::start(self.dir.path(), self.port, AOF_CONFIG));
-        Loss { from, killed, bytes: written.saturating_sub(kept) }
+        Loss { from, killed, restored: Instant::now(), bytes: written.saturating_sub(kept) }
     }
 }
 
@@ -273,7 +276,7 @@ impl Store for PostgresPair {
         }
         self.endpoint.retarget(self.standby.addr());
         let kept = received.map_or(0, |r| lsn(&r));
-        Loss { from, killed, bytes: lsn(&flushed).saturating_sub(kept) }
+        Loss { from, killed, restored: Instant::now(), bytes: lsn(&flushed).saturating_sub(kept) }
     }
 }
 
@@ -343,7 +346,7 @@ fn run(failover: Failover, index: usize) -> Outcome {
     running.wait_for(1);
     running.wait_until(Instant::now() + BEFORE);
     let loss = store.fail(&running);
-    running.wait_until(loss.killed + AFTER);
+    running.wait_until(loss.restored + AFTER);
     let records = running.stop();
     servers.into_iter().for_each(Server::kill);
 

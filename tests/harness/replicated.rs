@@ -393,6 +393,10 @@ impl Postgres {
         command.arg("-c").arg(format!("unix_socket_directories={}", dir.display()));
         // Room for three servers' pools; replication as the defaults already allow it, named.
         command.args(["-c", "max_connections=200", "-c", "wal_level=replica", "-c", "max_wal_senders=4"]);
+        // A standby whose link died retries it after this long, and only then
+        // notices a promotion: the default 5 s would leave a promoted
+        // standby in recovery for up to that long.
+        command.args(["-c", "wal_retrieve_retry_interval=100ms"]);
         let child = command.stdout(out).stderr(err).spawn().unwrap_or_else(|e| panic!("postgres does not start: {e}"));
         let mut server = Postgres { child, addr: loopback(port) };
         let deadline = Instant::now() + START_WITHIN;
