@@ -54,6 +54,10 @@ const LOST: Duration = Duration::from_secs(1);
 /// every lease it forgot would have expired by then, and a few seconds of
 /// grants more.
 const AFTER: Duration = Duration::from_millis(4500);
+/// How long the long holders keep each lease: past the time the servers
+/// take to reach the new store, well within the holder's deadline (1.6 s).
+const LONG_HOLD: Duration = Duration::from_millis(800);
+const LONG_HOLDERS: usize = 3;
 /// How often the append-only file's size is sampled.
 const SAMPLE_EVERY: Duration = Duration::from_millis(50);
 
@@ -318,6 +322,16 @@ fn workload(tenant: &str, pg: &str, table: String) -> Config {
     }
 }
 
+/// `LONG_HOLDERS` workers beside the workload, each holding every lease
+/// `LONG_HOLD`: at the fault each holds a lease granted in the last second,
+/// which the new store forgot, and is still using it when that store hands
+/// its permit out again. Only such a holder can show a permit held twice
+/// (I1): the workload's holds are over by then, and show the tokens (I2).
+/// Separate workers, so the workload's grants still time the failover.
+fn long_holders(tenant: &str, pg: &str, table: String) -> Config {
+    Config { workers: LONG_HOLDERS, hold: (LONG_HOLD, LONG_HOLD), ..workload(tenant, pg, table) }
+}
+
 /// One run's judgement and what the fault took.
 struct Outcome {
     report: Report,
@@ -342,12 +356,16 @@ fn run(failover: Failover, index: usize) -> Outcome {
     let cluster = Cluster::new(servers.iter().map(|s| s.base().to_owned()).collect());
     register(&cluster, &tenant, RESOURCES);
 
-    let running = Running::start(workload(&tenant, &pg, table), &cluster);
+    let running = Running::start(workload(&tenant, &pg, table.clone()), &cluster);
+    let holding = Running::start(long_holders(&tenant, &pg, table), &cluster);
     running.wait_for(1);
     running.wait_until(Instant::now() + BEFORE);
     let loss = store.fail(&running);
     running.wait_until(loss.restored + AFTER);
-    let records = running.stop();
+    let mut records = running.stop();
+    let held = holding.stop();
+    records.grants.extend(held.grants);
+    records.counts.add(&held.counts);
     servers.into_iter().for_each(Server::kill);
 
     let lost_grants = records.grants.iter().filter(|g| g.sent >= loss.from && g.granted <= loss.killed).count();

@@ -106,7 +106,8 @@ pub struct Counts {
 }
 
 impl Counts {
-    fn add(&mut self, o: &Counts) {
+    /// Adds `o`'s counts: a run's workers, or two workloads judged together.
+    pub fn add(&mut self, o: &Counts) {
         self.downstream_refused += o.downstream_refused;
         self.leases_lost += o.leases_lost;
         self.reports_acknowledged += o.reports_acknowledged;
