@@ -139,13 +139,14 @@ impl Redis {
     /// added as `--name value` pairs, and waits until it has loaded its
     /// data and answers PING.
     pub fn start(dir: &Path, port: u16, config: &[(&str, &str)]) -> Redis {
+        let log = dir.join(format!("redis-{port}.log"));
         let mut command = Command::new("redis-server");
         command
             .args(["--bind", "127.0.0.1", "--port", &port.to_string(), "--save", "", "--daemonize", "no"])
             .arg("--dir")
             .arg(dir)
             .arg("--logfile")
-            .arg(dir.join(format!("redis-{port}.log")));
+            .arg(&log);
         for (name, value) in config {
             command.arg(format!("--{name}")).arg(value);
         }
@@ -159,11 +160,9 @@ impl Redis {
         let deadline = Instant::now() + START_WITHIN;
         while redis_call(redis.addr, &["PING"]).ok() != Some(Resp::Simple("PONG".into())) {
             let exited = redis.child.try_wait().ok().flatten();
-            assert!(
-                exited.is_none(),
-                "redis-server on port {port} exited ({exited:?}): see its log in {}",
-                dir.display()
-            );
+            // The log itself goes with its directory when the test unwinds.
+            let text = || std::fs::read_to_string(&log).unwrap_or_default();
+            assert!(exited.is_none(), "redis-server on port {port} exited ({exited:?}):\n{}", text());
             assert!(Instant::now() < deadline, "redis-server on port {port} not ready within {START_WITHIN:?}");
             std::thread::sleep(Duration::from_millis(20));
         }
