@@ -15,10 +15,11 @@ CREATE TABLE repute_generation (
     ttl    bigint NOT NULL
 );
 
--- The server process answering: its start time changes with every restart
--- and differs on a promoted standby, whose timeline also moves on.
+-- The server process answering: its start time changes with every restart,
+-- and a promoted standby's is its own. Inlined where a statement calls it
+-- (a plain STABLE expression), so a grant's check costs one index lookup.
 CREATE FUNCTION repute_server() RETURNS text LANGUAGE sql STABLE AS $$
-    SELECT pg_postmaster_start_time()::text || ' ' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8)
+    SELECT pg_postmaster_start_time()::text
 $$;
 
 -- The tenant's generation as a grant (`p_view`: the log position its pool

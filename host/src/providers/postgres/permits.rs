@@ -59,20 +59,15 @@ impl Fencing for PgFencing {
         let (tenant, epoch) = (inner.tenant.clone(), inner.epoch);
         let (index, last, ttl, view) = (permit.index as i32, last as i64, micros(ttl), bigint(view));
         let Some(claim) = claim else {
-            let row = inner.link.run(|c| {
+            let grant = |c: &mut super::link::Session<'_>| {
                 c.query_one(
                     "WITH v AS (
                          SELECT coalesce((SELECT changed_seq FROM repute_tenant WHERE tenant = $1), 0) > $8::bigint
                              AS stale
-                     ), known AS (
+                     ), h AS (
                          SELECT r.floor, greatest(r.resume - (extract(epoch FROM now()) * 1000000)::bigint, 0) AS wait
                          FROM repute_generation r
                          WHERE r.tenant = $1 AND r.server = repute_server() AND r.ttl >= $6::bigint
-                     ), h AS (
-                         SELECT floor, wait FROM known
-                         UNION ALL
-                         SELECT floor, wait FROM repute_generation($1, $6::bigint, $8::bigint)
-                         WHERE NOT (SELECT stale FROM v) AND NOT EXISTS (SELECT 1 FROM known)
                      ), g AS (
                          INSERT INTO repute_permit AS p (tenant, kind, value, permit, token, expires_at)
                          SELECT $1, $2, $3, $4::integer, greatest($5::bigint, h.floor) + 1,
@@ -86,16 +81,25 @@ impl Fencing for PgFencing {
                          WHERE p.expires_at <= now()
                          RETURNING token
                      )
-                     SELECT (SELECT stale FROM v), (SELECT token FROM g), coalesce((SELECT wait FROM h), 0)",
+                     SELECT (SELECT stale FROM v), (SELECT token FROM g), (SELECT wait FROM h)",
                     &[&tenant, &permit.kind, &permit.value, &index, &last, &ttl, &epoch, &view],
                 )
-            })?;
-            let (stale, token, wait): (bool, Option<i64>, i64) = (row.get(0), row.get(1), row.get(2));
-            return match (stale, token) {
-                (true, _) => Ok(GrantAnswer::Stale),
-                (false, Some(token)) => Ok(GrantAnswer::Granted(token as u64)),
-                (false, None) if wait > 0 => Err(recovering(wait)),
-                (false, None) => Ok(GrantAnswer::Held),
+            };
+            let mut row = inner.link.run(grant)?;
+            if !row.get::<_, bool>(0) && row.get::<_, Option<i64>>(2).is_none() {
+                // No generation row names this server for a TTL this long:
+                // start (or move to) this server's generation, then grant.
+                inner
+                    .link
+                    .run(|c| c.query_one("SELECT 1 FROM repute_generation($1, $2, $3)", &[&tenant, &ttl, &view]))?;
+                row = inner.link.run(grant)?;
+            }
+            let (stale, token, wait): (bool, Option<i64>, Option<i64>) = (row.get(0), row.get(1), row.get(2));
+            return match (stale, token, wait) {
+                (true, _, _) => Ok(GrantAnswer::Stale),
+                (false, Some(token), _) => Ok(GrantAnswer::Granted(token as u64)),
+                (false, None, Some(wait)) if wait > 0 => Err(recovering(wait)),
+                (false, None, _) => Ok(GrantAnswer::Held),
             };
         };
         let l = &claim.limits;
