@@ -9,7 +9,7 @@ use repute_core::{
 
 use super::LinkedPool;
 use crate::error::{Error, Result};
-use crate::providers::authority_windows;
+use crate::providers::{authority_groups, authority_windows};
 
 fn id(kind: &str, value: &str) -> Result<ResourceId> {
     Ok(ResourceId::new(kind, value)?)
@@ -145,7 +145,10 @@ pub(crate) fn set_group(pool: &mut LinkedPool, name: &str, limits: &GroupLimits)
 }
 
 pub(crate) fn groups(pool: &mut LinkedPool) -> Result<Vec<GroupView>> {
-    Ok(pool.journal.run(|p, now| p.groups(now)))
+    let mut views = pool.journal.run(|p, now| p.groups(now));
+    let mut fencing = pool.fencing.lock().unwrap_or_else(|p| p.into_inner());
+    authority_groups(&mut **fencing, pool.clock.now(), &mut views)?;
+    Ok(views)
 }
 
 pub(crate) fn resources(pool: &mut LinkedPool) -> Result<Vec<ResourceView>> {

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use repute_core::{Claim, GrantAnswer, RateLimit, ResourceView, Window};
+use repute_core::{Claim, GrantAnswer, GroupLimits, GroupView, RateLimit, ResourceView, Window};
 
 use super::usage::{grouped, windowed, Claimed, GroupUsage, ResourceUsage, UsageState, RESOURCE_SCOPE};
 use crate::error::StoreError;
@@ -67,6 +67,18 @@ pub trait Fencing: Send {
     /// networked store answers the whole list in one round trip.
     fn window(&mut self, resources: &[(&str, &str)], now: u64) -> Result<Vec<Window>, StoreError>;
 
+    /// What each named group holds at the authority, in order: its minute
+    /// and day windows and its live leases over every process's grants,
+    /// read only, on the clock its grants are judged by. An authority
+    /// counts a group's minute only while the group has an `rpm` or `tpm`,
+    /// its day while it has an `rpd` or `tpd`, its leases while it has a
+    /// `concurrency` (see [`authority_groups`]). An authority that serves
+    /// one process answers nothing: its pool's counts are the authority's.
+    fn groups(&mut self, names: &[&str], now: u64) -> Result<Vec<GroupCounts>, StoreError> {
+        let _ = (names, now);
+        Ok(Vec::new())
+    }
+
     /// Extends the lease holding `token` by `ttl` ns from `now`; false once
     /// `token` is no longer the newest token of the permit.
     fn extend(&mut self, permit: Permit<'_>, token: u64, ttl: u64, now: u64) -> Result<bool, StoreError>;
@@ -128,6 +140,45 @@ pub(crate) fn authority_windows(
     let counts = fencing.window(&names, now)?;
     for (i, window) in windowed.into_iter().zip(counts) {
         views[i].window = window;
+    }
+    Ok(())
+}
+
+/// One group's counts at the authority (see [`Fencing::groups`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GroupCounts {
+    pub minute: Window,
+    pub day: Window,
+    pub leased: u32,
+}
+
+/// Puts the authority's counts of each group in place of its pool's where
+/// the authority keeps them (a limit on them, see [`Fencing::groups`]):
+/// the pool sees its own process's grants only, the authority every
+/// process's, and its count is what the next grant is judged by. One read
+/// for the groups that have such limits, none without.
+pub(crate) fn authority_groups(fencing: &mut dyn Fencing, now: u64, views: &mut [GroupView]) -> Result<(), StoreError> {
+    let kept = |l: &GroupLimits| {
+        (l.rpm.is_some() || l.tpm.is_some(), l.rpd.is_some() || l.tpd.is_some(), l.concurrency.is_some())
+    };
+    let asked: Vec<usize> = (0..views.len()).filter(|&i| kept(&views[i].limits) != (false, false, false)).collect();
+    if asked.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<&str> = asked.iter().map(|&i| views[i].name.as_str()).collect();
+    let counts = fencing.groups(&names, now)?;
+    for (i, counts) in asked.into_iter().zip(counts) {
+        let view = &mut views[i];
+        let (minute, day, leases) = kept(&view.limits);
+        if minute {
+            view.window = counts.minute;
+        }
+        if day {
+            view.day = counts.day;
+        }
+        if leases {
+            view.leased = counts.leased;
+        }
     }
     Ok(())
 }

@@ -36,8 +36,8 @@ pub use backend::{Backend, Registration, BACKENDS};
 pub use clock::{Clock, ManualClock, SystemClock};
 #[cfg(feature = "etcd")]
 pub use etcd::EtcdOwners;
-pub(crate) use fencing::authority_windows;
-pub use fencing::{Fencing, MemoryFencing, Permit};
+pub(crate) use fencing::{authority_groups, authority_windows};
+pub use fencing::{Fencing, GroupCounts, MemoryFencing, Permit};
 pub use memory::Memory;
 pub use owners::{owner_margin, Claim, OwnerStore};
 #[cfg(feature = "postgres")]

@@ -8,7 +8,7 @@ use crate::bindings::repute::pool::types as wit;
 use crate::convert;
 use crate::error::{Error, Result};
 use crate::names::Names;
-use crate::providers::{authority_windows, Permit};
+use crate::providers::{authority_groups, authority_windows, Permit};
 use crate::two_phase::{Proposal, Revoke, Step};
 
 /// One component call for tenant `t`: its handle, the call, the result mapped.
@@ -232,7 +232,10 @@ impl Shard {
 
     pub(crate) fn groups(&mut self, t: usize) -> Result<Vec<GroupView>> {
         let views = op!(self, t, |s, p, h| p.call_groups(s, h).map(Ok))?;
-        views.into_iter().map(convert::group_view_in).collect()
+        let mut views: Vec<GroupView> = views.into_iter().map(convert::group_view_in).collect::<Result<_>>()?;
+        let providers = &mut self.ctx(t)?.providers;
+        authority_groups(&mut *providers.fencing, providers.clock.now(), &mut views)?;
+        Ok(views)
     }
 
     pub(crate) fn resources(&mut self, t: usize) -> Result<Vec<repute_core::ResourceView>> {

@@ -13,8 +13,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use repute_host::providers::Checkpoint;
 use repute_host::{
-    Error, Limits, Outcome, Policy, Pool, PoolOps, RateLimit, Registration, Selector, StoreError, Strategy, Window,
-    SECOND, WINDOW,
+    Error, GroupLimits, GroupName, Limits, Outcome, Policy, Pool, PoolOps, RateLimit, Registration, Selector,
+    StoreError, Strategy, Window, SECOND, WINDOW,
 };
 
 /// The tests of this module as `#[test]` functions of a store's test file.
@@ -51,6 +51,11 @@ macro_rules! shared_store_tests {
         #[test]
         fn the_views_show_the_window_of_every_process() {
             crate::shared_store::the_views_show_the_window_of_every_process(&$opener());
+        }
+
+        #[test]
+        fn the_group_views_count_every_process() {
+            crate::shared_store::the_group_views_count_every_process(&$opener());
         }
 
         #[test]
@@ -122,6 +127,47 @@ pub fn never_grants_one_permit_twice(open: &Opener, threads: usize, grants: usiz
         let span = sorted.last().unwrap() - sorted.first().unwrap() + 1;
         assert_eq!(span, issued.len() as u64, "{resource}: consecutive tokens, none skipped");
     }
+}
+
+/// Two processes grant members of one group: each process's view of the
+/// group counts what the store counts (the minute and day windows and the
+/// live leases the group's limits keep), not its own grants alone; a group
+/// with no limit on a count keeps the process's own.
+pub fn the_group_views_count_every_process(open: &Opener) {
+    let t = tenant("group-views");
+    let (mut a, mut b) = (open(&t, Policy::default()), open(&t, Policy::default()));
+    let project = GroupName::new("project").unwrap();
+    let limits = GroupLimits { rpm: Some(50), rpd: Some(500), concurrency: Some(10), ..GroupLimits::default() };
+    a.set_group("project", &limits).unwrap();
+    let free = GroupName::new("free").unwrap();
+    for (key, group) in [("k1", &project), ("k2", &project), ("k3", &free)] {
+        let member = Registration { groups: vec![group.clone()], ..Registration::new(2) };
+        a.register_with("key", key, &member).unwrap();
+    }
+    b.sync().unwrap();
+    let only = |key: &str| Selector {
+        exclude: ["k1", "k2", "k3"].iter().filter(|k| **k != key).map(|k| (*k).into()).collect(),
+        ..Selector::default()
+    };
+    let held_a = a.acquire_with("chat", &only("k1")).unwrap();
+    let done = a.acquire_with("chat", &only("k2")).unwrap();
+    a.release(done.id, done.token).unwrap();
+    let held_b = b.acquire_with("chat", &only("k2")).unwrap();
+    let free_a = a.acquire_with("chat", &only("k3")).unwrap();
+    for (name, pool) in [("a", &mut a), ("b", &mut b)] {
+        let views = pool.groups().unwrap();
+        let view = views.iter().find(|g| g.name == project).unwrap();
+        assert_eq!(view.window.grants, 3, "{name}: the minute holds both processes' grants");
+        assert_eq!(view.day.grants, 3, "{name}: so does the day");
+        assert_eq!(view.leased, 2, "{name}: live leases of both processes");
+        let unlimited = views.iter().find(|g| g.name == free).map_or(0, |g| g.leased);
+        assert_eq!(unlimited, u32::from(name == "a"), "{name}: a group without limits counts its own process");
+    }
+    for lease in [held_a, free_a] {
+        a.release(lease.id, lease.token).unwrap();
+    }
+    b.release(held_b.id, held_b.token).unwrap();
+    assert_eq!(b.groups().unwrap().iter().find(|g| g.name == project).unwrap().leased, 0);
 }
 
 /// The store's data carried over to another server (`carry_over`: a

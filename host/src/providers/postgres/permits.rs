@@ -8,7 +8,7 @@ use repute_core::{GrantAnswer, RateLimit, Window, SECOND};
 
 use super::{lock, Inner};
 use crate::error::StoreError;
-use crate::providers::fencing::{Fencing, Permit};
+use crate::providers::fencing::{Fencing, GroupCounts, Permit};
 use crate::providers::usage::RESOURCE_SCOPE;
 
 /// The permit table as the tenant's lease authority.
@@ -226,6 +226,44 @@ impl Fencing for PgFencing {
         Ok(rows
             .iter()
             .map(|r| Window { grants: r.get::<_, i64>(0) as u64, tokens: r.get::<_, i64>(1) as u64 })
+            .collect())
+    }
+
+    /// One statement for the whole list, on the database clock: the bucket
+    /// rows `repute_judge_window` would keep at `now()` (whose newest grant
+    /// has not left the window) and the group leases whose permit still
+    /// holds their token unexpired, read, not pruned.
+    fn groups(&mut self, names: &[&str], _now: u64) -> Result<Vec<GroupCounts>, StoreError> {
+        let mut inner = lock(&self.inner);
+        let tenant = inner.tenant.clone();
+        let rows = inner.link.run(|c| {
+            c.query(
+                "SELECT
+                     coalesce(sum(b.grants) FILTER (WHERE b.span = 'minute'), 0)::bigint,
+                     coalesce(sum(b.tokens) FILTER (WHERE b.span = 'minute'), 0)::bigint,
+                     coalesce(sum(b.grants) FILTER (WHERE b.span = 'day'), 0)::bigint,
+                     coalesce(sum(b.tokens) FILTER (WHERE b.span = 'day'), 0)::bigint,
+                     (SELECT count(*) FROM repute_group_lease l JOIN repute_permit p
+                        ON p.tenant = l.tenant AND p.kind = l.kind AND p.value = l.value AND p.permit = l.permit
+                       AND p.token = l.token AND p.expires_at > now()
+                      WHERE l.tenant = $1 AND l.grp = g.name)
+                 FROM unnest($2::text[]) WITH ORDINALITY AS g(name, i)
+                 LEFT JOIN repute_bucket b
+                   ON b.tenant = $1 AND b.kind = '' AND b.value = g.name AND b.scope = ''
+                  AND ((b.span = 'minute' AND b.at > now() - interval '60 seconds')
+                    OR (b.span = 'day' AND b.at > now() - interval '86400 seconds'))
+                 GROUP BY g.i, g.name ORDER BY g.i",
+                &[&tenant, &names],
+            )
+        })?;
+        let count = |r: &::postgres::Row, i: usize| r.get::<_, i64>(i) as u64;
+        Ok(rows
+            .iter()
+            .map(|r| GroupCounts {
+                minute: Window { grants: count(r, 0), tokens: count(r, 1) },
+                day: Window { grants: count(r, 2), tokens: count(r, 3) },
+                leased: count(r, 4) as u32,
+            })
             .collect())
     }
 

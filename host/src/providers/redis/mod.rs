@@ -36,7 +36,7 @@ use std::time::Duration;
 use redis::{Client, Connection};
 use repute_core::{Claim, Command, GrantAnswer, RateLimit, Window, SECOND};
 
-use super::fencing::{Fencing, Permit};
+use super::fencing::{Fencing, GroupCounts, Permit};
 use super::storage::{decode_command, encode_command, Checkpoint, LogEntry, Storage};
 use super::{Backend, Clock, Providers};
 use crate::error::StoreError;
@@ -478,6 +478,26 @@ impl Fencing for RedisFencing {
             call.invoke(c)
         })?;
         Ok(counts.chunks_exact(2).map(|p| Window { grants: p[0], tokens: p[1] }).collect())
+    }
+
+    /// One script for the whole list, on the server's clock.
+    fn groups(&mut self, names: &[&str], _now: u64) -> Result<Vec<GroupCounts>, StoreError> {
+        let keys: Vec<String> = names
+            .iter()
+            .flat_map(|name| {
+                let [_, minute, day, leases] = self.keys.group(name);
+                [minute, day, leases]
+            })
+            .collect();
+        let counts: Vec<u64> = self.link.run(|c, s| s.groups.key(&keys[..]).invoke(c))?;
+        Ok(counts
+            .chunks_exact(5)
+            .map(|c| GroupCounts {
+                minute: Window { grants: c[0], tokens: c[1] },
+                day: Window { grants: c[2], tokens: c[3] },
+                leased: c[4] as u32,
+            })
+            .collect())
     }
 
     fn extend(&mut self, permit: Permit<'_>, token: u64, ttl: u64, _now: u64) -> Result<bool, StoreError> {

@@ -368,6 +368,42 @@ end
 return out
 ";
 
+/// KEYS: minute, day and leases of each group asked about (see `GRANT`).
+/// Returns, per group, the grants and tokens its minute and its day hold
+/// at the server's now (the entries `GRANT` would keep: from the oldest
+/// whose newest grant has not left the window), then how many of its
+/// leases still hold their permit unexpired: read, not pruned.
+const GROUPS: &str = "
+local out = {}
+local function held(key, span)
+  local grants, tokens, kept = 0, 0, false
+  for _, e in ipairs(redis.call('LRANGE', key, 0, -1)) do
+    local a, g, t = string.match(e, '^%d+:(%d+):(%d+):(%d+)$')
+    kept = kept or tonumber(a) + span > now
+    if kept then grants, tokens = grants + tonumber(g), tokens + tonumber(t) end
+  end
+  table.insert(out, grants)
+  table.insert(out, tokens)
+end
+for k = 1, #KEYS, 3 do
+  held(KEYS[k], 60000000)
+  held(KEYS[k + 1], 86400000000)
+  local leases = redis.call('HGETALL', KEYS[k + 2])
+  local live = 0
+  for i = 1, #leases, 2 do
+    local lease = redis.call('GET', leases[i])
+    if lease then
+      local sep = string.find(lease, ':', 1, true)
+      if string.sub(lease, 1, sep - 1) == leases[i + 1] and tonumber(string.sub(lease, sep + 1)) > now then
+        live = live + 1
+      end
+    end
+  end
+  table.insert(out, live)
+end
+return out
+";
+
 /// KEYS: fence, lease, generation. ARGV: token, ttl µs. The current token
 /// extends; a newer one (a lease restored from a checkpoint) is adopted
 /// while the permit is free; one below the generation's floor was granted
@@ -472,6 +508,7 @@ pub(super) struct Scripts {
     pub(super) grant: Script,
     pub(super) reconcile: Script,
     pub(super) window: Script,
+    pub(super) groups: Script,
     pub(super) extend: Script,
     pub(super) revoke: Script,
     pub(super) live: Script,
@@ -490,6 +527,7 @@ impl Scripts {
             grant: generational(GRANT),
             reconcile: plain(RECONCILE),
             window: timed(WINDOW),
+            groups: timed(GROUPS),
             extend: generational(EXTEND),
             revoke: plain(REVOKE),
             live: timed(LIVE),
