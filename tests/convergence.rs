@@ -9,8 +9,10 @@
 //!
 //! The checker reads only the HTTP views and compares what every process
 //! derives from the log alone: each resource's permits, labels, limits,
-//! groups and whether it is blocked, and each group's limits. It shares no
-//! code with the pool (the digest is computed here, from JSON).
+//! groups and whether it is blocked, and each group's limits; and what every
+//! process reads from the store: each group's day usage and live leases,
+//! where its limits keep them. It shares no code with the pool (the digest
+//! is computed here, from JSON).
 //!
 //! `REPUTE_CONVERGENCE_SECONDS` sets how long the mix runs (default 16, the
 //! faults at fixed points in it); a longer run tries more interleavings.
@@ -117,7 +119,8 @@ fn mutate(rng: &mut Rng, cluster: &Cluster, tenant: &str, agent: &ureq::Agent) -
         _ => {
             let group = ["g1", "g2"][rng.below(2) as usize];
             let rpm = [json!(null), json!(50), json!(500)][rng.below(3) as usize].clone();
-            ("PUT", format!("/v1/groups/{group}/limits"), Some(json!({"rpm": rpm, "concurrency": 4})))
+            let limits = json!({"rpm": rpm, "rpd": 100_000, "concurrency": 4});
+            ("PUT", format!("/v1/groups/{group}/limits"), Some(limits))
         }
     };
     send(agent, method, &format!("{server}{path}"), tenant, body).map(|(status, _)| status)
@@ -165,7 +168,17 @@ fn digest(server: &str, tenant: &str) -> BTreeMap<String, Value> {
         out.insert(id, kept);
     }
     for g in read("/v1/groups").as_array().expect("a list of groups") {
-        out.insert(format!("group {}", g["name"].as_str().unwrap()), g["limits"].clone());
+        let name = g["name"].as_str().unwrap();
+        out.insert(format!("group {name}"), g["limits"].clone());
+        // The store's counts, which every process reads alike: the day
+        // while the group has an `rpd` (the minute would move between
+        // reads), its live leases while it has a `concurrency`.
+        if !g["limits"]["rpd"].is_null() {
+            out.insert(format!("group {name} day_usage"), g["day_usage"].clone());
+        }
+        if !g["limits"]["concurrency"].is_null() {
+            out.insert(format!("group {name} leased"), g["leased"].clone());
+        }
     }
     out
 }
