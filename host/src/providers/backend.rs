@@ -55,6 +55,15 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         Ok(())
     }
 
+    /// What the store's settings say it can lose of what it acknowledged
+    /// (a crash, a failover to a replica that is behind), for the
+    /// operator's log at start; `None` when they say nothing is lost, or a
+    /// store keeps nothing beyond the process. Grants stay exclusive
+    /// either way (the generation check); reports and usage do not.
+    fn durability(&self) -> Option<String> {
+        None
+    }
+
     /// Owner leases for sharded mode kept in the store itself, where it can
     /// hold them; `None` for a store that cannot.
     fn ownership(&self, address: &str, ttl: Duration) -> Option<Ownership> {

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use repute_host::providers::{Claim, Fencing, OwnerStore, Postgres, Storage};
 use repute_host::{
-    partition_of, Command, Context, Error, Outcome, Partition, Policy, Pool, PoolOps, Providers, ResourceId,
+    partition_of, Backend, Command, Context, Error, Outcome, Partition, Policy, Pool, PoolOps, Providers, ResourceId,
     StoreError, SystemClock, TenantConfig, SECOND,
 };
 
@@ -196,6 +196,13 @@ fn a_new_server_waits_out_the_old_leases_and_lifts_the_token_floor() {
             .unwrap();
         assert_eq!(changed, 1, "the tenant's first grant started its generation");
     });
+}
+
+/// The test server commits synchronously and has no standby: nothing it
+/// acknowledged can be lost, and startup has nothing to warn of.
+#[test]
+fn a_server_that_loses_nothing_says_nothing() {
+    assert_eq!(db().durability(), None);
 }
 
 /// A restored lease granted before the generation's floor is one the

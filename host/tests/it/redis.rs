@@ -83,6 +83,74 @@ fn tokens_never_go_back_even_when_redis_loses_its_data() {
     assert_eq!(lease.token, reseeded.token + 1);
 }
 
+/// A replica of the test server, on a free port, killed when dropped.
+struct Replica(std::process::Child);
+
+impl Replica {
+    fn start() -> Replica {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let master = url().trim_start_matches("redis://").trim_end_matches('/').to_owned();
+        let (host, master_port) = master.split_once(':').unwrap();
+        let child = std::process::Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args(["--replicaof", host, master_port])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("redis-server runs");
+        let replica = Replica(child);
+        let mut conn = loop {
+            if let Ok(conn) = redis::Client::open(format!("redis://127.0.0.1:{port}")).unwrap().get_connection() {
+                break conn;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        for _ in 0..500 {
+            let info: String = redis::cmd("INFO").arg("replication").query(&mut conn).unwrap();
+            if info.contains("master_link_status:up") {
+                return replica;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("the replica did not sync within 10 s");
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// With `wait_replicas`, a grant counts once a replica holds it: with the
+/// replica gone, the grant is revoked and refused, and the permit is free
+/// at once for a pool that does not wait.
+#[test]
+fn a_grant_no_replica_confirmed_is_revoked_and_refused() {
+    let replica = Replica::start();
+    let waiting = Redis::connect(&format!("{}?wait_replicas=1&wait_ms=200", url().trim_end_matches('/'))).unwrap();
+    let t = tenant("confirmed");
+    let said = db().durability().unwrap_or_default();
+    assert!(said.contains("replica(s) and no wait_replicas: a failover loses what they lacked"), "{said}");
+    assert_eq!(waiting.durability(), None, "appendfsync always, and grants wait for the replica");
+    let mut pool = open(&waiting, &t);
+    pool.register("proxy", "only", 1).unwrap();
+    let lease = pool.acquire("shop").unwrap();
+    pool.renew(lease.id, lease.token).unwrap();
+    pool.release(lease.id, lease.token).unwrap();
+
+    drop(replica);
+    match pool.acquire("shop") {
+        Err(Error::Store(StoreError::Unavailable(why))) => {
+            assert!(why.contains("reached 0 of 1 replica(s) within 200 ms"), "{why}")
+        }
+        other => panic!("a grant no replica holds is refused: {other:?}"),
+    }
+    let mut plain = open(&db(), &t);
+    let lease = plain.acquire("shop").expect("the refused grant was revoked");
+    plain.release(lease.id, lease.token).unwrap();
+}
+
 /// Another server process now answers for the data (its `run_id` is not
 /// the one the tenant's generation record names): a promoted replica or a
 /// restart, either of which may have lost the last grants.

@@ -82,10 +82,17 @@ async fn run(args: &Args) -> Result<(), String> {
         tokio::net::TcpListener::bind(args.listen).await.map_err(|e| format!("--listen {}: {e}", args.listen))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let spec = args.store.clone();
-    let store = tokio::task::spawn_blocking(move || spec.open())
+    let (store, durability) = tokio::task::spawn_blocking(move || spec.open().map(|s| (s.clone(), s.durability())))
         .await
         .map_err(|e| e.to_string())?
         .map_err(|e| format!("--store: {e}"))?;
+    if let Some(lost) = durability {
+        tracing::warn!(
+            %lost,
+            "the store can lose writes it acknowledged: leases stay exclusive and tokens unique (a new store \
+             generation waits out the leases it may have lost), but reports and usage in what it loses are gone"
+        );
+    }
     let advertise = args.advertise.clone().unwrap_or_else(|| format!("http://{addr}"));
     if let Some(file) = &mut server_lock {
         // Read by the next server refused the file, to say where this one is.

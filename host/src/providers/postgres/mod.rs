@@ -99,6 +99,30 @@ impl Backend for Postgres {
     fn ownership(&self, address: &str, ttl: Duration) -> Option<Ownership> {
         Some(Ownership::new(Box::new(self.owners()), address, ttl))
     }
+
+    /// `synchronous_commit` off or local, or a standby streaming
+    /// asynchronously, can lose commits a client was told of.
+    fn durability(&self) -> Option<String> {
+        let row = self
+            .link()
+            .run(|s| {
+                s.query_one(
+                    "SELECT current_setting('synchronous_commit'),
+                            (SELECT count(*) FROM pg_stat_replication WHERE sync_state IS DISTINCT FROM 'sync')",
+                    &[],
+                )
+            })
+            .ok()?;
+        let (commit, async_standbys): (String, i64) = (row.get(0), row.get(1));
+        match (commit.as_str(), async_standbys) {
+            ("off", _) => Some("synchronous_commit is off: a crash loses the last commits".into()),
+            (_, n) if n > 0 => {
+                Some(format!("{n} standby(s) replicate asynchronously: a failover to one loses the commits it lacked"))
+            }
+            ("local", _) => Some("synchronous_commit is local: a failover loses what no standby had".into()),
+            _ => None,
+        }
+    }
 }
 
 impl Postgres {

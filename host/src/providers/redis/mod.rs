@@ -65,6 +65,48 @@ fn recovering(code: &str, detail: &str) -> Option<StoreError> {
 #[derive(Clone)]
 pub struct Redis {
     client: Client,
+    confirm: Option<Confirm>,
+}
+
+/// How many replicas must hold a grant or a renewal before it counts
+/// (`WAIT`), and for how long to wait for them: the store URL's
+/// `wait_replicas` and `wait_ms`. A grant no replica set confirmed is
+/// revoked and refused, so a failover to a replica can only lose grants
+/// nobody was told of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Confirm {
+    replicas: u32,
+    timeout_ms: u64,
+}
+
+impl Confirm {
+    /// `url` without repute's own parameters, and what they ask for.
+    fn parse(url: &str) -> Result<(String, Option<Confirm>), StoreError> {
+        let Some((base, query)) = url.split_once('?') else { return Ok((url.to_owned(), None)) };
+        let (mut replicas, mut timeout_ms, mut kept) = (None, 100, Vec::new());
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let number = |v: &str| v.parse::<u64>().map_err(|_| unavailable(format!("store url: {pair}: a number")));
+            match pair.split_once('=') {
+                Some(("wait_replicas", v)) => replicas = Some(number(v)?.clamp(1, u64::from(u32::MAX)) as u32),
+                Some(("wait_ms", v)) => timeout_ms = number(v)?.max(1),
+                _ => kept.push(pair),
+            }
+        }
+        let url = if kept.is_empty() { base.to_owned() } else { format!("{base}?{}", kept.join("&")) };
+        Ok((url, replicas.map(|replicas| Confirm { replicas, timeout_ms })))
+    }
+
+    /// Waits for the replicas; an error when too few confirmed in time.
+    fn wait(self, link: &mut Link, what: &str) -> Result<(), StoreError> {
+        let acked: u64 = link.run(|c, _| redis::cmd("WAIT").arg(self.replicas).arg(self.timeout_ms).query(c))?;
+        if acked < u64::from(self.replicas) {
+            return Err(unavailable(format!(
+                "{what} reached {acked} of {} replica(s) within {} ms (wait_replicas)",
+                self.replicas, self.timeout_ms
+            )));
+        }
+        Ok(())
+    }
 }
 
 opaque_debug!(Redis, RedisStorage, RedisFencing);
@@ -90,18 +132,50 @@ impl Backend for Redis {
         Ok(())
     }
 
+    /// Without `appendfsync always` a crash loses the last writes; with
+    /// replicas and no `wait_replicas`, a failover loses what they lacked.
+    fn durability(&self) -> Option<String> {
+        let mut link = self.link();
+        let persistence: String = link.run(|c, _| redis::cmd("INFO").arg("persistence").query(c)).ok()?;
+        let replication: String = link.run(|c, _| redis::cmd("INFO").arg("replication").query(c)).ok()?;
+        let field = |info: &str, name: &str| {
+            info.lines().find_map(|l| l.strip_prefix(name).and_then(|v| v.strip_prefix(':'))).map(str::to_owned)
+        };
+        // Managed servers often refuse CONFIG: then the setting is unknown.
+        let fsync: Option<Vec<String>> =
+            link.run(|c, _| redis::cmd("CONFIG").arg("GET").arg("appendfsync").query(c)).ok();
+        let fsync = fsync.and_then(|pair| pair.get(1).cloned());
+        let replicas: u64 = field(&replication, "connected_slaves").and_then(|n| n.parse().ok()).unwrap_or(0);
+        let mut lost = Vec::new();
+        if field(&persistence, "aof_enabled").as_deref() != Some("1") {
+            lost.push("appendonly is off: a restart loses what the last snapshot lacks".to_owned());
+        } else if fsync.as_deref().is_some_and(|f| f != "always") {
+            lost.push(format!("appendfsync is {}: a crash loses the last writes", fsync.unwrap_or_default()));
+        }
+        if replicas > 0 && self.confirm.is_none() {
+            lost.push(format!("{replicas} replica(s) and no wait_replicas: a failover loses what they lacked"));
+        }
+        (!lost.is_empty()).then(|| lost.join("; "))
+    }
+
     /// For a caller that owns the connection (see [`Exchange`]); none for
-    /// a TLS server.
+    /// a TLS server, nor when grants wait for replicas (`wait_replicas`):
+    /// that caller runs the scripts and never waits.
     fn wire(&self, tenant: &str, epoch: u64) -> Option<RedisWire> {
+        if self.confirm.is_some() {
+            return None;
+        }
         RedisWire::new(self.client.get_connection_info(), Keys::new(tenant), epoch)
     }
 }
 
 impl Redis {
-    /// Checks `url` (`redis://host:port[/db]`) and that the server answers.
+    /// Checks `url` (`redis://host:port[/db][?wait_replicas=N[&wait_ms=M]]`)
+    /// and that the server answers.
     pub fn connect(url: &str) -> Result<Redis, StoreError> {
-        let client = Client::open(url).map_err(|e| unavailable(format!("store url: {e}")))?;
-        let db = Redis { client };
+        let (url, confirm) = Confirm::parse(url)?;
+        let client = Client::open(url.as_str()).map_err(|e| unavailable(format!("store url: {e}")))?;
+        let db = Redis { client, confirm };
         db.link().run(|c, _| redis::cmd("PING").query::<String>(c))?;
         Ok(db)
     }
@@ -116,7 +190,7 @@ impl Redis {
         let keys = Keys::new(tenant);
         (
             RedisStorage { link: self.link(), keys: keys.clone(), epoch, seen: 0 },
-            RedisFencing { link: self.link(), keys, epoch },
+            RedisFencing { link: self.link(), keys, epoch, confirm: self.confirm },
         )
     }
 }
@@ -278,6 +352,7 @@ pub struct RedisFencing {
     link: Link,
     keys: Keys,
     epoch: u64,
+    confirm: Option<Confirm>,
 }
 
 type Fields = (Option<u64>, Option<u64>, Option<u64>, Option<Vec<u8>>);
@@ -433,7 +508,14 @@ impl Fencing for RedisFencing {
     ) -> Result<GrantAnswer, StoreError> {
         let (keys, args) = grant_call(&self.keys, permit, ttl, last, self.epoch, claim, view);
         let reply: Option<i64> = self.link.run(|c, s| s.grant.key(&keys[..]).arg(&args[..]).invoke(c))?;
-        Ok(grant_answer(reply))
+        let answer = grant_answer(reply);
+        if let (GrantAnswer::Granted(token), Some(confirm)) = (answer, self.confirm) {
+            if let Err(e) = confirm.wait(&mut self.link, "the grant") {
+                let _ = self.revoke(permit, token);
+                return Err(e);
+            }
+        }
+        Ok(answer)
     }
 
     fn reconcile(
@@ -509,6 +591,9 @@ impl Fencing for RedisFencing {
         let extended: i64 = self
             .link
             .run(|c, s| s.extend.key(&fence).key(&lease).key(generation).arg(token).arg(micros(ttl)).invoke(c))?;
+        if let (1, Some(confirm)) = (extended, self.confirm) {
+            confirm.wait(&mut self.link, "the renewal")?;
+        }
         Ok(extended == 1)
     }
 
@@ -539,5 +624,25 @@ impl Fencing for RedisFencing {
         let key = &self.keys.rate;
         let wait_us: u64 = self.link.run(|c, s| s.admit.key(key).arg(interval).arg(tolerance).invoke(c))?;
         Ok((wait_us > 0).then(|| wait_us * 1_000))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_url_names_how_many_replicas_a_grant_waits_for() {
+        assert_eq!(Confirm::parse("redis://h:1/2").unwrap(), ("redis://h:1/2".into(), None));
+        let (url, confirm) = Confirm::parse("redis://h:1/2?wait_replicas=1&protocol=resp2").unwrap();
+        assert_eq!(
+            (url.as_str(), confirm),
+            ("redis://h:1/2?protocol=resp2", Some(Confirm { replicas: 1, timeout_ms: 100 }))
+        );
+        let (url, confirm) = Confirm::parse("redis://h:1?wait_ms=20&wait_replicas=2").unwrap();
+        assert_eq!((url.as_str(), confirm), ("redis://h:1", Some(Confirm { replicas: 2, timeout_ms: 20 })));
+        assert_eq!(Confirm::parse("redis://h:1?wait_ms=20").unwrap().1, None, "no replicas asked for, no wait");
+        let bad = Confirm::parse("redis://h:1?wait_replicas=some").unwrap_err();
+        assert_eq!(bad, StoreError::Unavailable("redis: store url: wait_replicas=some: a number".into()));
     }
 }
