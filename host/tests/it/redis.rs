@@ -83,21 +83,27 @@ fn tokens_never_go_back_even_when_redis_loses_its_data() {
     assert_eq!(lease.token, reseeded.token + 1);
 }
 
-/// A replica of the test server, on a free port, killed when dropped.
-struct Replica(std::process::Child);
+/// A replica of the test server, on a free port, killed when dropped; the
+/// copy of the data it receives is written to the temporary directory and
+/// removed with it.
+struct Replica(std::process::Child, std::path::PathBuf);
 
 impl Replica {
     fn start() -> Replica {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let master = url().trim_start_matches("redis://").trim_end_matches('/').to_owned();
         let (host, master_port) = master.split_once(':').unwrap();
+        let (dir, file) = (std::env::temp_dir(), format!("repute-replica-{port}.rdb"));
         let child = std::process::Command::new("redis-server")
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .args(["--replicaof", host, master_port])
+            .arg("--dir")
+            .arg(&dir)
+            .args(["--dbfilename", &file])
             .stdout(std::process::Stdio::null())
             .spawn()
             .expect("redis-server runs");
-        let replica = Replica(child);
+        let replica = Replica(child, dir.join(file));
         let mut conn = loop {
             if let Ok(conn) = redis::Client::open(format!("redis://127.0.0.1:{port}")).unwrap().get_connection() {
                 break conn;
@@ -119,6 +125,7 @@ impl Drop for Replica {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
+        let _ = std::fs::remove_file(&self.1);
     }
 }
 
