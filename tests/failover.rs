@@ -303,25 +303,6 @@ fn serve(store: &str) -> Server {
     ])
 }
 
-/// The fault scenarios' workload (`faults`): 8 workers over 4 contexts,
-/// short holds, a client timeout well under the leases' TTL; run for a
-/// time rather than a number of grants.
-fn workload(tenant: &str, pg: &str, table: String) -> Config {
-    Config {
-        tenant: tenant.to_owned(),
-        workers: 8,
-        grants: usize::MAX,
-        contexts: 4,
-        hold: (Duration::ZERO, Duration::from_millis(4)),
-        long_hold: None,
-        timeout: Duration::from_millis(750),
-        downstream_url: pg.to_owned(),
-        downstream_table: table,
-        stall: Duration::from_secs(30),
-        cost: None,
-    }
-}
-
 /// `LONG_HOLDERS` workers beside the workload, each holding every lease
 /// `LONG_HOLD`: at the fault each holds a lease granted in the last second,
 /// which the new store forgot, and is still using it when that store hands
@@ -329,7 +310,7 @@ fn workload(tenant: &str, pg: &str, table: String) -> Config {
 /// (I1): the workload's holds are over by then, and show the tokens (I2).
 /// Separate workers, so the workload's grants still time the failover.
 fn long_holders(tenant: &str, pg: &str, table: String) -> Config {
-    Config { workers: LONG_HOLDERS, hold: (LONG_HOLD, LONG_HOLD), ..workload(tenant, pg, table) }
+    Config { workers: LONG_HOLDERS, hold: (LONG_HOLD, LONG_HOLD), ..Config::faults(tenant, usize::MAX, pg, table) }
 }
 
 /// One run's judgement and what the fault took.
@@ -356,7 +337,7 @@ fn run(failover: Failover, index: usize) -> Outcome {
     let cluster = Cluster::new(servers.iter().map(|s| s.base().to_owned()).collect());
     register(&cluster, &tenant, RESOURCES);
 
-    let running = Running::start(workload(&tenant, &pg, table.clone()), &cluster);
+    let running = Running::start(Config::faults(&tenant, usize::MAX, &pg, table.clone()), &cluster);
     let holding = Running::start(long_holders(&tenant, &pg, table), &cluster);
     running.wait_for(1);
     running.wait_until(Instant::now() + BEFORE);

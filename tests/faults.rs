@@ -157,24 +157,6 @@ fn grants() -> usize {
     std::env::var("REPUTE_FAULT_GRANTS").map_or(6_000, |v| v.parse().expect("REPUTE_FAULT_GRANTS: a number"))
 }
 
-/// The workload every fault scenario runs: 8 workers over 4 contexts, short
-/// holds, a client timeout well under the leases' TTL.
-fn workload(tenant: &str, grants: usize, pg: &str, table: String) -> Config {
-    Config {
-        tenant: tenant.to_owned(),
-        workers: 8,
-        grants,
-        contexts: 4,
-        hold: (Duration::ZERO, Duration::from_millis(4)),
-        long_hold: None,
-        timeout: Duration::from_millis(750),
-        downstream_url: pg.to_owned(),
-        downstream_table: table,
-        stall: Duration::from_secs(30),
-        cost: None,
-    }
-}
-
 /// Injects `fault` on the node `victim` (the service's restart hits every
 /// node), noting it in each of `runs`; returns once the fault is over.
 fn inject(setup: Setup, fault: Fault, nodes: &mut [Node], victim: usize, cluster: &Cluster, runs: &[&Running]) {
@@ -218,7 +200,7 @@ fn scenario(setup: Setup, fault: Fault) {
     register(&cluster, &tenant, RESOURCES);
 
     let total = grants();
-    let config = workload(&tenant, total, &pg, table);
+    let config = Config::faults(&tenant, total, &pg, table);
     let running = Running::start(config, &cluster);
     running.wait_for(total / 4);
 
@@ -295,7 +277,7 @@ impl LimitedTenant {
             // With every key at its limit nothing is granted until the window frees one.
             stall: WINDOW + Duration::from_secs(30),
             cost,
-            ..workload(&tenant, 0, pg, table)
+            ..Config::faults(&tenant, 0, pg, table)
         };
         LimitedTenant { limit, keys, config }
     }
@@ -447,7 +429,7 @@ fn sqlite_scenario(holder: Holder) {
         // Most workers are mid-way through a long hold when the process is
         // killed: the permits the next process must not hand out again.
         long_hold: Some((50, Duration::from_millis(800))),
-        ..workload(&tenant, total, &pg, table)
+        ..Config::faults(&tenant, total, &pg, table)
     };
     let running = Running::start(config, &cluster);
     let mut restarts = Vec::new();

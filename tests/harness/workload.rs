@@ -144,6 +144,28 @@ pub struct Config {
     pub cost: Option<(u64, u64)>,
 }
 
+impl Config {
+    /// The workload the fault scenarios run: 8 workers over 4 contexts,
+    /// short holds, a client timeout well under the leases' TTL; `grants`
+    /// in all (`usize::MAX`: until stopped), each use fenced in `table` of
+    /// the database at `pg`.
+    pub fn faults(tenant: &str, grants: usize, pg: &str, table: String) -> Config {
+        Config {
+            tenant: tenant.to_owned(),
+            workers: 8,
+            grants,
+            contexts: 4,
+            hold: (Duration::ZERO, Duration::from_millis(4)),
+            long_hold: None,
+            timeout: Duration::from_millis(750),
+            downstream_url: pg.to_owned(),
+            downstream_table: table,
+            stall: Duration::from_secs(30),
+            cost: None,
+        }
+    }
+}
+
 /// Registers `count` resources `proxy/r{i}`, with 1 or 2 permits.
 pub fn register(cluster: &Cluster, tenant: &str, count: usize) {
     register_all(
