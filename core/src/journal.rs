@@ -134,6 +134,17 @@ impl<S: Storage> Journal<S> {
         self.run(f)
     }
 
+    /// Catches up with what other processes did: folds the whole log, and
+    /// asks the authority again about each group this pool holds out at
+    /// its concurrency (a release elsewhere, which no log entry records,
+    /// may have freed a slot). Returns how many entries were folded.
+    pub fn sync(&mut self) -> core::result::Result<u32, S::Error> {
+        let folded = self.fold(None)?;
+        let now = self.storage.now();
+        self.pool.reopen_concurrency_gates(now);
+        Ok(folded)
+    }
+
     /// Folds the log entries after the last one folded and before `until`
     /// (all of them when `None`) into the pool; returns how many.
     pub fn fold(&mut self, until: Option<u64>) -> core::result::Result<u32, S::Error> {

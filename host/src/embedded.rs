@@ -12,7 +12,7 @@ use crate::ownership::{Keeper, Ownership, Standing};
 use crate::pool::Pool;
 #[cfg(feature = "redis")]
 use crate::providers::RedisWire;
-use crate::providers::{Backend, Clock, Providers};
+use crate::providers::{Backend, Clock, Providers, Releases};
 use crate::store::{Mode, OwnersSpec};
 
 /// How an embedded pool shares its tenant with other processes; only the
@@ -46,6 +46,8 @@ pub struct EmbeddedPool {
     owner: Option<Owner>,
     #[cfg(feature = "redis")]
     wire: Option<RedisWire>,
+    /// Releases other processes make, until a holder takes them.
+    releases: Option<Box<dyn Releases>>,
 }
 
 impl EmbeddedPool {
@@ -77,8 +79,12 @@ impl EmbeddedPool {
         // a pool keeps to the one-call acquire.
         #[cfg(feature = "redis")]
         let wire = if config.policy.rate_limit.is_none() || epoch > 0 { store.wire(tenant, epoch) } else { None };
-        let pool = match store.providers(tenant, epoch, clock).and_then(|p| Pool::open(config, p)) {
-            Ok(pool) => pool,
+        let opened = store.providers(tenant, epoch, clock).and_then(|providers| {
+            let releases = providers.fencing.releases();
+            Pool::open(config, providers).map(|pool| (pool, releases))
+        });
+        let (pool, releases) = match opened {
+            Ok(opened) => opened,
             Err(e) => {
                 if let Some(ownership) = ownership {
                     // Nobody serves the tenant from here: let the next pool take it now.
@@ -93,7 +99,15 @@ impl EmbeddedPool {
             owner,
             #[cfg(feature = "redis")]
             wire,
+            releases,
         })
+    }
+
+    /// Where this pool hears of the releases other processes make (see
+    /// [`Releases`]), once: `None` after the first call, or where no other
+    /// process grants.
+    pub fn take_releases(&mut self) -> Option<Box<dyn Releases>> {
+        self.releases.take()
     }
 
     /// The tenant's grants and revokes as bytes, for an application that

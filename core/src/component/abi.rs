@@ -100,7 +100,7 @@ impl GuestPool for GuestState {
     }
 
     fn sync(&self) -> Result<u32, wit::Error> {
-        self.journal.borrow_mut().fold(None).map_err(wit::Error::Storage)
+        self.journal.borrow_mut().sync().map_err(wit::Error::Storage)
     }
 
     fn register(&self, resource: wit::ResourceId, registration: wit::Registration) -> Result<bool, wit::Error> {

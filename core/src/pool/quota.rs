@@ -363,6 +363,22 @@ impl Pool {
         self.gate_group(g, at);
     }
 
+    /// Lets each group held out at its concurrency by the authority's
+    /// answer be asked again, as its own count at `now` allows: another
+    /// process may have released a slot since (see `Journal::sync`).
+    pub(crate) fn reopen_concurrency_gates(&mut self, now: u64) {
+        self.advance(now);
+        let gated: Vec<u32> = self
+            .quota
+            .iter()
+            .filter(|(_, g)| g.limits.concurrency.is_some() && g.limited.is_some())
+            .map(|(g, _)| g)
+            .collect();
+        for g in gated {
+            self.regate_group(g);
+        }
+    }
+
     /// Recomputes whether group `g` is over a limit now, and gates or
     /// frees its members: the gate becomes exactly what the pool's own
     /// count asks (an authority's longer wait is asked again at the next

@@ -30,7 +30,7 @@ use crate::pool::Pool;
 use crate::profile::{HttpAnswer, Profiles};
 #[cfg(feature = "redis")]
 use crate::providers::RedisWire;
-use crate::providers::{Clock, SystemClock};
+use crate::providers::{Clock, Releases, SystemClock};
 use crate::store::Mode;
 
 /// An open pool and whether closing it saves a last checkpoint.
@@ -64,6 +64,9 @@ pub struct Holder {
     durable: bool,
     watch: Arc<watch::Watch>,
     profiles: Profiles,
+    /// Releases in other processes, until the first waiting acquire starts
+    /// listening for them (see [`Holder::listen`]).
+    elsewhere: Mutex<Option<Box<dyn Releases>>>,
 }
 
 impl std::fmt::Debug for Holder {
@@ -81,7 +84,9 @@ impl Holder {
         let store = resolved.store.open()?;
         let shared = store.is_shared() && resolved.sharing.mode == Mode::Shared;
         let last_checkpoint = resolved.config.durable && !shared;
-        let pool = EmbeddedPool::open(&*store, &resolved.sharing, &resolved.tenant, resolved.config, clock.clone())?;
+        let mut pool =
+            EmbeddedPool::open(&*store, &resolved.sharing, &resolved.tenant, resolved.config, clock.clone())?;
+        let releases = if shared { pool.take_releases() } else { None };
         Ok(Arc::new(Holder {
             pool: Mutex::new(Some(Open { pool, last_checkpoint })),
             line: line::Line::default(),
@@ -94,7 +99,38 @@ impl Holder {
             durable: resolved.store.durable(),
             watch: Arc::default(),
             profiles: resolved.profiles,
+            elsewhere: Mutex::new(releases),
         }))
+    }
+
+    /// Starts hearing of the releases other processes make, once, on a
+    /// thread of its own that ends with the pool: each syncs the pool
+    /// (which asks the store again about groups at their concurrency) and
+    /// wakes the first waiting acquire in line here, as a release here does. Waiting
+    /// acquires start it, so a pool that never waits opens no connection
+    /// for it.
+    fn listen(self: &Arc<Self>) {
+        let Some(mut releases) = self.elsewhere.lock().unwrap_or_else(|p| p.into_inner()).take() else { return };
+        let holder = Arc::downgrade(self);
+        let heard = move || loop {
+            let heard = releases.next(watch::MAX_SLEEP);
+            let Some(holder) = holder.upgrade().filter(|h| !h.is_closed()) else { return };
+            match heard {
+                Ok(true) => {
+                    // The pool holds a group out until it asks again.
+                    let _ = holder.with(|p| p.sync());
+                    holder.notify_freed();
+                }
+                Ok(false) => {}
+                Err(_) => {
+                    // The store is away: the waiters' backoff still runs.
+                    drop(holder);
+                    std::thread::sleep(watch::MAX_SLEEP);
+                }
+            }
+        };
+        // Without the thread, waiters find frees at their next attempt.
+        let _ = std::thread::Builder::new().name("repute-releases".into()).spawn(heard);
     }
 
     fn lock(&self) -> MutexGuard<'_, Option<Open>> {
@@ -224,7 +260,8 @@ impl Holder {
 
     /// The waiting plan of one acquire that may wait up to `timeout` ns
     /// (`None`: without limit), for front ends that sleep their own way.
-    pub fn waiting(&self, timeout: Option<u64>) -> Waiting {
+    pub fn waiting(self: &Arc<Self>, timeout: Option<u64>) -> Waiting {
+        self.listen();
         Waiting::new(self.now(), timeout, self.sole_writer)
     }
 
@@ -254,7 +291,7 @@ impl Holder {
         worth_waiting: impl Fn(&Error) -> bool,
         mut between: impl FnMut() -> Result<(), E>,
     ) -> Result<Arc<HeldLease>, E> {
-        let mut waiting = self.waiting(timeout);
+        let mut waiting = Waiting::new(self.now(), timeout, self.sole_writer);
         let mut place: Option<line::Place<'_>> = None;
         loop {
             let mut guard = self.lock();
@@ -280,7 +317,10 @@ impl Holder {
                 return Err(refusal.into());
             };
             let Some(wait) = waiting.next(hint, self.now()) else { return Err(refusal.into()) };
-            let place = place.get_or_insert_with(|| self.line.place(wish(context, selector)));
+            let place = place.get_or_insert_with(|| {
+                self.listen();
+                self.line.place(wish(context, selector))
+            });
             let bell = place.lie_down();
             drop(guard);
             place.sleep(&bell, wait);

@@ -196,7 +196,7 @@ pub(crate) fn checkpoint(pool: &mut LinkedPool, with_leases: bool) -> Result<u64
 }
 
 pub(crate) fn sync(pool: &mut LinkedPool) -> Result<u32> {
-    Ok(pool.journal.fold(None)?)
+    Ok(pool.journal.sync()?)
 }
 
 pub(crate) fn drain_events(pool: &mut LinkedPool) -> Result<Vec<Event>> {

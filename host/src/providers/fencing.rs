@@ -110,12 +110,38 @@ pub trait Fencing: Send {
         false
     }
 
+    /// The signal of a permit another process released while this pool
+    /// waits in the line of a group whose concurrency is full (see
+    /// [`Releases`]); `None` where no other process grants.
+    fn releases(&self) -> Option<Box<dyn Releases>> {
+        None
+    }
+
     /// Spends one acquire of a rate limit shared by every process serving
     /// the tenant; `Some(ns)` refuses it. An authority that serves one
     /// process leaves rate limiting to the pool's own bucket.
     fn admit(&mut self, limit: &RateLimit) -> Result<Option<u64>, StoreError> {
         let _ = limit;
         Ok(None)
+    }
+}
+
+/// Where a pool in shared mode hears of permits other processes release.
+///
+/// A pool refused because a group's concurrency is full waits in the
+/// group's line at the store (the grant step keeps it: a freed slot goes
+/// to the pool that has waited longest since it was last granted one). A
+/// release there tells every pool in a line, so the first in line tries at
+/// once instead of at its next poll.
+pub trait Releases: Send {
+    /// Blocks until a release is heard of, or for about `at_most`: true
+    /// for a release.
+    fn next(&mut self, at_most: std::time::Duration) -> Result<bool, StoreError>;
+}
+
+impl std::fmt::Debug for dyn Releases {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Releases")
     }
 }
 

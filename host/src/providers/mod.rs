@@ -37,7 +37,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 #[cfg(feature = "etcd")]
 pub use etcd::EtcdOwners;
 pub(crate) use fencing::{authority_groups, authority_windows};
-pub use fencing::{Fencing, GroupCounts, MemoryFencing, Permit};
+pub use fencing::{Fencing, GroupCounts, MemoryFencing, Permit, Releases};
 pub use memory::Memory;
 pub use owners::{owner_margin, Claim, OwnerStore};
 #[cfg(feature = "postgres")]
@@ -48,6 +48,18 @@ pub use sqlite::{SqliteFencing, SqliteFile, SqliteStorage};
 pub use storage::{Checkpoint, FoldCount, LogEntry, MemoryStorage, Storage};
 
 use std::sync::Arc;
+
+/// A name for one pool's place at a shared store (its line entries, its
+/// wake-ups), unlike every other pool's in any process or machine: the
+/// process, a count of pools it opened, and the hasher's random keys.
+#[cfg(any(feature = "postgres", feature = "redis"))]
+fn pool_id() -> u64 {
+    use std::hash::BuildHasher;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static OPENED: AtomicU64 = AtomicU64::new(0);
+    let opened = OPENED.fetch_add(1, Ordering::Relaxed);
+    std::collections::hash_map::RandomState::new().hash_one((std::process::id(), opened, std::time::SystemTime::now()))
+}
 
 /// Everything one tenant's pool talks to.
 pub struct Providers {

@@ -181,7 +181,7 @@ fn migrations_run_once() {
     let mut client = ::postgres::Client::connect(&url(), ::postgres::NoTls).unwrap();
     let rows = client.query("SELECT version FROM repute_migrations ORDER BY version", &[]).unwrap();
     let versions: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
-    assert_eq!(versions, vec![1, 2, 3, 4, 5, 6]);
+    assert_eq!(versions, vec![1, 2, 3, 4, 5, 6, 7]);
 }
 
 /// Another server now answers for the data (the generation row names
@@ -228,6 +228,12 @@ fn a_lease_from_before_the_floor_has_ended() {
 
 shared_store_tests!(opener: opener, db: db, grants: 60);
 
+#[test]
+fn a_capped_group_is_shared_fairly_between_processes() {
+    let shares = crate::shared_store::a_capped_group_is_shared_fairly_between_processes(&url());
+    println!("grants per process under concurrency 2: {shares:?}");
+}
+
 /// Each connection a process of its own; the grants' times are the
 /// database's, so aging rewrites them.
 struct Pg {
@@ -272,6 +278,10 @@ impl Store for Pg {
     /// restart.
     fn restart(&self, _: &str) -> bool {
         true
+    }
+
+    fn concurrency_wait(&self, ttl: u64) -> u64 {
+        ttl.min(crate::usage_limits::LINE_POLL)
     }
 }
 

@@ -195,6 +195,12 @@ fn a_stale_epoch_is_refused_by_the_scripts() {
 
 shared_store_tests!(opener: opener, db: db, grants: 100);
 
+#[test]
+fn a_capped_group_is_shared_fairly_between_processes() {
+    let shares = crate::shared_store::a_capped_group_is_shared_fairly_between_processes(&url());
+    println!("grants per process under concurrency 2: {shares:?}");
+}
+
 /// Each connection a process of its own; the grants' times are the
 /// server's, so aging rewrites the windows' scores and the newest grant.
 struct Server {
@@ -264,6 +270,10 @@ impl Store for Server {
     /// restart.
     fn restart(&self, _: &str) -> bool {
         true
+    }
+
+    fn concurrency_wait(&self, ttl: u64) -> u64 {
+        ttl.min(crate::usage_limits::LINE_POLL)
     }
 }
 
@@ -438,11 +448,11 @@ fn scripts_the_server_lost_are_sent_as_source() {
     let mut driven = Driven::with_one("exchange-noscript");
     driven.exchange.acquire(driven.pool.serve().unwrap(), 1, "shop", &Selector::default()).unwrap();
     let by_hash = driven.exchange.take_output();
-    assert!(by_hash.starts_with(b"*35\r\n$7\r\nEVALSHA\r\n"));
+    assert!(by_hash.starts_with(b"*37\r\n$7\r\nEVALSHA\r\n"));
     let lost = b"-NOSCRIPT No matching script. Please use EVAL.\r\n";
     assert!(driven.exchange.feed(driven.pool.serve().unwrap(), lost).unwrap().is_empty());
     let again = driven.exchange.take_output();
-    assert!(again.starts_with(b"*35\r\n$4\r\nEVAL\r\n"), "{}", String::from_utf8_lossy(&again));
+    assert!(again.starts_with(b"*37\r\n$4\r\nEVAL\r\n"), "{}", String::from_utf8_lossy(&again));
     driven.socket.write_all(&again).unwrap();
     let lease = match driven.pump().as_slice() {
         [Done::Acquired { op: 1, result: Ok(lease) }] => lease.clone(),
@@ -453,7 +463,7 @@ fn scripts_the_server_lost_are_sent_as_source() {
     driven.exchange.take_output();
     assert!(driven.exchange.feed(driven.pool.serve().unwrap(), lost).unwrap().is_empty());
     let again = driven.exchange.take_output();
-    assert!(again.starts_with(b"*5\r\n$4\r\nEVAL\r\n"), "{}", String::from_utf8_lossy(&again));
+    assert!(again.starts_with(b"*8\r\n$4\r\nEVAL\r\n"), "{}", String::from_utf8_lossy(&again));
     driven.socket.write_all(&again).unwrap();
     assert!(matches!(driven.pump().as_slice(), [Done::Released { op: 2, result: Ok(()) }]));
     assert_eq!(driven.acquire("shop").unwrap().token, 2, "the revoke ran");

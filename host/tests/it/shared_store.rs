@@ -8,13 +8,15 @@
 //! has a connection of its own.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use repute_host::holder::{Holder, OpenOptions};
 use repute_host::providers::Checkpoint;
 use repute_host::{
-    Error, GroupLimits, GroupName, Limits, Outcome, Policy, Pool, PoolOps, RateLimit, Registration, Selector,
-    StoreError, Strategy, Window, SECOND, WINDOW,
+    Backend, EmbeddedPool, Error, GroupLimits, GroupName, Limits, Mode, Outcome, Policy, Pool, PoolOps, RateLimit,
+    Registration, Selector, Sharing, StoreError, Strategy, SystemClock, TenantConfig, Window, SECOND, WINDOW,
 };
 
 /// The tests of this module as `#[test]` functions of a store's test file.
@@ -51,6 +53,11 @@ macro_rules! shared_store_tests {
         #[test]
         fn the_views_show_the_window_of_every_process() {
             crate::shared_store::the_views_show_the_window_of_every_process(&$opener());
+        }
+
+        #[test]
+        fn a_release_tells_the_pools_waiting_in_line() {
+            crate::shared_store::a_release_tells_the_pools_waiting_in_line(&$opener(), &$db());
         }
 
         #[test]
@@ -127,6 +134,106 @@ pub fn never_grants_one_permit_twice(open: &Opener, threads: usize, grants: usiz
         let span = sorted.last().unwrap() - sorted.first().unwrap() + 1;
         assert_eq!(span, issued.len() as u64, "{resource}: consecutive tokens, none skipped");
     }
+}
+
+/// Four processes (each an embedded pool, as a binding opens it), each
+/// with two workers as eager as the others', take and give back members of
+/// a group whose concurrency is 2 for a while, waiting for a slot when
+/// refused: each process gets its fair share of the grants within 20 %.
+/// The process that just released asks again at once (its own release
+/// wakes its waiter), the others when the store tells them: without a
+/// line at the store, the releasing process takes the slot it freed
+/// nearly every time. Returns the grants per process.
+pub fn a_capped_group_is_shared_fairly_between_processes(url: &str) -> Vec<u32> {
+    const PROCESSES: usize = 4;
+    const WORKERS: usize = 2;
+    let t = tenant("fair");
+    let options = || OpenOptions {
+        store: Some(url.to_owned()),
+        tenant: Some(t.clone()),
+        mode: Some("shared".into()),
+        ..OpenOptions::default()
+    };
+    let holders: Vec<Arc<Holder>> =
+        (0..PROCESSES).map(|_| Holder::open(options(), None, |_| "option").unwrap()).collect();
+    holders[0]
+        .with(|p| {
+            p.set_group("capped", &GroupLimits { concurrency: Some(2), ..GroupLimits::default() })?;
+            let member = Registration { groups: vec![GroupName::new("capped").unwrap()], ..Registration::new(1) };
+            for key in ["k1", "k2", "k3", "k4"] {
+                p.register_with("key", key, &member)?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    for holder in &holders[1..] {
+        holder.with(|p| p.sync()).unwrap();
+    }
+    let until = Instant::now() + Duration::from_secs(3);
+    let granted: Vec<Arc<AtomicU32>> = (0..PROCESSES).map(|_| Arc::default()).collect();
+    let workers: Vec<_> = (0..PROCESSES * WORKERS)
+        .map(|w| {
+            let (holder, granted) = (holders[w % PROCESSES].clone(), granted[w % PROCESSES].clone());
+            std::thread::spawn(move || {
+                while Instant::now() < until {
+                    let timeout = Some(2 * SECOND);
+                    let lease = holder.acquire("chat", &Selector::default(), timeout, || Ok::<_, Error>(())).unwrap();
+                    granted.fetch_add(1, Ordering::Relaxed);
+                    std::thread::sleep(Duration::from_millis(5));
+                    lease.release().unwrap();
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.join().unwrap();
+    }
+    let shares: Vec<u32> = granted.iter().map(|g| g.load(Ordering::Relaxed)).collect();
+    let fair = f64::from(shares.iter().sum::<u32>()) / PROCESSES as f64;
+    assert!(fair >= 20.0, "the processes took turns: {shares:?}");
+    for share in &shares {
+        assert!((f64::from(*share) - fair).abs() <= 0.2 * fair, "{shares:?}: each within 20 % of {fair:.0}");
+    }
+    for holder in holders {
+        holder.close(false).unwrap();
+    }
+    shares
+}
+
+/// A pool refused at a group's concurrency waits in its line at the store,
+/// and hears of the release that frees the slot in another process; a
+/// release while nobody waits tells nobody.
+pub fn a_release_tells_the_pools_waiting_in_line(open: &Opener, store: &dyn Backend) {
+    let t = tenant("told");
+    let mut holder = open(&t, Policy::default());
+    holder.set_group("capped", &GroupLimits { concurrency: Some(1), ..GroupLimits::default() }).unwrap();
+    let member = Registration { groups: vec![GroupName::new("capped").unwrap()], ..Registration::new(1) };
+    for key in ["k1", "k2"] {
+        holder.register_with("key", key, &member).unwrap();
+    }
+    let held = holder.acquire("chat").unwrap();
+    let sharing = Sharing { mode: Mode::Shared, ..Sharing::default() };
+    let config = TenantConfig { durable: true, ..TenantConfig::default() };
+    let mut waiter = EmbeddedPool::open(store, &sharing, &t, config, Arc::new(SystemClock::new())).unwrap();
+    let mut releases = waiter.take_releases().expect("a shared store tells of releases");
+    let mut refused = || {
+        let refused = waiter.serve().unwrap().acquire("chat");
+        assert!(matches!(refused, Err(Error::NoResourceAvailable { .. })), "the slot is taken: {refused:?}");
+    };
+    refused();
+    assert!(!releases.next(Duration::from_millis(100)).unwrap(), "nothing was released yet");
+    // Asking again keeps the pool's place (it lapses 250 ms after its last ask).
+    refused();
+    holder.release(held.id, held.token).unwrap();
+    assert!(releases.next(Duration::from_secs(2)).unwrap(), "the waiter hears of the release");
+    // A sync asks the store again about the group it held out (as the
+    // holder does on hearing), so the slot is granted at once.
+    waiter.serve().unwrap().sync().unwrap();
+    let granted = waiter.serve().unwrap().acquire("chat").unwrap();
+    waiter.serve().unwrap().release(granted.id, granted.token).unwrap();
+    let again = holder.acquire("chat").unwrap();
+    holder.release(again.id, again.token).unwrap();
+    assert!(!releases.next(Duration::from_millis(200)).unwrap(), "nobody waits, nobody is told");
 }
 
 /// Two processes grant members of one group: each process's view of the

@@ -49,7 +49,12 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (4, include_str!("../../../migrations/0004_partitions.sql")),
     (5, include_str!("../../../migrations/0005_views.sql")),
     (6, include_str!("../../../migrations/0006_generations.sql")),
+    (7, include_str!("../../../migrations/0007_lines.sql")),
 ];
+
+/// Every connection's session settings: a statement or a lock wait that
+/// outlasts them is an error, not a hang.
+const SESSION: &str = "-c statement_timeout=5000 -c lock_timeout=5000";
 
 /// Any lock number, the same in every process: serialises migrations.
 const MIGRATION_LOCK: i64 = 0x7265_7075_7465;
@@ -135,7 +140,7 @@ impl Postgres {
             .connect_timeout(Duration::from_secs(3))
             .tcp_user_timeout(Duration::from_secs(3))
             .keepalives_idle(Duration::from_secs(5))
-            .options("-c statement_timeout=5000 -c lock_timeout=5000")
+            .options(SESSION)
             .application_name("repute");
         let db = Postgres { config: Arc::new(config) };
         db.link().run(|s| migrate(s.client))?;
@@ -146,11 +151,20 @@ impl Postgres {
         Link { config: (*self.config).clone(), client: None }
     }
 
+    /// A link whose connections name a pool of their own in `repute.pool`,
+    /// its place in the lines of groups (see the migration `0007_lines`).
+    fn pool_link(&self) -> Link {
+        let mut config = (*self.config).clone();
+        config.options(&format!("{SESSION} -c repute.pool={}", super::pool_id()));
+        Link { config, client: None }
+    }
+
     /// The tenant's storage and lease authority, writing under `epoch` (the
     /// owner epoch a claim by [`Postgres::owners`] took; 0 in shared mode,
     /// where no process owns the tenant).
     pub fn tenant(&self, tenant: &str, epoch: u64) -> (PgStorage, PgFencing) {
-        let inner = Arc::new(Mutex::new(Inner { link: self.link(), tenant: tenant.to_owned(), epoch: epoch as i64 }));
+        let inner =
+            Arc::new(Mutex::new(Inner { link: self.pool_link(), tenant: tenant.to_owned(), epoch: epoch as i64 }));
         (PgStorage { inner: inner.clone(), partition: None }, PgFencing { inner })
     }
 
@@ -159,11 +173,11 @@ impl Postgres {
     /// processes of shared mode do (epoch 0), so a permit or a limit is
     /// judged over every partition's grants (I1, I2).
     pub fn partition(&self, partition: Partition, epoch: u64) -> (PgStorage, PgFencing) {
-        let inner = |epoch: u64| {
-            Arc::new(Mutex::new(Inner { link: self.link(), tenant: partition.tenant.clone(), epoch: epoch as i64 }))
+        let inner = |link: Link, epoch: u64| {
+            Arc::new(Mutex::new(Inner { link, tenant: partition.tenant.clone(), epoch: epoch as i64 }))
         };
-        let fencing = PgFencing { inner: inner(0) };
-        (PgStorage { inner: inner(epoch), partition: Some(partition) }, fencing)
+        let fencing = PgFencing { inner: inner(self.pool_link(), 0) };
+        (PgStorage { inner: inner(self.link(), epoch), partition: Some(partition) }, fencing)
     }
 
     /// Owner leases in this database, on a connection of their own so that

@@ -3,12 +3,16 @@
 //! locks of the rows it reads, judged on the database clock (I1, I2, I6).
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ::postgres::fallible_iterator::FallibleIterator;
 
 use repute_core::{GrantAnswer, RateLimit, Window, SECOND};
 
+use super::link::Link;
 use super::{lock, Inner};
 use crate::error::StoreError;
-use crate::providers::fencing::{Fencing, GroupCounts, Permit};
+use crate::providers::fencing::{Fencing, GroupCounts, Permit, Releases};
 use crate::providers::usage::RESOURCE_SCOPE;
 
 /// The permit table as the tenant's lease authority.
@@ -367,11 +371,54 @@ impl Fencing for PgFencing {
         let tenant = inner.tenant.clone();
         inner.link.run(|c| {
             c.execute(
-                "UPDATE repute_permit SET expires_at = '-infinity'
-                 WHERE tenant = $1 AND kind = $2 AND value = $3 AND permit = $4 AND token = $5",
+                "WITH released AS (
+                     UPDATE repute_permit SET expires_at = '-infinity'
+                     WHERE tenant = $1 AND kind = $2 AND value = $3 AND permit = $4 AND token = $5
+                     RETURNING 1
+                 )
+                 SELECT pg_notify('repute_freed', $1) FROM released
+                 WHERE EXISTS (SELECT 1 FROM repute_line WHERE tenant = $1 AND alive_until > now())",
                 &[&tenant, &permit.kind, &permit.value, &(permit.index as i32), &(token as i64)],
             )
         })?;
         Ok(())
+    }
+
+    fn releases(&self) -> Option<Box<dyn Releases>> {
+        let inner = lock(&self.inner);
+        let (config, tenant) = (inner.link.config.clone(), inner.tenant.clone());
+        Some(Box::new(PgReleases { link: Link { config, client: None }, tenant, listening: false }))
+    }
+}
+
+/// The tenant's releases as notifications on the channel `repute_freed`
+/// (see the migration `0007_lines`), heard on a connection of their own.
+struct PgReleases {
+    link: Link,
+    tenant: String,
+    /// The connection listens: false again once it broke.
+    listening: bool,
+}
+
+impl Releases for PgReleases {
+    fn next(&mut self, at_most: Duration) -> Result<bool, StoreError> {
+        if self.link.client.as_ref().is_none_or(|(c, _)| c.is_closed()) {
+            self.listening = false;
+        }
+        if !self.listening {
+            self.link.run(|c| c.client.batch_execute("LISTEN repute_freed"))?;
+            self.listening = true;
+        }
+        let tenant = &self.tenant;
+        self.link.run(|c| {
+            let mut heard = c.client.notifications();
+            let mut notes = heard.timeout_iter(at_most);
+            while let Some(note) = notes.next()? {
+                if note.payload() == tenant {
+                    return Ok(true);
+                }
+            }
+            Ok(false)
+        })
     }
 }

@@ -204,6 +204,11 @@ struct Link {
 }
 
 impl Link {
+    /// Another link to the same server, connected at its first call.
+    fn clone_unconnected(&self) -> Link {
+        Link { client: self.client.clone(), conn: None, scripts: Scripts::new() }
+    }
+
     fn run<T>(&mut self, f: impl FnOnce(&mut Connection, &Scripts) -> redis::RedisResult<T>) -> Result<T, StoreError> {
         if self.conn.is_none() {
             let timeout = Duration::from_secs(3);
@@ -240,6 +245,13 @@ struct Keys {
     changed: String,
     /// The store's history as the last grant found it (see `scripts::GENERATION`).
     generation: String,
+    /// The pools waiting in a group's line, each until when (a hash): told
+    /// of every release (see `scripts::REVOKE`).
+    waiting: String,
+    /// Where a waiting pool's wake-up list is: this, then its name.
+    wake: String,
+    /// This pool's name in lines and wake-ups (see `providers::pool_id`).
+    pool: u64,
 }
 
 impl Keys {
@@ -253,6 +265,9 @@ impl Keys {
             rate: format!("{prefix}rate"),
             changed: format!("{prefix}changed"),
             generation: format!("{prefix}generation"),
+            waiting: format!("{prefix}waiting"),
+            wake: format!("{prefix}wake:"),
+            pool: super::pool_id(),
             prefix,
         }
     }
@@ -330,11 +345,32 @@ fn grant_call(
             g.concurrency.map_or(0, u64::from),
         ]);
     }
+    k.push(keys.waiting.clone());
     k.push(keys.seq.clone());
     k.push(keys.generation.clone());
     k.push(keys.changed.clone());
+    a.push(keys.pool);
     a.push(view);
     (k, a)
+}
+
+/// A pool's wake-up list, read on a connection of its own: the revoke
+/// script pushes to it while the pool waits in a line (see `scripts::REVOKE`).
+struct RedisReleases {
+    link: Link,
+    list: String,
+}
+
+impl super::Releases for RedisReleases {
+    /// A blocking pop, bounded by the server (whole milliseconds, and
+    /// shorter than a call's read timeout).
+    fn next(&mut self, at_most: Duration) -> Result<bool, StoreError> {
+        let seconds = at_most.as_millis().clamp(1, 2_000) as f64 / 1_000.0;
+        let list = &self.list;
+        let popped: Option<(String, String)> =
+            self.link.run(|c, _| redis::cmd("BLPOP").arg(list).arg(seconds).query(c))?;
+        Ok(popped.is_some())
+    }
 }
 
 /// Checkpoints and the command log of one tenant.
@@ -599,8 +635,16 @@ impl Fencing for RedisFencing {
 
     fn revoke(&mut self, permit: Permit<'_>, token: u64) -> Result<(), StoreError> {
         let (_, lease) = self.keys.permit(permit);
-        self.link.run(|c, s| s.revoke.key(&lease).arg(token).invoke::<i64>(c))?;
+        let keys = &self.keys;
+        self.link.run(|c, s| {
+            s.revoke.key(&lease).key(&keys.waiting).arg(token).arg(&keys.wake).arg(keys.pool).invoke::<i64>(c)
+        })?;
         Ok(())
+    }
+
+    fn releases(&self) -> Option<Box<dyn super::Releases>> {
+        let list = format!("{}{}", self.keys.wake, self.keys.pool);
+        Some(Box::new(RedisReleases { link: self.link.clone_unconnected(), list }))
     }
 
     /// One script over the permits' lease keys, on the server's clock.

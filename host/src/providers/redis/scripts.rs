@@ -89,6 +89,17 @@ end
 /// the server, and reading them here keeps the grant one script (and
 /// revoke and extend unaware of groups). They are the tenant's keys, in
 /// its hash slot, so a cluster serves them from the script's node.
+/// A group whose concurrency is full keeps a line of the pools it refused
+/// (the leases key's name, then `:line`: a sorted set of pool names by
+/// when each joined, and `:alive`: a hash of until when each stays in it,
+/// refreshed by each of its attempts): a pool is admitted only while the
+/// live leases and the pools ahead of it in line leave a slot, leaves the
+/// line when granted, and joins it again at its end when refused; a pool
+/// not asking for 250 ms is dropped from it. Such a refusal waits 100 ms
+/// at most (a pool asks again within its place's 250 ms; a release wakes it
+/// sooner), not until the soonest lease expires. The waiting hash (the
+/// fourth KEY from the end) names every pool in a line, for the revoke's
+/// wake-ups; the pool's name is the ARGV before the view.
 /// A scope's window and costs expire a minute after its newest grant, a
 /// bucketed window a span after it, when every grant in them has left
 /// anyway. Pruning writes the scope's `tokens` back at once, refused or
@@ -96,6 +107,7 @@ end
 /// refuse the scope until its window expired.
 pub(super) const GRANT: &str = "
 if tonumber(redis.call('GET', KEYS[#KEYS]) or '0') > tonumber(ARGV[#ARGV]) then return -1 end
+local me, waiting, GRACE, POLL = ARGV[#ARGV - 1], KEYS[#KEYS - 3], 250000, 100000
 if ARGV[3] ~= '0' and redis.call('GET', KEYS[1]) ~= ARGV[3] then return false end
 local function lost() return tonumber(redis.call('GET', KEYS[#KEYS - 2]) or '0') < tonumber(ARGV[#ARGV]) end
 local floor, recovering = generation(KEYS[#KEYS - 1], tonumber(ARGV[1]), lost)
@@ -253,7 +265,28 @@ local function judge_group(g)
         redis.call('HDEL', g.leases, leases[i])
       end
     end
-    if live >= g.concurrency then return math.max(soonest - now, 1) end
+    local line, alive = g.leases .. ':line', g.leases .. ':alive'
+    local ahead, queued = 0, redis.call('ZRANGE', line, 0, -1)
+    if #queued > 0 then
+      local untils, mine = redis.call('HMGET', alive, unpack(queued)), false
+      for i, pool in ipairs(queued) do
+        if tonumber(untils[i] or '0') <= now then
+          redis.call('ZREM', line, pool)
+          redis.call('HDEL', alive, pool)
+        elseif pool == me then
+          mine = true
+        elseif not mine then
+          ahead = ahead + 1
+        end
+      end
+    end
+    if live + ahead >= g.concurrency then
+      redis.call('ZADD', line, 'NX', int(now), me)
+      redis.call('HSET', alive, me, int(now + GRACE))
+      redis.call('HSET', waiting, me, int(now + GRACE))
+      for _, key in ipairs({line, alive, waiting}) do redis.call('PEXPIRE', key, 1000) end
+      return math.max(math.min(soonest - now, POLL), 1)
+    end
   end
   return nil
 end
@@ -297,7 +330,13 @@ for _, g in ipairs(groups) do
     end
     redis.call('HSET', g.usage, 'uses', int(g.uses + 1), 'last', int(math.max(g.last, now)))
   end
-  if g.concurrency > 0 then redis.call('HSET', g.leases, KEYS[3], int(token)) end
+  if g.concurrency > 0 then
+    redis.call('HSET', g.leases, KEYS[3], int(token))
+    if redis.call('ZREM', g.leases .. ':line', me) == 1 then
+      redis.call('HDEL', g.leases .. ':alive', me)
+      redis.call('HDEL', waiting, me)
+    end
+  end
 end
 if ARGV[4] == '1' or #groups > 0 then
   local day = 0
@@ -426,11 +465,29 @@ end
 return 0
 ";
 
-/// KEYS: lease. ARGV: token.
+/// KEYS: lease, waiting (see `GRANT`). ARGV: token, the prefix of a
+/// pool's wake-up list, the releasing pool's name. A release tells every
+/// other pool waiting in a group's line (a list of one element: a pool
+/// woken twice tries once), and forgets those whose wait lapsed.
 pub(super) const REVOKE: &str = "
 local held = redis.call('GET', KEYS[1])
 if held and string.sub(held, 1, string.find(held, ':', 1, true) - 1) == ARGV[1] then
   redis.call('DEL', KEYS[1])
+  local waiting = redis.call('HGETALL', KEYS[2])
+  if #waiting > 0 then
+    local t = redis.call('TIME')
+    local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    for i = 1, #waiting, 2 do
+      if tonumber(waiting[i + 1]) <= now then
+        redis.call('HDEL', KEYS[2], waiting[i])
+      elseif waiting[i] ~= ARGV[3] then
+        local wake = ARGV[2] .. waiting[i]
+        redis.call('LPUSH', wake, '1')
+        redis.call('LTRIM', wake, 0, 0)
+        redis.call('PEXPIRE', wake, 1000)
+      end
+    end
+  end
 end
 return 0
 ";

@@ -110,9 +110,12 @@ impl RedisWire {
     /// The revoke script for `r`, appended to `out`.
     fn revoke(&self, out: &mut Vec<u8>, r: &Revoke, by_source: bool) {
         let permit = Permit { kind: r.resource.kind(), value: r.resource.value(), index: r.permit };
-        self.revoke.head(out, by_source, 5, 1);
+        self.revoke.head(out, by_source, 8, 2);
         permit_key(out, &self.keys, "lease:", permit);
+        bulk(out, &[self.keys.waiting.as_bytes()]);
         number(out, r.token);
+        bulk(out, &[self.keys.wake.as_bytes()]);
+        number(out, self.keys.pool);
     }
 }
 
@@ -341,7 +344,16 @@ mod tests {
             wire.revoke(&mut out, &revoke, by_source);
             let script = if by_source { &wire.revoke.text } else { &wire.revoke.sha };
             let verb = if by_source { "EVAL" } else { "EVALSHA" };
-            let packed = redis::cmd(verb).arg(script).arg(1).arg(&lease).arg(revoke.token).get_packed_command();
+            let keys = &wire.keys;
+            let packed = redis::cmd(verb)
+                .arg(script)
+                .arg(2)
+                .arg(&lease)
+                .arg(&keys.waiting)
+                .arg(revoke.token)
+                .arg(&keys.wake)
+                .arg(keys.pool)
+                .get_packed_command();
             assert_eq!(String::from_utf8(out).unwrap(), String::from_utf8(packed).unwrap());
         }
         assert_eq!(digits(0, &mut [0; 20]), b"0");
@@ -381,18 +393,18 @@ mod tests {
             let mut out = Vec::new();
             wire.grant(&mut out, &proposal, false);
             let mut cmd = redis::cmd("EVALSHA");
-            cmd.arg(&wire.grant.sha).arg(14);
+            cmd.arg(&wire.grant.sha).arg(15);
             cmd.arg(&wire.keys.epoch).arg(&fence).arg(&lease).arg(&wire.keys.usage(permit, None)[..]);
             // The context's scope, or the resource's again.
             cmd.arg(&wire.keys.usage(permit, context)[..]);
             cmd.arg(wire.keys.day(permit)).arg(wire.keys.claimed(permit));
-            cmd.arg(&wire.keys.seq).arg(&wire.keys.generation).arg(&wire.keys.changed);
+            cmd.arg(&wire.keys.waiting).arg(&wire.keys.seq).arg(&wire.keys.generation).arg(&wire.keys.changed);
             // Counted: rpm 60, no tpm, 1.5 µs rounded up to 2, 9 uses, cost 250; permit 3.
             cmd.arg(30_000_000).arg(41).arg(7).arg(&[1u64, 60, 0, 2, 9, 250, 3][..]);
             // Per context: rpm 5, tpm 1000, 2.001 µs rounded up to 3; none without one.
             cmd.arg(&if context.is_some() { [1u64, 5, 1_000, 3] } else { [0; 4] }[..]);
-            // No rpd, no tpd, no groups; the view.
-            cmd.arg(&[0u64, 0, 0, 5][..]);
+            // No rpd, no tpd, no groups; the pool's name, the view.
+            cmd.arg(&[0u64, 0, 0, wire.keys.pool, 5][..]);
             let packed = cmd.get_packed_command();
             assert_eq!(String::from_utf8(out).unwrap(), String::from_utf8(packed).unwrap(), "{context:?}");
         }
