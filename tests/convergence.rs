@@ -14,6 +14,17 @@
 //! where its limits keep them. It shares no code with the pool (the digest
 //! is computed here, from JSON).
 //!
+//! An independent window check then replays what the clients saw: every
+//! key has a fixed `rpm` (which also spaces its grants) and group `g3` a
+//! fixed `rpm` and `concurrency` while keys join and leave it. A grant's
+//! true instant lies between its request and its answer, so limits were
+//! certainly exceeded only if more grants than a limit fit in one minute
+//! even at their latest, two grants of a key fell closer than its spacing
+//! even at their farthest, or more leases than the concurrency were held
+//! at one instant even counted from their answers to their releases; a grant counts in `g3` only when the
+//! key's last acknowledged change before the request put it there and no
+//! change of the key was in flight meanwhile.
+//!
 //! `REPUTE_CONVERGENCE_SECONDS` sets how long the mix runs (default 16, the
 //! faults at fixed points in it); a longer run tries more interleavings.
 
@@ -36,6 +47,13 @@ const SERVERS: usize = 3;
 const KEYS: usize = 6;
 const WORKERS: usize = 4;
 const LEASE_TTL: &str = "2";
+/// Every key's `rpm`, as every registration gives it: at most that many
+/// grants a minute, one every `60 s / rpm` (`Limits::paced`).
+const KEY_RPM: usize = 600;
+/// Group `g3`'s limits, set once before the mix.
+const G3_RPM: usize = 240;
+const G3_CONCURRENCY: usize = 2;
+const MINUTE: Duration = Duration::from_secs(60);
 
 fn run_seconds() -> u64 {
     std::env::var("REPUTE_CONVERGENCE_SECONDS").map_or(16, |v| v.parse().expect("REPUTE_CONVERGENCE_SECONDS: seconds"))
@@ -61,6 +79,33 @@ struct Counts {
     refused: AtomicU64,
     unanswered: AtomicU64,
     grants: AtomicU64,
+}
+
+/// A change of a key's registration as the mutator saw it: sent, answered
+/// (`None`: no answer), and whether it was applied (`None`: not known — no
+/// answer, or a server error), and what it left: in `g3` or not.
+struct Change {
+    key: String,
+    sent: Instant,
+    answered: Option<Instant>,
+    applied: Option<bool>,
+    in_g3: bool,
+}
+
+/// A grant as a worker saw it: sent, answered, and until when it was
+/// certainly held (the release's request).
+struct Grant {
+    key: String,
+    sent: Instant,
+    answered: Instant,
+    released: Instant,
+}
+
+/// What the clients saw, for the window check.
+#[derive(Default)]
+struct Seen {
+    changes: Mutex<Vec<Change>>,
+    grants: Mutex<Vec<Grant>>,
 }
 
 impl Counts {
@@ -94,24 +139,33 @@ fn agent() -> ureq::Agent {
     ureq::AgentBuilder::new().timeout(Duration::from_secs(1)).build()
 }
 
-/// One random change at a random process.
-fn mutate(rng: &mut Rng, cluster: &Cluster, tenant: &str, agent: &ureq::Agent) -> Option<u16> {
+/// One random change at a random process; a registration's or an
+/// unregistration's answer is kept in `seen`.
+fn mutate(rng: &mut Rng, cluster: &Cluster, tenant: &str, agent: &ureq::Agent, seen: &Seen) -> Option<u16> {
     let server = cluster.get(rng.below(SERVERS as u64) as usize);
     let key = format!("k{}", rng.below(KEYS as u64));
+    let mut in_g3 = None;
     let (method, path, body) = match rng.below(10) {
         0..=4 => {
-            let groups: Vec<&str> = match rng.below(4) {
+            let mut groups: Vec<&str> = match rng.below(4) {
                 0 => vec![],
                 1 => vec!["g1"],
                 2 => vec!["g2"],
                 _ => vec!["g1", "g2"],
             };
+            if rng.below(2) == 0 {
+                groups.push("g3");
+            }
+            in_g3 = Some(groups.contains(&"g3"));
             let tier = ["a", "b"][rng.below(2) as usize];
             let body = json!({"kind": "key", "value": key, "permits": 1 + rng.below(2), "groups": groups,
-                "labels": {"tier": tier}});
+                "labels": {"tier": tier}, "limits": {"rpm": KEY_RPM}});
             ("POST", "/v1/resources".to_owned(), Some(body))
         }
-        5 => ("DELETE", format!("/v1/resources/key/{key}"), None),
+        5 => {
+            in_g3 = Some(false);
+            ("DELETE", format!("/v1/resources/key/{key}"), None)
+        }
         // Blocks until unblocked: a timed block ends on the clock of each
         // process that folds it, so a process opening later holds it longer.
         6 => ("PUT", format!("/v1/resources/key/{key}/block"), Some(json!({"reason": "mix"}))),
@@ -123,23 +177,121 @@ fn mutate(rng: &mut Rng, cluster: &Cluster, tenant: &str, agent: &ureq::Agent) -
             ("PUT", format!("/v1/groups/{group}/limits"), Some(limits))
         }
     };
-    send(agent, method, &format!("{server}{path}"), tenant, body).map(|(status, _)| status)
+    let sent = Instant::now();
+    let status = send(agent, method, &format!("{server}{path}"), tenant, body).map(|(status, _)| status);
+    if let Some(in_g3) = in_g3 {
+        let answered = status.map(|_| Instant::now());
+        let applied = match status {
+            Some(s) if s < 300 => Some(true),
+            Some(s) if s < 500 => Some(false),
+            _ => None,
+        };
+        seen.changes.lock().unwrap().push(Change { key, sent, answered, applied, in_g3 });
+    }
+    status
 }
 
 /// Acquires at a random process and releases there a moment later.
-fn work(rng: &mut Rng, cluster: &Cluster, tenant: &str, agent: &ureq::Agent, counts: &Counts) {
+fn work(rng: &mut Rng, cluster: &Cluster, tenant: &str, agent: &ureq::Agent, counts: &Counts, seen: &Seen) {
     let server = cluster.get(rng.below(SERVERS as u64) as usize);
     let context = format!("c{}", rng.below(3));
+    let sent = Instant::now();
     let Some((201, lease)) =
         send(agent, "POST", &format!("{server}/v1/leases"), tenant, Some(json!({"context": context})))
     else {
         std::thread::sleep(Duration::from_millis(5));
         return;
     };
+    let answered = Instant::now();
     counts.grants.fetch_add(1, Ordering::Relaxed);
     std::thread::sleep(Duration::from_millis(rng.below(30)));
     let path = format!("{server}/v1/leases/{}?token={}", lease["id"], lease["token"]);
+    let released = Instant::now();
     let _ = send(agent, "DELETE", &path, tenant, None);
+    let key = lease["value"].as_str().expect("a lease names its resource").to_owned();
+    seen.grants.lock().unwrap().push(Grant { key, sent, answered, released });
+}
+
+/// Whether `grant` was certainly made while its key was in `g3`: the key's
+/// last change sent before the grant's request that may have applied was
+/// acknowledged as applied, put the key in `g3`, and no change of the key
+/// that may have applied was in flight while the grant was.
+fn certainly_in_g3(grant: &Grant, changes: &[Change]) -> bool {
+    let mine = changes.iter().filter(|c| c.key == grant.key && c.applied != Some(false));
+    let in_flight = |c: &&Change| c.sent < grant.answered && c.answered.is_none_or(|a| a > grant.sent);
+    if mine.clone().any(|c| in_flight(&c)) {
+        return false;
+    }
+    let last = mine.filter(|c| c.sent < grant.sent).max_by_key(|c| c.sent);
+    last.is_some_and(|c| c.applied == Some(true) && c.in_g3)
+}
+
+/// The most grants that certainly fell in one minute: sorted by request,
+/// those from each one whose answers came less than a minute after it.
+fn most_in_a_minute(grants: &[&Grant]) -> usize {
+    let mut by_sent: Vec<&&Grant> = grants.iter().collect();
+    by_sent.sort_by_key(|g| g.sent);
+    (0..by_sent.len())
+        .map(|i| by_sent[i..].iter().filter(|g| g.answered < by_sent[i].sent + MINUTE).count())
+        .max()
+        .unwrap_or(0)
+}
+
+/// Two grants certainly made less than `spacing` apart, if any: both were
+/// requested and answered within a span shorter than it.
+fn closer_than(grants: &[&Grant], spacing: Duration) -> Option<Duration> {
+    let mut by_sent: Vec<&&Grant> = grants.iter().collect();
+    by_sent.sort_by_key(|g| g.sent);
+    let spans = (0..by_sent.len()).flat_map(|i| {
+        let first = by_sent[i];
+        by_sent[i + 1..]
+            .iter()
+            .take_while(move |g| g.sent < first.sent + spacing)
+            .map(move |g| g.answered.max(first.answered) - first.sent)
+    });
+    spans.filter(|&span| span < spacing).min()
+}
+
+/// The most leases certainly held at one instant, each from its answer to
+/// its release's request.
+fn most_held_at_once(grants: &[&Grant]) -> usize {
+    let mut edges: Vec<(Instant, i32)> = grants.iter().flat_map(|g| [(g.answered, 1), (g.released, -1)]).collect();
+    // At one instant a release ends before a grant starts.
+    edges.sort();
+    let (mut held, mut most) = (0i32, 0i32);
+    for (_, step) in edges {
+        held += step;
+        most = most.max(held);
+    }
+    most as usize
+}
+
+/// The window check: over-admissions of every key's `rpm`, and of `g3`'s
+/// `rpm` and `concurrency` among the grants certainly in it. Returns the
+/// grants it counted in `g3` and the over-admissions found.
+fn window_check(seen: &Seen) -> (usize, Vec<String>) {
+    let (changes, grants) = (seen.changes.lock().unwrap(), seen.grants.lock().unwrap());
+    let mut over = Vec::new();
+    for key in (0..KEYS).map(|k| format!("k{k}")) {
+        let of_key: Vec<&Grant> = grants.iter().filter(|g| g.key == key).collect();
+        let most = most_in_a_minute(&of_key);
+        if most > KEY_RPM {
+            over.push(format!("{key}: {most} grants in a minute, rpm {KEY_RPM}"));
+        }
+        if let Some(span) = closer_than(&of_key, MINUTE / KEY_RPM as u32) {
+            over.push(format!("{key}: two grants within {span:?}, rpm {KEY_RPM}"));
+        }
+    }
+    let in_g3: Vec<&Grant> = grants.iter().filter(|g| certainly_in_g3(g, &changes)).collect();
+    let most = most_in_a_minute(&in_g3);
+    if most > G3_RPM {
+        over.push(format!("g3: {most} grants in a minute, rpm {G3_RPM}"));
+    }
+    let held = most_held_at_once(&in_g3);
+    if held > G3_CONCURRENCY {
+        over.push(format!("g3: {held} leases at once, concurrency {G3_CONCURRENCY}"));
+    }
+    (in_g3.len(), over)
 }
 
 /// What a process derives from the log alone, as its views show it, in a
@@ -196,21 +348,25 @@ fn scenario(service: Service) {
     let proxies: Vec<Proxy> = (0..SERVERS).map(|_| Proxy::start(service.addr())).collect();
     let mut servers: Vec<Server> = proxies.iter().map(|p| serve(&store, p)).collect();
     let cluster = Cluster::new(servers.iter().map(|s| s.base().to_owned()).collect());
+    let g3 = json!({"rpm": G3_RPM, "concurrency": G3_CONCURRENCY});
+    let set = send(&agent(), "PUT", &format!("{}/v1/groups/g3/limits", cluster.get(0)), &tenant, Some(g3));
+    assert!(matches!(set, Some((200..=299, _))), "g3's limits: {set:?}");
 
     let stop = Arc::new(AtomicBool::new(false));
     let (changes, load) = (Arc::new(Counts::default()), Arc::new(Counts::default()));
+    let seen = Arc::new(Seen::default());
     let mut threads = Vec::new();
     for seed in 0..=WORKERS as u64 {
         let (stop, cluster, tenant) = (stop.clone(), cluster.clone(), tenant.clone());
-        let (changes, load) = (changes.clone(), load.clone());
+        let (changes, load, seen) = (changes.clone(), load.clone(), seen.clone());
         threads.push(std::thread::spawn(move || {
             let (mut rng, agent) = (Rng(seed * 7919 + 17), agent());
             while !stop.load(Ordering::Relaxed) {
                 if seed == 0 {
-                    changes.count(mutate(&mut rng, &cluster, &tenant, &agent));
+                    changes.count(mutate(&mut rng, &cluster, &tenant, &agent, &seen));
                     std::thread::sleep(Duration::from_millis(rng.below(20)));
                 } else {
-                    work(&mut rng, &cluster, &tenant, &agent, &load);
+                    work(&mut rng, &cluster, &tenant, &agent, &load, &seen);
                 }
             }
         }));
@@ -256,15 +412,21 @@ fn scenario(service: Service) {
         expected.keys().filter(|k| k.starts_with("resource")).count(),
         expected.keys().filter(|k| k.starts_with("group")).count(),
     );
+    let (in_g3, over) = window_check(&seen);
     println!(
         "convergence on {service}: {} changes accepted, {} refused, {} unanswered; {} grants; faults: {}; \
-         {compared} processes' states equal to a fresh process's ({resources} resources, {groups} groups)",
+         {compared} processes' states equal to a fresh process's ({resources} resources, {groups} groups); \
+         window check: {} over-admissions ({KEYS} keys at rpm {KEY_RPM}; {in_g3} grants certainly in g3 at \
+         rpm {G3_RPM}, concurrency {G3_CONCURRENCY})",
         changes.accepted.load(Ordering::Relaxed),
         changes.refused.load(Ordering::Relaxed),
         changes.unanswered.load(Ordering::Relaxed),
         load.grants.load(Ordering::Relaxed),
         faults.join(", "),
+        over.len(),
     );
+    assert!(over.is_empty(), "over-admissions: {over:?}");
+    assert!(in_g3 > 0, "the check counted grants in g3");
     assert!(changes.accepted.load(Ordering::Relaxed) > 50, "the mix changed the pool");
     assert!(changes.refused.load(Ordering::Relaxed) > 0, "some changes met a leased key");
     assert!(load.grants.load(Ordering::Relaxed) > 100, "the load ran");

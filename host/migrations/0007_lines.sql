@@ -3,7 +3,7 @@
 -- process while the others poll: a pool is admitted only while the live
 -- leases and the pools ahead of it in line leave a slot; it leaves the line
 -- when granted and joins at its end when refused. A pool that stops asking
--- for 250 ms is dropped; a refusal by the concurrency waits 100 ms at most,
+-- for 250 ms is dropped; a refusal by the concurrency waits 20 ms at most,
 -- not until the soonest lease expires. Each connection names its pool in the setting
 -- `repute.pool` (a connection without one never joins a line and finds every
 -- pool in it ahead). A release while any pool waits notifies the channel
@@ -81,10 +81,10 @@ BEGIN
                 ON CONFLICT (tenant, grp, pool) DO UPDATE SET alive_until = EXCLUDED.alive_until;
             END IF;
             -- Until the soonest lease expires (from `t`: the leases were
-            -- granted before it), or 100 ms at most: the pool asks again
+            -- granted before it), or 20 ms at most: the pool asks again
             -- within its place's 250 ms, and a release wakes it sooner.
-            wait_us := least(greatest(ceil(extract(epoch FROM soonest - t) * 1e6)::bigint, 1), 100000);
-            wait_us := coalesce(wait_us, 100000);
+            wait_us := least(greatest(ceil(extract(epoch FROM soonest - t) * 1e6)::bigint, 1), 20000);
+            wait_us := coalesce(wait_us, 20000);
         END IF;
     END IF;
 END

@@ -53,7 +53,7 @@ pub trait Store: Send + Sync {
     fn restart(&self, tenant: &str) -> bool;
     /// How long a refusal at a group's full concurrency waits, when the
     /// soonest lease expires in `ttl`: processes sharing the store keep a
-    /// line there and ask again within 100 ms to keep their place.
+    /// line there and ask again within 20 ms to keep their place.
     fn concurrency_wait(&self, ttl: u64) -> u64 {
         ttl
     }
@@ -61,7 +61,7 @@ pub trait Store: Send + Sync {
 
 /// What a store that several processes share answers for
 /// [`Store::concurrency_wait`].
-pub const LINE_POLL: u64 = 100_000_000;
+pub const LINE_POLL: u64 = 20_000_000;
 
 /// The suite as `#[test]` functions of a store's test file; `$store()`
 /// gives the store.

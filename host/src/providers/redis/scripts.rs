@@ -95,7 +95,7 @@ end
 /// refreshed by each of its attempts): a pool is admitted only while the
 /// live leases and the pools ahead of it in line leave a slot, leaves the
 /// line when granted, and joins it again at its end when refused; a pool
-/// not asking for 250 ms is dropped from it. Such a refusal waits 100 ms
+/// not asking for 250 ms is dropped from it. Such a refusal waits 20 ms
 /// at most (a pool asks again within its place's 250 ms; a release wakes it
 /// sooner), not until the soonest lease expires. The waiting hash (the
 /// fourth KEY from the end) names every pool in a line, for the revoke's
@@ -107,7 +107,7 @@ end
 /// refuse the scope until its window expired.
 pub(super) const GRANT: &str = "
 if tonumber(redis.call('GET', KEYS[#KEYS]) or '0') > tonumber(ARGV[#ARGV]) then return -1 end
-local me, waiting, GRACE, POLL = ARGV[#ARGV - 1], KEYS[#KEYS - 3], 250000, 100000
+local me, waiting, GRACE, POLL = ARGV[#ARGV - 1], KEYS[#KEYS - 3], 250000, 20000
 if ARGV[3] ~= '0' and redis.call('GET', KEYS[1]) ~= ARGV[3] then return false end
 local function lost() return tonumber(redis.call('GET', KEYS[#KEYS - 2]) or '0') < tonumber(ARGV[#ARGV]) end
 local floor, recovering = generation(KEYS[#KEYS - 1], tonumber(ARGV[1]), lost)
