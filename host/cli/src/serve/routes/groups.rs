@@ -14,8 +14,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use super::resources::ContextQuery;
 use super::table::{route, Route};
-use crate::serve::extract::{App, AppResult, Body, Tenant, P};
+use crate::serve::extract::{App, AppResult, Body, Tenant, P, Q};
 use crate::serve::openapi::schema;
 use crate::serve::openapi::views;
 use crate::serve::openapi::Doc;
@@ -38,6 +39,8 @@ pub(super) fn routes() -> Vec<Route> {
             "/v1/groups",
             list,
             Doc::tenant("List quota groups: each with members or limits, sorted by name")
+                .describe("With `context`, from the pool that holds the context (in partitioned mode, its partition's owner; without it, partition 0's).")
+                .query::<ContextQuery>()
                 .list::<views::Group>(200, "Groups"),
         ),
         route(
@@ -105,8 +108,8 @@ fn view(g: &GroupView, state: &App) -> Value {
     )
 }
 
-pub(super) async fn list(State(state): State<App>, Tenant(t): Tenant) -> AppResult<Json<Value>> {
-    let groups: Vec<GroupView> = state.call(&state.pool(&t, By::Home), |p| p.groups()).await?;
+pub(super) async fn list(State(state): State<App>, Tenant(t): Tenant, Q(q): Q<ContextQuery>) -> AppResult<Json<Value>> {
+    let groups: Vec<GroupView> = state.call(&q.pool(&state, &t)?, |p| p.groups()).await?;
     Ok(Json(Value::Array(groups.iter().map(|g| view(g, &state)).collect())))
 }
 

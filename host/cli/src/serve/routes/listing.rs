@@ -13,7 +13,6 @@ use crate::serve::extract::{App, AppResult, Tenant, Q};
 use crate::serve::labels;
 use crate::serve::openapi::schema;
 use crate::serve::problem::Problem;
-use crate::serve::state::By;
 use crate::serve::units::http_view;
 use crate::serve::usage;
 
@@ -47,6 +46,10 @@ pub(super) struct ListQuery {
     /// Each resource with its `cells`, as `/cells` lists them
     #[serde(default)]
     cells: bool,
+    /// Read from the pool that holds this context: in partitioned mode its
+    /// partition's owner (partition 0's when left out), elsewhere the one pool
+    #[schemars(with = "Option<schema::Name>")]
+    context: Option<String>,
 }
 
 #[derive(Clone, Copy, Default, Deserialize, JsonSchema)]
@@ -105,8 +108,9 @@ pub(super) async fn resources(
         }
     }
     let label = q.label.as_deref().map(label_filter).transpose()?.map(|(n, v)| (n.to_owned(), v.to_owned()));
+    let pool = super::resources::by_context(&state, &t, q.context.as_deref())?;
     let (total, page) = state
-        .call(&state.pool(&t, By::Home), move |p| {
+        .call(&pool, move |p| {
             let mut views: Vec<ResourceView> = p.resources()?;
             views.retain(|v| {
                 q.kind.as_ref().is_none_or(|k| v.resource.kind() == k.as_str())

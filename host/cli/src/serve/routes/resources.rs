@@ -175,14 +175,7 @@ pub(super) async fn cells(
     P(KindValue { kind, value }): P<KindValue>,
     Q(q): Q<ContextQuery>,
 ) -> AppResult<Json<Value>> {
-    if let Some(context) = &q.context {
-        // Refused here by the core's rule: the filter alone would never reach the pool's own check.
-        repute_host::Context::new(context.as_str()).map_err(|e| match repute_host::Error::from(e) {
-            repute_host::Error::InvalidInput { rule, .. } => Problem::invalid("context", rule),
-            other => Problem::from(other),
-        })?;
-    }
-    let pool = state.pool(&t, q.context.as_deref().map_or(By::Home, By::Context));
+    let pool = q.pool(&state, &t)?;
     let mut views: Vec<CellView> = state.call(&pool, move |p| p.cells(&kind, &value)).await?;
     if let Some(context) = &q.context {
         views.retain(|c| c.context.as_ref().is_none_or(|c| c.as_str() == context));
@@ -231,6 +224,26 @@ pub(super) async fn block(
 pub(super) struct ContextQuery {
     #[schemars(with = "Option<schema::Name>")]
     context: Option<String>,
+}
+
+impl ContextQuery {
+    /// The pool a request about `context` goes to (partition 0's without
+    /// one); a context the core would refuse is refused here, naming it:
+    /// a filter alone would never reach the pool's own check.
+    pub(super) fn pool(&self, state: &App, tenant: &str) -> Result<String, Problem> {
+        by_context(state, tenant, self.context.as_deref())
+    }
+}
+
+/// The pool a request about `context` goes to, `context` checked by the core's rule.
+pub(super) fn by_context(state: &App, tenant: &str, context: Option<&str>) -> Result<String, Problem> {
+    if let Some(context) = context {
+        repute_host::Context::new(context).map_err(|e| match repute_host::Error::from(e) {
+            repute_host::Error::InvalidInput { rule, .. } => Problem::invalid("context", rule),
+            other => Problem::from(other),
+        })?;
+    }
+    Ok(state.pool(tenant, context.map_or(By::Home, By::Context)))
 }
 
 pub(super) async fn unblock(

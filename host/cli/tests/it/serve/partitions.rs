@@ -84,6 +84,18 @@ fn partitioned_mode_sends_each_context_to_its_owner_and_keeps_permits_exact() {
     assert_eq!(p["owner"], s[0].base);
     let p = call("GET", &s[1].url("/v1/resources"), &t, None).problem(421, "not_owner");
     assert_eq!(p["owner"], s[0].base, "a request about no context goes to partition 0");
+    // A listing about a context is read from the partition that holds it,
+    // which folded the same registrations and groups as partition 0.
+    let at = |server: &Server, path: &str, context: &str| {
+        call("GET", &server.url(&format!("{path}?context={context}")), &t, None)
+    };
+    for path in ["/v1/resources", "/v1/groups"] {
+        let p = at(&s[0], path, &ctx[2]).problem(421, "not_owner");
+        assert_eq!(p["owner"], s[2].base, "{path} about a context goes to its partition");
+        let (here, home) = (at(&s[2], path, &ctx[2]), call("GET", &s[0].url(path), &t, None));
+        assert_eq!((here.status, here.json()), (200, home.json()), "{path}: partition 2 folded what partition 0 did");
+    }
+    at(&s[0], "/v1/groups", "*").problem(400, "invalid_input");
 
     // Every owner acquires in turn until each has been refused: a
     // partition knows nothing of the others' leases but what the database
