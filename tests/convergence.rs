@@ -1,11 +1,12 @@
 //! One log, one state (I8) under change, load and faults: three `repute
-//! serve --mode shared` processes on one store take random registrations,
-//! regroups, permit changes, unregisters, blocks and group limits at
-//! random processes while workers acquire and release at random processes,
-//! and one process is paused past the lease TTL, one killed and replaced,
-//! the store restarted. At quiescence every process, and a fresh one that
-//! folds the log from its start, must show the same registrations and
-//! groups.
+//! serve --mode shared` processes on one store (PostgreSQL, Redis), or three
+//! of `--mode partitioned` splitting the tenant in three (PostgreSQL), take
+//! random registrations, regroups, permit changes, unregisters, blocks and
+//! group limits at random processes while workers acquire and release at
+//! random processes, and one process is paused past the lease TTL, one
+//! killed and replaced, the store restarted. At quiescence every process (in partitioned mode,
+//! every partition), and a fresh one that folds the log from its start,
+//! must show the same registrations and groups.
 //!
 //! The checker reads only the HTTP views and compares what every process
 //! derives from the log alone: each resource's permits, labels, limits,
@@ -119,20 +120,36 @@ impl Counts {
     }
 }
 
-/// One request; the status and body, or `None` when no answer came.
+/// One request; the status and body, or `None` when no answer came. A
+/// "not the owner" answer (421, partitioned mode) is followed to the owner
+/// it names, as a client of a partitioned cluster does.
 fn send(agent: &ureq::Agent, method: &str, url: &str, tenant: &str, body: Option<Value>) -> Option<(u16, Value)> {
-    let req = agent.request(method, url).set("Repute-Tenant", tenant);
-    let res = match body {
-        Some(b) => req.send_json(b),
-        None => req.call(),
-    };
-    let res = match res {
-        Ok(r) => r,
-        Err(ureq::Error::Status(_, r)) => r,
-        Err(_) => return None,
-    };
-    let status = res.status();
-    Some((status, res.into_json().unwrap_or(Value::Null)))
+    let mut url = url.to_owned();
+    for _ in 0..SERVERS {
+        let req = agent.request(method, &url).set("Repute-Tenant", tenant);
+        let res = match body.clone() {
+            Some(b) => req.send_json(b),
+            None => req.call(),
+        };
+        let res = match res {
+            Ok(r) => r,
+            Err(ureq::Error::Status(_, r)) => r,
+            Err(_) => return None,
+        };
+        let status = res.status();
+        let answer = res.into_json().unwrap_or(Value::Null);
+        match answer["owner"].as_str().filter(|_| status == 421) {
+            Some(owner) => url = format!("{}{}", owner.trim_end_matches('/'), path_of(&url)),
+            None => return Some((status, answer)),
+        }
+    }
+    None
+}
+
+/// The path and query of an `http://host:port/...` URL.
+fn path_of(url: &str) -> &str {
+    let after = url.strip_prefix("http://").expect("an http URL");
+    &after[after.find('/').unwrap_or(after.len())..]
 }
 
 fn agent() -> ureq::Agent {
@@ -194,7 +211,7 @@ fn mutate(rng: &mut Rng, cluster: &Cluster, tenant: &str, agent: &ureq::Agent, s
 /// Acquires at a random process and releases there a moment later.
 fn work(rng: &mut Rng, cluster: &Cluster, tenant: &str, agent: &ureq::Agent, counts: &Counts, seen: &Seen) {
     let server = cluster.get(rng.below(SERVERS as u64) as usize);
-    let context = format!("c{}", rng.below(3));
+    let context = format!("c{}", rng.below(CONTEXTS));
     let sent = Instant::now();
     let Some((201, lease)) =
         send(agent, "POST", &format!("{server}/v1/leases"), tenant, Some(json!({"context": context})))
@@ -295,13 +312,14 @@ fn window_check(seen: &Seen) -> (usize, Vec<String>) {
 }
 
 /// What a process derives from the log alone, as its views show it, in a
-/// form to compare: resources by id, groups by name.
-fn digest(server: &str, tenant: &str) -> BTreeMap<String, Value> {
+/// form to compare: resources by id, groups by name. `query` picks the
+/// pool that answers (`?context=C`: in partitioned mode, C's partition).
+fn digest(server: &str, tenant: &str, query: &str) -> BTreeMap<String, Value> {
     let agent = agent();
     let read = |path: &str| {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            match send(&agent, "GET", &format!("{server}{path}"), tenant, None) {
+            match send(&agent, "GET", &format!("{server}{path}{query}"), tenant, None) {
                 Some((200, body)) => return body,
                 other => assert!(Instant::now() < deadline, "{server}{path}: {other:?}"),
             }
@@ -335,18 +353,39 @@ fn digest(server: &str, tenant: &str) -> BTreeMap<String, Value> {
     out
 }
 
-fn serve(store: &str, proxy: &Proxy) -> Server {
-    let store = url_via(store, proxy.addr());
-    let args = ["--no-auth", "--store", &store, "--mode", "shared", "--sync-every", "0.1", "--lease-ttl", LEASE_TTL];
-    Server::start(&args.map(str::to_owned))
+/// How the processes share the tenant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Every process serves the whole tenant.
+    Shared,
+    /// The tenant split by context into `SERVERS` partitions, each with an
+    /// owner (PostgreSQL).
+    Partitioned,
 }
 
-fn scenario(service: Service) {
+/// Contexts of the workers' acquires, `c0` to `c5`: in partitions 1, 2, 2,
+/// 0, 2 and 0 of three (FNV-1a), so every partition has some.
+const CONTEXTS: u64 = 6;
+
+fn serve(store: &str, proxy: &Proxy, mode: Mode) -> Server {
+    let store = url_via(store, proxy.addr());
+    let mut args: Vec<String> =
+        ["--no-auth", "--store", &store, "--sync-every", "0.1", "--lease-ttl", LEASE_TTL].map(str::to_owned).into();
+    let partitions = SERVERS.to_string();
+    let mode = match mode {
+        Mode::Shared => vec!["--mode", "shared"],
+        Mode::Partitioned => vec!["--mode", "partitioned", "--partitions", &partitions, "--owner-ttl", "2"],
+    };
+    args.extend(mode.into_iter().map(str::to_owned));
+    Server::start(&args)
+}
+
+fn scenario(service: Service, mode: Mode) {
     let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let store = service.url();
     let tenant = unique(&format!("converge_{service}"));
     let proxies: Vec<Proxy> = (0..SERVERS).map(|_| Proxy::start(service.addr())).collect();
-    let mut servers: Vec<Server> = proxies.iter().map(|p| serve(&store, p)).collect();
+    let mut servers: Vec<Server> = proxies.iter().map(|p| serve(&store, p, mode)).collect();
     let cluster = Cluster::new(servers.iter().map(|s| s.base().to_owned()).collect());
     let g3 = json!({"rpm": G3_RPM, "concurrency": G3_CONCURRENCY});
     let set = send(&agent(), "PUT", &format!("{}/v1/groups/g3/limits", cluster.get(0)), &tenant, Some(g3));
@@ -385,7 +424,7 @@ fn scenario(service: Service) {
     servers[1].resume();
     faults.push("a server paused 2.5 s (lease TTL 2 s)");
     at(0.45);
-    let replacement = serve(&store, &proxies[2]);
+    let replacement = serve(&store, &proxies[2], mode);
     cluster.replace(2, replacement.base().to_owned());
     std::mem::replace(&mut servers[2], replacement).kill();
     faults.push("a server killed and replaced");
@@ -398,14 +437,21 @@ fn scenario(service: Service) {
         t.join().expect("a client thread");
     }
 
-    // Quiescence: every process synced (every 0.1 s).
+    // Quiescence: every process synced (every 0.1 s). A fresh process of
+    // shared mode folds the whole log (no process of partitioned mode
+    // holds the whole tenant); every process, or every partition, must
+    // have folded it to the same state.
     std::thread::sleep(Duration::from_secs(1));
-    let fresh = serve(&store, &proxies[0]);
-    let expected = digest(fresh.base(), &tenant);
+    let fresh = serve(&store, &proxies[0], Mode::Shared);
+    let expected = digest(fresh.base(), &tenant, "");
+    let queries: Vec<(String, String)> = match mode {
+        Mode::Shared => servers.iter().map(|s| (s.base().to_owned(), String::new())).collect(),
+        Mode::Partitioned => (0..CONTEXTS).map(|c| (cluster.get(c as usize), format!("?context=c{c}"))).collect(),
+    };
     let mut compared = 0;
-    for server in &servers {
-        let got = digest(server.base(), &tenant);
-        assert_eq!(got, expected, "{} folded the log to another state than a fresh process", server.base());
+    for (server, query) in &queries {
+        let got = digest(server, &tenant, query);
+        assert_eq!(got, expected, "{server}{query} folded the log to another state than a fresh process");
         compared += 1;
     }
     let (resources, groups) = (
@@ -414,8 +460,8 @@ fn scenario(service: Service) {
     );
     let (in_g3, over) = window_check(&seen);
     println!(
-        "convergence on {service}: {} changes accepted, {} refused, {} unanswered; {} grants; faults: {}; \
-         {compared} processes' states equal to a fresh process's ({resources} resources, {groups} groups); \
+        "convergence on {service} ({mode:?}): {} changes accepted, {} refused, {} unanswered; {} grants; faults: {}; \
+         {compared} processes' (or contexts' partitions') states equal to a fresh process's ({resources} resources, {groups} groups); \
          window check: {} over-admissions ({KEYS} keys at rpm {KEY_RPM}; {in_g3} grants certainly in g3 at \
          rpm {G3_RPM}, concurrency {G3_CONCURRENCY})",
         changes.accepted.load(Ordering::Relaxed),
@@ -434,10 +480,15 @@ fn scenario(service: Service) {
 
 #[test]
 fn postgres_shared_processes_fold_every_change_to_one_state() {
-    scenario(Service::Postgres);
+    scenario(Service::Postgres, Mode::Shared);
+}
+
+#[test]
+fn postgres_partitions_fold_every_change_to_one_state() {
+    scenario(Service::Postgres, Mode::Partitioned);
 }
 
 #[test]
 fn redis_shared_processes_fold_every_change_to_one_state() {
-    scenario(Service::Redis);
+    scenario(Service::Redis, Mode::Shared);
 }
