@@ -150,6 +150,18 @@ test('nothing registered is named', async () => {
   assert.match(e.message, /none registered/);
 });
 
+test('a kind nobody registered is refused at once, not waited for', async () => {
+  // No timeout and a clock that never moves: only the refusal ends the call.
+  const pool = new Pool({ clock: new ManualClock() });
+  pool.register('proxy', '10.0.0.1:8080');
+  const e = await pool.acquire('example.com', { kind: 'proxies' }).then(
+    () => assert.fail('expected a refusal'),
+    (e) => e,
+  );
+  assert.ok(e instanceof NoResourceAvailableError, String(e));
+  assert.deepEqual([e.noneRegistered, e.settled, e.retryAfterMs], [true, true, null]);
+});
+
 test('fail-open grants the least-bad key and says so', async () => {
   const { pool } = keys({ failOpen: true });
   await pool.reportFailure('api-key', 'k1', 'gpt', 'rate_limited', { retryAfterMs: 60_000 });

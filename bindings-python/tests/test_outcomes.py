@@ -4,6 +4,7 @@ cooling rules, as a Python user meets them."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 
@@ -129,6 +130,26 @@ def test_nothing_registered_is_named(clock: repute.ManualClock) -> None:
         pool.acquire("gpt", timeout=0)
     assert caught.value.none_registered
     assert "none registered" in str(caught.value)
+
+
+def test_a_kind_nobody_registered_is_refused_at_once_not_waited_for(clock: repute.ManualClock) -> None:
+    # Without a timeout the wait has no end, and the manual clock never
+    # moves: only the refusal can end these calls.
+    pool = repute.Pool(clock=clock)
+    pool.register("proxy", "10.0.0.1:8080")
+    with pytest.raises(repute.NoResourceAvailableError) as caught:
+        pool.acquire("example.com", kind="proxies")
+    assert (caught.value.none_registered, caught.value.settled, caught.value.retry_after) == (True, True, None)
+
+    async def main() -> None:
+        aio = await repute.AsyncPool.open(clock=clock)
+        await aio.register("proxy", "10.0.0.1:8080")
+        with pytest.raises(repute.NoResourceAvailableError) as refused:
+            await aio.acquire("example.com", kind="proxies")
+        assert refused.value.none_registered
+        await aio.close()
+
+    asyncio.run(asyncio.wait_for(main(), 60))
 
 
 def test_fail_open_grants_the_least_bad_and_says_so(clock: repute.ManualClock) -> None:

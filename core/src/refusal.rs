@@ -38,7 +38,10 @@ pub struct Refusal {
     /// probe, no lease in flight in this context can report on one, and none
     /// held back by a usage limit has a live lease or a group (whose usage
     /// may free tokens). A waiting acquire whose time ends before a settled
-    /// `retry_after` gives up at once instead of waiting out its timeout.
+    /// `retry_after` gives up at once instead of waiting out its timeout;
+    /// a settled refusal with no `retry_after` (none registered that the
+    /// acquire admits, or each blocked or retired for good) ends every
+    /// wait at once: nothing but an operator's change would free one.
     pub settled: bool,
 }
 

@@ -44,8 +44,9 @@ impl Pool {
                 self.count(&mut refusal, slot, (ctx, Some(context)), selector.cost());
             }
         }
-        // With nothing registered, a registration is what it waits for.
-        refusal.settled &= refusal.registered > 0;
+        // With nothing registered that the selector admits, nothing frees
+        // one: settled, with no end (a typo'd kind is refused at once
+        // instead of waiting for a registration that never comes).
         refusal
     }
 

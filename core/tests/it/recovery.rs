@@ -371,12 +371,14 @@ fn a_refusal_is_settled_only_when_nothing_it_knows_of_frees_a_resource_sooner() 
     assert_eq!(pool.acquire(&ctx("x"), S).unwrap().kind, LeaseKind::Trial);
     assert!(!refusal(&mut pool, "x", S).settled);
 
-    // Waiting for a probe, or for a first registration, has no known end.
+    // Waiting for a probe has no known end; nothing registered ends no
+    // wait at all: settled, with no end, refused at once by a waiting acquire.
     let mut probed = pool_with(Policy { recovery: Recovery::Probe, ..Policy::default() }, &["a"]);
     cool(&mut probed, "a", FailureKind::Slow, 0);
     assert!(!refusal(&mut probed, "x", 4 * 3600 * S).settled);
     let mut empty = pool_with(Policy::default(), &[]);
-    assert!(!refusal(&mut empty, "x", 0).settled);
+    let none = refusal(&mut empty, "x", 0);
+    assert_eq!((none.registered, none.settled, none.retry_after, none.expected_after), (0, true, None, None));
 }
 
 #[test]

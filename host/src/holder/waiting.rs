@@ -68,6 +68,13 @@ impl Hint {
         Hint { retry_after, expected_after: expected_after.or(retry_after), settled }
     }
 
+    /// Whether nothing will free a resource without a change to the pool:
+    /// a settled refusal with no end, such as one with nothing registered
+    /// that the acquire admits.
+    pub fn never(&self) -> bool {
+        self.settled && self.retry_after.is_none() && self.expected_after.is_none()
+    }
+
     /// Whether nothing is expected to be granted within `remaining`: a
     /// settled wait that is expected to end after it. Waiting it out would
     /// only hold the caller (and, on a busy loop, a worker) until the
@@ -88,11 +95,13 @@ impl Waiting {
     }
 
     /// Whether an acquire refused with `hint` at `now` stops: its time is
-    /// up, or the hint says nothing can come before it is (trusted only
-    /// where this pool is its tenant's only writer).
+    /// up, nothing will ever free a resource it may choose (in any mode: a
+    /// kind nobody registered is a mistake to report, not a wait), or the
+    /// hint says nothing can come before its time is up (trusted only where
+    /// this pool is its tenant's only writer).
     pub fn gives_up(&self, hint: Hint, now: u64) -> bool {
         let remaining = self.remaining(now);
-        remaining == Some(Duration::ZERO) || (self.sole_writer && hint.outlasts(remaining))
+        remaining == Some(Duration::ZERO) || hint.never() || (self.sole_writer && hint.outlasts(remaining))
     }
 
     /// After a refusal with the pool's `hint`: how long to sleep before the
@@ -196,6 +205,17 @@ mod tests {
         assert_eq!(Waiting::new(0, None, true).next(settled(u64::MAX), 0), Some(ms(1)));
         // Nor when other processes write the tenant too.
         assert_eq!(Waiting::new(0, Some(10_000_000), false).next(settled(10_000_001), 0), Some(ms(1)));
+    }
+
+    #[test]
+    fn a_settled_refusal_without_an_end_is_never_waited_for() {
+        let never = Hint { retry_after: None, expected_after: None, settled: true };
+        for sole_writer in [true, false] {
+            assert_eq!(Waiting::new(0, None, sole_writer).next(never, 0), None, "sole writer: {sole_writer}");
+        }
+        // Unsettled, a lease may be released: waited for.
+        let open = Hint { settled: false, ..never };
+        assert_eq!(Waiting::new(0, None, false).next(open, 0), Some(Duration::from_millis(1)));
     }
 
     #[test]
