@@ -195,7 +195,9 @@ test('acquire waits without limit by default, as in Python', async () => {
   const clock = new ManualClock();
   const pool = new Pool({ clock, leaseTtlMs: 1_000 });
   pool.register('proxy', 'a');
-  pool.block('proxy', 'a');
+  // A block with an end (one without would refuse at once: nothing but an
+  // unblock could serve the acquire).
+  pool.block('proxy', 'a', { durationMs: 3_600_000 });
   let settled = false;
   const waiter = pool.acquire('c').finally(() => {
     settled = true;

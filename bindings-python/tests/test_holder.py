@@ -210,7 +210,9 @@ def test_asyncio_acquire_waits_on_the_pools_clock(clock: repute.ManualClock) -> 
 def test_acquire_waits_without_limit_by_default(clock: repute.ManualClock) -> None:
     pool = repute.Pool(clock=clock, lease_ttl=1.0)
     pool.register("proxy", "a")
-    pool.block("proxy", "a")
+    # A block with an end (one without would refuse at once: nothing but an
+    # unblock could serve the acquire).
+    pool.block("proxy", "a", seconds=3600.0)
     got: list[repute.Lease] = []
     waiter = threading.Thread(target=lambda: got.append(pool.acquire("c")))
     waiter.start()
