@@ -319,7 +319,9 @@ pub enum Field<'a> {
 /// The unit a front end shows durations in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Unit {
-    /// Python: float seconds, as the error's `retry_after`.
+    /// Python: seconds, as the error's `retry_after`, to whole milliseconds
+    /// rounded up (a message of a nanosecond wait reads `0.177 s`, not
+    /// `0.176000123 s`).
     Seconds,
     /// JavaScript and HTTP: whole milliseconds, rounded up (a retry sooner
     /// than the wait would be refused again).
@@ -329,7 +331,7 @@ pub enum Unit {
 impl Unit {
     fn show(self, ns: u64) -> String {
         match self {
-            Unit::Seconds => format!("{} s", ns as f64 / 1e9),
+            Unit::Seconds => format!("{} s", ns.div_ceil(1_000_000) as f64 / 1e3),
             Unit::Millis => format!("{} ms", ns.div_ceil(1_000_000)),
         }
     }
@@ -468,6 +470,9 @@ mod tests {
         assert_eq!(rate.message(Unit::Seconds), "rate limited (retry after 0.25 s)");
         assert_eq!(rate.message(Unit::Millis), "rate limited (retry after 250 ms)");
         assert_eq!(rate.to_string(), rate.message(Unit::Millis));
+        let odd = Error::RateLimited { retry_after: 176_000_123 };
+        assert_eq!(odd.message(Unit::Seconds), "rate limited (retry after 0.177 s)", "whole ms, rounded up");
+        assert_eq!(odd.message(Unit::Millis), "rate limited (retry after 177 ms)");
         let none = &Error::examples()[6];
         assert_eq!(
             none.message(Unit::Seconds),
