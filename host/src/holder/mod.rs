@@ -106,9 +106,9 @@ impl Holder {
     /// Starts hearing of the releases other processes make, once, on a
     /// thread of its own that ends with the pool: each syncs the pool
     /// (which asks the store again about groups at their concurrency) and
-    /// wakes the first waiting acquire in line here, as a release here does. Waiting
-    /// acquires start it, so a pool that never waits opens no connection
-    /// for it.
+    /// wakes the first waiting acquire in line here, as a release here
+    /// does. Waiting acquires start it, so a pool that never waits opens no
+    /// connection for it.
     fn listen(self: &Arc<Self>) {
         let Some(mut releases) = self.elsewhere.lock().unwrap_or_else(|p| p.into_inner()).take() else { return };
         let holder = Arc::downgrade(self);
