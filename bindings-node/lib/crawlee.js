@@ -149,7 +149,9 @@ class CrawleeProxies {
     const step = followed.attempts.answered(statusCode, { headers: headerPairs(headers), body });
     // Crawlee's HTTP client reads the whole body before the request handler runs.
     if (step === 'stream') followed.attempts.finished();
-    if (step === 'retry') throw new Error(`the proxy's answer (${statusCode}) was its own fault: another proxy`);
+    // Crawlee retries on another proxy; when its retries run out, this is
+    // the error the user reads.
+    if (step === 'retry') throw new Error(`${statusCode} from ${context.request.url} through a proxy repute blames for it`);
     this.#end(context.request);
   }
 

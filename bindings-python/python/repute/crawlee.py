@@ -137,7 +137,9 @@ class Proxies:
         if step == "stream":
             await self._acquirer.call(followed.attempts.finished, None)  # the HTTP client has read the whole body
         if step == "retry":
-            raise SessionError(f"the proxy's answer ({status}) was its own fault: another proxy")
+            # Crawlee retries on another proxy; when its retries run out,
+            # this is the error the user reads.
+            raise SessionError(f"{status} from {context.request.url} through a proxy repute blames for it")
         self._end(context.request)
 
     async def errored(self, context: BasicCrawlingContext, error: Exception) -> None:
