@@ -262,6 +262,11 @@ impl Holder {
     /// (`None`: without limit), for front ends that sleep their own way.
     pub fn waiting(self: &Arc<Self>, timeout: Option<u64>) -> Waiting {
         self.listen();
+        self.plan(timeout)
+    }
+
+    /// A waiting plan made now, for this pool's writers.
+    fn plan(&self, timeout: Option<u64>) -> Waiting {
         Waiting::new(self.now(), timeout, self.sole_writer)
     }
 
@@ -291,7 +296,7 @@ impl Holder {
         worth_waiting: impl Fn(&Error) -> bool,
         mut between: impl FnMut() -> Result<(), E>,
     ) -> Result<Arc<HeldLease>, E> {
-        let mut waiting = Waiting::new(self.now(), timeout, self.sole_writer);
+        let mut waiting = self.plan(timeout);
         let mut place: Option<line::Place<'_>> = None;
         loop {
             let mut guard = self.lock();

@@ -181,7 +181,7 @@ impl Redis {
     }
 
     fn link(&self) -> Link {
-        Link { client: self.client.clone(), conn: None, scripts: Scripts::new() }
+        Link::to(self.client.clone())
     }
 
     /// The tenant's storage and lease authority, writing under `epoch` (0:
@@ -204,9 +204,9 @@ struct Link {
 }
 
 impl Link {
-    /// Another link to the same server, connected at its first call.
-    fn clone_unconnected(&self) -> Link {
-        Link { client: self.client.clone(), conn: None, scripts: Scripts::new() }
+    /// A link to `client`'s server, connected at its first call.
+    fn to(client: Client) -> Link {
+        Link { client, conn: None, scripts: Scripts::new() }
     }
 
     fn run<T>(&mut self, f: impl FnOnce(&mut Connection, &Scripts) -> redis::RedisResult<T>) -> Result<T, StoreError> {
@@ -644,7 +644,7 @@ impl Fencing for RedisFencing {
 
     fn releases(&self) -> Option<Box<dyn super::Releases>> {
         let list = format!("{}{}", self.keys.wake, self.keys.pool);
-        Some(Box::new(RedisReleases { link: self.link.clone_unconnected(), list }))
+        Some(Box::new(RedisReleases { link: Link::to(self.link.client.clone()), list }))
     }
 
     /// One script over the permits' lease keys, on the server's clock.
